@@ -1,0 +1,37 @@
+// Command poolagent brings database-style resource pools to a Linux host,
+// enforced by the kernel's CPU bandwidth controller, and predicts the
+// throttling the kernel will report.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "poolagent:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// newApp wires the commands; each lives in its own file.
+func newApp() *cli.App {
+	return &cli.App{
+		Name:                 "poolagent",
+		Usage:                "resource pools for Linux hosts, enforced with cgroup CPU bandwidth control",
+		EnableBashCompletion: true,
+		Commands:             []*cli.Command{},
+	}
+}
+
+// exitCode maps an error to the process exit status: a cli.ExitCoder keeps
+// its own code, anything else is 1.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() != 0 {
+		return ec.ExitCode()
+	}
+	return 1
+}
