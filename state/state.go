@@ -1,0 +1,276 @@
+// Package state keeps the run-time changes an administrator made to the pools
+// (DDL accepted through `poolagent sql`) in the daemon's state directory, so
+// they survive restarts and reloads.
+//
+// The state is an ordered log of accepted changes in one file,
+// <dir>/changes.json. Every change rewrites the whole file atomically: the new
+// content goes to a temporary file in the same directory, which is fsynced,
+// renamed over changes.json, and then the directory is fsynced. A reader
+// therefore sees either the old log or the new one, never a mix, and after a
+// crash the log is always a prefix of the accepted changes. The effective pool
+// model is the pool file with these changes applied in order (see
+// docs/operate.md).
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileName is the log's file name inside the state directory.
+const FileName = "changes.json"
+
+// Format identifies the file layout; a file with another value is refused
+// rather than guessed at.
+const Format = "poolagent-changes/1"
+
+// lockName is the file flock(2)ed while a Store is open, so two daemons
+// never write one state directory.
+const lockName = "lock"
+
+// tempPrefix starts the name of a temporary file that becomes changes.json
+// when renamed; one left by a crash is removed by [Open].
+const tempPrefix = "." + FileName + ".tmp-"
+
+// ErrLocked is returned by [Open] when another process holds the state
+// directory.
+var ErrLocked = errors.New("state directory is in use by another process")
+
+// Change is one accepted run-time change: the DDL text as the administrator
+// sent it, applied after the pool file and every earlier change.
+type Change struct {
+	// Seq numbers changes from 1 without gaps.
+	Seq uint64 `json:"seq"`
+	// Time is when the change was accepted, UTC.
+	Time time.Time `json:"time"`
+	// UID is the administrator's user id from the socket's peer credentials.
+	UID uint32 `json:"uid"`
+	// User is the administrator's user name, "" if it has none.
+	User string `json:"user,omitempty"`
+	// DDL is the accepted statements, verbatim.
+	DDL string `json:"ddl"`
+}
+
+// Log is the content of changes.json.
+type Log struct {
+	Format  string   `json:"format"`
+	Changes []Change `json:"changes"`
+}
+
+// Store is an open state directory. Its methods are safe for concurrent use.
+type Store struct {
+	dir  string
+	lock *os.File
+
+	mu      sync.Mutex
+	changes []Change
+}
+
+// Open locks the state directory dir (creating it with mode 0700 if missing),
+// removes temporary files a crash left behind, and reads the log. A missing
+// changes.json is an empty log. Close releases the lock.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	lockPath := filepath.Join(dir, lockName)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	s := &Store{dir: dir, lock: lock}
+	if err := s.removeTemps(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	changes, err := Read(s.Path())
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.changes = changes
+	return s, nil
+}
+
+// Close releases the state directory.
+func (s *Store) Close() error {
+	return s.lock.Close()
+}
+
+// Path is the log file's path, <dir>/changes.json.
+func (s *Store) Path() string {
+	return filepath.Join(s.dir, FileName)
+}
+
+// Changes returns a copy of the log, oldest first.
+func (s *Store) Changes() []Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Change(nil), s.changes...)
+}
+
+// Append numbers c (its Seq is set to the next number; a zero Time becomes
+// now) and persists the log with c at its end. When Append returns nil the
+// change is on stable storage; on error the log, in memory and on disk, is
+// the one before the call.
+func (s *Store) Append(c Change) (Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Seq = uint64(len(s.changes)) + 1
+	if c.Time.IsZero() {
+		c.Time = time.Now()
+	}
+	c.Time = c.Time.UTC()
+	next := append(append(make([]Change, 0, len(s.changes)+1), s.changes...), c)
+	if err := s.write(next); err != nil {
+		return Change{}, err
+	}
+	s.changes = next
+	return c, nil
+}
+
+// Clear persists an empty log: the effective model becomes the pool file
+// alone. It is how an administrator folds the changes into the pool file.
+func (s *Store) Clear() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.write(nil); err != nil {
+		return err
+	}
+	s.changes = nil
+	return nil
+}
+
+// write replaces changes.json with the log of changes: temporary file, fsync,
+// rename, fsync of the directory (without the last step a crash could
+// forget the rename even though the call returned).
+func (s *Store) write(changes []Change) error {
+	if changes == nil {
+		changes = []Change{}
+	}
+	data, err := json.MarshalIndent(Log{Format: Format, Changes: changes}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", s.Path(), err)
+	}
+	data = append(data, '\n')
+	return writeAtomic(s.dir, FileName, data)
+}
+
+// writeAtomic makes dir/name hold data, all or nothing, durably.
+func writeAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	tmpPath := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmpPath)
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmpPath, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmpPath)
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeTemps deletes temporary files of writes that never reached their
+// rename (the process died in between); they are never part of the state.
+func (s *Store) removeTemps() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("read state directory: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+				return fmt.Errorf("remove stale temporary file: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Read reads a changes.json without locking its directory (for views and
+// tools). A missing file is an empty log.
+func Read(path string) ([]Change, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	changes, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return changes, nil
+}
+
+// Parse decodes the content of a changes.json and checks it: the Format
+// value, no unknown fields, sequence numbers 1, 2, 3, ... and non-empty DDL.
+func Parse(data []byte) ([]Change, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var l Log
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("not a change log: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a change log: data after the JSON object")
+	}
+	if l.Format != Format {
+		return nil, fmt.Errorf("format %q is not supported (want %q)", l.Format, Format)
+	}
+	for i, c := range l.Changes {
+		if c.Seq != uint64(i)+1 {
+			return nil, fmt.Errorf("change %d has seq %d (want %d: changes are numbered from 1 without gaps)", i+1, c.Seq, i+1)
+		}
+		if strings.TrimSpace(c.DDL) == "" {
+			return nil, fmt.Errorf("change %d has no ddl", c.Seq)
+		}
+	}
+	if len(l.Changes) == 0 {
+		return nil, nil
+	}
+	return l.Changes, nil
+}
