@@ -136,12 +136,14 @@ func endsInRange(limit Limit, lastArrive, totalNeed int) bool {
 	return periods <= (maxInt-lastArrive)/limit.Period
 }
 
-// Run simulates tasks under limit on ncpu CPUs, tick by tick in the
-// chapter's semantics (see the package documentation), and returns one
+// Run simulates tasks under limit on ncpu CPUs with the chapter's
+// semantics to the tick (see the package documentation) and returns one
 // Result per task in slice order and one Period per period from tick 0
 // until the last task is done. On input [Validate] rejects it returns
 // nil, nil; use [RunChecked] to learn why. Run never panics and always
-// ends.
+// ends. It jumps from event to event (arrivals, completions, quota
+// exhaustion, period starts), so its cost grows with the number of tasks
+// and periods, not with the simulated time.
 func Run(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
 	res, periods, err := RunChecked(limit, ncpu, tasks)
 	if err != nil {
@@ -156,68 +158,6 @@ func RunChecked(limit Limit, ncpu int, tasks []Task) ([]Result, []Period, error)
 	if err := Validate(limit, ncpu, tasks); err != nil {
 		return nil, nil, err
 	}
-	res, periods := runTicks(limit, ncpu, tasks)
+	res, periods := runEvents(limit, ncpu, tasks)
 	return res, periods, nil
-}
-
-// runTicks is the chapter's loop, one tick at a time.
-func runTicks(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
-	res := make([]Result, len(tasks))
-	left := make([]int, len(tasks))
-	active := 0
-	for i, t := range tasks {
-		res[i] = Result{Name: t.Name, Arrive: t.Arrive, Done: -1}
-		left[i] = t.Need
-		if t.Need == 0 {
-			res[i].Done = t.Arrive
-		} else {
-			active++
-		}
-	}
-
-	var periods []Period
-	remaining := 0
-	for t := 0; active > 0; t++ {
-		if t%limit.Period == 0 {
-			carry := 0
-			if len(periods) > 0 {
-				carry = min(remaining, limit.Burst)
-			}
-			remaining = limit.Quota + carry
-			periods = append(periods, Period{Start: t, Carried: carry, Exhausted: -1})
-		}
-		p := &periods[len(periods)-1]
-
-		ran := 0
-		stalledHere := false
-		for i := range tasks {
-			if left[i] == 0 || tasks[i].Arrive > t {
-				continue
-			}
-			if ran >= ncpu {
-				break
-			}
-			if remaining == 0 {
-				res[i].Throttled++
-				stalledHere = true
-				continue
-			}
-			remaining--
-			p.Used++
-			if remaining == 0 && p.Exhausted < 0 {
-				p.Exhausted = t + 1
-			}
-			ran++
-			left[i]--
-			if left[i] == 0 {
-				res[i].Done = t + 1
-				res[i].Latency = t + 1 - tasks[i].Arrive
-				active--
-			}
-		}
-		if stalledHere {
-			p.Stalled++
-		}
-	}
-	return res, periods
 }
