@@ -1,0 +1,282 @@
+package kerneltest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// envBurner, when set in a test binary's environment, makes [Main] run a
+// burner instead of the tests; its value is the encoded [Burn].
+const envBurner = "POOLAGENT_KERNELTEST_BURNER"
+
+// Clock is what a burner measures its work by.
+type Clock int
+
+const (
+	// Wall burns until For of wall time has passed since the go signal,
+	// however much of it the quota allowed to run: the shape of "a
+	// busy loop for 2 s".
+	Wall Clock = iota
+	// CPUTime burns until the burner's own CPU time (CLOCK_PROCESS_CPUTIME_ID)
+	// has grown by For: a fixed amount of work whose wall time the quota
+	// stretches.
+	CPUTime
+)
+
+// Burn describes one burner process: a single thread in a busy loop.
+type Burn struct {
+	For   time.Duration
+	Clock Clock
+	// Pin pins every thread of the burner to CPU, so throttled time is
+	// not summed over several CPUs.
+	Pin bool
+	CPU int
+}
+
+func (b Burn) encode() string {
+	pin := -1
+	if b.Pin {
+		pin = b.CPU
+	}
+	return fmt.Sprintf("%s %d %d", b.For, b.Clock, pin)
+}
+
+func decodeBurn(s string) (Burn, error) {
+	var (
+		d     string
+		clock Clock
+		pin   int
+	)
+	if _, err := fmt.Sscanf(s, "%s %d %d", &d, &clock, &pin); err != nil {
+		return Burn{}, fmt.Errorf("%s=%q: %w", envBurner, s, err)
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		return Burn{}, fmt.Errorf("%s=%q: %w", envBurner, s, err)
+	}
+	b := Burn{For: dur, Clock: clock}
+	if pin >= 0 {
+		b.Pin, b.CPU = true, pin
+	}
+	return b, nil
+}
+
+// Main is a test package's TestMain body for packages that start burners:
+//
+//	func TestMain(m *testing.M) { kerneltest.Main(m) }
+//
+// In a burner child it burns and exits; otherwise it runs the tests.
+func Main(m *testing.M) {
+	if s := os.Getenv(envBurner); s != "" {
+		if err := runBurner(s); err != nil {
+			fmt.Fprintln(os.Stderr, "burner:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runBurner is the child's side: pin, say ready on fd 3, wait for one byte
+// on stdin (EOF: exit without burning), then burn.
+func runBurner(spec string) error {
+	b, err := decodeBurn(spec)
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	if b.Pin {
+		if err := pinAllThreads(b.CPU); err != nil {
+			return err
+		}
+	}
+	ready := os.NewFile(3, "ready")
+	if _, err := ready.Write([]byte{'R'}); err != nil {
+		return fmt.Errorf("signal ready: %w", err)
+	}
+	ready.Close()
+	var buf [1]byte
+	if n, _ := os.Stdin.Read(buf[:]); n == 0 {
+		return nil
+	}
+	burn(b)
+	return nil
+}
+
+// pinAllThreads sets the affinity of every thread of this process; threads
+// started later inherit it from their creator.
+func pinAllThreads(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
+}
+
+// sink keeps the busy loop's result alive so the compiler keeps the loop.
+var sink uint64
+
+func burn(b Burn) {
+	done := func() func() bool {
+		if b.Clock == CPUTime {
+			start := cpuNow()
+			return func() bool { return cpuNow()-start >= b.For }
+		}
+		end := time.Now().Add(b.For)
+		return func() bool { return !time.Now().Before(end) }
+	}()
+	x := uint64(1)
+	for !done() {
+		for range 10000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	sink = x
+}
+
+func cpuNow() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		panic(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// Burner is a started burner child. It waits for [Burner.Go] so the test can
+// move it into a cgroup first: its runtime start-up then runs unthrottled.
+// An idle burner (never told to go) is a resident process that uses no CPU.
+type Burner struct {
+	// PID is the child's process ID, to write into cgroup.procs.
+	PID int
+
+	cmd    *exec.Cmd
+	goPipe io.WriteCloser
+	stderr *bytes.Buffer
+
+	once sync.Once
+	err  error
+}
+
+var (
+	burnersMu sync.Mutex
+	burners   = map[int]*Burner{}
+)
+
+func burnerByPID(pid int) *Burner {
+	burnersMu.Lock()
+	defer burnersMu.Unlock()
+	return burners[pid]
+}
+
+// StartBurner starts the test binary again as a burner (the package's
+// TestMain must call [Main]) and returns once it has signalled ready. The
+// child is killed by PID in t.Cleanup if it is still running.
+func StartBurner(t testing.TB, b Burn) *Burner {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatalf("start burner: %v", err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("start burner: %v", err)
+	}
+	defer readyR.Close()
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envBurner+"="+b.encode(), "GOMAXPROCS=1")
+	cmd.ExtraFiles = []*os.File{readyW}
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	goPipe, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatalf("start burner: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start burner %s: %v", filepath.Base(self), err)
+	}
+	readyW.Close()
+	bn := &Burner{PID: cmd.Process.Pid, cmd: cmd, goPipe: goPipe, stderr: stderr}
+	burnersMu.Lock()
+	burners[bn.PID] = bn
+	burnersMu.Unlock()
+	t.Cleanup(bn.kill)
+
+	got := make(chan error, 1)
+	go func() {
+		var buf [1]byte
+		_, err := readyR.Read(buf[:])
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			bn.kill()
+			t.Fatalf("burner pid %d did not signal ready: %v; stderr: %s", bn.PID, err, strings.TrimSpace(stderr.String()))
+		}
+	case <-time.After(30 * time.Second):
+		bn.kill()
+		t.Fatalf("burner pid %d not ready after 30s", bn.PID)
+	}
+	return bn
+}
+
+// Go tells the burner to start burning.
+func (b *Burner) Go() error {
+	if _, err := b.goPipe.Write([]byte{1}); err != nil {
+		return fmt.Errorf("burner pid %d: go: %w", b.PID, err)
+	}
+	return nil
+}
+
+// Wait waits for the burner to finish and returns the CPU time it used
+// (user + system).
+func (b *Burner) Wait() (time.Duration, error) {
+	b.once.Do(func() {
+		b.err = b.cmd.Wait()
+		b.forget()
+	})
+	if b.err != nil {
+		return 0, fmt.Errorf("burner pid %d: %w; stderr: %s", b.PID, b.err, strings.TrimSpace(b.stderr.String()))
+	}
+	st := b.cmd.ProcessState
+	return st.UserTime() + st.SystemTime(), nil
+}
+
+// kill ends the burner by its PID and reaps it; a no-op once it has exited.
+func (b *Burner) kill() {
+	b.once.Do(func() {
+		b.cmd.Process.Kill()
+		b.err = b.cmd.Wait()
+		b.forget()
+	})
+}
+
+func (b *Burner) forget() {
+	b.goPipe.Close()
+	burnersMu.Lock()
+	delete(burners, b.PID)
+	burnersMu.Unlock()
+}

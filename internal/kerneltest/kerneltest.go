@@ -1,0 +1,154 @@
+// Package kerneltest gates and supports tests that need a real kernel's
+// cgroups: it decides whether a test can run here (root, cgroup mode,
+// controllers), creates a uniquely named cgroup subtree per test and removes
+// it afterwards, and starts CPU-burning child processes.
+//
+// Two environment variables steer the gate:
+//
+//	POOLAGENT_REQUIRE_KERNEL=1   a test that cannot run fails instead of skipping
+//	POOLAGENT_KERNEL_MODE=v1|v2  the mode this run covers (the VM harness sets v2)
+//
+// Every real-kernel test names the modes it can run in. A run covers one
+// mode: POOLAGENT_KERNEL_MODE when set, otherwise the mode of the host's cpu
+// controller. A test for another mode skips (it belongs to the other run);
+// a test for this run's mode must run, and under POOLAGENT_REQUIRE_KERNEL=1
+// anything that stops it is a failure. CI runs the host (v1 cpu) and a VM
+// (v2), so a test that names at least one mode runs in at least one of them
+// and can never skip in both.
+package kerneltest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+)
+
+// Environment variables read by [Require].
+const (
+	// EnvRequire set to "1" turns a skip of a test for this run's mode into
+	// a failure.
+	EnvRequire = "POOLAGENT_REQUIRE_KERNEL"
+	// EnvMode names the mode this run covers: "v1" or "v2". Empty: the
+	// mode of the host's cpu controller.
+	EnvMode = "POOLAGENT_KERNEL_MODE"
+)
+
+// Mode is a cgroup version a test runs against.
+type Mode string
+
+const (
+	// V1 is a cgroup v1 cpu hierarchy (legacy or hybrid host).
+	V1 Mode = "v1"
+	// V2 is the unified cgroup2 hierarchy with the cpu controller.
+	V2 Mode = "v2"
+)
+
+// Need says what a real-kernel test needs.
+type Need struct {
+	// Modes the test can run in; a mode-aware test lists both.
+	Modes []Mode
+	// Controllers the test needs besides cpu, which is always needed:
+	// "cpuacct" (v1 only, ignored in v2 where cpu.stat carries usage) and
+	// "memory" (v2 only: v1 memory cgroups are never tested, because the
+	// test process may not leave the memory cgroup it started in).
+	Controllers []string
+}
+
+// Host is the kernel a test runs against, as found by [Require].
+type Host struct {
+	// Mode is the mode the test runs in.
+	Mode Mode
+	// Mounts is the host's cgroup layout (from /proc/self/mountinfo).
+	Mounts cgroupfs.Mounts
+	// Parent is the directory under which the test creates its own cgroup
+	// subtree: the v1 cpu hierarchy's root, or the cgroup2 mount.
+	Parent string
+}
+
+// Require returns the host a test runs against, or stops the test: it skips
+// when the test is for another run's mode, and when the test cannot run here
+// (not root, cpu controller in another mode, a controller missing) it skips
+// with the reason, or fails with it when POOLAGENT_REQUIRE_KERNEL=1.
+func Require(t testing.TB, need Need) Host {
+	t.Helper()
+	if len(need.Modes) == 0 {
+		t.Fatalf("kerneltest.Require: Need.Modes is empty; a test that names no mode would never run")
+	}
+	h, reason, other := check(need, os.Getenv(EnvMode), os.Geteuid(), "/")
+	switch {
+	case reason == "":
+		return h
+	case other:
+		t.Skipf("real-kernel test for %v: %s", need.Modes, reason)
+	case os.Getenv(EnvRequire) == "1":
+		t.Fatalf("real-kernel test for %v cannot run: %s (%s=1 makes this a failure)", need.Modes, reason, EnvRequire)
+	default:
+		t.Skipf("real-kernel test for %v skipped: %s", need.Modes, reason)
+	}
+	return Host{}
+}
+
+// check is Require without the testing.TB: it returns the host, or why the
+// test cannot run; other says the test belongs to another run's mode, so
+// skipping is right even when a real kernel is required.
+func check(need Need, envMode string, euid int, root string) (h Host, reason string, other bool) {
+	if envMode != "" && envMode != string(V1) && envMode != string(V2) {
+		return Host{}, fmt.Sprintf("%s=%q: want v1, v2 or empty", EnvMode, envMode), false
+	}
+	if envMode != "" && !slices.Contains(need.Modes, Mode(envMode)) {
+		return Host{}, fmt.Sprintf("this run covers %s (%s)", envMode, EnvMode), true
+	}
+	ms, err := cgroupfs.Detect(root)
+	if err != nil {
+		return Host{}, err.Error(), false
+	}
+	dir, v2, err := ms.Controller("cpu")
+	if err != nil {
+		return Host{}, fmt.Sprintf("no cpu controller: %v", err), false
+	}
+	hostMode := V1
+	if v2 {
+		hostMode = V2
+	}
+	if envMode == "" && !slices.Contains(need.Modes, hostMode) {
+		return Host{}, fmt.Sprintf("this host's cpu controller is cgroup %s (%s); the %v run covers the test", hostMode, dir, need.Modes), true
+	}
+	if envMode != "" && Mode(envMode) != hostMode {
+		return Host{}, fmt.Sprintf("%s=%s but this host's cpu controller is cgroup %s (%s)", EnvMode, envMode, hostMode, dir), false
+	}
+	if euid != 0 {
+		return Host{}, fmt.Sprintf("needs root to create cgroups under %s (euid %d)", dir, euid), false
+	}
+	h = Host{Mode: hostMode, Mounts: ms, Parent: dir}
+	switch hostMode {
+	case V1:
+		for _, c := range need.Controllers {
+			if c == "memory" {
+				return Host{}, "v1 memory cgroups are never tested: the test process may not leave the memory cgroup it started in", false
+			}
+			if _, ok := ms.V1[c]; !ok {
+				return Host{}, fmt.Sprintf("no v1 %s hierarchy mounted", c), false
+			}
+		}
+	case V2:
+		sub, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		if err != nil {
+			return Host{}, err.Error(), false
+		}
+		enabled := strings.Fields(string(sub))
+		for _, c := range append([]string{"cpu"}, need.Controllers...) {
+			if c == "cpuacct" {
+				continue
+			}
+			if !slices.Contains(enabled, c) {
+				return Host{}, fmt.Sprintf("%s is not in %s/cgroup.subtree_control %q; enable it with +%s", c, dir, strings.TrimSpace(string(sub)), c), false
+			}
+		}
+	}
+	return h, "", false
+}

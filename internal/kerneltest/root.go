@@ -1,0 +1,148 @@
+package kerneltest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Root is one test's own cgroup subtree.
+type Root struct {
+	// Path is the subtree's directory in the cpu hierarchy (v1) or the
+	// cgroup2 mount (v2); pass it to cgroupfs as the pool root.
+	Path string
+	// Twins are the same relative path in the other v1 hierarchies the
+	// test needs (cpuacct when mounted apart from cpu); empty in v2.
+	Twins []string
+}
+
+var rootSeq atomic.Int64
+
+// NewRoot creates a uniquely named, empty cgroup for the test under
+// h.Parent (and its twin in each v1 hierarchy listed in need.Controllers)
+// and removes it with t.Cleanup, also when the test fails: burners found
+// inside are killed by PID, nothing else is moved or killed, and
+// directories are removed children first. A process the test did not start
+// that is left inside makes the cleanup fail the test.
+func (h Host) NewRoot(t testing.TB, need Need) Root {
+	t.Helper()
+	name := fmt.Sprintf("poolagent-test-%d-%d-%s", os.Getpid(), rootSeq.Add(1), safeName(t.Name()))
+	r := Root{Path: filepath.Join(h.Parent, name)}
+	if h.Mode == V1 {
+		for _, c := range need.Controllers {
+			d, ok := h.Mounts.V1[c]
+			if !ok || d == h.Parent || c == "memory" {
+				continue
+			}
+			r.Twins = append(r.Twins, filepath.Join(d, name))
+		}
+	}
+	for _, d := range append([]string{r.Path}, r.Twins...) {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatalf("create test cgroup: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := removeTree(d); err != nil {
+				t.Errorf("remove test cgroup: %v", err)
+			}
+		})
+	}
+	return r
+}
+
+// safeName keeps the letters, digits, '-' and '_' of a test name, at most
+// 40 of them, so the cgroup name says which test left it behind.
+func safeName(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if b.Len() >= 40 {
+			break
+		}
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// removeTree removes the cgroup dir and every cgroup below it, children
+// first. Burners inside are killed and reaped; any other process inside
+// stays where it is and is reported, because its cgroup cannot be removed.
+func removeTree(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range dirs {
+		for _, pid := range procs(d) {
+			if b := burnerByPID(pid); b != nil {
+				b.kill()
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s holds pid %d that the test did not start; left in place", d, pid))
+		}
+	}
+	// WalkDir lists parents before children: remove in reverse.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := rmdirRetry(dirs[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// procs lists the PIDs in the cgroup's cgroup.procs; none when unreadable.
+func procs(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// rmdirRetry removes an empty cgroup. A process that has just been reaped
+// can keep its cgroup busy for a moment, so EBUSY is retried for a second.
+func rmdirRetry(dir string) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := syscall.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOENT):
+			return nil
+		case errors.Is(err, syscall.EBUSY) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond)
+		default:
+			return fmt.Errorf("rmdir %s: %w", dir, err)
+		}
+	}
+}
