@@ -1,0 +1,51 @@
+// Package admission decides when a query may start in its resource pool:
+// a running set bounded by CONCURRENT_QUERY_LIMIT, a FIFO queue bounded by
+// QUEUE_SIZE, a queue-wait deadline (QUERY_CANCEL_AFTER_SECONDS) and
+// CPU-load admission (DATABASE_LOAD_CPU_THRESHOLD) with YDB's 10%
+// reservation per admitted query until the next load refresh.
+//
+// The package is pure: it does no I/O and never reads the clock. Every
+// method takes the current time, and host load arrives through
+// [Controller.Sample], so tests drive it with a fake clock and a fake load.
+// docs/admission.md states the exact rules.
+package admission
+
+import "time"
+
+// Unlimited is the value of a limit that is not set (YDB's -1).
+const Unlimited = -1
+
+// DefaultPool is the pool every query falls back to; it is unlimited.
+const DefaultPool = "default"
+
+// Limits are one pool's admission parameters, in YDB's terms.
+type Limits struct {
+	// ConcurrentQueryLimit is CONCURRENT_QUERY_LIMIT: queries running at
+	// once. Unlimited (-1) for no limit; 0 refuses every query.
+	ConcurrentQueryLimit int
+	// QueueSize is QUEUE_SIZE: queries allowed to wait. Unlimited (-1) for
+	// no limit.
+	QueueSize int
+	// LoadCPUThresholdPercent is DATABASE_LOAD_CPU_THRESHOLD, percent of
+	// the host's CPU: a query starts only while the measured load plus the
+	// reservations is below it. Unlimited (-1) disables the check; 0 also
+	// disables it, as in YDB, whose quota manager treats a zero threshold
+	// as "no threshold".
+	LoadCPUThresholdPercent int
+	// CancelAfter is QUERY_CANCEL_AFTER_SECONDS: how long a query may wait
+	// in the queue before it fails. 0 waits for ever.
+	CancelAfter time.Duration
+}
+
+// UnlimitedLimits are the limits of the default pool and of any pool that
+// sets nothing: every query starts at once.
+func UnlimitedLimits() Limits {
+	return Limits{
+		ConcurrentQueryLimit:    Unlimited,
+		QueueSize:               Unlimited,
+		LoadCPUThresholdPercent: Unlimited,
+	}
+}
+
+// checksLoad reports whether admission in this pool waits for CPU load.
+func (l Limits) checksLoad() bool { return l.LoadCPUThresholdPercent > 0 }
