@@ -1,0 +1,50 @@
+package observe
+
+import "testing"
+
+func TestCPUStatSub(t *testing.T) {
+	prev := CPUStat{UsageUsec: 100, UserUsec: 60, SystemUsec: 40, NrPeriods: 10, NrThrottled: 2, ThrottledUsec: 5000, NrBursts: 1, BurstUsec: 300}
+	tests := []struct {
+		name string
+		cur  CPUStat
+		want CPUStat
+	}{
+		{name: "nothing happened", cur: prev, want: CPUStat{}},
+		{
+			name: "every counter grew",
+			cur:  CPUStat{UsageUsec: 150, UserUsec: 90, SystemUsec: 60, NrPeriods: 15, NrThrottled: 5, ThrottledUsec: 8000, NrBursts: 2, BurstUsec: 400},
+			want: CPUStat{UsageUsec: 50, UserUsec: 30, SystemUsec: 20, NrPeriods: 5, NrThrottled: 3, ThrottledUsec: 3000, NrBursts: 1, BurstUsec: 100},
+		},
+		{
+			name: "cgroup created again: counters restart",
+			cur:  CPUStat{UsageUsec: 500, UserUsec: 300, SystemUsec: 200, NrPeriods: 3},
+			want: CPUStat{UsageUsec: 500, UserUsec: 300, SystemUsec: 200, NrPeriods: 3},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cur.Sub(prev); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestThrottledRatio(t *testing.T) {
+	tests := []struct {
+		name string
+		st   CPUStat
+		want float64
+	}{
+		{name: "no periods", st: CPUStat{}, want: 0},
+		{name: "20 of 21", st: CPUStat{NrPeriods: 21, NrThrottled: 20}, want: 20.0 / 21},
+		{name: "all", st: CPUStat{NrPeriods: 4, NrThrottled: 4}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.st.ThrottledRatio(); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

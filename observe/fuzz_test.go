@@ -1,0 +1,118 @@
+package observe
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+)
+
+// The fuzz targets replay their corpus in testdata/fuzz/ on every go test;
+// run one longer with e.g. go test ./observe -fuzz FuzzParseCPUStatV2.
+
+func FuzzParseCPUStatV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parseCPUStatV2(b)
+		if err != nil {
+			return
+		}
+		text := fmt.Sprintf("usage_usec %d\nuser_usec %d\nsystem_usec %d\nnr_periods %d\nnr_throttled %d\nthrottled_usec %d\nnr_bursts %d\nburst_usec %d\n",
+			st.UsageUsec, st.UserUsec, st.SystemUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec, st.NrBursts, st.BurstUsec)
+		again, err := parseCPUStatV2([]byte(text))
+		if err != nil || again != st {
+			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
+		}
+	})
+}
+
+func FuzzParseCPUStatV1(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parseCPUStatV1(b)
+		if err != nil {
+			return
+		}
+		if st.UsageUsec != 0 || st.UserUsec != 0 || st.SystemUsec != 0 {
+			t.Fatalf("v1 cpu.stat has no usage, got %+v", st)
+		}
+		text := fmt.Sprintf("nr_periods %d\nnr_throttled %d\nthrottled_time %d\nnr_bursts %d\nburst_time %d\n",
+			st.NrPeriods, st.NrThrottled, st.ThrottledUsec*1000, st.NrBursts, st.BurstUsec*1000)
+		again, err := parseCPUStatV1([]byte(text))
+		if err != nil || again != st {
+			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
+		}
+	})
+}
+
+func FuzzParseCPUAcctUsage(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseCPUAcctUsage(b)
+		if err != nil {
+			return
+		}
+		again, err := parseCPUAcctUsage([]byte(strconv.FormatUint(v, 10) + "\n"))
+		if err != nil || again != v {
+			t.Fatalf("%d parsed back as %d, %v", v, again, err)
+		}
+	})
+}
+
+func FuzzParseCPUAcctStat(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parseCPUAcctStat(b)
+		if err != nil {
+			return
+		}
+		const usecPerTick = 1_000_000 / userHZ
+		if st.UserUsec%usecPerTick != 0 || st.SystemUsec%usecPerTick != 0 {
+			t.Fatalf("%+v is not whole USER_HZ ticks", st)
+		}
+		text := fmt.Sprintf("user %d\nsystem %d\n", st.UserUsec/usecPerTick, st.SystemUsec/usecPerTick)
+		again, err := parseCPUAcctStat([]byte(text))
+		if err != nil || again != st {
+			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
+		}
+	})
+}
+
+func FuzzParseLocalStat(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, key := range []string{"throttled_usec", "throttled_time"} {
+			v, ok, err := parseLocalStat(b, key)
+			if err != nil {
+				continue
+			}
+			if !ok && v != 0 {
+				t.Fatalf("%s absent but value %d", key, v)
+			}
+		}
+	})
+}
+
+func FuzzParsePressure(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePressure(b)
+		if err != nil {
+			return
+		}
+		text := "some " + formatPressureLine(t, p.Some) + "\n"
+		if p.Full != nil {
+			text += "full " + formatPressureLine(t, *p.Full) + "\n"
+		}
+		again, err := parsePressure([]byte(text))
+		if err != nil || again.Some != p.Some || (again.Full == nil) != (p.Full == nil) || (p.Full != nil && *again.Full != *p.Full) {
+			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", p, text, again, err)
+		}
+	})
+}
+
+// formatPressureLine prints l in the kernel's PSI format with exact
+// floats, failing t on values the kernel cannot report.
+func formatPressureLine(t *testing.T, l PressureLine) string {
+	for _, x := range []float64{l.Avg10Percent, l.Avg60Percent, l.Avg300Percent} {
+		if math.IsNaN(x) || x < 0 || x > 100 {
+			t.Fatalf("parsed an impossible percentage %v", x)
+		}
+	}
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	return fmt.Sprintf("avg10=%s avg60=%s avg300=%s total=%d", g(l.Avg10Percent), g(l.Avg60Percent), g(l.Avg300Percent), l.TotalUsec)
+}
