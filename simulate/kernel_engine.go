@@ -1,0 +1,881 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Kernel constants of CFS bandwidth control (kernel/sched/fair.c, 6.8),
+// in microseconds. They are compile-time constants in the kernel, so they
+// are constants here too; only the slice is a sysctl (KernelParams).
+const (
+	// minCfsRqRuntimeUsec is min_cfs_rq_runtime: a per-CPU runqueue that
+	// goes idle keeps this much of its silo and returns the rest.
+	minCfsRqRuntimeUsec = 1000
+	// slackPeriodUsec is cfs_bandwidth_slack_period: returned runtime is
+	// handed to throttled runqueues this long after it came back.
+	slackPeriodUsec = 5000
+	// minBandwidthExpirationUsec is min_bandwidth_expiration: no slack is
+	// handed out when the period ends sooner than this.
+	minBandwidthExpirationUsec = 2000
+	// unthrottleGrantUsec is the 1 ns beyond its debt that
+	// distribute_cfs_runtime gives a throttled runqueue.
+	unthrottleGrantUsec = 0.001
+	// nice0Weight is the load weight of a nice-0 thread, and of a group
+	// whose cpu.weight is 100 (scale_load(sched_prio_to_weight[20])).
+	nice0Weight = 1024
+	// doneEpsUsec absorbs float rounding when a task's need reaches zero.
+	doneEpsUsec = 1e-6
+)
+
+// kernelInput is what the engine simulates: groups in a tree, tasks in
+// groups. Times are microseconds.
+type kernelInput struct {
+	ncpu   int
+	groups []kernelGroupSpec
+	tasks  []kernelTaskSpec
+}
+
+// kernelGroupSpec is one cgroup. Parents come before their children.
+type kernelGroupSpec struct {
+	name   string // path below the pool root, e.g. "olap/q1"
+	parent int    // index in kernelInput.groups, -1 for a top-level group
+	// quotaUsec is cpu.max's QUOTA; <= 0 means "max" (no limit).
+	quotaUsec  float64
+	periodUsec float64
+	burstUsec  float64
+	// weight is cpu.weight (1..10000, 100 = a nice-0 thread).
+	weight float64
+	// phaseUsec places the period timer: its expiries are at
+	// phaseUsec + k*periodUsec.
+	phaseUsec float64
+}
+
+// kernelTaskSpec is one worker process: threads that together burn
+// needUsec of CPU, then exit.
+type kernelTaskSpec struct {
+	name       string
+	group      int
+	arriveUsec float64
+	needUsec   float64
+	threads    int
+	cpus       []int // allowed CPUs; nil = all
+}
+
+// kernelOutput is the engine's raw result.
+type kernelOutput struct {
+	groups  []groupAccount
+	tasks   []taskAccount
+	endUsec float64
+}
+
+// groupAccount is one group's counters as the kernel keeps them
+// (struct cfs_bandwidth's statistics plus cpuacct usage).
+type groupAccount struct {
+	usageUsec     float64
+	nrPeriods     int64
+	nrThrottled   int64
+	throttledUsec float64
+	nrBursts      int64
+	burstUsec     float64
+	windows       []windowAccount
+}
+
+// windowAccount is a group's activity in one timeline window.
+type windowAccount struct {
+	ranUsec float64
+	// throttledUsec is credited when a runqueue is unthrottled, as the
+	// kernel adds to throttled_time, so it is what sampling cpu.stat at
+	// the window's edges would show.
+	throttledUsec float64
+	// throttledCPUs counts the per-CPU runqueues that were throttled at
+	// some moment of the window.
+	throttledCPUs int
+}
+
+// taskAccount is when one task arrived and finished.
+type taskAccount struct {
+	arriveUsec, doneUsec float64
+}
+
+// rq is a group's runqueue on one CPU (struct cfs_rq's bandwidth part).
+type rq struct {
+	silo      float64 // runtime_remaining
+	throttled bool
+	clockOn   bool    // throttled_clock is running
+	since     float64 // throttled_clock
+	busy      bool    // nr_running > 0, as of the last refresh
+	windowHit int     // last window index counted in throttledCPUs, +1
+}
+
+// group is one cgroup's state (struct cfs_bandwidth).
+type group struct {
+	spec       kernelGroupSpec
+	limited    bool
+	depth      int
+	pool       float64 // runtime
+	snap       float64 // runtime_snap
+	active     bool    // period_active
+	idle       bool
+	nextExpiry float64
+	slackAt    float64 // slack timer expiry; < 0 when not started
+	throttled  []int   // throttled_cfs_rq: CPUs in throttle order
+	rqs        []rq    // per CPU
+	acct       groupAccount
+}
+
+// thread is one runnable or waiting thread of a task.
+type thread struct {
+	task int
+	cpu  int
+	rate float64 // share of its CPU, as of the last rate computation
+}
+
+// task is a worker process in flight.
+type task struct {
+	spec    kernelTaskSpec
+	levels  []int // its group and every ancestor, leaf first
+	left    float64
+	threads []int // indices in engine.threads; empty before arrival
+	arrived bool
+	done    bool
+	doneAt  float64
+}
+
+// engine is the kernel-faithful event loop.
+type engine struct {
+	p       KernelParams
+	ncpu    int
+	now     float64
+	groups  []group
+	tasks   []task
+	threads []thread
+	window  int // index of the current timeline window
+	nextArr int // tasks sorted by arrival: next to arrive
+	order   []int
+	left    int // tasks not done
+}
+
+// runKernelInput simulates in and returns the counters. It assumes in
+// and p were validated.
+func runKernelInput(in kernelInput, p KernelParams) (kernelOutput, error) {
+	e := newEngine(in, p)
+	limit := e.timeLimit()
+	for !e.finished() {
+		next := e.nextEvent()
+		if next > limit {
+			return kernelOutput{}, fmt.Errorf("simulate: kernel model did not finish by %.0f µs: %w", limit, ErrInvalidInput)
+		}
+		e.advance(next)
+		e.fire()
+	}
+	return e.output(), nil
+}
+
+func newEngine(in kernelInput, p KernelParams) *engine {
+	e := &engine{p: p, ncpu: in.ncpu}
+	e.groups = make([]group, len(in.groups))
+	for i, s := range in.groups {
+		g := &e.groups[i]
+		g.spec = s
+		g.limited = s.quotaUsec > 0
+		if s.parent >= 0 {
+			g.depth = e.groups[s.parent].depth + 1
+		}
+		g.rqs = make([]rq, in.ncpu)
+		g.slackAt = -1
+		// Writing the limit refilled the pool, and the two expiries
+		// before the timer went idle refilled it again, each capped at
+		// quota+burst (tg_set_cfs_bandwidth, do_sched_cfs_period_timer).
+		g.pool = min(3*s.quotaUsec, s.quotaUsec+s.burstUsec)
+		g.snap = g.pool
+		g.idle = true
+	}
+	e.tasks = make([]task, len(in.tasks))
+	for i, s := range in.tasks {
+		t := &e.tasks[i]
+		t.spec = s
+		t.left = s.needUsec
+		for g := s.group; g >= 0; g = in.groups[g].parent {
+			t.levels = append(t.levels, g)
+		}
+		e.order = append(e.order, i)
+	}
+	slices.SortStableFunc(e.order, func(a, b int) int {
+		return cmpFloat(e.tasks[a].spec.arriveUsec, e.tasks[b].spec.arriveUsec)
+	})
+	e.left = len(in.tasks)
+	return e
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// timeLimit bounds the simulated time: every task gets at least
+// min(quota)/period of one CPU once it has arrived, so the run ends well
+// before the last arrival plus total need divided by the smallest share,
+// plus slack for the timers to go idle.
+func (e *engine) timeLimit() float64 {
+	share, need, last, period := 1.0, 0.0, 0.0, 0.0
+	for _, g := range e.groups {
+		if g.limited {
+			share = min(share, g.spec.quotaUsec/g.spec.periodUsec/float64(e.ncpu))
+			period = max(period, g.spec.periodUsec)
+		}
+	}
+	for _, t := range e.tasks {
+		need += t.spec.needUsec
+		last = max(last, t.spec.arriveUsec)
+	}
+	return last + 2*need/share + 10*period + 10*float64(e.p.TickUsec) + 1e6
+}
+
+func (e *engine) finished() bool {
+	if e.left > 0 {
+		return false
+	}
+	for i := range e.groups {
+		if e.groups[i].active || e.groups[i].slackAt >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// nextEvent returns the time of the next event after now: an arrival, a
+// completion, a tick while a CPU is busy, a timer, or a window edge.
+func (e *engine) nextEvent() float64 {
+	next := math.Inf(1)
+	if e.nextArr < len(e.order) {
+		next = max(e.now, e.tasks[e.order[e.nextArr]].spec.arriveUsec)
+	}
+	busy := false
+	for i := range e.tasks {
+		t := &e.tasks[i]
+		if !t.arrived || t.done {
+			continue
+		}
+		rate := 0.0
+		for _, th := range t.threads {
+			rate += e.threads[th].rate
+		}
+		if rate > 0 {
+			busy = true
+			next = min(next, e.now+t.left/rate)
+		}
+	}
+	if busy {
+		next = min(next, e.nextTick())
+	}
+	for i := range e.groups {
+		g := &e.groups[i]
+		if g.active {
+			next = min(next, g.nextExpiry)
+		}
+		if g.slackAt >= 0 {
+			next = min(next, g.slackAt)
+		}
+	}
+	if w := float64(e.p.WindowUsec); w > 0 && !math.IsInf(next, 1) {
+		next = min(next, float64(e.window+1)*w)
+	}
+	return next
+}
+
+// nextTick is the first scheduler tick after now.
+func (e *engine) nextTick() float64 {
+	tick, phase := float64(e.p.TickUsec), float64(e.p.TickPhaseUsec)
+	k := math.Floor((e.now-phase)/tick) + 1
+	return phase + k*tick
+}
+
+// onGrid reports whether time t is (within rounding) on the grid
+// phase + k*step.
+func onGrid(t, phase, step float64) bool {
+	r := math.Mod(t-phase, step)
+	if r < 0 {
+		r += step
+	}
+	return r < 1e-6 || step-r < 1e-6
+}
+
+// advance runs every CPU at its current rates until time t: threads burn
+// their tasks' need, every level's silo and usage are charged.
+func (e *engine) advance(t float64) {
+	dt := t - e.now
+	if dt > 0 {
+		for i := range e.threads {
+			th := &e.threads[i]
+			if th.rate == 0 {
+				continue
+			}
+			ran := th.rate * dt
+			tk := &e.tasks[th.task]
+			tk.left -= ran
+			for _, gi := range tk.levels {
+				g := &e.groups[gi]
+				g.acct.usageUsec += ran
+				e.windowOf(g).ranUsec += ran
+				if g.limited {
+					g.rqs[th.cpu].silo -= ran
+				}
+			}
+		}
+	}
+	e.now = t
+	if w := float64(e.p.WindowUsec); w > 0 {
+		for e.now >= float64(e.window+1)*w-1e-6 {
+			e.window++
+		}
+	}
+}
+
+// windowOf returns g's account for the current window, growing the list.
+func (e *engine) windowOf(g *group) *windowAccount {
+	if e.p.WindowUsec <= 0 {
+		return &windowAccount{}
+	}
+	for len(g.acct.windows) <= e.window {
+		g.acct.windows = append(g.acct.windows, windowAccount{})
+	}
+	return &g.acct.windows[e.window]
+}
+
+// fire handles every event due at now, in the kernel's order within one
+// instant: timers (hrtimer softirq), completions, arrivals, then the tick.
+func (e *engine) fire() {
+	for i := range e.groups {
+		g := &e.groups[i]
+		if g.active && g.nextExpiry <= e.now+1e-6 {
+			e.periodTimer(i)
+		}
+	}
+	for i := range e.groups {
+		g := &e.groups[i]
+		if g.slackAt >= 0 && g.slackAt <= e.now+1e-6 {
+			e.slackTimer(i)
+		}
+	}
+	for i := range e.tasks {
+		t := &e.tasks[i]
+		if t.arrived && !t.done && t.left <= doneEpsUsec {
+			e.complete(i)
+		}
+	}
+	for e.nextArr < len(e.order) && e.tasks[e.order[e.nextArr]].spec.arriveUsec <= e.now+1e-6 {
+		e.arrive(e.order[e.nextArr])
+		e.nextArr++
+	}
+	if onGrid(e.now, float64(e.p.TickPhaseUsec), float64(e.p.TickUsec)) {
+		e.tick()
+	}
+	e.settle()
+}
+
+// periodTimer is one expiry of group gi's period timer
+// (sched_cfs_period_timer → do_sched_cfs_period_timer).
+func (e *engine) periodTimer(gi int) {
+	g := &e.groups[gi]
+	throttled := len(g.throttled) > 0
+	g.acct.nrPeriods++
+	e.refill(g)
+	if g.idle && !throttled {
+		g.active = false // out_deactivate: HRTIMER_NORESTART
+		return
+	}
+	g.nextExpiry += g.spec.periodUsec
+	if !throttled {
+		g.idle = true // mark as potentially idle for the upcoming period
+		return
+	}
+	g.acct.nrThrottled++
+	for throttled && g.pool > 0 {
+		throttled = e.distribute(gi)
+	}
+	g.idle = false
+}
+
+// refill is __refill_cfs_bandwidth_runtime: add a quota, count a burst if
+// more than a quota was drawn since the last refill, cap at quota+burst.
+func (e *engine) refill(g *group) {
+	g.pool += g.spec.quotaUsec
+	if d := g.snap - g.pool; d > 1e-6 {
+		g.acct.burstUsec += d
+		g.acct.nrBursts++
+	}
+	g.pool = min(g.pool, g.spec.quotaUsec+g.spec.burstUsec)
+	g.snap = g.pool
+}
+
+// distribute is distribute_cfs_runtime: pay each throttled runqueue's
+// debt plus 1 ns, in throttle order, unthrottling those it covers. It
+// reports whether a runqueue is still throttled.
+func (e *engine) distribute(gi int) bool {
+	g := &e.groups[gi]
+	still := false
+	for _, cpu := range slices.Clone(g.throttled) {
+		if g.pool <= 0 {
+			return true
+		}
+		r := &g.rqs[cpu]
+		amount := min(-r.silo+unthrottleGrantUsec, g.pool)
+		g.pool -= amount
+		r.silo += amount
+		if r.silo > 0 {
+			e.unthrottle(gi, cpu)
+		} else {
+			still = true
+		}
+	}
+	return still
+}
+
+// slackTimer is do_sched_cfs_slack_timer.
+func (e *engine) slackTimer(gi int) {
+	g := &e.groups[gi]
+	g.slackAt = -1
+	if e.refreshWithin(g, minBandwidthExpirationUsec) {
+		return
+	}
+	if g.pool > float64(e.p.SliceUsec) {
+		e.distribute(gi)
+	}
+}
+
+// refreshWithin is runtime_refresh_within: is the next period expiry
+// closer than d?
+func (e *engine) refreshWithin(g *group, d float64) bool {
+	return !g.active || g.nextExpiry-e.now < d
+}
+
+// assign is __assign_cfs_rq_runtime with the slice as target: top the
+// silo up to +slice from the pool, starting the period timer. It reports
+// whether the silo is now positive.
+func (e *engine) assign(gi, cpu int, target float64) bool {
+	g := &e.groups[gi]
+	r := &g.rqs[cpu]
+	e.startTimer(g)
+	if g.pool > 0 {
+		amount := min(g.pool, target-r.silo)
+		g.pool -= amount
+		r.silo += amount
+		g.idle = false
+	}
+	return r.silo > 0
+}
+
+// startTimer is start_cfs_bandwidth: an inactive timer restarts at the
+// next boundary of its own phase (hrtimer_forward_now).
+func (e *engine) startTimer(g *group) {
+	if g.active {
+		return
+	}
+	g.active = true
+	period, phase := g.spec.periodUsec, g.spec.phaseUsec
+	k := math.Floor((e.now-phase)/period) + 1
+	g.nextExpiry = phase + k*period
+}
+
+// throttle is throttle_cfs_rq: the runqueue leaves the CPU until the pool
+// pays its debt. throttled_clock runs only if it has tasks.
+func (e *engine) throttle(gi, cpu int) {
+	g := &e.groups[gi]
+	r := &g.rqs[cpu]
+	r.throttled = true
+	r.clockOn = r.busy
+	r.since = e.now
+	g.throttled = append(g.throttled, cpu)
+	e.markThrottledWindow(g, r)
+}
+
+// unthrottle is unthrottle_cfs_rq: add the runqueue's throttled time.
+func (e *engine) unthrottle(gi, cpu int) {
+	g := &e.groups[gi]
+	r := &g.rqs[cpu]
+	r.throttled = false
+	if r.clockOn {
+		d := e.now - r.since
+		g.acct.throttledUsec += d
+		e.windowOf(g).throttledUsec += d
+		r.clockOn = false
+	}
+	g.throttled = slices.DeleteFunc(g.throttled, func(c int) bool { return c == cpu })
+}
+
+func (e *engine) markThrottledWindow(g *group, r *rq) {
+	if e.p.WindowUsec <= 0 || r.windowHit == e.window+1 {
+		return
+	}
+	r.windowHit = e.window + 1
+	e.windowOf(g).throttledCPUs++
+}
+
+// returnSlack is __return_cfs_rq_runtime: a runqueue that went idle keeps
+// min_cfs_rq_runtime and gives the rest back, arming the slack timer when
+// others are throttled.
+func (e *engine) returnSlack(gi, cpu int) {
+	g := &e.groups[gi]
+	r := &g.rqs[cpu]
+	slack := r.silo - minCfsRqRuntimeUsec
+	if slack <= 0 {
+		return
+	}
+	g.pool += slack
+	r.silo -= slack
+	if g.pool > float64(e.p.SliceUsec) && len(g.throttled) > 0 {
+		e.startSlack(g)
+	}
+}
+
+// startSlack is start_cfs_slack_bandwidth.
+func (e *engine) startSlack(g *group) {
+	if e.refreshWithin(g, slackPeriodUsec+minBandwidthExpirationUsec) || g.slackAt >= 0 {
+		return
+	}
+	g.slackAt = e.now + slackPeriodUsec
+}
+
+// arrive starts task ti's threads, each on the allowed CPU with the
+// fewest runnable threads.
+func (e *engine) arrive(ti int) {
+	t := &e.tasks[ti]
+	t.arrived = true
+	if t.spec.needUsec <= doneEpsUsec {
+		t.done, t.doneAt = true, e.now
+		e.left--
+		return
+	}
+	for range t.spec.threads {
+		cpu := e.leastLoaded(t.spec.cpus)
+		e.threads = append(e.threads, thread{task: ti, cpu: cpu})
+		t.threads = append(t.threads, len(e.threads)-1)
+	}
+}
+
+// leastLoaded picks among allowed (nil = all) the CPU with the fewest
+// threads that can run, then the fewest threads, then the lowest number.
+func (e *engine) leastLoaded(allowed []int) int {
+	best, bestRun, bestAll := -1, 0, 0
+	for cpu := range e.ncpu {
+		if allowed != nil && !slices.Contains(allowed, cpu) {
+			continue
+		}
+		run, all := 0, 0
+		for i := range e.threads {
+			th := &e.threads[i]
+			if th.cpu != cpu || e.tasks[th.task].done {
+				continue
+			}
+			all++
+			if !e.blocked(i) {
+				run++
+			}
+		}
+		if best < 0 || run < bestRun || (run == bestRun && all < bestAll) {
+			best, bestRun, bestAll = cpu, run, all
+		}
+	}
+	return best
+}
+
+// complete ends task ti: its threads exit. On the way out each level is
+// charged one last time and, if its silo is spent and the pool is dry,
+// throttled (put_prev_entity → check_cfs_rq_runtime), even when the
+// runqueue is left empty.
+func (e *engine) complete(ti int) {
+	t := &e.tasks[ti]
+	t.done, t.doneAt, t.left = true, e.now, 0
+	e.left--
+	for _, thi := range t.threads {
+		th := &e.threads[thi]
+		th.rate = 0
+		if e.blockedOn(t, th.cpu) {
+			continue
+		}
+		for _, gi := range t.levels {
+			g := &e.groups[gi]
+			r := &g.rqs[th.cpu]
+			if !g.limited || r.throttled || r.silo > 0 {
+				continue
+			}
+			if !e.assign(gi, th.cpu, float64(e.p.SliceUsec)) {
+				r.busy = e.busyOn(gi, th.cpu)
+				e.throttle(gi, th.cpu)
+			}
+		}
+	}
+}
+
+// tick is the scheduler tick on every busy CPU: each level on the path of
+// a running thread is charged (already done by advance) and, if its silo
+// is spent, refilled from the pool or throttled.
+func (e *engine) tick() {
+	for cpu := range e.ncpu {
+		var levels []int
+		for i := range e.threads {
+			th := &e.threads[i]
+			if th.cpu != cpu || th.rate == 0 {
+				continue
+			}
+			for _, gi := range e.tasks[th.task].levels {
+				if !slices.Contains(levels, gi) {
+					levels = append(levels, gi)
+				}
+			}
+		}
+		slices.SortStableFunc(levels, func(a, b int) int { return e.groups[b].depth - e.groups[a].depth })
+		for _, gi := range levels {
+			g := &e.groups[gi]
+			r := &g.rqs[cpu]
+			if !g.limited || r.throttled || r.silo > 0 {
+				continue
+			}
+			if !e.assign(gi, cpu, float64(e.p.SliceUsec)) {
+				e.throttle(gi, cpu)
+			}
+		}
+	}
+}
+
+// blockedOn reports whether task t cannot run on cpu because a level of
+// its hierarchy is throttled there.
+func (e *engine) blockedOn(t *task, cpu int) bool {
+	for _, gi := range t.levels {
+		if e.groups[gi].rqs[cpu].throttled {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *engine) blocked(thi int) bool {
+	th := &e.threads[thi]
+	return e.blockedOn(&e.tasks[th.task], th.cpu)
+}
+
+// busyOn reports whether group gi's runqueue on cpu has an entity
+// enqueued: a live thread below it none of whose levels strictly below gi
+// is throttled on that CPU.
+func (e *engine) busyOn(gi, cpu int) bool {
+	for i := range e.threads {
+		th := &e.threads[i]
+		t := &e.tasks[th.task]
+		if th.cpu != cpu || t.done {
+			continue
+		}
+		for _, lv := range t.levels {
+			if lv == gi {
+				return true
+			}
+			if e.groups[lv].rqs[cpu].throttled {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// settle brings runqueues in line with what changed at this instant: a
+// runqueue that became busy is checked like check_enqueue_throttle does,
+// one that went idle returns its slack; an idle CPU pulls a thread; then
+// the CPU shares are recomputed.
+func (e *engine) settle() {
+	for {
+		changed := false
+		for cpu := range e.ncpu {
+			if e.settleCPU(cpu) {
+				changed = true
+			}
+		}
+		if e.idleBalance() {
+			changed = true
+		}
+		if !changed {
+			break
+		}
+	}
+	e.computeRates()
+}
+
+// settleCPU processes busy transitions of every runqueue on cpu, deepest
+// groups first. It reports whether anything changed.
+func (e *engine) settleCPU(cpu int) bool {
+	order := make([]int, len(e.groups))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return e.groups[b].depth - e.groups[a].depth })
+	changed := false
+	for _, gi := range order {
+		g := &e.groups[gi]
+		r := &g.rqs[cpu]
+		busy := e.busyOn(gi, cpu)
+		if busy == r.busy {
+			continue
+		}
+		r.busy = busy
+		changed = true
+		if !g.limited {
+			continue
+		}
+		if !busy {
+			e.returnSlack(gi, cpu)
+			continue
+		}
+		// check_enqueue_throttle: account_cfs_rq_runtime(cfs_rq, 0).
+		if r.throttled || r.silo > 0 {
+			continue
+		}
+		if !e.assign(gi, cpu, float64(e.p.SliceUsec)) {
+			e.throttle(gi, cpu)
+		}
+	}
+	return changed
+}
+
+// idleBalance lets a CPU with nothing to run pull one runnable thread
+// from a CPU that has two or more, never into or out of a throttled
+// hierarchy (throttled_lb_pair). It reports whether a thread moved.
+func (e *engine) idleBalance() bool {
+	running := make([]int, e.ncpu)
+	for i := range e.threads {
+		th := &e.threads[i]
+		if !e.tasks[th.task].done && !e.blocked(i) {
+			running[th.cpu]++
+		}
+	}
+	for dst := range e.ncpu {
+		if running[dst] > 0 {
+			continue
+		}
+		for i := range e.threads {
+			th := &e.threads[i]
+			t := &e.tasks[th.task]
+			if t.done || running[th.cpu] < 2 || e.blocked(i) || e.blockedOn(t, dst) {
+				continue
+			}
+			if t.spec.cpus != nil && !slices.Contains(t.spec.cpus, dst) {
+				continue
+			}
+			th.cpu = dst
+			return true
+		}
+	}
+	return false
+}
+
+// computeRates shares every CPU among its runnable threads by
+// hierarchical weight: at each level a group gets its cpu.weight scaled
+// by the part of its runnable threads that are on this CPU
+// (calc_group_shares), a thread gets a nice-0 weight.
+func (e *engine) computeRates() {
+	runnable := make([]int, len(e.groups)) // runnable threads below each group, all CPUs
+	for i := range e.threads {
+		e.threads[i].rate = 0
+		th := &e.threads[i]
+		if e.tasks[th.task].done || e.blocked(i) {
+			continue
+		}
+		for _, gi := range e.tasks[th.task].levels {
+			runnable[gi]++
+		}
+	}
+	for cpu := range e.ncpu {
+		var ths []int
+		for i := range e.threads {
+			th := &e.threads[i]
+			if th.cpu == cpu && !e.tasks[th.task].done && !e.blocked(i) {
+				ths = append(ths, i)
+			}
+		}
+		if len(ths) == 0 {
+			continue
+		}
+		here := make(map[int]int) // runnable threads below each group on this CPU
+		for _, i := range ths {
+			for _, gi := range e.tasks[e.threads[i].task].levels {
+				here[gi]++
+			}
+		}
+		e.share(ths, -1, 1, here, runnable)
+	}
+}
+
+// share splits fraction of a CPU among the entities below parent (-1 is
+// the root): threads directly in parent and child groups with runnable
+// threads.
+func (e *engine) share(ths []int, parent int, fraction float64, here map[int]int, runnable []int) {
+	type entity struct {
+		group  int // -1 for a thread
+		thread int
+		weight float64
+	}
+	var ents []entity
+	seen := map[int]bool{}
+	for _, i := range ths {
+		levels := e.tasks[e.threads[i].task].levels
+		child := childOf(levels, parent)
+		if child < 0 {
+			ents = append(ents, entity{group: -1, thread: i, weight: nice0Weight})
+			continue
+		}
+		if seen[child] {
+			continue
+		}
+		seen[child] = true
+		w := e.groups[child].spec.weight * nice0Weight / 100
+		w *= float64(here[child]) / float64(runnable[child])
+		ents = append(ents, entity{group: child, weight: w})
+	}
+	total := 0.0
+	for _, en := range ents {
+		total += en.weight
+	}
+	for _, en := range ents {
+		f := fraction * en.weight / total
+		if en.group < 0 {
+			e.threads[en.thread].rate = f
+			continue
+		}
+		var sub []int
+		for _, i := range ths {
+			if slices.Contains(e.tasks[e.threads[i].task].levels, en.group) {
+				sub = append(sub, i)
+			}
+		}
+		e.share(sub, en.group, f, here, runnable)
+	}
+}
+
+// childOf returns the level directly below parent on a leaf-first path,
+// or -1 when the path ends at parent (the thread sits in parent itself).
+func childOf(levels []int, parent int) int {
+	if parent < 0 {
+		return levels[len(levels)-1]
+	}
+	i := slices.Index(levels, parent)
+	if i <= 0 {
+		return -1
+	}
+	return levels[i-1]
+}
+
+func (e *engine) output() kernelOutput {
+	out := kernelOutput{endUsec: e.now}
+	for i := range e.groups {
+		out.groups = append(out.groups, e.groups[i].acct)
+	}
+	for i := range e.tasks {
+		t := &e.tasks[i]
+		out.tasks = append(out.tasks, taskAccount{arriveUsec: t.spec.arriveUsec, doneUsec: t.doneAt})
+	}
+	return out
+}
