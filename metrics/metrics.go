@@ -1,0 +1,188 @@
+// Package metrics exposes the daemon's pools to Prometheus: admission state
+// and counters, the CPU limits written, the kernel's CPU bandwidth counters
+// read back, and the simulator's predicted throttled time beside the
+// measured. The collector reads everything from a [Source] at scrape time,
+// so it is tested with a fixed snapshot and no daemon. docs/metrics.md lists
+// every metric.
+package metrics
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/poolagent/poolagent/observe"
+)
+
+// Source gives the collector the state to expose. It is called once per
+// scrape; an error fails the scrape (HTTP 500 with the error) rather than
+// exposing partial numbers.
+type Source interface {
+	MetricsSnapshot() (Snapshot, error)
+}
+
+// SourceFunc adapts a function to [Source].
+type SourceFunc func() (Snapshot, error)
+
+// MetricsSnapshot calls f.
+func (f SourceFunc) MetricsSnapshot() (Snapshot, error) { return f() }
+
+// Snapshot is the daemon's state at one moment.
+type Snapshot struct {
+	Host  Host
+	Pools []Pool
+}
+
+// Host is the node-wide state of CPU-load admission.
+type Host struct {
+	// CPUs is the node's vCPUs as the planner sees them.
+	CPUs float64
+	// LoadRatio is the moving average of host CPU busy time, 0..1 of all
+	// CPUs, taken at the last load refresh.
+	LoadRatio float64
+	// ReservedRatio is what queries admitted since the last refresh reserve
+	// (0.1 each), 0..1 of the host.
+	ReservedRatio float64
+}
+
+// Pool is one pool's state. Limits use -1 for "no limit", as in the DDL.
+type Pool struct {
+	Name string
+	// Running and Queued are the queries in the pool now.
+	Running, Queued int
+	// ConcurrentQueryLimit and QueueSize are the pool's CONCURRENT_QUERY_LIMIT
+	// and QUEUE_SIZE; -1 = none (the series is then not exposed).
+	ConcurrentQueryLimit, QueueSize int
+	// Admitted counts queries started; Rejected queries refused on arrival
+	// (queue full, pool refusing all); TimedOut queries that left the queue
+	// at QUERY_CANCEL_AFTER_SECONDS.
+	Admitted, Rejected, TimedOut uint64
+	// QueueWait is the distribution of time admitted queries spent queued.
+	QueueWait Histogram
+	// CPULimitCores is the pool cgroup's cpu.max as vCPUs (quota/period);
+	// 0 = "max", unlimited (the series is then not exposed).
+	CPULimitCores float64
+	// CPUWeight is the pool cgroup's cpu.weight (1..10000); 0 = not set.
+	CPUWeight uint64
+	// CPU is the pool cgroup's cpu.stat, cumulative; nil when the cgroup is
+	// not there (yet): the CPU series are then not exposed.
+	CPU *observe.CPUStat
+	// PredictedThrottledUsec is the simulator's throttled time for the same
+	// intervals the measured counters cover, cumulative, microseconds.
+	PredictedThrottledUsec uint64
+}
+
+// Collector is a prometheus.Collector over a [Source].
+type Collector struct {
+	src Source
+
+	hostCPUs, hostLoad, hostReserved *prometheus.Desc
+
+	running, queued, concurrencyLimit, queueSize *prometheus.Desc
+	admitted, rejected, timedOut, queueWait      *prometheus.Desc
+	cpuLimit, cpuWeight                          *prometheus.Desc
+	usage, periods, throttledPeriods, throttled  *prometheus.Desc
+	bursts, burst, predictedThrottled            *prometheus.Desc
+}
+
+// NewCollector builds the metric descriptors once; every scrape reads src.
+func NewCollector(src Source) *Collector {
+	pool := []string{"pool"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("poolagent_"+name, help, labels, nil)
+	}
+	return &Collector{
+		src: src,
+
+		hostCPUs:     d("host_cpus", "vCPUs of the node as the planner sees them.", nil),
+		hostLoad:     d("host_cpu_load_ratio", "Moving average of host CPU busy time (0..1 of all CPUs) at the last load refresh.", nil),
+		hostReserved: d("host_cpu_reserved_ratio", "Host CPU reserved by queries admitted since the last load refresh (0.1 each, 0..1).", nil),
+
+		running:          d("pool_running_queries", "Queries running in the pool.", pool),
+		queued:           d("pool_queued_queries", "Queries waiting in the pool's queue.", pool),
+		concurrencyLimit: d("pool_concurrent_query_limit", "The pool's CONCURRENT_QUERY_LIMIT (absent when unlimited).", pool),
+		queueSize:        d("pool_queue_size", "The pool's QUEUE_SIZE (absent when unlimited).", pool),
+		admitted:         d("pool_admitted_queries_total", "Queries started in the pool, at once or from the queue.", pool),
+		rejected:         d("pool_rejected_queries_total", "Queries refused on arrival: queue full or the pool refusing all.", pool),
+		timedOut:         d("pool_timed_out_queries_total", "Queries that left the queue at QUERY_CANCEL_AFTER_SECONDS.", pool),
+		queueWait:        d("pool_queue_wait_seconds", "Time admitted queries spent in the queue.", pool),
+		cpuLimit:         d("pool_cpu_limit_cores", "The pool cgroup's CPU bandwidth limit in vCPUs, cpu.max quota/period (absent when max).", pool),
+		cpuWeight:        d("pool_cpu_weight", "The pool cgroup's cpu.weight (1..10000).", pool),
+		usage:            d("pool_cpu_usage_seconds_total", "CPU time used by the pool cgroup (cpu.stat usage_usec).", pool),
+		periods:          d("pool_cpu_periods_total", "Enforcement periods with activity (cpu.stat nr_periods).", pool),
+		throttledPeriods: d("pool_cpu_throttled_periods_total", "Periods in which the pool was throttled (cpu.stat nr_throttled).", pool),
+		throttled:        d("pool_cpu_throttled_seconds_total", "Time the pool's threads were throttled, summed over CPUs (cpu.stat throttled_usec).", pool),
+		bursts:           d("pool_cpu_bursts_total", "Periods in which the pool used burst (cpu.stat nr_bursts).", pool),
+		burst:            d("pool_cpu_burst_seconds_total", "CPU time used beyond the quota from burst (cpu.stat burst_usec).", pool),
+		predictedThrottled: d("pool_cpu_predicted_throttled_seconds_total",
+			"Throttled time the simulator predicts for the pool over the same intervals as pool_cpu_throttled_seconds_total.", pool),
+	}
+}
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.hostCPUs, c.hostLoad, c.hostReserved,
+		c.running, c.queued, c.concurrencyLimit, c.queueSize,
+		c.admitted, c.rejected, c.timedOut, c.queueWait,
+		c.cpuLimit, c.cpuWeight,
+		c.usage, c.periods, c.throttledPeriods, c.throttled,
+		c.bursts, c.burst, c.predictedThrottled,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads one snapshot and sends its metrics, pools by name.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s, err := c.src.MetricsSnapshot()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.hostCPUs, err)
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(c.hostCPUs, s.Host.CPUs)
+	gauge(c.hostLoad, s.Host.LoadRatio)
+	gauge(c.hostReserved, s.Host.ReservedRatio)
+
+	pools := slices.Clone(s.Pools)
+	slices.SortFunc(pools, func(a, b Pool) int { return cmp.Compare(a.Name, b.Name) })
+	for _, p := range pools {
+		gauge(c.running, float64(p.Running), p.Name)
+		gauge(c.queued, float64(p.Queued), p.Name)
+		if p.ConcurrentQueryLimit >= 0 {
+			gauge(c.concurrencyLimit, float64(p.ConcurrentQueryLimit), p.Name)
+		}
+		if p.QueueSize >= 0 {
+			gauge(c.queueSize, float64(p.QueueSize), p.Name)
+		}
+		counter(c.admitted, float64(p.Admitted), p.Name)
+		counter(c.rejected, float64(p.Rejected), p.Name)
+		counter(c.timedOut, float64(p.TimedOut), p.Name)
+		ch <- prometheus.MustNewConstHistogram(c.queueWait, p.QueueWait.Count, p.QueueWait.SumSeconds, p.QueueWait.buckets(), p.Name)
+		if p.CPULimitCores > 0 {
+			gauge(c.cpuLimit, p.CPULimitCores, p.Name)
+		}
+		if p.CPUWeight > 0 {
+			gauge(c.cpuWeight, float64(p.CPUWeight), p.Name)
+		}
+		if st := p.CPU; st != nil {
+			counter(c.usage, seconds(st.UsageUsec), p.Name)
+			counter(c.periods, float64(st.NrPeriods), p.Name)
+			counter(c.throttledPeriods, float64(st.NrThrottled), p.Name)
+			counter(c.throttled, seconds(st.ThrottledUsec), p.Name)
+			counter(c.bursts, float64(st.NrBursts), p.Name)
+			counter(c.burst, seconds(st.BurstUsec), p.Name)
+			counter(c.predictedThrottled, seconds(p.PredictedThrottledUsec), p.Name)
+		}
+	}
+}
+
+// seconds converts microseconds to seconds.
+func seconds(usec uint64) float64 { return float64(usec) / 1e6 }

@@ -1,0 +1,50 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves the Prometheus text exposition of src at /metrics. Only
+// poolagent's own metrics are exposed (no Go runtime or process metrics), so
+// the output is exactly what docs/metrics.md lists.
+func Handler(src Source) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.HTTPErrorOnError,
+	}))
+	return mux
+}
+
+// Serve serves [Handler] on ln until ctx is done, then shuts the server down
+// and returns nil; any other end of serving is returned as an error.
+func Serve(ctx context.Context, ln net.Listener, src Source) error {
+	srv := &http.Server{
+		Handler:           Handler(src),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil {
+			return err
+		}
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
