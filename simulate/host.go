@@ -151,6 +151,11 @@ type HostError struct {
 	Group int
 	// Task is the index into Host.Tasks of the rejected task, or -1.
 	Task int
+	// Field is the rejected setting in the words of the scenario format:
+	// "cpus", "tick", "name", "parent", "quota", "period", "burst",
+	// "weight", "group", "arrive", "need", "threads", or "" for the run
+	// as a whole.
+	Field string
 	// Msg says what is wrong and what would be accepted, in the words of
 	// the scenario format, e.g. "weight 0 is out of range (accepted:
 	// 1..10000)".
@@ -182,14 +187,14 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 // [*HostError] values joined with errors.Join, or nil.
 func (h Host) Validate() error {
 	var errs []error
-	hostErr := func(msg string, args ...any) {
-		errs = append(errs, &HostError{Group: -1, Task: -1, Msg: fmt.Sprintf(msg, args...)})
+	hostErr := func(field, msg string, args ...any) {
+		errs = append(errs, &HostError{Group: -1, Task: -1, Field: field, Msg: fmt.Sprintf(msg, args...)})
 	}
 	if h.CPUs < 1 {
-		hostErr("cpus %d is out of range (accepted: 1 or more)", h.CPUs)
+		hostErr("cpus", "cpus %d is out of range (accepted: 1 or more)", h.CPUs)
 	}
 	if h.TickUsec < 1 {
-		hostErr("tick %s is out of range (accepted: 1us or more)", FormatUsec(h.TickUsec))
+		hostErr("tick", "tick %s is out of range (accepted: 1us or more)", FormatUsec(h.TickUsec))
 		return errors.Join(errs...)
 	}
 	tick := FormatUsec(h.TickUsec)
@@ -198,70 +203,70 @@ func (h Host) Validate() error {
 	hasChildren := make([]bool, len(h.Groups))
 	periodMax := int64(1)
 	for i, g := range h.Groups {
-		bad := func(msg string, args ...any) {
-			errs = append(errs, &HostError{Group: i, Task: -1, name: g.Name, Msg: fmt.Sprintf(msg, args...)})
+		bad := func(field, msg string, args ...any) {
+			errs = append(errs, &HostError{Group: i, Task: -1, Field: field, name: g.Name, Msg: fmt.Sprintf(msg, args...)})
 		}
 		if !namePattern.MatchString(g.Name) {
-			bad("name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", g.Name)
+			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", g.Name)
 		} else if _, dup := index[g.Name]; dup {
-			bad("name %q is already used by another group", g.Name)
+			bad("name", "name %q is already used by another group", g.Name)
 		} else {
 			index[g.Name] = i
 		}
 		if g.Parent != "" {
 			if p, ok := index[g.Parent]; !ok {
-				bad("parent %q is not a group defined before it", g.Parent)
+				bad("parent", "parent %q is not a group defined before it", g.Parent)
 			} else {
 				hasChildren[p] = true
 			}
 		}
 		switch {
 		case g.PeriodUsec <= 0 || g.PeriodUsec%h.TickUsec != 0:
-			bad("period %s is not accepted (accepted: a positive multiple of the tick %s)", FormatUsec(g.PeriodUsec), tick)
+			bad("period", "period %s is not accepted (accepted: a positive multiple of the tick %s)", FormatUsec(g.PeriodUsec), tick)
 		default:
 			periodMax = max(periodMax, g.PeriodUsec/h.TickUsec)
 		}
 		switch {
 		case g.QuotaUsec == QuotaMax:
 			if g.BurstUsec != 0 {
-				bad("burst %s needs a quota (accepted: burst 0 with quota max)", FormatUsec(g.BurstUsec))
+				bad("burst", "burst %s needs a quota (accepted: burst 0 with quota max)", FormatUsec(g.BurstUsec))
 			}
 		case g.QuotaUsec <= 0 || g.QuotaUsec%h.TickUsec != 0:
-			bad("quota %s is not accepted (accepted: max or a positive multiple of the tick %s)", FormatUsec(g.QuotaUsec), tick)
+			bad("quota", "quota %s is not accepted (accepted: max or a positive multiple of the tick %s)", FormatUsec(g.QuotaUsec), tick)
 		}
 		if g.BurstUsec < 0 || g.BurstUsec%h.TickUsec != 0 {
-			bad("burst %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(g.BurstUsec), tick)
+			bad("burst", "burst %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(g.BurstUsec), tick)
 		}
 		if g.Weight < 0 || g.Weight > MaxWeight {
-			bad("weight %d is out of range (accepted: 1..%d)", g.Weight, MaxWeight)
+			bad("weight", "weight %d is out of range (accepted: 1..%d)", g.Weight, MaxWeight)
 		}
 	}
 
 	var needTicks, lastArrive int64
 	taskNames := make(map[string]bool, len(h.Tasks))
 	for i, t := range h.Tasks {
-		bad := func(msg string, args ...any) {
-			errs = append(errs, &HostError{Group: -1, Task: i, name: t.Name, Msg: fmt.Sprintf(msg, args...)})
+		bad := func(field, msg string, args ...any) {
+			errs = append(errs, &HostError{Group: -1, Task: i, Field: field, name: t.Name, Msg: fmt.Sprintf(msg, args...)})
 		}
 		if !namePattern.MatchString(t.Name) {
-			bad("name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", t.Name)
+			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", t.Name)
 		} else if taskNames[t.Name] {
-			bad("name %q is already used by another task", t.Name)
+			bad("name", "name %q is already used by another task", t.Name)
 		}
 		taskNames[t.Name] = true
 		if g, ok := index[t.Group]; !ok {
-			bad("group %q is not defined", t.Group)
+			bad("group", "group %q is not defined", t.Group)
 		} else if hasChildren[g] {
-			bad("group %q has child groups and so holds no tasks (accepted: a group without children)", t.Group)
+			bad("group", "group %q has child groups and so holds no tasks (accepted: a group without children)", t.Group)
 		}
 		if t.ArriveUsec < 0 || t.ArriveUsec%h.TickUsec != 0 {
-			bad("arrive %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(t.ArriveUsec), tick)
+			bad("arrive", "arrive %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(t.ArriveUsec), tick)
 		}
 		if t.NeedUsec < 0 || t.NeedUsec%h.TickUsec != 0 {
-			bad("need %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(t.NeedUsec), tick)
+			bad("need", "need %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(t.NeedUsec), tick)
 		}
 		if t.Threads < 0 {
-			bad("threads %d is out of range (accepted: 1 or more)", t.Threads)
+			bad("threads", "threads %d is out of range (accepted: 1 or more)", t.Threads)
 		}
 		if t.ArriveUsec >= 0 && t.NeedUsec > 0 {
 			lastArrive = max(lastArrive, t.ArriveUsec/h.TickUsec)
@@ -269,7 +274,7 @@ func (h Host) Validate() error {
 		}
 	}
 	if len(errs) == 0 && !hostEndsInRange(lastArrive, needTicks, periodMax) {
-		hostErr("the tasks need %d ticks of CPU after the last arrival at tick %d: too long to simulate (accepted: a run that surely ends before tick %d)", needTicks, lastArrive, maxInt)
+		hostErr("", "the tasks need %d ticks of CPU after the last arrival at tick %d: too long to simulate (accepted: a run that surely ends before tick %d)", needTicks, lastArrive, maxInt)
 	}
 	return errors.Join(errs...)
 }
