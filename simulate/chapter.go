@@ -35,12 +35,14 @@ type Result struct {
 	// Arrive is the task's arrival tick.
 	Arrive int
 	// Done is the tick at which the task finished (the end of its last
-	// running tick).
+	// running tick); for a task with Need 0, its arrival.
 	Done int
 	// Latency is Done - Arrive in ticks; anything above Need was waiting.
 	Latency int
-	// Throttled is the number of ticks the task wanted to run and a CPU was
-	// free for it, but the group's quota was spent.
+	// Throttled is the number of ticks in which the task was runnable and
+	// not run because the group's quota was spent. Once the quota runs out
+	// in a tick, every runnable task not yet served counts, even beyond
+	// ncpu; a task that only waits while ncpu others run does not.
 	Throttled int
 }
 

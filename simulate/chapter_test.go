@@ -82,9 +82,9 @@ func chapterTasks() []Task {
 	return tasks
 }
 
-// results builds the expected Results of chapterTasks from Done and
+// chapterResults builds the expected Results of chapterTasks from Done and
 // Throttled per task.
-func results(done, throttled []int) []Result {
+func chapterResults(done, throttled []int) []Result {
 	var res []Result
 	for i, t := range chapterTasks() {
 		res = append(res, Result{Name: t.Name, Arrive: 0, Done: done[i], Latency: done[i], Throttled: throttled[i]})
@@ -92,9 +92,9 @@ func results(done, throttled []int) []Result {
 	return res
 }
 
-// idle is the three idle periods before the burst experiment's task, with
+// idlePeriods is the three idle periods before the burst experiment's task, with
 // the carry each of them receives.
-func idle(carried ...int) []Period {
+func idlePeriods(carried ...int) []Period {
 	var ps []Period
 	for i, c := range carried {
 		ps = append(ps, Period{Start: 100 * i, Carried: c, Exhausted: -1})
@@ -136,7 +136,7 @@ func TestChapterFigures(t *testing.T) {
 			limit: cpuMax,
 			ncpu:  1,
 			tasks: chapterTasks(),
-			results: results(
+			results: chapterResults(
 				[]int{10, 20, 30, 40, 110, 120, 130, 140},
 				[]int{0, 0, 0, 0, 60, 60, 60, 60}),
 			periods: []Period{
@@ -151,7 +151,7 @@ func TestChapterFigures(t *testing.T) {
 			limit: cpuMax,
 			ncpu:  2,
 			tasks: chapterTasks(),
-			results: results(
+			results: chapterResults(
 				[]int{10, 10, 20, 20, 110, 110, 120, 120},
 				[]int{0, 0, 0, 0, 80, 80, 80, 80}),
 			periods: []Period{
@@ -167,7 +167,7 @@ func TestChapterFigures(t *testing.T) {
 			limit: cpuMax,
 			ncpu:  8,
 			tasks: chapterTasks(),
-			results: results(
+			results: chapterResults(
 				[]int{105, 105, 105, 105, 105, 105, 105, 105},
 				[]int{95, 95, 95, 95, 95, 95, 95, 95}),
 			periods: []Period{
@@ -184,7 +184,7 @@ func TestChapterFigures(t *testing.T) {
 			ncpu:    1,
 			tasks:   burstTask,
 			results: []Result{{Name: "batch", Arrive: 300, Done: 520, Latency: 220, Throttled: 120}},
-			periods: append(idle(0, 0, 0),
+			periods: append(idlePeriods(0, 0, 0),
 				Period{Start: 300, Used: 40, Stalled: 60, Exhausted: 340},
 				Period{Start: 400, Used: 40, Stalled: 60, Exhausted: 440},
 				Period{Start: 500, Used: 20, Stalled: 0, Exhausted: -1},
@@ -199,7 +199,7 @@ func TestChapterFigures(t *testing.T) {
 			ncpu:    1,
 			tasks:   burstTask,
 			results: []Result{{Name: "batch", Arrive: 300, Done: 400, Latency: 100, Throttled: 0}},
-			periods: append(idle(0, 40, 80),
+			periods: append(idlePeriods(0, 40, 80),
 				Period{Start: 300, Used: 100, Stalled: 0, Carried: 120, Exhausted: -1},
 			),
 		},
@@ -213,7 +213,7 @@ func TestChapterFigures(t *testing.T) {
 			ncpu:    1,
 			tasks:   burstTask,
 			results: []Result{{Name: "batch", Arrive: 300, Done: 440, Latency: 140, Throttled: 40}},
-			periods: append(idle(0, 20, 20),
+			periods: append(idlePeriods(0, 20, 20),
 				Period{Start: 300, Used: 60, Stalled: 40, Carried: 20, Exhausted: 360},
 				Period{Start: 400, Used: 40, Stalled: 0, Carried: 0, Exhausted: 440},
 			),
@@ -221,7 +221,7 @@ func TestChapterFigures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, e := range engines {
+			for _, e := range chapterEngines {
 				results, periods := e.run(tc.limit, tc.ncpu, tc.tasks)
 				if !reflect.DeepEqual(results, tc.results) {
 					t.Errorf("%s results:\n got %+v\nwant %+v", e.name, results, tc.results)
@@ -234,8 +234,8 @@ func TestChapterFigures(t *testing.T) {
 	}
 }
 
-// engines are the two implementations every named case runs on.
-var engines = []struct {
+// chapterEngines are the two implementations every named case runs on.
+var chapterEngines = []struct {
 	name string
 	run  func(Limit, int, []Task) ([]Result, []Period)
 }{
@@ -374,7 +374,7 @@ func TestEdgeCases(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, e := range engines {
+			for _, e := range chapterEngines {
 				results, periods := e.run(tc.limit, tc.ncpu, tc.tasks)
 				if !reflect.DeepEqual(results, tc.results) {
 					t.Errorf("%s results:\n got %+v\nwant %+v", e.name, results, tc.results)

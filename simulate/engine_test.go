@@ -8,15 +8,15 @@ import (
 	"testing"
 )
 
-// scenario is one input to both engines.
-type scenario struct {
+// runInput is one input to both engines.
+type runInput struct {
 	limit Limit
 	ncpu  int
 	tasks []Task
 }
 
-// String prints the scenario as a Go literal to paste into a table test.
-func (s scenario) String() string {
+// String prints the input as a Go literal to paste into a table test.
+func (s runInput) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Limit{Quota: %d, Period: %d, Burst: %d}, ncpu %d, tasks []Task{", s.limit.Quota, s.limit.Period, s.limit.Burst, s.ncpu)
 	for i, t := range s.tasks {
@@ -29,9 +29,9 @@ func (s scenario) String() string {
 	return b.String()
 }
 
-// mismatch runs both engines and describes how runEvents differs from the
+// engineMismatch runs both engines and describes how runEvents differs from the
 // per-tick reference or breaks an invariant of the model, or returns "".
-func mismatch(s scenario) string {
+func engineMismatch(s runInput) string {
 	wantRes, wantPer := runTicks(s.limit, s.ncpu, s.tasks)
 	gotRes, gotPer := runEvents(s.limit, s.ncpu, s.tasks)
 	if !reflect.DeepEqual(gotRes, wantRes) {
@@ -40,12 +40,12 @@ func mismatch(s scenario) string {
 	if !reflect.DeepEqual(gotPer, wantPer) {
 		return fmt.Sprintf("periods:\n got %+v\nwant %+v", gotPer, wantPer)
 	}
-	return invariants(s, wantRes, wantPer)
+	return modelInvariants(s, wantRes, wantPer)
 }
 
-// invariants checks what must hold for any run, so that the reference
+// modelInvariants checks what must hold for any run, so that the reference
 // itself is held to the model.
-func invariants(s scenario, results []Result, periods []Period) string {
+func modelInvariants(s runInput, results []Result, periods []Period) string {
 	need, used := 0, 0
 	for i, r := range results {
 		t := s.tasks[i]
@@ -72,11 +72,11 @@ func invariants(s scenario, results []Result, periods []Period) string {
 	return ""
 }
 
-// randomScenario draws a small scenario covering the model's corners:
+// randomInput draws a small input covering the model's corners:
 // bursts below and above the quota, idle gaps of several periods, arrivals
 // mid-period and at equal ticks, ncpu above and below the task count, and
 // tasks with Need 0.
-func randomScenario(r *rand.Rand) scenario {
+func randomInput(r *rand.Rand) runInput {
 	period := 1 + r.IntN(20)
 	ncpu := 1 + r.IntN(6)
 	quota := 1 + r.IntN(period*min(ncpu, 3))
@@ -105,17 +105,17 @@ func randomScenario(r *rand.Rand) scenario {
 		}
 		tasks[i] = Task{Name: fmt.Sprintf("t%d", i), Arrive: arrive, Need: need}
 	}
-	return scenario{Limit{Quota: quota, Period: period, Burst: burst}, ncpu, tasks}
+	return runInput{Limit{Quota: quota, Period: period, Burst: burst}, ncpu, tasks}
 }
 
-// shrink makes a failing scenario smaller while it still fails: it drops
+// shrinkInput makes a failing input smaller while it still fails: it drops
 // tasks and lowers numbers one step at a time, keeping any step that still
 // fails, until none does.
-func shrink(s scenario) scenario {
+func shrinkInput(s runInput) runInput {
 	for {
 		smaller := false
-		for _, c := range candidates(s) {
-			if Validate(c.limit, c.ncpu, c.tasks) == nil && mismatch(c) != "" {
+		for _, c := range smallerInputs(s) {
+			if Validate(c.limit, c.ncpu, c.tasks) == nil && engineMismatch(c) != "" {
 				s, smaller = c, true
 				break
 			}
@@ -126,48 +126,48 @@ func shrink(s scenario) scenario {
 	}
 }
 
-// candidates lists the scenarios one step smaller than s.
-func candidates(s scenario) []scenario {
-	var cs []scenario
-	with := func(f func(*scenario)) {
-		c := scenario{s.limit, s.ncpu, append([]Task(nil), s.tasks...)}
+// smallerInputs lists the inputs one step smaller than s.
+func smallerInputs(s runInput) []runInput {
+	var cs []runInput
+	with := func(f func(*runInput)) {
+		c := runInput{s.limit, s.ncpu, append([]Task(nil), s.tasks...)}
 		f(&c)
 		cs = append(cs, c)
 	}
 	for i := range s.tasks {
-		with(func(c *scenario) { c.tasks = append(c.tasks[:i], c.tasks[i+1:]...) })
+		with(func(c *runInput) { c.tasks = append(c.tasks[:i], c.tasks[i+1:]...) })
 	}
 	lower := func(v int) []int { return []int{0, v / 2, v - 1} }
 	for i, t := range s.tasks {
 		for _, v := range lower(t.Arrive) {
 			if v < t.Arrive {
-				with(func(c *scenario) { c.tasks[i].Arrive = v })
+				with(func(c *runInput) { c.tasks[i].Arrive = v })
 			}
 		}
 		for _, v := range lower(t.Need) {
 			if v < t.Need {
-				with(func(c *scenario) { c.tasks[i].Need = v })
+				with(func(c *runInput) { c.tasks[i].Need = v })
 			}
 		}
 	}
 	for _, v := range lower(s.ncpu) {
 		if v < s.ncpu {
-			with(func(c *scenario) { c.ncpu = v })
+			with(func(c *runInput) { c.ncpu = v })
 		}
 	}
 	for _, v := range lower(s.limit.Quota) {
 		if v < s.limit.Quota {
-			with(func(c *scenario) { c.limit.Quota = v })
+			with(func(c *runInput) { c.limit.Quota = v })
 		}
 	}
 	for _, v := range lower(s.limit.Period) {
 		if v < s.limit.Period {
-			with(func(c *scenario) { c.limit.Period = v })
+			with(func(c *runInput) { c.limit.Period = v })
 		}
 	}
 	for _, v := range lower(s.limit.Burst) {
 		if v < s.limit.Burst {
-			with(func(c *scenario) { c.limit.Burst = v })
+			with(func(c *runInput) { c.limit.Burst = v })
 		}
 	}
 	return cs
@@ -175,7 +175,7 @@ func candidates(s scenario) []scenario {
 
 // TestEventsMatchTicks compares the event engine with the per-tick
 // reference on 5,000 seeded random scenarios, exactly, Results and Periods.
-// A failure prints the scenario's seed and a shrunk scenario that still
+// A failure prints the input's seed and a shrunk input that still
 // fails.
 func TestEventsMatchTicks(t *testing.T) {
 	const scenarios = 5000
@@ -183,16 +183,16 @@ func TestEventsMatchTicks(t *testing.T) {
 	// generator that stops reaching one fails the test.
 	covered := map[string]int{}
 	for seed := range uint64(scenarios) {
-		s := randomScenario(rand.New(rand.NewPCG(2, seed)))
+		s := randomInput(rand.New(rand.NewPCG(2, seed)))
 		if err := Validate(s.limit, s.ncpu, s.tasks); err != nil {
-			t.Fatalf("seed %d: generated invalid scenario %v: %v", seed, s, err)
+			t.Fatalf("seed %d: generated invalid input %v: %v", seed, s, err)
 		}
-		if diff := mismatch(s); diff != "" {
-			small := shrink(s)
-			t.Fatalf("seed %d: event engine differs from per-tick reference\nscenario: %v\nshrunk:   %v\n%s", seed, s, small, mismatch(small))
+		if diff := engineMismatch(s); diff != "" {
+			small := shrinkInput(s)
+			t.Fatalf("seed %d: event engine differs from per-tick reference\nscenario: %v\nshrunk:   %v\n%s", seed, s, small, engineMismatch(small))
 		}
 		results, periods := runTicks(s.limit, s.ncpu, s.tasks)
-		for name, hit := range corners(s, results, periods) {
+		for name, hit := range inputCorners(s, results, periods) {
 			if hit {
 				covered[name]++
 			}
@@ -207,8 +207,8 @@ func TestEventsMatchTicks(t *testing.T) {
 	}
 }
 
-// corners says which corners of the model a scenario exercises.
-func corners(s scenario, results []Result, periods []Period) map[string]bool {
+// inputCorners says which corners of the model an input exercises.
+func inputCorners(s runInput, results []Result, periods []Period) map[string]bool {
 	c := map[string]bool{
 		"burst below quota": s.limit.Burst > 0 && s.limit.Burst < s.limit.Quota,
 		"burst above quota": s.limit.Burst > s.limit.Quota,
@@ -244,7 +244,7 @@ func corners(s scenario, results []Result, periods []Period) map[string]bool {
 // Validate.
 func FuzzRun(f *testing.F) {
 	f.Fuzz(func(t *testing.T, quota, period, burst, ncpu int8, spec []byte) {
-		s := scenario{limit: Limit{Quota: int(quota), Period: int(period), Burst: int(burst)}, ncpu: int(ncpu)}
+		s := runInput{limit: Limit{Quota: int(quota), Period: int(period), Burst: int(burst)}, ncpu: int(ncpu)}
 		for i := 0; i+1 < len(spec) && len(s.tasks) < 12; i += 2 {
 			s.tasks = append(s.tasks, Task{Name: fmt.Sprint(i / 2), Arrive: int(int8(spec[i])), Need: int(int8(spec[i+1])) % 64})
 		}
@@ -258,7 +258,7 @@ func FuzzRun(f *testing.F) {
 			}
 			return
 		}
-		if diff := mismatch(s); diff != "" {
+		if diff := engineMismatch(s); diff != "" {
 			t.Fatalf("%v: event engine differs from per-tick reference\n%s", s, diff)
 		}
 	})
