@@ -1,0 +1,143 @@
+package compare
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/poolagent/poolagent/observe"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// fixtureReport is a fixed two-run report: a pool with one pinned query,
+// measured with per-period samples.
+func fixtureReport(measured bool) *Report {
+	stat := func(usage, periods, thr, thrUsec, bursts, burstUsec uint64) observe.CPUStat {
+		return observe.CPUStat{UsageUsec: usage, NrPeriods: periods, NrThrottled: thr, ThrottledUsec: thrUsec, NrBursts: bursts, BurstUsec: burstUsec}
+	}
+	win := func(pairs ...uint64) []Window {
+		var ws []Window
+		for i := 0; i < len(pairs); i += 2 {
+			ws = append(ws, Window{RanUsec: pairs[i], ThrottledUsec: pairs[i+1]})
+		}
+		return ws
+	}
+	r := &Report{
+		Scenario:   "testdata/scenarios/example.scn",
+		Env:        Env{Measured: measured, Kernel: "6.18.44", Cgroup: "v1", CPUs: 2, SliceUsec: 5000, TickUsec: 4000, TickSource: "CONFIG_HZ=250 from /proc/config.gz", Runs: 2, Load1Start: 0.25, Load1End: 0.5},
+		Target:     TargetFor(true),
+		WindowUsec: 100000,
+		Groups: []GroupResult{
+			{Name: "olap", Path: "olap", Limit: "max/100ms", Simple: stat(60000, 0, 0, 0, 0, 0),
+				Runs: []GroupRun{
+					{Measured: stat(60400, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0), MeasuredWindows: win(40100, 0, 20300, 0)},
+					{Measured: stat(60300, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0)},
+				}},
+			{Name: "q1", Path: "olap/q1", Limit: "20ms/100ms burst 20ms", Simple: stat(60000, 2, 1, 60000, 1, 20000),
+				Runs: []GroupRun{
+					{Measured: stat(60400, 4, 2, 59000, 1, 20000), Kernel: stat(60000, 4, 2, 60000, 1, 20000), PhaseUsec: 31000,
+						KernelWindows: win(40000, 0, 20000, 60000), MeasuredWindows: win(40100, 0, 20300, 59000)},
+					{Measured: stat(60300, 4, 3, 63000, 1, 20000), Kernel: stat(60000, 4, 2, 60000, 1, 20000), PhaseUsec: 12000,
+						KernelWindows: win(40000, 0, 20000, 60000)},
+				}},
+		},
+		Tasks: []TaskResult{{Name: "q1", Group: "q1", NeedUsec: 60000, Threads: 1, CPUs: []int{0}, SimpleDoneUsec: 120000,
+			Runs: []TaskRun{{MeasuredDoneUsec: 120500, BurntUsec: 60020, KernelDoneUsec: 120000}, {MeasuredDoneUsec: 121500, BurntUsec: 60010, KernelDoneUsec: 120000}}}},
+	}
+	if !measured {
+		r.Env = Env{CPUs: 2, Why: "not root", SliceUsec: 5000, TickUsec: 4000, TickSource: "CONFIG_HZ=250 from /proc/config.gz", Runs: 1}
+		for i := range r.Groups {
+			r.Groups[i].Runs = r.Groups[i].Runs[:1]
+			r.Groups[i].Runs[0].Measured = observe.CPUStat{}
+			r.Groups[i].Runs[0].MeasuredWindows = nil
+		}
+		r.Tasks[0].Runs = []TaskRun{{MeasuredDoneUsec: -1, KernelDoneUsec: 120000}}
+	}
+	r.Finish()
+	return r
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, measured := range []bool{true, false} {
+		name := "measured"
+		if !measured {
+			name = "simulated"
+		}
+		renderers := map[string]func(*bytes.Buffer, *Report) error{
+			name + ".txt":  func(b *bytes.Buffer, r *Report) error { return WriteText(b, r, 4) },
+			name + ".html": func(b *bytes.Buffer, r *Report) error { return WriteHTML(b, r) },
+			name + ".json": func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) },
+		}
+		for file, render := range renderers {
+			t.Run(file, func(t *testing.T) {
+				var b bytes.Buffer
+				if err := render(&b, fixtureReport(measured)); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join("testdata", "golden", file)
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./compare -run TestRenderGolden -update)", err)
+				}
+				if !bytes.Equal(b.Bytes(), want) {
+					t.Errorf("%s differs from the golden file; got:\n%s", path, b.String())
+				}
+			})
+		}
+	}
+}
+
+func TestFinishTargets(t *testing.T) {
+	r := fixtureReport(true)
+	q := r.Groups[1]
+	// nr_throttled: measured 2 and 3 (mean 2.5), kernel 2: off by -0.5,
+	// within ±1. throttled_usec: measured mean 61000, kernel 60000: -1.6%.
+	if len(q.Misses) != 0 {
+		t.Errorf("q1 misses %v, want none", q.Misses)
+	}
+	r.Groups[1].Runs[1].Measured.NrThrottled = 5 // mean 3.5: off by -1.5
+	r.Groups[1].Runs[1].Measured.ThrottledUsec = 80000 // mean 69500, kernel 60000: -13.7%
+	r.Finish()
+	want := []string{"nr_throttled off by -1.5 periods (target ±1)", "throttled_usec off by -13.7% (target ±5%)"}
+	got := r.Groups[1].Misses
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("misses = %q, want %q", got, want)
+	}
+	if r.Pass() {
+		t.Error("Pass() = true with misses")
+	}
+}
+
+func TestCellCounts(t *testing.T) {
+	tests := []struct {
+		name     string
+		w        Window
+		cpus     int
+		ran, thr int
+	}{
+		{"chapter: 40 of 100 ran, 60 throttled", Window{RanUsec: 40000, ThrottledUsec: 60000}, 1, 4, 6},
+		{"two CPUs halve the share", Window{RanUsec: 40000, ThrottledUsec: 60000}, 2, 2, 3},
+		{"a sliver still shows", Window{RanUsec: 100, ThrottledUsec: 0}, 1, 1, 0},
+		{"throttled over all CPUs is clipped", Window{RanUsec: 50000, ThrottledUsec: 150000}, 1, 5, 5},
+		{"idle", Window{}, 1, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ran, thr := CellCounts(tt.w, 100000, tt.cpus, 10)
+			if ran != tt.ran || thr != tt.thr {
+				t.Errorf("CellCounts = %d, %d; want %d, %d", ran, thr, tt.ran, tt.thr)
+			}
+		})
+	}
+}

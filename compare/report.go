@@ -1,0 +1,265 @@
+// Package compare runs a scenario for real under poolagent's cgroups and
+// puts what the kernel measured beside what the simulator predicted: the
+// kernel-faithful model (simulate.RunKernel) and the simple model
+// (simulate.RunHost), counter by counter, with the error.
+package compare
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/poolagent/poolagent/observe"
+)
+
+// Report is the outcome of a compare run: for every group and task of a
+// scenario, what the kernel measured in each run and what both models
+// predicted. It is also the JSON the CLI prints with --format json.
+type Report struct {
+	// Scenario is the scenario's name (its file, or "built-in: ...").
+	Scenario string `json:"scenario"`
+	Env      Env    `json:"env"`
+	// Target is the accuracy the kernel model is held to in this scenario.
+	Target Target `json:"target"`
+	// WindowUsec is the timeline's window (one period), 0 without one.
+	WindowUsec int64         `json:"window_usec,omitempty"`
+	Groups     []GroupResult `json:"groups"`
+	Tasks      []TaskResult  `json:"tasks"`
+}
+
+// Env is where and how the scenario ran.
+type Env struct {
+	// Measured is false when the scenario was only simulated (no root, or
+	// no cgroup with the cpu controller): Runs then hold predictions only.
+	Measured bool `json:"measured"`
+	// Why says why nothing was measured; empty when Measured.
+	Why string `json:"why,omitempty"`
+	// Kernel is the kernel release (uname -r).
+	Kernel string `json:"kernel,omitempty"`
+	// Cgroup is "v1" or "v2", the interface of the cpu controller used.
+	Cgroup string `json:"cgroup,omitempty"`
+	// CPUs is the number of CPUs of the scenario.
+	CPUs int `json:"cpus"`
+	// SliceUsec is sched_cfs_bandwidth_slice_us as read from the host.
+	SliceUsec int64 `json:"slice_usec"`
+	// TickUsec is 1e6/CONFIG_HZ; TickSource says where CONFIG_HZ came from.
+	TickUsec   int64  `json:"tick_usec"`
+	TickSource string `json:"tick_source"`
+	// Runs is how many times the scenario ran (--repeat).
+	Runs int `json:"runs"`
+	// Load1Start and Load1End are the host's 1-minute load average before
+	// the first run and after the last: other work competes for the CPUs.
+	Load1Start float64 `json:"load1_start"`
+	Load1End   float64 `json:"load1_end"`
+}
+
+// Target is the accuracy goal of the kernel model for one scenario.
+type Target struct {
+	// Class is "pinned" when every task runs on one CPU of its own choice,
+	// "unpinned" otherwise.
+	Class string `json:"class"`
+	// NrThrottled is the largest accepted |predicted − measured| of
+	// nr_throttled, in periods.
+	NrThrottled float64 `json:"nr_throttled"`
+	// Pct is the largest accepted relative error of usage_usec and
+	// throttled_usec, in percent of the measured value.
+	Pct float64 `json:"pct"`
+	// FloorUsec is an absolute error always accepted for usage_usec and
+	// throttled_usec, so a group that barely throttles is not held to a
+	// percentage of almost nothing.
+	FloorUsec float64 `json:"floor_usec"`
+}
+
+// TargetFor returns the accuracy goal: nr_throttled within ±1 period,
+// usage and throttled time within 5% when pinned, 10% otherwise, always
+// accepting 1 ms.
+func TargetFor(pinned bool) Target {
+	if pinned {
+		return Target{Class: "pinned", NrThrottled: 1, Pct: 5, FloorUsec: 1000}
+	}
+	return Target{Class: "unpinned", NrThrottled: 1, Pct: 10, FloorUsec: 1000}
+}
+
+// GroupResult is one cgroup of the scenario: a pool or a query.
+type GroupResult struct {
+	// Name is the group's name in the scenario.
+	Name string `json:"name"`
+	// Path is the cgroup below the pool root, e.g. "olap/q1".
+	Path string `json:"path"`
+	// Limit renders the group's cpu.max and burst, e.g. "20ms/100ms".
+	Limit string `json:"limit"`
+	// Runs has one entry per run.
+	Runs []GroupRun `json:"runs"`
+	// Simple is the simple model's prediction; it does not depend on the
+	// run.
+	Simple observe.CPUStat `json:"simple"`
+	// Fields compares the counters over all runs, in FieldNames order.
+	Fields []FieldCompare `json:"fields"`
+	// Misses lists the targets the kernel model missed, empty when it met
+	// them all or nothing was measured.
+	Misses []string `json:"misses,omitempty"`
+}
+
+// GroupRun is one group in one run.
+type GroupRun struct {
+	// Measured is the cpu.stat delta over the run; zero when not measured.
+	Measured observe.CPUStat `json:"measured"`
+	// Kernel is the kernel model's prediction for this run.
+	Kernel observe.CPUStat `json:"kernel"`
+	// PhaseUsec is the period timer's phase the prediction used: the time
+	// of its first expiry after the run's time 0, within one period.
+	PhaseUsec int64 `json:"phase_usec"`
+	// MeasuredWindows and KernelWindows are the timeline, one entry per
+	// window from time 0; MeasuredWindows is empty unless sampled.
+	MeasuredWindows []Window `json:"measured_windows,omitempty"`
+	KernelWindows   []Window `json:"kernel_windows,omitempty"`
+}
+
+// Window is a group's activity in one window of the timeline.
+type Window struct {
+	RanUsec       uint64 `json:"ran_usec"`
+	ThrottledUsec uint64 `json:"throttled_usec"`
+}
+
+// FieldCompare is one counter of one group over all runs.
+type FieldCompare struct {
+	Field    string `json:"field"`
+	Measured Spread `json:"measured"`
+	Kernel   Spread `json:"kernel"`
+	Simple   uint64 `json:"simple"`
+	// Diff is Kernel.Mean − Measured.Mean.
+	Diff float64 `json:"diff"`
+	// DiffPct is Diff in percent of Measured.Mean; nil when that is 0.
+	DiffPct *float64 `json:"diff_pct,omitempty"`
+}
+
+// Spread is the mean, smallest and largest of a counter over the runs.
+type Spread struct {
+	Mean float64 `json:"mean"`
+	Min  uint64  `json:"min"`
+	Max  uint64  `json:"max"`
+}
+
+// TaskResult is one task of the scenario.
+type TaskResult struct {
+	Name       string `json:"name"`
+	Group      string `json:"group"`
+	ArriveUsec int64  `json:"arrive_usec"`
+	NeedUsec   int64  `json:"need_usec"`
+	Threads    int    `json:"threads"`
+	CPUs       []int  `json:"cpus,omitempty"`
+	// Runs has one entry per run.
+	Runs []TaskRun `json:"runs"`
+	// SimpleDoneUsec is when the simple model has it done.
+	SimpleDoneUsec int64 `json:"simple_done_usec"`
+}
+
+// TaskRun is one task in one run; times are from the run's time 0.
+type TaskRun struct {
+	// MeasuredDoneUsec is when the worker had burnt its need, -1 when not
+	// measured.
+	MeasuredDoneUsec int64 `json:"measured_done_usec"`
+	// BurntUsec is the CPU time the worker burnt by its own clock.
+	BurntUsec int64 `json:"burnt_usec,omitempty"`
+	// KernelDoneUsec is when the kernel model has it done.
+	KernelDoneUsec int64 `json:"kernel_done_usec"`
+}
+
+// FieldNames are the counters compared, in report order.
+var FieldNames = []string{"usage_usec", "nr_periods", "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec"}
+
+// field returns the named counter of st.
+func field(st observe.CPUStat, name string) uint64 {
+	switch name {
+	case "usage_usec":
+		return st.UsageUsec
+	case "nr_periods":
+		return st.NrPeriods
+	case "nr_throttled":
+		return st.NrThrottled
+	case "throttled_usec":
+		return st.ThrottledUsec
+	case "nr_bursts":
+		return st.NrBursts
+	case "burst_usec":
+		return st.BurstUsec
+	}
+	panic(fmt.Sprintf("compare: unknown field %q", name))
+}
+
+// Finish computes every group's Fields and Misses from its runs.
+func (r *Report) Finish() {
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		g.Fields = g.Fields[:0]
+		for _, name := range FieldNames {
+			var m, k []uint64
+			for _, run := range g.Runs {
+				m = append(m, field(run.Measured, name))
+				k = append(k, field(run.Kernel, name))
+			}
+			fc := FieldCompare{Field: name, Measured: spread(m), Kernel: spread(k), Simple: field(g.Simple, name)}
+			fc.Diff = fc.Kernel.Mean - fc.Measured.Mean
+			if fc.Measured.Mean != 0 {
+				pct := 100 * fc.Diff / fc.Measured.Mean
+				fc.DiffPct = &pct
+			}
+			g.Fields = append(g.Fields, fc)
+		}
+		g.Misses = nil
+		if r.Env.Measured {
+			g.Misses = r.Target.misses(g.Fields)
+		}
+	}
+}
+
+func spread(v []uint64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	s := Spread{Min: v[0], Max: v[0]}
+	sum := 0.0
+	for _, x := range v {
+		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
+		sum += float64(x)
+	}
+	s.Mean = sum / float64(len(v))
+	return s
+}
+
+// misses checks the kernel model's mean against the measured mean.
+func (t Target) misses(fields []FieldCompare) []string {
+	var out []string
+	for _, f := range fields {
+		switch f.Field {
+		case "nr_throttled":
+			if math.Abs(f.Diff) > t.NrThrottled {
+				out = append(out, fmt.Sprintf("nr_throttled off by %+.1f periods (target ±%g)", f.Diff, t.NrThrottled))
+			}
+		case "usage_usec", "throttled_usec":
+			limit := max(t.FloorUsec, t.Pct/100*f.Measured.Mean)
+			if math.Abs(f.Diff) > limit {
+				out = append(out, fmt.Sprintf("%s off by %s (target ±%g%%)", f.Field, pctText(f), t.Pct))
+			}
+		}
+	}
+	return out
+}
+
+// pctText renders a field's difference in percent, or its absolute value
+// when the measured mean is 0.
+func pctText(f FieldCompare) string {
+	if f.DiffPct == nil {
+		return fmt.Sprintf("%+.0f", f.Diff)
+	}
+	return fmt.Sprintf("%+.1f%%", *f.DiffPct)
+}
+
+// Pass reports whether every group met the target.
+func (r *Report) Pass() bool {
+	for _, g := range r.Groups {
+		if len(g.Misses) > 0 {
+			return false
+		}
+	}
+	return true
+}

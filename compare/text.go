@@ -1,0 +1,178 @@
+package compare
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// TimelineCell is the width of one period in the terminal timeline.
+const TimelineCell = 10
+
+// WriteText renders r for a terminal: per group the counters measured,
+// predicted by both models and the difference; per task the completion
+// times; then, when r has windows, a timeline of the first periods in the
+// chapter's style (■ ran, · throttled), kernel model above measured.
+func WriteText(w io.Writer, r *Report, periods int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "scenario %s\n", r.Scenario)
+	e := r.Env
+	if e.Measured {
+		fmt.Fprintf(&b, "measured on Linux %s, cgroup %s, %d CPUs, %d run(s), load %.2f → %.2f\n", e.Kernel, e.Cgroup, e.CPUs, e.Runs, e.Load1Start, e.Load1End)
+	} else {
+		fmt.Fprintf(&b, "simulation only, %d CPUs: %s\n", e.CPUs, e.Why)
+	}
+	fmt.Fprintf(&b, "kernel model: slice %dus, tick %dus (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
+	if e.Measured {
+		t := r.Target
+		fmt.Fprintf(&b, "target (%s): nr_throttled ±%g, usage_usec and throttled_usec ±%g%% (or ±%.0fus)\n", t.Class, t.NrThrottled, t.Pct, t.FloorUsec)
+	}
+	for _, g := range r.Groups {
+		b.WriteString("\n")
+		writeGroup(&b, r, g)
+	}
+	b.WriteString("\n")
+	writeTasks(&b, r)
+	if r.WindowUsec > 0 && periods > 0 {
+		b.WriteString("\n")
+		writeTimeline(&b, r, periods)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
+	fmt.Fprintf(b, "group %s (%s) cpu.max %s\n", g.Name, g.Path, g.Limit)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	if r.Env.Measured {
+		fmt.Fprintln(tw, "  counter\tmeasured mean [min..max]\tkernel model\tdiff\tsimple model")
+	} else {
+		fmt.Fprintln(tw, "  counter\tkernel model\tsimple model")
+	}
+	for _, f := range g.Fields {
+		if !r.Env.Measured {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", f.Field, meanText(f.Kernel), f.Simple)
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s [%d..%d]\t%s\t%s\t%d\n", f.Field, meanText(f.Measured), f.Measured.Min, f.Measured.Max,
+			meanText(f.Kernel), diffText(f), f.Simple)
+	}
+	tw.Flush()
+	switch {
+	case !r.Env.Measured:
+	case len(g.Misses) == 0:
+		b.WriteString("  kernel model within target\n")
+	default:
+		fmt.Fprintf(b, "  kernel model missed: %s\n", strings.Join(g.Misses, "; "))
+	}
+}
+
+// meanText renders a mean without decimals when it is whole.
+func meanText(s Spread) string {
+	if s.Mean == float64(int64(s.Mean)) {
+		return fmt.Sprintf("%d", int64(s.Mean))
+	}
+	return fmt.Sprintf("%.1f", s.Mean)
+}
+
+func diffText(f FieldCompare) string {
+	d := fmt.Sprintf("%+.0f", f.Diff)
+	if f.Diff != float64(int64(f.Diff)) && f.Diff > -10 && f.Diff < 10 {
+		d = fmt.Sprintf("%+.1f", f.Diff)
+	}
+	if f.DiffPct == nil {
+		return d
+	}
+	return fmt.Sprintf("%s (%+.1f%%)", d, *f.DiffPct)
+}
+
+func writeTasks(b *strings.Builder, r *Report) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	if r.Env.Measured {
+		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tcpus\tdone measured [min..max]\tkernel model\tdiff\tsimple model")
+	} else {
+		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tcpus\tdone kernel model\tsimple model")
+	}
+	for _, t := range r.Tasks {
+		cpus := "any"
+		if len(t.CPUs) > 0 {
+			cpus = formatCPUs(t.CPUs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t", t.Name, t.Group, msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, cpus)
+		var m, k []uint64
+		for _, run := range t.Runs {
+			m = append(m, uint64(max(run.MeasuredDoneUsec, 0)))
+			k = append(k, uint64(run.KernelDoneUsec))
+		}
+		ms, ks := spread(m), spread(k)
+		if r.Env.Measured {
+			fmt.Fprintf(tw, "%s [%s..%s]\t%s\t%s\t", msText(ms.Mean), msText(float64(ms.Min)), msText(float64(ms.Max)),
+				msText(ks.Mean), signedMs(ks.Mean-ms.Mean))
+		} else {
+			fmt.Fprintf(tw, "%s\t", msText(ks.Mean))
+		}
+		fmt.Fprintf(tw, "%s\n", msText(float64(t.SimpleDoneUsec)))
+	}
+	tw.Flush()
+}
+
+// msText renders microseconds as milliseconds with one decimal.
+func msText(usec float64) string { return fmt.Sprintf("%.1fms", usec/1000) }
+
+func signedMs(usec float64) string { return fmt.Sprintf("%+.1fms", usec/1000) }
+
+// writeTimeline draws the first periods of run 1 of every group.
+func writeTimeline(b *strings.Builder, r *Report, periods int) {
+	fmt.Fprintf(b, "timeline of run 1, one cell per %s period: ■ ran, · throttled (summed over CPUs, share of %d CPUs), blank idle\n",
+		msText(float64(r.WindowUsec)), r.Env.CPUs)
+	width := 0
+	for _, g := range r.Groups {
+		width = max(width, len(g.Name))
+	}
+	for _, g := range r.Groups {
+		if len(g.Runs) == 0 {
+			continue
+		}
+		run := g.Runs[0]
+		fmt.Fprintf(b, "%-*s  kernel    %s\n", width, g.Name, cells(run.KernelWindows, periods, r.WindowUsec, r.Env.CPUs))
+		if r.Env.Measured {
+			measured := "(not sampled: run with --timeline)"
+			if len(run.MeasuredWindows) > 0 {
+				measured = cells(run.MeasuredWindows, periods, r.WindowUsec, r.Env.CPUs)
+			}
+			fmt.Fprintf(b, "%-*s  measured  %s\n", width, "", measured)
+		}
+	}
+}
+
+// cells renders windows as |■■····  | cells of TimelineCell characters.
+func cells(ws []Window, periods int, windowUsec int64, cpus int) string {
+	var b strings.Builder
+	b.WriteString("|")
+	for i := range min(periods, len(ws)) {
+		ran, thr := CellCounts(ws[i], windowUsec, cpus, TimelineCell)
+		b.WriteString(strings.Repeat("■", ran))
+		b.WriteString(strings.Repeat("·", thr))
+		b.WriteString(strings.Repeat(" ", TimelineCell-ran-thr))
+		b.WriteString("|")
+	}
+	return b.String()
+}
+
+// CellCounts converts a window into how many of width characters show run
+// time and throttled time: each is its share of the window's capacity
+// (windowUsec × cpus), rounded, and the two never exceed width; a
+// non-zero time shows as at least one character.
+func CellCounts(w Window, windowUsec int64, cpus, width int) (ran, throttled int) {
+	capacity := float64(windowUsec) * float64(max(cpus, 1))
+	scale := func(usec uint64) int {
+		if usec == 0 {
+			return 0
+		}
+		return max(1, int(float64(usec)/capacity*float64(width)+0.5))
+	}
+	ran = min(scale(w.RanUsec), width)
+	throttled = min(scale(w.ThrottledUsec), width-ran)
+	return ran, throttled
+}

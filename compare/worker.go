@@ -1,0 +1,249 @@
+package compare
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// WorkerSpec is one CPU-burning worker: Threads threads that together burn
+// NeedUsec of CPU time, measured by the process's own CPU clock
+// (CLOCK_PROCESS_CPUTIME_ID) from the go signal on, then exit.
+type WorkerSpec struct {
+	// NeedUsec is the CPU time to burn, in microseconds; >= 0.
+	NeedUsec int64
+	// Threads is the number of burning threads; >= 1.
+	Threads int
+	// CPUs, when not empty, restricts every thread of the worker to these
+	// CPUs (sched_setaffinity), before it signals ready.
+	CPUs []int
+}
+
+// Args renders the spec as the worker subcommand's arguments, the inverse
+// of [ParseWorkerArgs]: "NEED_USEC THREADS [CPU,CPU...]".
+func (s WorkerSpec) Args() []string {
+	args := []string{strconv.FormatInt(s.NeedUsec, 10), strconv.Itoa(s.Threads)}
+	if len(s.CPUs) > 0 {
+		args = append(args, formatCPUs(s.CPUs))
+	}
+	return args
+}
+
+// ParseWorkerArgs parses the worker subcommand's arguments:
+// "NEED_USEC THREADS [CPU,CPU...]".
+func ParseWorkerArgs(args []string) (WorkerSpec, error) {
+	if len(args) < 2 || len(args) > 3 {
+		return WorkerSpec{}, fmt.Errorf("worker arguments %q: want NEED_USEC THREADS [CPU,CPU...]", args)
+	}
+	need, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || need < 0 {
+		return WorkerSpec{}, fmt.Errorf("worker need %q: want microseconds, 0 or more", args[0])
+	}
+	threads, err := strconv.Atoi(args[1])
+	if err != nil || threads < 1 {
+		return WorkerSpec{}, fmt.Errorf("worker threads %q: want 1 or more", args[1])
+	}
+	s := WorkerSpec{NeedUsec: need, Threads: threads}
+	if len(args) == 3 {
+		if s.CPUs, err = ParseCPUs(args[2]); err != nil {
+			return WorkerSpec{}, fmt.Errorf("worker cpus: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// ParseCPUs parses a CPU list such as "0", "0,1" or "0-3,6".
+func ParseCPUs(s string) ([]int, error) {
+	var cpus []int
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(lo)
+		b := a
+		var errB error
+		if isRange {
+			b, errB = strconv.Atoi(hi)
+		}
+		if errA != nil || errB != nil || a < 0 || b < a || b >= cpuSetSize {
+			return nil, fmt.Errorf("%q: want CPU numbers 0..%d as a list like 0,1 or 0-3", s, cpuSetSize-1)
+		}
+		for c := a; c <= b; c++ {
+			if !containsInt(cpus, c) {
+				cpus = append(cpus, c)
+			}
+		}
+	}
+	return cpus, nil
+}
+
+// cpuSetSize is how many CPUs unix.CPUSet holds.
+const cpuSetSize = 1024
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func formatCPUs(cpus []int) string {
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Worker protocol on the worker's stdin and stdout:
+//
+//	worker → runner  "ready\n"             pinned, calibrated, waiting
+//	runner → worker  one byte               go (EOF: exit without burning)
+//	worker → runner  "done MONO_NS CPU_NS\n" need burnt at CLOCK_MONOTONIC
+//	                                        MONO_NS, CPU_NS burnt in all
+const (
+	readyLine  = "ready"
+	doneFormat = "done %d %d\n"
+)
+
+// RunWorker is the body of the worker subcommand: pin the process, get
+// ready, wait for the go byte on in, burn spec.NeedUsec of CPU on
+// spec.Threads threads and report on out. It returns when the need is
+// burnt; the caller exits at once.
+func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
+	if len(spec.CPUs) > 0 {
+		if err := pinProcess(spec.CPUs); err != nil {
+			return err
+		}
+	}
+	runtime.GOMAXPROCS(spec.Threads)
+	chunk := calibrate()
+	if _, err := fmt.Fprintln(out, readyLine); err != nil {
+		return fmt.Errorf("worker: signal ready: %w", err)
+	}
+	var b [1]byte
+	if n, _ := in.Read(b[:]); n == 0 {
+		return nil
+	}
+	start := processCPU()
+	need := time.Duration(spec.NeedUsec) * time.Microsecond
+	done := make(chan time.Duration, spec.Threads)
+	for range spec.Threads {
+		go burnUntil(start+need, chunk, done)
+	}
+	at := <-done
+	burnt := processCPU() - start
+	if _, err := fmt.Fprintf(out, doneFormat, int64(at), int64(burnt)); err != nil {
+		return fmt.Errorf("worker: report done: %w", err)
+	}
+	return nil
+}
+
+// sink keeps the busy loop's result alive so the compiler keeps the loop.
+var sink uint64
+
+// burnUntil spins on its own OS thread in chunks of about 50 µs until the
+// process's CPU clock reaches end, then sends the monotonic time it saw.
+func burnUntil(end time.Duration, chunk int, done chan<- time.Duration) {
+	runtime.LockOSThread()
+	x := uint64(1)
+	for processCPU() < end {
+		for range chunk {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	sink += x
+	done <- monotonic()
+}
+
+// calibrate returns the loop iterations that take about 50 µs of CPU, so
+// each thread checks the clock often enough to stop within 50 µs of its
+// need without spending much on clock reads.
+func calibrate() int {
+	const probe = 1 << 16
+	x := uint64(1)
+	t0 := threadCPU()
+	for range probe {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	sink += x
+	per := threadCPU() - t0
+	if per <= 0 {
+		return probe
+	}
+	return max(1000, int(int64(probe)*int64(50*time.Microsecond)/int64(per)))
+}
+
+func processCPU() time.Duration { return clock(unix.CLOCK_PROCESS_CPUTIME_ID) }
+func threadCPU() time.Duration  { return clock(unix.CLOCK_THREAD_CPUTIME_ID) }
+func monotonic() time.Duration  { return clock(unix.CLOCK_MONOTONIC) }
+
+func clock(id int32) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(id, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime(%d): %v", id, err))
+	}
+	return time.Duration(ts.Nano())
+}
+
+// pinProcess restricts every thread of this process to cpus; threads
+// started later inherit the mask from the thread that starts them.
+func pinProcess(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("worker: list threads: %w", err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("worker: pin thread %d to cpus %s: %w", tid, formatCPUs(cpus), err)
+		}
+	}
+	return nil
+}
+
+// workerReport is what a worker said when it finished.
+type workerReport struct {
+	doneMono time.Duration // CLOCK_MONOTONIC when the need was burnt
+	burnt    time.Duration // CPU time burnt after the go signal
+}
+
+// readReady waits for the worker's ready line.
+func readReady(r *bufio.Reader) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("worker did not signal ready: %w", err)
+	}
+	if strings.TrimSpace(line) != readyLine {
+		return fmt.Errorf("worker said %q, want %q", strings.TrimSpace(line), readyLine)
+	}
+	return nil
+}
+
+// readDone parses the worker's done line.
+func readDone(r *bufio.Reader) (workerReport, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return workerReport{}, fmt.Errorf("worker ended without reporting done: %w", err)
+	}
+	var mono, burnt int64
+	if _, err := fmt.Sscanf(line, doneFormat, &mono, &burnt); err != nil {
+		return workerReport{}, fmt.Errorf("worker done line %q: %w", strings.TrimSpace(line), err)
+	}
+	return workerReport{doneMono: time.Duration(mono), burnt: time.Duration(burnt)}, nil
+}
