@@ -106,7 +106,7 @@ func TestFinishTargets(t *testing.T) {
 	if len(q.Misses) != 0 {
 		t.Errorf("q1 misses %v, want none", q.Misses)
 	}
-	r.Groups[1].Runs[1].Measured.NrThrottled = 5 // mean 3.5: off by -1.5
+	r.Groups[1].Runs[1].Measured.NrThrottled = 5       // mean 3.5: off by -1.5
 	r.Groups[1].Runs[1].Measured.ThrottledUsec = 80000 // mean 69500, kernel 60000: -13.7%
 	r.Finish()
 	want := []string{"nr_throttled off by -1.5 periods (target ±1)", "throttled_usec off by -13.7% (target ±5%)"}
