@@ -441,3 +441,38 @@ func TestInvalidInput(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleCarry checks how unused quota accumulates over idle periods:
+// with Quota Q and Burst B, period k of an idle stretch from tick 0
+// starts with min((k+1)*Q, Q+B), so it is carried min(k*Q, B) — a burst
+// above the quota fills over several periods and never beyond Q+B.
+func TestIdleCarry(t *testing.T) {
+	tests := []struct {
+		name         string
+		quota, burst int
+	}{
+		{"no burst", 40, 0},
+		{"burst below quota", 40, 20},
+		{"burst equal to quota", 40, 40},
+		{"burst three quotas", 40, 120},
+		{"burst not a multiple of quota", 40, 100},
+	}
+	const idlePeriods = 5
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			limit := Limit{Quota: tc.quota, Period: 100, Burst: tc.burst}
+			tasks := []Task{{Name: "late", Arrive: idlePeriods * 100, Need: 1}}
+			for _, e := range chapterEngines {
+				_, periods := e.run(limit, 1, tasks)
+				if len(periods) != idlePeriods+1 {
+					t.Fatalf("%s: %d periods, want %d", e.name, len(periods), idlePeriods+1)
+				}
+				for k, p := range periods {
+					if want := min(k*tc.quota, tc.burst); p.Carried != want {
+						t.Errorf("%s: period %d carried %d, want min(%d*%d, %d) = %d", e.name, k, p.Carried, k, tc.quota, tc.burst, want)
+					}
+				}
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 )
 
@@ -33,7 +32,7 @@ func runEvents(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
 	// throttled[i] is task i's throttled ticks minus allThrottled while
 	// it is runnable, and its throttled ticks once it is done.
 	throttled := make([]int, len(tasks))
-	var arrivals []int // tasks with work, by arrival tick, then slice order
+	arrivals := make([]int, 0, len(tasks)) // tasks with work, by arrival tick, then slice order
 	for i, t := range tasks {
 		res[i] = Result{Name: t.Name, Arrive: t.Arrive, Done: -1}
 		left[i] = t.Need
@@ -133,11 +132,11 @@ func (q *runQueue) add(i int) {
 	if len(q.running) == q.ncpu {
 		last := q.running[len(q.running)-1]
 		if i > last {
-			heap.Push(&q.waiting, i)
+			q.waiting.push(i)
 			return
 		}
 		q.running = q.running[:len(q.running)-1]
-		heap.Push(&q.waiting, last)
+		q.waiting.push(last)
 	}
 	at, _ := slices.BinarySearch(q.running, i)
 	q.running = slices.Insert(q.running, at, i)
@@ -157,21 +156,51 @@ func (q *runQueue) finish(left []int, done func(i int)) int {
 		return true
 	})
 	for len(q.running) < q.ncpu && len(q.waiting) > 0 {
-		q.running = append(q.running, heap.Pop(&q.waiting).(int))
+		q.running = append(q.running, q.waiting.pop())
 	}
 	return n
 }
 
-// minHeap is a container/heap of task indices, smallest first.
+// minHeap is a binary heap of task indices, smallest first. It is written
+// out rather than used through container/heap so that pushing an index does
+// not allocate.
 type minHeap []int
 
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(a, b int) bool { return h[a] < h[b] }
-func (h minHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds task index i.
+func (h *minHeap) push(i int) {
+	*h = append(*h, i)
+	a := *h
+	for c := len(a) - 1; c > 0; {
+		parent := (c - 1) / 2
+		if a[parent] <= a[c] {
+			break
+		}
+		a[parent], a[c] = a[c], a[parent]
+		c = parent
+	}
+}
+
+// pop removes and returns the smallest index; h must not be empty.
+func (h *minHeap) pop() int {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for p := 0; ; {
+		c := 2*p + 1
+		if c >= len(a) {
+			break
+		}
+		if c+1 < len(a) && a[c+1] < a[c] {
+			c++
+		}
+		if a[p] <= a[c] {
+			break
+		}
+		a[p], a[c] = a[c], a[p]
+		p = c
+	}
+	*h = a
+	return top
 }

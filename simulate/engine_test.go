@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -262,4 +263,34 @@ func FuzzRun(f *testing.F) {
 			t.Fatalf("%v: event engine differs from per-tick reference\n%s", s, diff)
 		}
 	})
+}
+
+// TestMinHeap pops indices in ascending order whatever the push order,
+// with pops interleaved, at sizes the random scenarios do not reach.
+func TestMinHeap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var h minHeap
+	var want []int
+	for round := range 2000 {
+		if round%3 == 2 && len(want) > 0 {
+			slices.Sort(want)
+			if got := h.pop(); got != want[0] {
+				t.Fatalf("round %d: pop = %d, want %d", round, got, want[0])
+			}
+			want = want[1:]
+			continue
+		}
+		i := r.IntN(500)
+		h.push(i)
+		want = append(want, i)
+	}
+	slices.Sort(want)
+	for _, w := range want {
+		if got := h.pop(); got != w {
+			t.Fatalf("draining: pop = %d, want %d", got, w)
+		}
+	}
+	if len(h) != 0 {
+		t.Fatalf("%d indices left after draining", len(h))
+	}
 }
