@@ -1,6 +1,11 @@
 package simulate
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+
+	"github.com/poolagent/poolagent/observe"
+)
 
 // KernelParams are the kernel settings the kernel-faithful mode needs
 // beyond the scenario itself. Times are microseconds. The simulator never
@@ -25,6 +30,11 @@ type KernelParams struct {
 	// WindowUsec, when > 0, asks for a timeline: every group's run and
 	// throttled time in consecutive windows of this length from time 0.
 	WindowUsec int64
+	// TaskCPUs restricts, per task name, the CPUs its threads may run on
+	// (the worker's sched_setaffinity). A task not listed may use every
+	// CPU of the host. Placement changes the counters: throttled time is
+	// summed per CPU.
+	TaskCPUs map[string][]int
 }
 
 // DefaultKernelParams are the kernel's defaults: a 5 ms slice and
@@ -52,4 +62,144 @@ func (p KernelParams) Validate() error {
 		}
 	}
 	return nil
+}
+
+// KernelRun is the outcome of [RunKernel]. Times are microseconds from the
+// scenario's time 0.
+type KernelRun struct {
+	// EndUsec is when the last period timer stopped: every task was done
+	// and every group's counters had stopped moving.
+	EndUsec int64
+	// Groups has one entry per Host.Groups, in the same order.
+	Groups []KernelGroupRun
+	// Tasks has one entry per Host.Tasks, in the same order.
+	Tasks []KernelTaskRun
+}
+
+// KernelGroupRun is one group's predicted cpu.stat and timeline.
+type KernelGroupRun struct {
+	Name string
+	// Stat is the group's cpu.stat as the kernel would print it: usage
+	// includes descendants, the bandwidth counters are the group's own.
+	// UserUsec and SystemUsec stay 0: the model does not split usage.
+	Stat observe.CPUStat
+	// Windows is the timeline when KernelParams.WindowUsec > 0: one entry
+	// per window from time 0 until EndUsec.
+	Windows []KernelWindow
+}
+
+// KernelWindow is a group's activity in one window of the timeline.
+type KernelWindow struct {
+	// RanUsec is the CPU time the group and its descendants ran.
+	RanUsec uint64
+	// ThrottledUsec is throttled time added to the counter in this window:
+	// like the kernel, a runqueue's throttled time is added when it is
+	// unthrottled, so this is what sampling cpu.stat at the window's edges
+	// shows.
+	ThrottledUsec uint64
+	// ThrottledCPUs counts the group's per-CPU runqueues throttled at some
+	// moment of the window.
+	ThrottledCPUs int
+}
+
+// KernelTaskRun is when one task was done.
+type KernelTaskRun struct {
+	Name       string
+	Group      string
+	ArriveUsec int64
+	// DoneUsec is when its threads had used its need.
+	DoneUsec int64
+}
+
+// RunKernel simulates h in the kernel-faithful mode (docs/kernel-model.md):
+// per-CPU runqueues drawing quota in slices, throttling at ticks, period
+// timers that run only while there is demand, throttled time summed per
+// CPU, bursts counted from the global pool. It returns the error of
+// [Host.Validate] or [KernelParams.Validate], or an error wrapping
+// [ErrInvalidInput] when a pinned CPU is outside the host.
+//
+// At time 0 every group is as the kernel leaves it after its limit was
+// written and its timer went idle: the pool holds quota+burst, no timer
+// runs, every counter is 0.
+func RunKernel(h Host, p KernelParams) (KernelRun, error) {
+	if err := h.Validate(); err != nil {
+		return KernelRun{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return KernelRun{}, err
+	}
+	in, err := kernelInputOf(h, p)
+	if err != nil {
+		return KernelRun{}, err
+	}
+	out, err := runKernelInput(in, p)
+	if err != nil {
+		return KernelRun{}, err
+	}
+	run := KernelRun{EndUsec: roundUsec(out.endUsec)}
+	for i, g := range out.groups {
+		st := observe.CPUStat{
+			UsageUsec:     uint64(roundUsec(g.usageUsec)),
+			NrPeriods:     uint64(g.nrPeriods),
+			NrThrottled:   uint64(g.nrThrottled),
+			ThrottledUsec: uint64(roundUsec(g.throttledUsec)),
+			NrBursts:      uint64(g.nrBursts),
+			BurstUsec:     uint64(roundUsec(g.burstUsec)),
+		}
+		gr := KernelGroupRun{Name: h.Groups[i].Name, Stat: st}
+		if p.WindowUsec > 0 {
+			n := int((out.endUsec + float64(p.WindowUsec) - 1) / float64(p.WindowUsec))
+			gr.Windows = make([]KernelWindow, max(n, len(g.windows)))
+			for j, w := range g.windows {
+				gr.Windows[j] = KernelWindow{RanUsec: uint64(roundUsec(w.ranUsec)), ThrottledUsec: uint64(roundUsec(w.throttledUsec)), ThrottledCPUs: w.throttledCPUs}
+			}
+		}
+		run.Groups = append(run.Groups, gr)
+	}
+	for i, t := range out.tasks {
+		run.Tasks = append(run.Tasks, KernelTaskRun{Name: h.Tasks[i].Name, Group: h.Tasks[i].Group,
+			ArriveUsec: h.Tasks[i].ArriveUsec, DoneUsec: roundUsec(t.doneUsec)})
+	}
+	return run, nil
+}
+
+func roundUsec(v float64) int64 { return int64(math.Round(v)) }
+
+// kernelInputOf converts a validated Host to the engine's input.
+func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
+	in := kernelInput{ncpu: h.CPUs}
+	index := make(map[string]int, len(h.Groups))
+	for i, g := range h.Groups {
+		index[g.Name] = i
+		parent := -1
+		if g.Parent != "" {
+			parent = index[g.Parent]
+		}
+		weight := g.Weight
+		if weight == 0 {
+			weight = DefaultWeight
+		}
+		quota := float64(g.QuotaUsec)
+		if g.QuotaUsec == QuotaMax {
+			quota = 0
+		}
+		in.groups = append(in.groups, kernelGroupSpec{name: g.Name, parent: parent, quotaUsec: quota,
+			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(weight),
+			phaseUsec: float64(p.PeriodPhaseUsec[g.Name])})
+	}
+	for _, t := range h.Tasks {
+		threads := max(t.Threads, 1)
+		var cpus []int // nil: every CPU
+		if len(p.TaskCPUs[t.Name]) > 0 {
+			cpus = p.TaskCPUs[t.Name]
+		}
+		for _, c := range cpus {
+			if c < 0 || c >= h.CPUs {
+				return kernelInput{}, fmt.Errorf("simulate: task %q pinned to cpu %d, outside the host's cpus 0..%d: %w", t.Name, c, h.CPUs-1, ErrInvalidInput)
+			}
+		}
+		in.tasks = append(in.tasks, kernelTaskSpec{name: t.Name, group: index[t.Group], arriveUsec: float64(t.ArriveUsec),
+			needUsec: float64(t.NeedUsec), threads: threads, cpus: cpus})
+	}
+	return in, nil
 }
