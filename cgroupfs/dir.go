@@ -1,0 +1,156 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// FS is the file operations cgroupfs makes on one cgroup hierarchy below a
+// pool root. Names are slash-separated and relative to the pool root
+// ("olap/cpu.max"); "." is the pool root itself. [Dir] is the real one;
+// tests wrap it to emulate the kernel or to fail on the Nth write.
+type FS interface {
+	// ReadFile returns the content of a file.
+	ReadFile(name string) ([]byte, error)
+	// WriteFile writes value to an existing file in one write(2), as the
+	// cgroup filesystem expects.
+	WriteFile(name, value string) error
+	// Mkdir creates a cgroup.
+	Mkdir(name string) error
+	// Rmdir removes an empty cgroup.
+	Rmdir(name string) error
+	// ReadDir returns the names of the subdirectories (child cgroups).
+	ReadDir(name string) ([]string, error)
+}
+
+// resolveBeneath keeps every lookup below the pool root: no "..", absolute
+// path or symlink (magic /proc links included) may lead out of it.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// Dir is an [FS] on the real filesystem. It opens the pool root once and
+// resolves every name beneath it with openat2(2), so a name can never
+// address a path outside the root, even if validation were bypassed or a
+// symlink were planted in the tree. Errors keep the full path and, for
+// writes, the value. Needs Linux 5.6 or later.
+type Dir struct {
+	path string
+	fd   int
+}
+
+// OpenDir opens the pool root dir (an existing directory).
+func OpenDir(dir string) (*Dir, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open pool root", Path: dir, Err: err}
+	}
+	return &Dir{path: dir, fd: fd}, nil
+}
+
+// Path returns the pool root's path as given to OpenDir.
+func (d *Dir) Path() string { return d.path }
+
+// Close releases the pool root.
+func (d *Dir) Close() error { return unix.Close(d.fd) }
+
+func (d *Dir) full(name string) string { return filepath.Join(d.path, filepath.FromSlash(name)) }
+
+// open resolves name beneath the root with openat2.
+func (d *Dir) open(name string, flags int) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveBeneath}
+	for range 8 {
+		fd, err := unix.Openat2(d.fd, name, &how)
+		// EAGAIN: a concurrent rename or mount raced the lookup; the
+		// kernel asks the caller to retry.
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		return fd, err
+	}
+	return -1, unix.EAGAIN
+}
+
+// ReadFile implements FS.
+func (d *Dir) ReadFile(name string) ([]byte, error) {
+	fd, err := d.open(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: d.full(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.full(name))
+	defer f.Close()
+	// os.File errors already carry the path.
+	return io.ReadAll(f)
+}
+
+// WriteFile implements FS. The error reads
+// `write "VALUE" to PATH: ERRNO` and wraps the errno (unix.EINVAL when
+// the kernel refuses the value).
+func (d *Dir) WriteFile(name, value string) error {
+	fd, err := d.open(name, unix.O_WRONLY|unix.O_TRUNC)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(value))
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, d.full(name), err)
+	}
+	return nil
+}
+
+// Mkdir implements FS: mkdirat(2) in the parent opened beneath the root.
+func (d *Dir) Mkdir(name string) error {
+	return d.inParent("mkdir", name, func(pfd int, base string) error { return unix.Mkdirat(pfd, base, 0o755) })
+}
+
+// Rmdir implements FS: unlinkat(2, AT_REMOVEDIR) in the parent opened
+// beneath the root.
+func (d *Dir) Rmdir(name string) error {
+	return d.inParent("rmdir", name, func(pfd int, base string) error { return unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR) })
+}
+
+func (d *Dir) inParent(op, name string, fn func(pfd int, base string) error) error {
+	parent, base := path.Split(path.Clean(name))
+	if base == "." || base == ".." || base == "" || base == "/" {
+		return &os.PathError{Op: op, Path: d.full(name), Err: unix.EINVAL}
+	}
+	if parent == "" {
+		parent = "."
+	}
+	pfd, err := d.open(parent, unix.O_PATH|unix.O_DIRECTORY)
+	if err == nil {
+		err = fn(pfd, base)
+		unix.Close(pfd)
+	}
+	if err != nil {
+		return &os.PathError{Op: op, Path: d.full(name), Err: err}
+	}
+	return nil
+}
+
+// ReadDir implements FS. Symlinks and files are not listed.
+func (d *Dir) ReadDir(name string) ([]string, error) {
+	fd, err := d.open(name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, &os.PathError{Op: "readdir", Path: d.full(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.full(name))
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,64 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+
+	"github.com/poolagent/poolagent/planner"
+)
+
+// PlaceQuery creates the query cgroup <pool>/<query> with the pool's query
+// template and moves pid into it, in every hierarchy. The pool must exist
+// (apply first); the query cgroup must not. If a step fails, the query
+// cgroup is removed again unless the process already entered it in some
+// hierarchy; the error says both.
+func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
+	if err := checkName(ps.Name); err != nil {
+		return fmt.Errorf("%w: pool: %v", ErrInvalid, err)
+	}
+	if err := checkName(query); err != nil {
+		return fmt.Errorf("%w: query: %v", ErrInvalid, err)
+	}
+	want := fromDesired(ps.Query, t.v2)
+	if err := checkSettings(want); err != nil {
+		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
+	}
+	hiers := t.hiers(want.MemBytes != nil)
+	b := &planBuilder{t: t, hiers: hiers, st: &state{nodes: map[string]*node{}}, bw: map[string][2]int64{}}
+	pool, err := t.readSettings(ps.Name, hiers)
+	if err != nil {
+		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
+	}
+	b.bw[ps.Name] = [2]int64{*pool.QuotaUsec, int64(*pool.PeriodUsec)}
+	cg := path.Join(ps.Name, query)
+	b.mkdir(cg)
+	tg, err := b.target(cg, want, false)
+	if err != nil {
+		return err
+	}
+	b.values(tg)
+	for _, h := range hiers {
+		b.add(h, cg, OpWrite, fileProcs, strconv.Itoa(pid))
+	}
+	if _, err := t.Apply(Plan{Ops: b.ops}); err != nil {
+		var ae *ApplyError
+		if errors.As(err, &ae) {
+			err = ae.Err
+		}
+		errs := []error{fmt.Errorf("place pid %d in query %s: %w", pid, cg, err)}
+		for _, h := range hiers {
+			f, ferr := t.fs(h)
+			if ferr == nil {
+				ferr = f.Rmdir(cg)
+			}
+			if ferr != nil && !errors.Is(ferr, fs.ErrNotExist) {
+				errs = append(errs, ferr)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
