@@ -23,7 +23,9 @@ func newApp() *cli.App {
 		Name:                 "poolagent",
 		Usage:                "resource pools for Linux hosts, enforced with cgroup CPU bandwidth control",
 		EnableBashCompletion: true,
-		Commands:             []*cli.Command{},
+		Commands: []*cli.Command{
+			simulateCommand(),
+		},
 	}
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// simulateCommand is `poolagent simulate`: predict the throttling of a
+// scenario file, or of the chapter's parallelism experiment by default.
+func simulateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "simulate",
+		Usage: "predict cpu.stat, periods and a timeline of throttling for a scenario (default: the chapter's parallelism experiment)",
+		Description: "Runs the simple host model (docs/simulator.md) on a scenario file (docs/scenario.md)\n" +
+			"and prints per group the cpu.stat counters, a table and a timeline of the first periods,\n" +
+			"and per task when it finished and how long it was throttled.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in chapter parallelism example)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
+			&cli.IntFlag{Name: "periods", Value: 3, Usage: "periods per group in the text tables and timelines (json has all)"},
+		},
+		Action: runSimulate,
+	}
+}
+
+func runSimulate(c *cli.Context) error {
+	format, periods := c.String("format"), c.Int("periods")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	}
+	if periods < 1 {
+		return fmt.Errorf("--periods %d is not accepted (accepted: 1 or more)", periods)
+	}
+
+	s := simulate.BuiltinScenario()
+	if path := c.String("scenario"); path != "" {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read scenario: %w", err)
+		}
+		s, err = simulate.ParseScenario(path, src)
+		if err != nil {
+			// One "file:line: ..." line per problem, as compilers print
+			// them, then a summary through main.
+			var n int
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				fmt.Fprintln(c.App.ErrWriter, e)
+				n++
+			}
+			return fmt.Errorf("%s: %d %s, nothing simulated", path, n, plural(n, "error", "errors"))
+		}
+	}
+
+	trace := simulate.TimelineTicks(s.Host, periods)
+	if format == "json" {
+		trace = 0 // JSON has no timeline
+	}
+	run, err := simulate.RunHost(s.Host, simulate.HostOptions{TraceTicks: trace})
+	if err != nil {
+		return fmt.Errorf("simulate %s: %w", s.Name, err)
+	}
+	if format == "json" {
+		return simulate.WriteJSON(c.App.Writer, s, run)
+	}
+	return simulate.WriteText(c.App.Writer, s, run, periods)
+}
+
+// plural picks the word for n things.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
