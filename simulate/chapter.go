@@ -63,8 +63,9 @@ type Period struct {
 	Exhausted int
 }
 
-// ErrInvalidInput is wrapped by every error of [Validate] and [RunChecked];
-// callers branch on it with errors.Is.
+// ErrInvalidInput is wrapped by every error this package returns for input
+// it cannot simulate, [Validate]'s and [RunChecked]'s among them; callers
+// branch on it with errors.Is.
 var ErrInvalidInput = errors.New("invalid simulation input")
 
 // InputError names the input [Validate] rejected, its value and what would

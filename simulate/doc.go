@@ -25,4 +25,14 @@
 // extends the reported periods. Periods are reported from tick 0 until the
 // last task with Need > 0 is done, idle ones included; with no such task
 // there are no periods.
+//
+// [Run] jumps from event to event instead of stepping tick by tick; the
+// tests keep the chapter's per-tick loop as the reference and hold the two
+// to identical output.
+//
+// # Beyond the chapter
+//
+// [RunHost] models a node with several groups, weights and nested caps,
+// and reduces to [Run] for one group on ncpu CPUs; [RunKernel] adds the
+// kernel's own bandwidth mechanics on the same [Host].
 package simulate
