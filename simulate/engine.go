@@ -29,8 +29,8 @@ import (
 func runEvents(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
 	res := make([]Result, len(tasks))
 	left := make([]int, len(tasks))
-	// throttled[i] is task i's throttled ticks minus allThrottled while
-	// it is runnable, and its throttled ticks once it is done.
+	// While task i is runnable, throttled[i] + allThrottled is the ticks
+	// it has been throttled so far.
 	throttled := make([]int, len(tasks))
 	arrivals := make([]int, 0, len(tasks)) // tasks with work, by arrival tick, then slice order
 	for i, t := range tasks {
@@ -44,8 +44,7 @@ func runEvents(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
 	}
 	slices.SortStableFunc(arrivals, func(a, b int) int { return cmp.Compare(tasks[a].Arrive, tasks[b].Arrive) })
 
-	var q runQueue
-	q.ncpu = ncpu
+	q := runQueue{ncpu: ncpu}
 	var periods []Period
 	allThrottled := 0
 	remaining := 0
