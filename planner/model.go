@@ -1,0 +1,486 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Pool is one resource pool with YDB's parameters and poolagent's
+// extensions. -1 means "not set / no limit" for every parameter.
+type Pool struct {
+	Name string
+	// ConcurrentQueryLimit is how many queries run at once; 0 refuses
+	// every query. CONCURRENT_QUERY_LIMIT, -1 or 0..1000.
+	ConcurrentQueryLimit int64
+	// QueueSize is how many queries may wait. QUEUE_SIZE.
+	QueueSize int64
+	// DatabaseLoadCPUThresholdPercent admits queries only while host CPU
+	// load is below it. DATABASE_LOAD_CPU_THRESHOLD, percent.
+	DatabaseLoadCPUThresholdPercent float64
+	// ResourcesWeight is the pool's weight in the max-min division of the
+	// node's CPU; -1 keeps the pool out of it. RESOURCES_WEIGHT (also
+	// RESOURCE_WEIGHT).
+	ResourcesWeight int64
+	// TotalCPULimitPercent caps the pool at this percent of the node's
+	// vCPUs. TOTAL_CPU_LIMIT_PERCENT_PER_NODE.
+	TotalCPULimitPercent float64
+	// QueryCPULimitPercent caps each query at this percent of the pool's
+	// allocation. QUERY_CPU_LIMIT_PERCENT_PER_NODE.
+	QueryCPULimitPercent float64
+	// QueryMemoryLimitPercent caps each query's memory at this percent of
+	// the node's. QUERY_MEMORY_LIMIT_PERCENT_PER_NODE.
+	QueryMemoryLimitPercent float64
+	// TotalMemoryLimitPercent caps the pool's memory at this percent of
+	// the node's. TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE.
+	TotalMemoryLimitPercent float64
+	// QueryCancelAfterSeconds fails a query that waited this long in the
+	// queue; -1 and 0 wait forever. QUERY_CANCEL_AFTER_SECONDS.
+	QueryCancelAfterSeconds int64
+	// CPUPeriodUsec is the pool's bandwidth period in µs; -1 takes the
+	// node's. CPU_PERIOD_USEC (poolagent's extension), 1000..1000000.
+	CPUPeriodUsec int64
+	// CPUBurstPercent is the burst allowance (cpu.max.burst) as a percent
+	// of the quota. CPU_BURST_PERCENT (poolagent's extension), 0..100.
+	CPUBurstPercent float64
+	// Created is where the pool was created; zero for `default`.
+	Created Pos
+}
+
+// newPool returns a pool with every parameter -1.
+func newPool(name string, at Pos) Pool {
+	p := Pool{Name: name, Created: at}
+	for _, pr := range params {
+		pr.reset(&p)
+	}
+	return p
+}
+
+// Classifier routes a member's queries to a pool. Classifiers are tried
+// by ascending Rank; the first whose member matches and whose pool exists
+// and is usable wins.
+type Classifier struct {
+	Name string
+	// Rank orders classifiers, lowest first; unique. RANK, 0..2^63-1;
+	// omitted, it is the largest rank + 1000 (first 1000).
+	Rank int64
+	// MemberName is a user, %group or AllUsers; "" matches everyone.
+	MemberName string
+	// ResourcePool is the pool the classifier routes to.
+	ResourcePool string
+	// Created is where the classifier was created; PoolAt where its
+	// RESOURCE_POOL was last set.
+	Created Pos
+	PoolAt  Pos
+}
+
+// Model is the pools, classifiers and grants of a host: what a pool file
+// and later run-time changes define. A Model is never changed in place;
+// Apply returns a new one.
+type Model struct {
+	pools       map[string]Pool
+	classifiers map[string]Classifier
+	grants      map[grantKey]Pos
+}
+
+// NewModel returns the model of a host without a pool file: only the
+// `default` pool, with every parameter -1.
+func NewModel() *Model {
+	return &Model{
+		pools:       map[string]Pool{DefaultPool: newPool(DefaultPool, Pos{})},
+		classifiers: map[string]Classifier{},
+		grants:      map[grantKey]Pos{},
+	}
+}
+
+// clone returns an independent copy.
+func (m *Model) clone() *Model {
+	return &Model{pools: maps.Clone(m.pools), classifiers: maps.Clone(m.classifiers), grants: maps.Clone(m.grants)}
+}
+
+// Pool returns the pool called name.
+func (m *Model) Pool(name string) (Pool, bool) {
+	p, ok := m.pools[name]
+	return p, ok
+}
+
+// Pools returns every pool, `default` first, then by name.
+func (m *Model) Pools() []Pool {
+	names := make([]string, 0, len(m.pools))
+	for n := range m.pools {
+		if n != DefaultPool {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	out := make([]Pool, 0, len(m.pools))
+	if p, ok := m.pools[DefaultPool]; ok {
+		out = append(out, p)
+	}
+	for _, n := range names {
+		out = append(out, m.pools[n])
+	}
+	return out
+}
+
+// Classifiers returns every classifier by ascending rank.
+func (m *Model) Classifiers() []Classifier {
+	out := slices.Collect(maps.Values(m.classifiers))
+	slices.SortFunc(out, func(a, b Classifier) int { return cmp.Compare(a.Rank, b.Rank) })
+	return out
+}
+
+// Classify returns the pool id's queries go to and the classifier that
+// chose it: the lowest-ranked classifier whose member includes id and
+// whose pool exists and id may use; `default` and "" when none does.
+func (m *Model) Classify(id Identity) (pool, classifier string) {
+	for _, c := range m.Classifiers() {
+		if (c.MemberName == "" || id.matches(c.MemberName)) && m.MayUse(id, c.ResourcePool) {
+			return c.ResourcePool, c.Name
+		}
+	}
+	return DefaultPool, ""
+}
+
+// Load parses a pool file and applies it to a model with only `default`.
+func Load(file string, src []byte) (*Model, []Warning, error) {
+	stmts, err := Parse(file, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Apply(NewModel(), stmts)
+}
+
+// Apply carries out stmts in order on m and returns the resulting model.
+// It is all or nothing: when any statement is refused, the error (an
+// ErrorList with every problem found) comes back with m itself, unchanged.
+// Warnings report what was accepted but deserves attention.
+func Apply(m *Model, stmts []Stmt) (*Model, []Warning, error) {
+	a := &applier{m: m.clone()}
+	for _, s := range stmts {
+		switch s := s.(type) {
+		case *createStmt:
+			if s.classifier {
+				a.createClassifier(s)
+			} else {
+				a.createPool(s)
+			}
+		case *alterStmt:
+			if s.classifier {
+				a.alterClassifier(s)
+			} else {
+				a.alterPool(s)
+			}
+		case *dropStmt:
+			if s.classifier {
+				a.dropClassifier(s)
+			} else {
+				a.dropPool(s)
+			}
+		case *grantStmt:
+			a.grant(s)
+		}
+	}
+	for _, c := range a.m.Classifiers() {
+		if _, ok := a.m.pools[c.ResourcePool]; !ok {
+			a.warnf(c.PoolAt, "classifier %q routes to pool %q, which does not exist; it is skipped until the pool is created", c.Name, c.ResourcePool)
+		}
+	}
+	if len(a.errs) > 0 {
+		return m, a.warns, a.errs
+	}
+	return a.m, a.warns, nil
+}
+
+// applier carries the model being built and what was found on the way.
+// After a refused statement it goes on with the next, so one run reports
+// every problem; a pool whose CREATE had a bad parameter is still created
+// (with the good ones) so that later statements about it do not add
+// follow-on errors.
+type applier struct {
+	m     *Model
+	errs  ErrorList
+	warns []Warning
+}
+
+func (a *applier) warnf(pos Pos, format string, args ...any) {
+	a.warns = append(a.warns, Warning{Pos: pos, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (a *applier) createPool(s *createStmt) {
+	name := s.name.text
+	if why := checkName("pool", name); why != "" {
+		a.errs.errorf(s.name.pos, "%s", why)
+		return
+	}
+	if old, ok := a.m.pools[name]; ok {
+		if name == DefaultPool {
+			a.errs.errorf(s.name.pos, "pool %q always exists; change it with ALTER RESOURCE POOL %s SET (…)", name, name)
+		} else {
+			a.errs.errorf(s.name.pos, "pool %q already exists (created at %s)", name, old.Created)
+		}
+		return
+	}
+	p := newPool(name, s.name.pos)
+	a.setPoolParams(&p, s.settings)
+	a.checkPool(&p, s.name.pos, s.settings)
+	a.m.pools[name] = p
+}
+
+func (a *applier) alterPool(s *alterStmt) {
+	name := s.name.text
+	p, ok := a.m.pools[name]
+	if !ok {
+		a.errs.errorf(s.name.pos, "ALTER: %s", a.m.noPool(name))
+		return
+	}
+	if name == DefaultPool {
+		keys := make([]word, 0, len(s.set)+len(s.reset))
+		for _, st := range s.set {
+			keys = append(keys, st.key)
+		}
+		keys = append(keys, s.reset...)
+		for _, k := range keys {
+			if pr := paramByName[strings.ToUpper(k.text)]; pr != nil && pr.lockedOnDefault {
+				a.errs.errorf(k.pos, "pool %q: %s cannot be changed (as in YDB, admission to the default pool stays open so a bad setting cannot stall every query); accepted for %s: every parameter except CONCURRENT_QUERY_LIMIT, QUEUE_SIZE and DATABASE_LOAD_CPU_THRESHOLD", name, pr.name, name)
+				return
+			}
+		}
+	}
+	a.setPoolParams(&p, s.set)
+	seen := map[*param]bool{}
+	for _, k := range s.reset {
+		pr := paramByName[strings.ToUpper(k.text)]
+		if pr == nil {
+			a.errs.errorf(k.pos, "%s", unknownParam("pool", k.text, poolParamNames()))
+			continue
+		}
+		if seen[pr] {
+			a.errs.errorf(k.pos, "%s is reset twice", pr.name)
+			continue
+		}
+		seen[pr] = true
+		pr.reset(&p)
+	}
+	a.checkPool(&p, s.name.pos, s.set)
+	a.m.pools[name] = p
+}
+
+func (a *applier) dropPool(s *dropStmt) {
+	name := s.name.text
+	if name == DefaultPool {
+		a.errs.errorf(s.name.pos, "pool %q cannot be dropped: it always exists, every query not routed elsewhere runs in it", name)
+		return
+	}
+	if _, ok := a.m.pools[name]; !ok {
+		a.errs.errorf(s.name.pos, "DROP: %s", a.m.noPool(name))
+		return
+	}
+	delete(a.m.pools, name)
+	for k := range a.m.grants {
+		if k.pool == name {
+			delete(a.m.grants, k)
+		}
+	}
+}
+
+// setPoolParams applies KEY = VALUE settings to p, reporting unknown keys,
+// keys given twice and refused values.
+func (a *applier) setPoolParams(p *Pool, settings []setting) {
+	seen := map[*param]word{}
+	for _, st := range settings {
+		pr := paramByName[strings.ToUpper(st.key.text)]
+		if pr == nil {
+			msg := unknownParam("pool", st.key.text, poolParamNames())
+			if slices.Contains(classifierParamNames, strings.ToUpper(st.key.text)) {
+				msg = fmt.Sprintf("%s is a classifier parameter, not a pool's; accepted for pools: %s", st.key.text, strings.Join(poolParamNames(), ", "))
+			}
+			a.errs.errorf(st.key.pos, "%s", msg)
+			continue
+		}
+		if first, dup := seen[pr]; dup {
+			a.errs.errorf(st.key.pos, "%s is given twice (first as %s at %s)", st.key.text, first.text, first.pos)
+			continue
+		}
+		seen[pr] = st.key
+		if !st.hasValue {
+			a.errs.errorf(st.key.pos, "%s needs a value (%s = …); accepted: %s", pr.name, pr.name, pr.accepted())
+			continue
+		}
+		if why := pr.set(p, st.val); why != "" {
+			a.errs.errorf(st.val.pos, "%s", why)
+			continue
+		}
+		if pr.name == "RESOURCES_WEIGHT" && p.ResourcesWeight > MaxCPUWeight {
+			a.warnf(st.val.pos, "RESOURCES_WEIGHT=%d is above cpu.weight's maximum %d: the allocation (cpu.max) uses the exact weight, but cpu.weight is written as %d, so between recomputations the kernel keeps a smaller ratio", p.ResourcesWeight, MaxCPUWeight, MaxCPUWeight)
+		}
+	}
+}
+
+// checkPool applies the rules between parameters of one pool. at is the
+// statement's place; a rule broken by a setting of this statement is
+// reported at that setting.
+func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
+	if p.QueueSize != -1 && p.ConcurrentQueryLimit == -1 && p.DatabaseLoadCPUThresholdPercent < 0 {
+		for _, st := range settings {
+			if paramByName[strings.ToUpper(st.key.text)] == paramByName["QUEUE_SIZE"] {
+				at = st.key.pos
+			}
+		}
+		a.errs.errorf(at, "pool %q: QUEUE_SIZE=%d needs CONCURRENT_QUERY_LIMIT or DATABASE_LOAD_CPU_THRESHOLD (without either, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them", p.Name, p.QueueSize)
+	}
+}
+
+func (a *applier) createClassifier(s *createStmt) {
+	name := s.name.text
+	if why := checkName("classifier", name); why != "" {
+		a.errs.errorf(s.name.pos, "%s", why)
+		return
+	}
+	if old, ok := a.m.classifiers[name]; ok {
+		a.errs.errorf(s.name.pos, "classifier %q already exists (created at %s)", name, old.Created)
+		return
+	}
+	c := Classifier{Name: name, Rank: -1, Created: s.name.pos}
+	if !a.setClassifierParams(&c, s.settings)[paramResourcePool] {
+		a.errs.errorf(s.name.pos, "classifier %q needs RESOURCE_POOL = 'pool'", name)
+		return
+	}
+	if c.Rank == -1 {
+		c.Rank = a.autoRank(s.name.pos, "")
+	}
+	a.m.classifiers[name] = c
+}
+
+func (a *applier) alterClassifier(s *alterStmt) {
+	name := s.name.text
+	c, ok := a.m.classifiers[name]
+	if !ok {
+		a.errs.errorf(s.name.pos, "ALTER: classifier %q does not exist", name)
+		return
+	}
+	a.setClassifierParams(&c, s.set)
+	for _, k := range s.reset {
+		switch strings.ToUpper(k.text) {
+		case paramRank:
+			c.Rank = a.autoRank(k.pos, name)
+		case paramMemberName:
+			c.MemberName = ""
+		case paramResourcePool:
+			a.errs.errorf(k.pos, "RESOURCE_POOL cannot be reset: a classifier needs a pool; accepted: SET (RESOURCE_POOL = 'pool') or DROP RESOURCE POOL CLASSIFIER %s", name)
+		default:
+			a.errs.errorf(k.pos, "%s", unknownParam("classifier", k.text, classifierParamNames))
+		}
+	}
+	a.m.classifiers[name] = c
+}
+
+func (a *applier) dropClassifier(s *dropStmt) {
+	if _, ok := a.m.classifiers[s.name.text]; !ok {
+		a.errs.errorf(s.name.pos, "DROP: classifier %q does not exist", s.name.text)
+		return
+	}
+	delete(a.m.classifiers, s.name.text)
+}
+
+// setClassifierParams applies RESOURCE_POOL, MEMBER_NAME and RANK to c
+// and returns which of them the settings name, valid or not.
+func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[string]bool {
+	given := map[string]bool{}
+	seen := map[string]Pos{}
+	for _, st := range settings {
+		key := strings.ToUpper(st.key.text)
+		if !slices.Contains(classifierParamNames, key) {
+			msg := unknownParam("classifier", st.key.text, classifierParamNames)
+			if slices.Contains(ydbOnlyClassifierParams, key) {
+				msg = fmt.Sprintf("%s is a YDB classifier parameter with no meaning on a host; accepted: %s", st.key.text, strings.Join(classifierParamNames, ", "))
+			} else if paramByName[key] != nil {
+				msg = fmt.Sprintf("%s is a pool parameter, not a classifier's; accepted: %s", st.key.text, strings.Join(classifierParamNames, ", "))
+			}
+			a.errs.errorf(st.key.pos, "%s", msg)
+			continue
+		}
+		given[key] = true
+		if first, dup := seen[key]; dup {
+			a.errs.errorf(st.key.pos, "%s is given twice (first at %s)", key, first)
+			continue
+		}
+		seen[key] = st.key.pos
+		if !st.hasValue {
+			a.errs.errorf(st.key.pos, "%s needs a value (%s = …)", key, key)
+			continue
+		}
+		v := st.val
+		switch key {
+		case paramResourcePool:
+			if v.kind == tokNumber {
+				a.errs.errorf(v.pos, "RESOURCE_POOL=%s: expected a pool name such as 'olap'", v.text)
+				continue
+			}
+			if why := checkName("pool", v.text); why != "" {
+				a.errs.errorf(v.pos, "RESOURCE_POOL: %s", why)
+				continue
+			}
+			c.ResourcePool, c.PoolAt = v.text, v.pos
+		case paramMemberName:
+			if v.kind == tokNumber {
+				a.errs.errorf(v.pos, "MEMBER_NAME=%s: expected a user or group such as '%s'", v.text, AllUsers)
+				continue
+			}
+			if why := checkMember(v.text); why != "" {
+				a.errs.errorf(v.pos, "MEMBER_NAME: %s", why)
+				continue
+			}
+			c.MemberName = v.text
+		case paramRank:
+			a.setRank(c, v)
+		}
+	}
+	return given
+}
+
+// setRank checks an explicit RANK: a whole number 0..2^63-1 not taken by
+// another classifier.
+func (a *applier) setRank(c *Classifier, v value) {
+	const accepted = "accepted: an unused rank 0..9223372036854775807, or omit RANK for the largest rank + 1000"
+	text := strings.TrimSpace(v.text)
+	if v.kind == tokIdent || v.kind == tokQuoted || !numberRE.MatchString(text) || strings.Contains(text, ".") {
+		a.errs.errorf(v.pos, "RANK=%s: not a whole number; %s", v.shown(), accepted)
+		return
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || n < 0 {
+		a.errs.errorf(v.pos, "RANK=%s: out of range; %s", v.shown(), accepted)
+		return
+	}
+	for _, o := range a.m.classifiers {
+		if o.Name != c.Name && o.Rank == n {
+			a.errs.errorf(v.pos, "RANK=%d is taken by classifier %q (created at %s): ranks are unique; %s", n, o.Name, o.Created, accepted)
+			return
+		}
+	}
+	c.Rank = n
+}
+
+// autoRank is YDB's rank for a classifier without one: the largest rank
+// of the other classifiers + 1000, or 1000 for the first.
+func (a *applier) autoRank(at Pos, self string) int64 {
+	var top int64 = -1
+	for _, o := range a.m.classifiers {
+		if o.Name != self && o.Rank > top {
+			top = o.Rank
+		}
+	}
+	if top < 0 {
+		return 1000
+	}
+	if top > math.MaxInt64-1000 {
+		a.errs.errorf(at, "no rank is left above %d for an automatic RANK; give RANK explicitly", top)
+		return -1
+	}
+	return top + 1000
+}

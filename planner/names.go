@@ -1,0 +1,117 @@
+package planner
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// DefaultPool is the pool that always exists and takes every query no
+// classifier routes elsewhere.
+const DefaultPool = "default"
+
+// AllUsers is YDB's group of every authenticated user; on a host, every
+// local user.
+const AllUsers = "all-users@well-known"
+
+// MaxNameLen is the longest pool or classifier name, in characters.
+const MaxNameLen = 64
+
+// nameRE is the whole rule for pool and classifier names: a pool name
+// becomes a cgroup directory (<root>/<pool>), so only a conservative
+// charset is accepted. It already excludes ".", "..", "/", control
+// characters and every dotted kernel file name; checkName looks for
+// those first only to say precisely why a name is refused.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+// nameRule is the accepted form of names, for messages.
+const nameRule = "1 to 64 of A-Z a-z 0-9 _ -, not starting with '-'"
+
+// kernelPrefixes start the names of cgroup interface files: the core's
+// and each controller's (v2 and v1). A directory with such a name could
+// be mistaken for, or collide with, a kernel file.
+var kernelPrefixes = []string{
+	"cgroup.", "cpu.", "cpuacct.", "cpuset.", "memory.", "io.", "blkio.", "pids.",
+	"hugetlb.", "rdma.", "misc.", "devices.", "freezer.", "net_cls.", "net_prio.",
+	"perf_event.", "dmem.",
+}
+
+// kernelFiles are cgroup v1 interface files without a dot; a pool with
+// such a name would collide with the file in the pool root.
+var kernelFiles = []string{"tasks", "notify_on_release", "release_agent"}
+
+// checkName returns why name cannot name a pool (what is "pool" or
+// "classifier"), or "" when it can.
+func checkName(what, name string) string {
+	reason := ""
+	switch {
+	case name == "":
+		reason = "it is empty"
+	case name == "." || name == "..":
+		reason = "it names a directory itself or its parent"
+	case strings.Contains(name, "/"):
+		reason = "it contains '/', which would address another directory"
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		reason = "it contains a control character"
+	case len([]rune(name)) > MaxNameLen:
+		reason = fmt.Sprintf("it is longer than %d characters", MaxNameLen)
+	}
+	if reason == "" {
+		lower := strings.ToLower(name)
+		for _, p := range kernelPrefixes {
+			if strings.HasPrefix(lower, p) {
+				reason = fmt.Sprintf("names starting with %q are the kernel's cgroup files", p)
+			}
+		}
+		for _, f := range kernelFiles {
+			if lower == f {
+				reason = fmt.Sprintf("%q is a cgroup v1 kernel file", f)
+			}
+		}
+	}
+	if reason == "" && !nameRE.MatchString(name) {
+		reason = "it has characters outside the accepted set"
+	}
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s name %q is refused: %s; accepted: %s", what, name, reason, nameRule)
+}
+
+// memberRE is the form of a member: a Unix user name, %group, or
+// all-users@well-known. '@' and '.' appear in directory-service user
+// names (user1@domain); a trailing '$' in machine accounts.
+var memberRE = regexp.MustCompile(`^%?[A-Za-z0-9_][A-Za-z0-9_.@-]{0,255}\$?$`)
+
+// checkMember returns why m cannot name a user or group, or "".
+func checkMember(m string) string {
+	if memberRE.MatchString(m) {
+		return ""
+	}
+	return fmt.Sprintf("member %q is refused; accepted: a Unix user name (alice, user1@domain), %%group for a Unix group (%%analysts), or %s", m, AllUsers)
+}
+
+// Identity is who runs a query: a Unix user and the groups it belongs to,
+// taken from the kernel (socket peer credentials), never from the client.
+type Identity struct {
+	User   string
+	Groups []string
+}
+
+// matches reports whether member (a user, %group or AllUsers) includes id.
+func (id Identity) matches(member string) bool {
+	switch {
+	case member == AllUsers:
+		return true
+	case strings.HasPrefix(member, "%"):
+		for _, g := range id.Groups {
+			if g == member[1:] {
+				return true
+			}
+		}
+		return false
+	default:
+		return member == id.User
+	}
+}

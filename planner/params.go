@@ -1,0 +1,251 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Limits of the pool parameters.
+const (
+	// MaxConcurrentQueryLimit is YDB's cap on CONCURRENT_QUERY_LIMIT.
+	MaxConcurrentQueryLimit = 1000
+	// MaxCPUWeight is the largest cgroup v2 cpu.weight.
+	MaxCPUWeight = 10000
+	// MinPeriodUsec and MaxPeriodUsec bound the CPU bandwidth period, µs
+	// (the kernel accepts 1 ms..1 s for cpu.max and cpu.cfs_period_us).
+	MinPeriodUsec = 1000
+	MaxPeriodUsec = 1000000
+	// DefaultPeriodUsec is the kernel's default bandwidth period, µs.
+	DefaultPeriodUsec = 100000
+	// MinQuotaUsec is the smallest quota the kernel accepts in cpu.max
+	// and cpu.cfs_quota_us, µs.
+	MinQuotaUsec = 1000
+)
+
+// maxInt32 is the largest value of YDB's Int32 parameters.
+const maxInt32 = math.MaxInt32
+
+// param describes one pool parameter: its DDL name, the values it
+// accepts and where it is stored in a Pool. Integer parameters accept -1
+// or min..max; percent parameters accept -1 or 0..100 with decimals, as
+// YDB's Double percents do.
+type param struct {
+	name    string
+	aliases []string
+	percent bool
+	min     int64  // integer parameters: lowest value besides -1
+	max     int64  // integer parameters: highest value
+	unset   string // what -1 means, for "accepted:" texts
+	// above explains a value over max; "" gives the generic "above max".
+	above string
+	// lockedOnDefault marks parameters ALTER may not change on `default`.
+	lockedOnDefault bool
+	intField        func(*Pool) *int64
+	pctField        func(*Pool) *float64
+}
+
+// params is every pool parameter, YDB's first and then poolagent's own
+// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT).
+var params = []*param{
+	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
+		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
+		intField: func(p *Pool) *int64 { return &p.ConcurrentQueryLimit }},
+	{name: "QUEUE_SIZE", max: maxInt32, unset: "no limit", lockedOnDefault: true,
+		intField: func(p *Pool) *int64 { return &p.QueueSize }},
+	{name: "DATABASE_LOAD_CPU_THRESHOLD", percent: true, unset: "no threshold", lockedOnDefault: true,
+		pctField: func(p *Pool) *float64 { return &p.DatabaseLoadCPUThresholdPercent }},
+	{name: "RESOURCES_WEIGHT", aliases: []string{"RESOURCE_WEIGHT"}, max: maxInt32, unset: "not in the fair division",
+		intField: func(p *Pool) *int64 { return &p.ResourcesWeight }},
+	{name: "TOTAL_CPU_LIMIT_PERCENT_PER_NODE", percent: true, unset: "no limit",
+		pctField: func(p *Pool) *float64 { return &p.TotalCPULimitPercent }},
+	{name: "QUERY_CPU_LIMIT_PERCENT_PER_NODE", percent: true, unset: "no limit",
+		pctField: func(p *Pool) *float64 { return &p.QueryCPULimitPercent }},
+	{name: "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE", percent: true, unset: "no limit",
+		pctField: func(p *Pool) *float64 { return &p.QueryMemoryLimitPercent }},
+	{name: "TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE", percent: true, unset: "no limit",
+		pctField: func(p *Pool) *float64 { return &p.TotalMemoryLimitPercent }},
+	{name: "QUERY_CANCEL_AFTER_SECONDS", max: maxInt32, unset: "no timeout; 0 too, as in YDB",
+		intField: func(p *Pool) *int64 { return &p.QueryCancelAfterSeconds }},
+	{name: "CPU_PERIOD_USEC", min: MinPeriodUsec, max: MaxPeriodUsec, unset: "the node's period",
+		above:    "outside 1 ms..1 s, the periods the kernel accepts",
+		intField: func(p *Pool) *int64 { return &p.CPUPeriodUsec }},
+	{name: "CPU_BURST_PERCENT", percent: true, unset: "no burst",
+		above:    "burst above the quota: the kernel refuses a cpu.max.burst larger than the quota",
+		pctField: func(p *Pool) *float64 { return &p.CPUBurstPercent }},
+}
+
+// paramByName finds a pool parameter by any spelling, case-insensitively.
+var paramByName = func() map[string]*param {
+	m := map[string]*param{}
+	for _, p := range params {
+		m[p.name] = p
+		for _, a := range p.aliases {
+			m[a] = p
+		}
+	}
+	return m
+}()
+
+// accepted says which values the parameter takes.
+func (p *param) accepted() string {
+	if p.percent {
+		s := "-1 (" + p.unset + ") or 0..100"
+		if p.name == "CPU_BURST_PERCENT" {
+			s += ", percent of the quota"
+		}
+		return s
+	}
+	return fmt.Sprintf("-1 (%s) or %d..%d", p.unset, p.min, p.max)
+}
+
+// numberRE is the accepted spelling of a numeric value, also inside quotes
+// (YDB accepts CONCURRENT_QUERY_LIMIT = "100").
+var numberRE = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+// shown renders a value as the user wrote it, for messages.
+func (v value) shown() string {
+	if v.kind == tokString {
+		return "'" + v.text + "'"
+	}
+	if v.kind == tokQuoted {
+		return "`" + v.text + "`"
+	}
+	return v.text
+}
+
+// set checks v and stores it in pool. It returns the problem, or "".
+func (p *param) set(pool *Pool, v value) string {
+	text := strings.TrimSpace(v.text)
+	if v.kind == tokIdent || v.kind == tokQuoted || !numberRE.MatchString(text) {
+		return p.refuse(v, "not a number")
+	}
+	if p.percent {
+		f, err := strconv.ParseFloat(text, 64)
+		switch {
+		case err != nil:
+			return p.refuse(v, "not a number")
+		case f < -1:
+			return p.refuse(v, "below -1")
+		case f > 100:
+			return p.refuse(v, p.aboveMax("above 100 percent"))
+		case f != -1 && f < 0:
+			return p.refuse(v, "between -1 and 0")
+		}
+		*p.pctField(pool) = f
+		return ""
+	}
+	if strings.Contains(text, ".") {
+		return p.refuse(v, "not a whole number")
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	switch {
+	case err != nil && strings.HasPrefix(text, "-"), err == nil && n < -1:
+		return p.refuse(v, "below -1")
+	case err != nil, n > p.max:
+		return p.refuse(v, p.aboveMax(fmt.Sprintf("above %d", p.max)))
+	case n != -1 && n < p.min:
+		return p.refuse(v, p.aboveMax(fmt.Sprintf("below %d", p.min)))
+	}
+	*p.intField(pool) = n
+	return ""
+}
+
+// aboveMax is the parameter's own explanation of an out-of-range value,
+// or generic when it has none.
+func (p *param) aboveMax(generic string) string {
+	if p.above != "" {
+		return p.above
+	}
+	return generic
+}
+
+// refuse formats "NAME=value: why; accepted: …".
+func (p *param) refuse(v value, why string) string {
+	return fmt.Sprintf("%s=%s: %s; accepted: %s", p.name, v.shown(), why, p.accepted())
+}
+
+// reset gives the parameter its default, -1.
+func (p *param) reset(pool *Pool) {
+	if p.percent {
+		*p.pctField(pool) = -1
+	} else {
+		*p.intField(pool) = -1
+	}
+}
+
+// poolParamNames lists the canonical pool parameter names, for messages.
+func poolParamNames() []string {
+	out := make([]string, len(params))
+	for i, p := range params {
+		out[i] = p.name
+	}
+	return out
+}
+
+// classifier parameter names.
+const (
+	paramResourcePool = "RESOURCE_POOL"
+	paramMemberName   = "MEMBER_NAME"
+	paramRank         = "RANK"
+)
+
+// classifierParamNames are the classifier parameters poolagent supports.
+var classifierParamNames = []string{paramResourcePool, paramMemberName, paramRank}
+
+// ydbOnlyClassifierParams are YDB classifier parameters with no meaning
+// on a host: requests there carry no application name, scheme paths or
+// streams.
+var ydbOnlyClassifierParams = []string{"ACTION", "HAS_APP_NAME", "HAS_PATH", "HAS_FULL_SCAN", "HAS_STREAM"}
+
+// unknownParam builds the message for a parameter name that is not in
+// known: the nearest known name when it is close, the accepted list
+// otherwise.
+func unknownParam(kind, name string, known []string) string {
+	if best, ok := nearest(strings.ToUpper(name), known); ok {
+		return fmt.Sprintf("unknown %s parameter %s; did you mean %s?", kind, name, best)
+	}
+	return fmt.Sprintf("unknown %s parameter %s; accepted: %s", kind, name, strings.Join(known, ", "))
+}
+
+// nearest returns the candidate closest to s in edit distance, if it is
+// close enough to be a likely typo: at most a third of s's length, and at
+// least 2 edits allowed. A candidate that s is the start of (MEMBER for
+// MEMBER_NAME) counts as one edit away.
+func nearest(s string, candidates []string) (string, bool) {
+	best, bestD := "", math.MaxInt
+	for _, c := range candidates {
+		d := editDistance(s, c)
+		if len(s) >= 4 && strings.HasPrefix(c, s) {
+			d = 1
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best, best != "" && bestD <= max(2, len([]rune(s))/3)
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

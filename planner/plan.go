@@ -1,0 +1,236 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Activity is what the planner knows about the pools' current use.
+type Activity struct {
+	// Active names the pools with running queries. Nil counts every pool
+	// whose RESOURCES_WEIGHT is >= 0 as active.
+	Active []string
+	// DemandCPUs is each pool's observed demand in vCPU: CPU usage plus
+	// throttled time over the last interval, divided by its length. A
+	// pool that wants less than its share is held to its demand and the
+	// rest is divided among the others; a pool without an entry is taken
+	// to want its whole cap.
+	DemandCPUs map[string]float64
+}
+
+// Plan turns the pools of m into the desired cgroup state for node.
+//
+// Each pool's cap is TOTAL_CPU_LIMIT_PERCENT_PER_NODE of the node's vCPUs
+// (the whole node without one), lowered to its demand when one is known.
+// Active pools with RESOURCES_WEIGHT >= 0 divide the node by weighted
+// max-min fairness (water-filling): when their caps fit, each gets its
+// cap; otherwise a_i = min(cap_i, λ·w_i) with λ such that the allocations
+// fill the node. Pools with weight 0 take only what is left once every
+// weighted pool has its cap, shared equally. Every other pool is planned
+// at its cap, ready for when it becomes active.
+//
+// The pool's cpu.max quota is allocation × period, rounded to µs and at
+// least 1000 µs, or "max" when the pool has no CPU limit and is not held
+// below the whole node. Each query's cpu.max is the allocation ×
+// QUERY_CPU_LIMIT_PERCENT_PER_NODE; memory.max is node memory ×
+// TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
+// QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query. CPU_BURST_PERCENT
+// of a quota becomes its cpu.max.burst.
+func Plan(m *Model, node Node, act Activity) (Desired, error) {
+	if err := checkNode(node); err != nil {
+		return Desired{}, err
+	}
+	pools := m.Pools()
+	active := make(map[string]bool, len(pools))
+	if act.Active == nil {
+		for _, p := range pools {
+			active[p.Name] = p.ResourcesWeight >= 0
+		}
+	} else {
+		for _, name := range act.Active {
+			if _, ok := m.pools[name]; !ok {
+				return Desired{}, fmt.Errorf("active pool: %s", m.noPool(name))
+			}
+			active[name] = true
+		}
+	}
+	for name, d := range act.DemandCPUs {
+		if _, ok := m.pools[name]; !ok {
+			return Desired{}, fmt.Errorf("demand: %s", m.noPool(name))
+		}
+		if !(d >= 0) || math.IsInf(d, 0) {
+			return Desired{}, fmt.Errorf("demand of pool %q is %v vCPU; accepted: a finite number >= 0", name, d)
+		}
+	}
+
+	caps := make([]float64, len(pools))
+	alloc := make([]float64, len(pools))
+	claims := make([]claim, 0, len(pools))
+	claimOf := make([]int, 0, len(pools))
+	for i, p := range pools {
+		caps[i] = node.CPUs
+		if p.TotalCPULimitPercent >= 0 {
+			caps[i] = node.CPUs * p.TotalCPULimitPercent / 100
+		}
+		alloc[i] = caps[i]
+		if !active[p.Name] || p.ResourcesWeight < 0 {
+			continue
+		}
+		c := claim{cap: caps[i], weight: float64(p.ResourcesWeight)}
+		if d, ok := act.DemandCPUs[p.Name]; ok {
+			c.cap = min(c.cap, d)
+		}
+		claims = append(claims, c)
+		claimOf = append(claimOf, i)
+	}
+	for k, a := range waterFill(node.CPUs, claims) {
+		alloc[claimOf[k]] = a
+	}
+
+	out := Desired{Node: node, Pools: make([]PoolState, len(pools))}
+	files := make([]cgroupFiles, 2*len(pools)) // one block for every pointer below
+	for i, p := range pools {
+		period := node.PeriodUsec
+		if p.CPUPeriodUsec > 0 {
+			period = uint64(p.CPUPeriodUsec)
+		}
+		weight := CPUWeight(p.ResourcesWeight)
+		quota := int64(-1)
+		if p.TotalCPULimitPercent >= 0 || alloc[i] < node.CPUs*(1-1e-12) {
+			quota = quotaUsec(alloc[i], period)
+		}
+		queryQuota := int64(-1)
+		if p.QueryCPULimitPercent >= 0 {
+			queryQuota = quotaUsec(alloc[i]*p.QueryCPULimitPercent/100, period)
+		}
+		out.Pools[i] = PoolState{
+			Name:      p.Name,
+			Pool:      files[2*i].cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent)),
+			Query:     files[2*i+1].cgroup(queryQuota, period, p.CPUBurstPercent, DefaultCPUWeight, memoryLimit(node, p.QueryMemoryLimitPercent)),
+			Active:    active[p.Name],
+			Weight:    p.ResourcesWeight,
+			CapCPUs:   caps[i],
+			AllocCPUs: alloc[i],
+		}
+	}
+	return out, nil
+}
+
+// checkNode refuses a node the plan cannot be made for.
+func checkNode(n Node) error {
+	if !(n.CPUs > 0) || math.IsInf(n.CPUs, 0) {
+		return fmt.Errorf("node has %v vCPU; accepted: a finite number > 0", n.CPUs)
+	}
+	if n.MemoryBytes <= 0 {
+		return fmt.Errorf("node has %d bytes of memory; accepted: a number > 0", n.MemoryBytes)
+	}
+	if n.PeriodUsec < MinPeriodUsec || n.PeriodUsec > MaxPeriodUsec {
+		return fmt.Errorf("node period %d µs; accepted: %d..%d (1 ms..1 s)", n.PeriodUsec, MinPeriodUsec, MaxPeriodUsec)
+	}
+	return nil
+}
+
+// quotaUsec is cpus × period rounded to µs, at least MinQuotaUsec.
+func quotaUsec(cpus float64, periodUsec uint64) int64 {
+	return max(int64(math.Round(cpus*float64(periodUsec))), MinQuotaUsec)
+}
+
+// memoryLimit is percent of the node's memory in bytes, -1 without a
+// limit.
+func memoryLimit(n Node, percent float64) int64 {
+	if percent < 0 {
+		return -1
+	}
+	return int64(math.Round(float64(n.MemoryBytes) * percent / 100))
+}
+
+// cgroupFiles holds the values a Cgroup's Resources point to, so a plan
+// of many pools allocates them in one block.
+type cgroupFiles struct {
+	quota, memory         int64
+	period, burst, shares uint64
+	cpu                   specs.LinuxCPU
+	mem                   specs.LinuxMemory
+}
+
+// cgroup builds one cgroup's desired state on f's values. quota -1 is
+// unlimited; the burst is burstPercent of a limited quota, 0 otherwise.
+func (f *cgroupFiles) cgroup(quota int64, period uint64, burstPercent float64, weight uint64, memory int64) Cgroup {
+	f.quota, f.period, f.memory = quota, period, memory
+	if quota >= 0 && burstPercent > 0 {
+		f.burst = uint64(math.Round(float64(quota) * burstPercent / 100))
+	}
+	f.shares = SharesFromWeight(weight)
+	f.cpu = specs.LinuxCPU{Quota: &f.quota, Period: &f.period, Burst: &f.burst, Shares: &f.shares}
+	f.mem = specs.LinuxMemory{Limit: &f.memory}
+	return Cgroup{Resources: specs.LinuxResources{CPU: &f.cpu, Memory: &f.mem}, CPUWeight: weight}
+}
+
+// claim is one pool's part in the division: the most it may get, vCPU,
+// and its weight.
+type claim struct {
+	cap    float64
+	weight float64
+}
+
+// waterFill divides capacity vCPU among claims by weighted max-min
+// fairness: claims with weight > 0 first; what they leave once all are at
+// their caps goes to the weight-0 claims, shared equally, again capped.
+func waterFill(capacity float64, claims []claim) []float64 {
+	alloc := make([]float64, len(claims))
+	var weighted, zero []int
+	for i, c := range claims {
+		if c.weight > 0 {
+			weighted = append(weighted, i)
+		} else {
+			zero = append(zero, i)
+		}
+	}
+	left := fill(capacity, claims, weighted, func(i int) float64 { return claims[i].weight }, alloc)
+	fill(left, claims, zero, func(int) float64 { return 1 }, alloc)
+	return alloc
+}
+
+// fill gives the claims idx their max-min shares of capacity under
+// weights w, writes them to alloc and returns the capacity left over
+// (zero unless every claim got its cap). Claims are visited by ascending
+// cap/weight: while a claim's cap is within its share of what remains it
+// gets the cap and leaves the rest to the others; the first that is not
+// fixes λ = remaining / remaining weight for it and every later claim.
+func fill(capacity float64, claims []claim, idx []int, w func(int) float64, alloc []float64) float64 {
+	total := 0.0
+	for _, i := range idx {
+		total += claims[i].cap
+	}
+	if total <= capacity {
+		for _, i := range idx {
+			alloc[i] = claims[i].cap
+		}
+		return capacity - total
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		return cmp.Compare(claims[a].cap*w(b), claims[b].cap*w(a))
+	})
+	rest, wsum := capacity, 0.0
+	for _, i := range idx {
+		wsum += w(i)
+	}
+	for k, i := range idx {
+		if claims[i].cap*wsum <= rest*w(i) {
+			alloc[i] = claims[i].cap
+			rest -= claims[i].cap
+			wsum -= w(i)
+			continue
+		}
+		lambda := rest / wsum
+		for _, j := range idx[k:] {
+			alloc[j] = lambda * w(j)
+		}
+		return 0
+	}
+	return max(rest, 0)
+}
