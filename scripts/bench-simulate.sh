@@ -3,7 +3,8 @@
 # against the chapter's per-tick reference loop on the workloads of
 # BenchmarkRun, in one go test run, and prints per workload how many times
 # faster the event engine is. The per-tick 10^9-tick case alone takes
-# seconds. Extra arguments go to go test (e.g. -count=3).
+# seconds. Extra arguments go to go test (e.g. -benchtime=3x); with
+# -count above 1 the table shows the last figures of each benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
