@@ -1,0 +1,81 @@
+#!/bin/bash
+# install.sh - build poolagent and install it as a systemd service.
+#
+#   sudo scripts/install.sh            build, install, enable and start
+#   sudo scripts/install.sh --no-start install and enable only
+#   DESTDIR=/tmp/stage scripts/install.sh
+#                                      install the files below a staging
+#                                      directory only (no systemctl)
+#
+# Installs PREFIX/bin/poolagent (PREFIX defaults to /usr/local), the unit
+# /etc/systemd/system/poolagent.service, and /etc/poolagent/pools.sql when
+# there is none yet (an existing pool file is never overwritten). Checks the
+# unit with systemd-analyze verify before it starts anything. POOLAGENT_BINARY
+# names a binary to install instead of building one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PREFIX=${PREFIX:-/usr/local}
+DESTDIR=${DESTDIR:-}
+start=1
+for arg in "$@"; do
+	case $arg in
+	--no-start) start=0 ;;
+	*) echo "install.sh: unknown argument $arg (accepted: --no-start)" >&2; exit 2 ;;
+	esac
+done
+if [ -z "$DESTDIR" ] && [ "$(id -u)" != 0 ]; then
+	echo "install.sh: run as root (or set DESTDIR to stage the files)" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ -n "${POOLAGENT_BINARY:-}" ]; then
+	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
+else
+	echo "== go build ./cmd/poolagent"
+	CGO_ENABLED=0 go build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+fi
+
+bin="$PREFIX/bin/poolagent"
+unit=/etc/systemd/system/poolagent.service
+install -d -m 0755 "$DESTDIR$PREFIX/bin" "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
+install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
+sed "s#/usr/local/bin/poolagent#$bin#g" scripts/poolagent.service > "$tmp/poolagent.service"
+install -m 0644 "$tmp/poolagent.service" "$DESTDIR$unit"
+if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
+	cat > "$tmp/pools.sql" <<'SQL'
+-- /etc/poolagent/pools.sql: poolagent's pools, in YDB's DDL (docs/pools.md).
+-- The `default` pool always exists. Example:
+--
+-- CREATE RESOURCE POOL olap WITH (
+--     CONCURRENT_QUERY_LIMIT = 10, QUEUE_SIZE = 100,
+--     TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 70, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 50);
+-- CREATE RESOURCE POOL CLASSIFIER olap_users WITH (
+--     RESOURCE_POOL = 'olap', MEMBER_NAME = 'analysts');
+--
+-- After an edit: systemctl reload poolagent
+SQL
+	install -m 0644 "$tmp/pools.sql" "$DESTDIR/etc/poolagent/pools.sql"
+fi
+echo "installed $DESTDIR$bin and $DESTDIR$unit"
+
+# systemd-analyze checks that ExecStart= is executable, so a staged unit is
+# verified as a copy that points at the staged binary.
+if command -v systemd-analyze >/dev/null; then
+	mkdir "$tmp/verify"
+	sed "s#$bin#$DESTDIR$bin#g" "$DESTDIR$unit" > "$tmp/verify/poolagent.service"
+	systemd-analyze verify "$tmp/verify/poolagent.service"
+fi
+"$DESTDIR$bin" check --pools "$DESTDIR/etc/poolagent/pools.sql"
+
+if [ -n "$DESTDIR" ]; then
+	exit 0
+fi
+systemctl daemon-reload
+systemctl enable poolagent.service
+if [ "$start" = 1 ]; then
+	systemctl restart poolagent.service
+	systemctl --no-pager status poolagent.service | head -n 5
+fi

@@ -1,0 +1,146 @@
+package systemd
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const unitFile = "../scripts/poolagent.service"
+
+// requireTool finds a program the test needs; in CI
+// (POOLAGENT_REQUIRE_KERNEL=1, whose test script installs it) a missing one
+// is a failure.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
+		t.Fatalf("%s not found (scripts/test.sh installs it): %v", name, err)
+	}
+	t.Skipf("%s not found: %v", name, err)
+	return ""
+}
+
+// unitSettings reads the unit's Key=Value lines, section-qualified.
+func unitSettings(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+		default:
+			k, v, _ := strings.Cut(line, "=")
+			out[section+"."+k] = append(out[section+"."+k], v)
+		}
+	}
+	return out
+}
+
+// TestUnitSettings pins the settings the daemon's behaviour depends on:
+// notify protocol, watchdog, delegation, a stop that leaves running queries
+// alone, the directories, and hardening that still allows cgroup writes.
+func TestUnitSettings(t *testing.T) {
+	s := unitSettings(t)
+	want := map[string]string{
+		"Service.Type":                   "notify",
+		"Service.NotifyAccess":           "main",
+		"Service.ExecReload":             "/bin/kill -HUP $MAINPID",
+		"Service.Delegate":               "yes",
+		"Service.DelegateSubgroup":       AgentLeaf,
+		"Service.KillMode":               "process",
+		"Service.RuntimeDirectory":       "poolagent",
+		"Service.RuntimeDirectoryMode":   "0755",
+		"Service.StateDirectory":         "poolagent",
+		"Service.ConfigurationDirectory": "poolagent",
+		"Service.ProtectSystem":          "strict",
+		"Service.ReadWritePaths":         "/sys/fs/cgroup",
+		"Service.NoNewPrivileges":        "yes",
+	}
+	for k, v := range want {
+		if got := s[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	for _, k := range []string{"Service.ProtectControlGroups", "Service.ProtectKernelTunables"} {
+		if _, ok := s[k]; ok {
+			t.Errorf("%s makes /sys/fs/cgroup read-only: the daemon could not write its pools", k)
+		}
+	}
+	if got := s["Service.WatchdogSec"]; len(got) != 1 || got[0] == "0" {
+		t.Errorf("WatchdogSec = %q, want a watchdog", got)
+	}
+	exec := strings.Join(s["Service.ExecStart"], " ")
+	for _, flag := range []string{"daemon", "--pools /etc/poolagent/pools.sql", "--delegated", "--state-dir /var/lib/poolagent", "--socket /run/poolagent/agent.sock"} {
+		if !strings.Contains(exec, flag) {
+			t.Errorf("ExecStart %q lacks %q", exec, flag)
+		}
+	}
+}
+
+// TestUnitVerifies runs systemd-analyze verify on the unit, with ExecStart
+// pointing at an executable that exists (verify checks it). systemd older
+// than 254 does not know DelegateSubgroup= and says so; nothing else may be
+// reported.
+func TestUnitVerifies(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze")
+	unit, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "poolagent.service")
+	text := strings.ReplaceAll(string(unit), "/usr/local/bin/poolagent", self)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	version := systemdVersion(t, analyze)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		if version < 254 && strings.Contains(line, "Unknown key 'DelegateSubgroup'") {
+			continue
+		}
+		t.Errorf("systemd-analyze verify (systemd %d): %s", version, line)
+	}
+}
+
+// systemdVersion reads "systemd 252 (252.38-1~deb12u1)".
+func systemdVersion(t *testing.T, analyze string) int {
+	t.Helper()
+	out, err := exec.Command(analyze, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^systemd (\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze --version: %q", out)
+	}
+	v, _ := strconv.Atoi(string(m[1]))
+	return v
+}
