@@ -66,3 +66,33 @@ func TestReportGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmeExcerpt keeps the output excerpt in the README's
+// "poolagent simulate" section true: its lines must appear, in order, in
+// the built-in scenario's golden text.
+func TestReadmeExcerpt(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "### poolagent simulate\n")
+	if !ok {
+		t.Fatal(`README.md has no "### poolagent simulate" section`)
+	}
+	blocks := strings.Split(section, "```")
+	if len(blocks) < 4 {
+		t.Fatal("the section has no second code block, the output excerpt")
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "builtin.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := string(want)
+	for _, line := range strings.Split(strings.Trim(blocks[3], "\n"), "\n") {
+		i := strings.Index(rest, line+"\n")
+		if i < 0 {
+			t.Fatalf("README excerpt line %q is not in builtin.txt (in order)", line)
+		}
+		rest = rest[i+len(line)+1:]
+	}
+}
