@@ -384,7 +384,7 @@ func TestPlanRefusesInvalid(t *testing.T) {
 	tests := []struct {
 		name string
 		d    planner.Desired
-		only string // "v1" or "v2": only that backend refuses it
+		only string // "v1" or "v2": only that backend refuses it; "none": valid
 		want string
 	}{
 		{"dot-dot name", pool("..", ok, ok), "", "relative directory"},
@@ -398,6 +398,7 @@ func TestPlanRefusesInvalid(t *testing.T) {
 		{"burst above quota", pool("olap", cg(100000, 100000, 200000, 100, 0), ok), "", "burst 200000"},
 		{"weight out of range", pool("olap", cg(100000, 100000, 0, 20000, 0), ok), "v2", "cpu.weight 20000"},
 		{"v1 query above pool", pool("olap", cg(100000, 100000, 0, 100, 0), cg(200000, 100000, 0, 100, 0)), "v1", "above the pool's"},
+		{"v1 unlimited query below a limited pool is fine", pool("olap", cg(100000, 100000, 0, 100, 0), cg(-1, 100000, 0, 0, 0)), "none", ""},
 		{"no default pool", planner.Desired{Pools: []planner.PoolState{{Name: "olap"}}}, "", "no \"default\" pool"},
 		{"duplicate pool", planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "default"}}}, "", "appears twice"},
 	}
@@ -407,7 +408,7 @@ func TestPlanRefusesInvalid(t *testing.T) {
 				w := newWorld(t, v2)
 				tr := w.tree("poolagent", nil)
 				_, err := tr.Plan(tt.d)
-				if tt.only != "" && tt.only != modeName(v2) {
+				if tt.only != "" && tt.only != modeName(v2) || tt.only == "none" {
 					if err != nil {
 						t.Fatalf("%s refused it: %v", modeName(v2), err)
 					}

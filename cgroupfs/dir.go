@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +57,14 @@ func (d *Dir) Path() string { return d.path }
 // Close releases the pool root.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
-func (d *Dir) full(name string) string { return filepath.Join(d.path, filepath.FromSlash(name)) }
+// full is the path a name was asked for, uncleaned, so an error shows what
+// was attempted ("/root/../secret").
+func (d *Dir) full(name string) string {
+	if name == "." {
+		return d.path
+	}
+	return d.path + "/" + name
+}
 
 // open resolves name beneath the root with openat2.
 func (d *Dir) open(name string, flags int) (int, error) {

@@ -68,8 +68,10 @@ func validate(d planner.Desired, v2 bool) error {
 		if err := checkSettings(query); err != nil {
 			return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, p.Name, err)
 		}
+		// v1 refuses a limited child above its limited parent; an
+		// unlimited child (-1) inherits the parent's limit.
 		if !v2 && pool.QuotaUsec != nil && query.QuotaUsec != nil && pool.PeriodUsec != nil && query.PeriodUsec != nil &&
-			ratio(*query.QuotaUsec, *query.PeriodUsec) > ratio(*pool.QuotaUsec, *pool.PeriodUsec) {
+			*query.QuotaUsec >= 0 && ratio(*query.QuotaUsec, *query.PeriodUsec) > ratio(*pool.QuotaUsec, *pool.PeriodUsec) {
 			return fmt.Errorf("%w: pool %q: query limit %d/%d µs is above the pool's %d/%d µs; cgroup v1 refuses a child above its parent",
 				ErrInvalid, p.Name, *query.QuotaUsec, *query.PeriodUsec, *pool.QuotaUsec, *pool.PeriodUsec)
 		}

@@ -18,12 +18,16 @@
 package kerneltest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
 )
@@ -151,4 +155,35 @@ func check(need Need, envMode string, euid int, root string) (h Host, reason str
 		}
 	}
 	return h, "", false
+}
+
+// AsUser runs fn on an OS thread of its own whose filesystem uid is uid.
+// With a non-zero fsuid the kernel drops the thread's CAP_DAC_OVERRIDE and
+// related capabilities, so a test running as root meets the permission
+// checks an unprivileged user would. fn must do its file operations on
+// the calling goroutine and must not call t.FailNow; the test needs root
+// (call Require first).
+func AsUser(t testing.TB, uid int, fn func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		err := errors.New("fn ended its goroutine (t.FailNow inside fn?)")
+		defer func() { done <- err }()
+		runtime.LockOSThread()
+		// The goroutine ends with the thread still locked, so the runtime
+		// discards the thread and no other goroutine inherits the fsuid.
+		if err = unix.Setfsuid(uid); err != nil {
+			err = fmt.Errorf("setfsuid %d: %w", uid, err)
+			return
+		}
+		if got, _ := unix.SetfsuidRetUid(-1); got != uid {
+			err = fmt.Errorf("fsuid is %d after setfsuid %d (needs root)", got, uid)
+			return
+		}
+		fn()
+		err = nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("run as uid %d: %v", uid, err)
+	}
 }

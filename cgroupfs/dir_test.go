@@ -1,0 +1,129 @@
+package cgroupfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// plantedTree makes root/olap/cpu.max and, outside the root, a secret
+// file and directory, with symlinks to them planted inside the root.
+func plantedTree(t *testing.T) (root, secretFile, secretDir string) {
+	t.Helper()
+	tmp := t.TempDir()
+	root, secretFile, secretDir = filepath.Join(tmp, "root"), filepath.Join(tmp, "secret"), filepath.Join(tmp, "secretdir")
+	for _, d := range []string{filepath.Join(root, "olap"), secretDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, v := range map[string]string{filepath.Join(root, "olap", fileCPUMax): "max 100000\n", secretFile: "secret\n", filepath.Join(secretDir, fileCPUMax): "secret\n"} {
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{filepath.Join(root, "olap", "link"): secretFile, filepath.Join(root, "evil"): secretDir, filepath.Join(root, "olap", "proc"): "/proc/self/root"} {
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, secretFile, secretDir
+}
+
+func TestDirStaysBeneathRoot(t *testing.T) {
+	root, secretFile, secretDir := plantedTree(t)
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	tests := []struct {
+		name string
+		op   func() error
+		want error
+	}{
+		{"write through a dot-dot", func() error { return d.WriteFile("../secret", "x") }, unix.EXDEV},
+		{"write an absolute path", func() error { return d.WriteFile(secretFile, "x") }, unix.EXDEV},
+		{"write through a symlinked file", func() error { return d.WriteFile("olap/link", "x") }, unix.ELOOP},
+		{"write below a symlinked directory", func() error { return d.WriteFile("evil/cpu.max", "x") }, unix.ELOOP},
+		{"write through a magic link", func() error { return d.WriteFile("olap/proc/etc/hostname", "x") }, unix.ELOOP},
+		{"read through a symlink", func() error { _, err := d.ReadFile("olap/link"); return err }, unix.ELOOP},
+		{"list a symlinked directory", func() error { _, err := d.ReadDir("evil"); return err }, unix.ELOOP},
+		{"mkdir below a symlinked directory", func() error { return d.Mkdir("evil/q1") }, unix.ELOOP},
+		{"mkdir through a dot-dot", func() error { return d.Mkdir("../escaped") }, unix.EXDEV},
+		{"rmdir below a symlinked directory", func() error { return d.Rmdir("evil/sub") }, unix.ELOOP},
+		{"rmdir of dot-dot", func() error { return d.Rmdir("olap/..") }, unix.EINVAL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.op()
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), root) {
+				t.Errorf("error %q does not name the path", err)
+			}
+		})
+	}
+	for _, p := range []string{secretFile, filepath.Join(secretDir, fileCPUMax)} {
+		if b, _ := os.ReadFile(p); string(b) != "secret\n" {
+			t.Errorf("%s was changed: %q", p, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(root), "escaped")); !os.IsNotExist(err) {
+		t.Error("a directory was made outside the root")
+	}
+	// The symlinks are not listed as child cgroups.
+	subs, err := d.ReadDir(".")
+	if err != nil || strings.Join(subs, ",") != "olap" {
+		t.Errorf("ReadDir(.) = %v, %v; want [olap]", subs, err)
+	}
+}
+
+func TestDirWriteErrorKeepsPathAndValue(t *testing.T) {
+	d, err := OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.WriteFile("olap/cpu.max", "700000 100000")
+	if !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), `"700000 100000"`) || !strings.Contains(err.Error(), "olap/cpu.max") {
+		t.Fatalf("err = %v; want ENOENT naming the value and the file", err)
+	}
+}
+
+// TestApplyRefusesPlantedSymlinks: a pool whose directory or file was
+// replaced by a symlink to outside the root makes the apply fail, and
+// nothing outside is touched.
+func TestApplyRefusesPlantedSymlinks(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		tr := w.tree("poolagent", nil)
+		if _, err := tr.Reconcile(seedDesired()); err != nil {
+			t.Fatal(err)
+		}
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "secret")
+		w.must(os.WriteFile(secret, []byte("secret\n"), 0o644))
+		root := tr.Root(tr.order[0])
+		file := fileCFSQuota
+		if v2 {
+			file = fileCPUMax
+		}
+		w.must(os.Remove(filepath.Join(root, "olap", file)))
+		w.must(os.Symlink(secret, filepath.Join(root, "olap", file)))
+		d := seedDesired()
+		d.Pools[2].Pool = cg(500000, 100000, 0, 100, 0)
+		_, err := tr.Reconcile(d)
+		if !errors.Is(err, unix.ELOOP) {
+			t.Fatalf("err = %v, want ELOOP", err)
+		}
+		if b, _ := os.ReadFile(secret); string(b) != "secret\n" {
+			t.Errorf("the file outside the root was changed: %q", b)
+		}
+	})
+}

@@ -1,0 +1,530 @@
+package cgroupfs_test
+
+// Real-kernel tests: cgroupfs against the host's cgroup v1 cpu hierarchy
+// and, through the VM harness, cgroup v2 (internal/kerneltest decides which
+// run covers which mode). Every test makes its own uniquely named subtree,
+// which is removed also when the test fails.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+func TestMain(m *testing.M) { kerneltest.Main(m) }
+
+// need is what every test here needs: the cpu controller and, on v1,
+// cpuacct kept in step.
+var need = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
+
+type kernel struct {
+	h    kerneltest.Host
+	root kerneltest.Root
+	tree *cgroupfs.Tree
+}
+
+// newKernel makes the test's own subtree and opens it as the pool root.
+func newKernel(t *testing.T, opt cgroupfs.Options) *kernel {
+	t.Helper()
+	return newKernelFor(t, need, opt)
+}
+
+func newKernelFor(t *testing.T, need kerneltest.Need, opt cgroupfs.Options) *kernel {
+	t.Helper()
+	h := kerneltest.Require(t, need)
+	root := h.NewRoot(t, need)
+	tr, err := cgroupfs.Open(h.Mounts, root.Path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return &kernel{h: h, root: root, tree: tr}
+}
+
+func (k *kernel) v2() bool { return k.h.Mode == kerneltest.V2 }
+
+func (k *kernel) read(t *testing.T, cg, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(k.root.Path, cg, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// cg builds a desired cgroup: quota -1 = unlimited, weight 0 = unset.
+func cg(quota int64, period, burst, weight uint64) planner.Cgroup {
+	c := planner.Cgroup{CPUWeight: weight}
+	c.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst}
+	if weight != 0 {
+		shares := weight * 1024 / 100
+		c.Resources.CPU.Shares = &shares
+	}
+	return c
+}
+
+// seed is the guide's olap pool on a 10 vCPU node (cpu.max "700000
+// 100000", queries "350000 100000") with a second pool that has a burst.
+func seed() planner.Desired {
+	return planner.Desired{
+		Node: planner.Node{CPUs: 10, PeriodUsec: 100000},
+		Pools: []planner.PoolState{
+			{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+			{Name: "etl", Pool: cg(200000, 100000, 50000, 50), Query: cg(100000, 100000, 0, 0)},
+			{Name: "olap", Pool: cg(700000, 100000, 0, 100), Query: cg(350000, 100000, 0, 0)},
+		},
+	}
+}
+
+func TestKernelApplySeed(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	res, err := k.tree.Reconcile(seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first apply: %d writes", res.Writes)
+	want := map[string]string{
+		"olap/cpu.cfs_quota_us": "700000", "olap/cpu.cfs_period_us": "100000", "etl/cpu.cfs_quota_us": "200000",
+		"etl/cpu.cfs_burst_us": "50000", "etl/cpu.shares": "512", "default/cpu.cfs_quota_us": "-1",
+	}
+	if k.v2() {
+		want = map[string]string{
+			"olap/cpu.max": "700000 100000", "etl/cpu.max": "200000 100000", "etl/cpu.max.burst": "50000",
+			"etl/cpu.weight": "50", "default/cpu.max": "max 100000", "cgroup.subtree_control": "cpu", "olap/cgroup.subtree_control": "cpu",
+		}
+	}
+	for f, v := range want {
+		if got := k.read(t, filepath.Dir(f), filepath.Base(f)); got != v {
+			t.Errorf("%s = %q, want %q", f, got, v)
+		}
+	}
+	for _, twin := range k.root.Twins {
+		for _, p := range []string{"default", "etl", "olap"} {
+			if _, err := os.Stat(filepath.Join(twin, p)); err != nil {
+				t.Errorf("twin hierarchy not kept in step: %v", err)
+			}
+		}
+	}
+	again, err := k.tree.Reconcile(seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Writes != 0 {
+		t.Errorf("second apply made %d writes, want 0: %v", again.Writes, again.Done)
+	}
+}
+
+// TestKernelThrottle runs a busy loop pinned to one CPU for 2 s in a pool
+// capped at 20% of a CPU: the kernel should throttle about 20 periods for
+// about 1.6 s in all.
+func TestKernelThrottle(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	d := planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		{Name: "slow", Pool: cg(20000, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+	}}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	b := kerneltest.StartBurner(t, kerneltest.Burn{For: 2 * time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
+	if err := k.tree.PlaceQuery(d.Pools[1], "q1", b.PID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Go(); err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := b.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, usageUsec := k.stat(t, "slow")
+	t.Logf("burner cpu %s; slow: usage %d µs, nr_periods %d, nr_throttled %d, throttled %d µs",
+		cpu, usageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec)
+	if st.NrThrottled < 12 || st.NrThrottled > 30 {
+		t.Errorf("nr_throttled = %d, want about 20 (12..30)", st.NrThrottled)
+	}
+	if st.ThrottledUsec < 800_000 || st.ThrottledUsec > 2_500_000 {
+		t.Errorf("throttled = %d µs, want about 1.6 s (0.8..2.5 s)", st.ThrottledUsec)
+	}
+	if usageUsec < 200_000 || usageUsec > 800_000 {
+		t.Errorf("usage = %d µs, want about 0.4 s (20%% of 2 s)", usageUsec)
+	}
+}
+
+// stat reads a pool's counters with observe: v1 throttling from cpu.stat
+// and usage from cpuacct, v2 both from cpu.stat.
+func (k *kernel) stat(t *testing.T, pool string) (observe.CPUStat, uint64) {
+	t.Helper()
+	if k.v2() {
+		st, err := observe.ReadCPUStatV2(filepath.Join(k.root.Path, pool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, st.UsageUsec
+	}
+	st, err := observe.ReadCPUStatV1(filepath.Join(k.root.Path, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := k.root.Path
+	if len(k.root.Twins) > 0 {
+		acct = k.root.Twins[0]
+	}
+	u, err := observe.ReadUsageV1(filepath.Join(acct, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, u.UsageUsec
+}
+
+// cgroupOf returns pid's cgroup path in the cpu hierarchy, from
+// /proc/PID/cgroup ("N:cpu,cpuacct:/path" on v1, "0::/path" on v2).
+func (k *kernel) cgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) == 3 && ((k.v2() && f[0] == "0") || (!k.v2() && slices.Contains(strings.Split(f[1], ","), "cpu"))) {
+			return filepath.Join(k.h.Parent, f[2])
+		}
+	}
+	t.Fatalf("no cpu cgroup in /proc/%d/cgroup: %s", pid, b)
+	return ""
+}
+
+// TestKernelDropPoolWhileRunning drops a pool while one of its queries
+// burns CPU and another sleeps: both processes end up in default, alive.
+func TestKernelDropPoolWhileRunning(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	d := seed()
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	busy := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute, Clock: kerneltest.Wall})
+	idle := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
+	if err := k.tree.PlaceQuery(d.Pools[1], "q1", busy.PID); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.tree.PlaceQuery(d.Pools[1], "q2", idle.PID); err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Go(); err != nil {
+		t.Fatal(err)
+	}
+	d.Pools = slices.Delete(d.Pools, 1, 2) // drop etl
+	res, err := k.tree.Reconcile(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drop: %d writes", res.Writes)
+	for pid, want := range map[int]string{busy.PID: "default/etl.q1", idle.PID: "default/etl.q2"} {
+		if got := k.cgroupOf(t, pid); got != filepath.Join(k.root.Path, want) {
+			t.Errorf("pid %d is in %s, want %s", pid, got, want)
+		}
+		if err := unix.Kill(pid, 0); err != nil {
+			t.Errorf("pid %d: %v", pid, err)
+		}
+	}
+	for _, dir := range append([]string{k.root.Path}, k.root.Twins...) {
+		if _, err := os.Stat(filepath.Join(dir, "etl")); !os.IsNotExist(err) {
+			t.Errorf("%s/etl still exists", dir)
+		}
+	}
+	if again, _ := k.tree.Plan(d); len(again.Ops) != 0 {
+		t.Errorf("plan after the drop is not empty:\n%s", again)
+	}
+}
+
+// TestKernelRefusesInvalidValues writes values the kernel refuses straight
+// through a Dir, and checks that Plan refuses the same desired state
+// before writing anything.
+func TestKernelRefusesInvalidValues(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	dir, err := cgroupfs.OpenDir(k.root.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	for _, c := range []string{"p", "p/q"} {
+		if err := dir.Mkdir(c); err != nil {
+			t.Fatal(err)
+		}
+		if k.v2() && c == "p" {
+			for _, parent := range []string{".", "p"} {
+				if err := dir.WriteFile(parent+"/cgroup.subtree_control", "+cpu"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	quota := func(c string, q int64) error {
+		if k.v2() {
+			v := "max 100000"
+			if q >= 0 {
+				v = fmt.Sprintf("%d 100000", q)
+			}
+			return dir.WriteFile(c+"/cpu.max", v)
+		}
+		return dir.WriteFile(c+"/cpu.cfs_quota_us", strconv.FormatInt(q, 10))
+	}
+	burst := func(c string, b int) error {
+		if k.v2() {
+			return dir.WriteFile(c+"/cpu.max.burst", strconv.Itoa(b))
+		}
+		return dir.WriteFile(c+"/cpu.cfs_burst_us", strconv.Itoa(b))
+	}
+	pool := func(p, q planner.Cgroup) planner.Desired {
+		return planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: p, Query: q}}}
+	}
+	tests := []struct {
+		name      string
+		kernel    func() error
+		refused   bool // whether this mode's kernel refuses it
+		desired   planner.Desired
+		planError bool
+	}{
+		{"quota below 1 ms", func() error { return quota("p", 500) }, true,
+			pool(cg(500, 100000, 0, 100), cg(-1, 100000, 0, 0)), true},
+		{"burst above quota", func() error {
+			if err := quota("p", 20000); err != nil {
+				return err
+			}
+			return burst("p", 30000)
+		}, true, pool(cg(20000, 100000, 30000, 100), cg(-1, 100000, 0, 0)), true},
+		{"child above parent", func() error {
+			if err := quota("p", 20000); err != nil {
+				return err
+			}
+			return quota("p/q", 50000)
+		}, !k.v2(), pool(cg(20000, 100000, 0, 100), cg(50000, 100000, 0, 0)), !k.v2()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Cleanup(func() {
+				quota("p/q", -1)
+				burst("p", 0)
+				quota("p", -1)
+			})
+			err := tt.kernel()
+			if tt.refused && !errors.Is(err, unix.EINVAL) {
+				t.Errorf("kernel: err = %v, want EINVAL", err)
+			}
+			if !tt.refused && err != nil {
+				t.Errorf("kernel refused it: %v", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), k.root.Path) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			_, err = k.tree.Plan(tt.desired)
+			if got := errors.Is(err, cgroupfs.ErrInvalid); got != tt.planError {
+				t.Errorf("Plan: err = %v, want refused=%v", err, tt.planError)
+			}
+		})
+	}
+}
+
+// TestKernelMissingController: a pool root whose parent does not enable
+// cpu for its children is refused before anything is written. Only v2 can
+// have the controller missing below a mount; on v1 a controller is a
+// mount, which TestDetect and TestMissingController cover with fixtures.
+func TestKernelMissingController(t *testing.T) {
+	k := newKernelFor(t, kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}, cgroupfs.Options{})
+	tr, err := cgroupfs.Open(k.h.Mounts, filepath.Join(k.root.Path, "nocpu"), cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Reconcile(seed())
+	if !errors.Is(err, cgroupfs.ErrNoController) {
+		t.Fatalf("err = %v, want ErrNoController", err)
+	}
+	if _, err := os.Stat(filepath.Join(k.root.Path, "nocpu")); !os.IsNotExist(err) {
+		t.Error("the pool root was created")
+	}
+}
+
+// TestKernelNonWritableRoot applies as an unprivileged user: the first
+// write is refused, reported with its path, and nothing is created.
+func TestKernelNonWritableRoot(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	tr, err := cgroupfs.Open(k.h.Mounts, filepath.Join(k.root.Path, "pools"), cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if k.v2() {
+		// the pool root's parent (the test's root) must offer cpu
+		if err := os.WriteFile(filepath.Join(k.root.Path, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kerneltest.AsUser(t, 65534, func() { _, err = tr.Reconcile(seed()) })
+	var ae *cgroupfs.ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, unix.EACCES) {
+		t.Fatalf("err = %v, want an *ApplyError wrapping EACCES", err)
+	}
+	if len(ae.Done) != 0 || !strings.Contains(err.Error(), filepath.Join(k.root.Path, "pools")) {
+		t.Errorf("want nothing done and the root named; got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(k.root.Path, "pools")); !os.IsNotExist(err) {
+		t.Error("the pool root was created")
+	}
+}
+
+// failing fails the Nth mkdir, rmdir or write across every FS it wraps.
+type failing struct {
+	cgroupfs.FS
+	n, failAt *int
+}
+
+func (f failing) hit() error {
+	*f.n++
+	if *f.n == *f.failAt {
+		return fmt.Errorf("injected fault at write %d: %w", *f.n, unix.EIO)
+	}
+	return nil
+}
+
+func (f failing) WriteFile(name, v string) error {
+	if err := f.hit(); err != nil {
+		return err
+	}
+	return f.FS.WriteFile(name, v)
+}
+
+func (f failing) Mkdir(name string) error {
+	if err := f.hit(); err != nil {
+		return err
+	}
+	return f.FS.Mkdir(name)
+}
+
+func (f failing) Rmdir(name string) error {
+	if err := f.hit(); err != nil {
+		return err
+	}
+	return f.FS.Rmdir(name)
+}
+
+func (f failing) Close() error { return f.FS.(io.Closer).Close() }
+
+// changed drops etl, tightens olap and adds adhoc.
+func changed() planner.Desired {
+	return planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		{Name: "adhoc", Pool: cg(100000, 100000, 20000, 20), Query: cg(50000, 100000, 0, 0)},
+		{Name: "olap", Pool: cg(300000, 100000, 0, 200), Query: cg(150000, 100000, 0, 0)},
+	}}
+}
+
+// TestKernelFaultInjection fails write N of a change (new pool, changed
+// pool, dropped pool with two running queries) for every N on the real
+// kernel, then checks that a clean apply converges to the tree a direct
+// apply makes.
+func TestKernelFaultInjection(t *testing.T) {
+	var direct string
+	total := -1
+	for n := 0; n <= total || total < 0; n++ {
+		t.Run(fmt.Sprintf("fail at %d", n), func(t *testing.T) {
+			var count, failAt int
+			k := newKernel(t, cgroupfs.Options{OpenFS: func(dir string) (cgroupfs.FS, error) {
+				d, err := cgroupfs.OpenDir(dir)
+				if err != nil {
+					return nil, err
+				}
+				return failing{FS: d, n: &count, failAt: &failAt}, nil
+			}})
+			d := seed()
+			if _, err := k.tree.Reconcile(d); err != nil {
+				t.Fatal(err)
+			}
+			roles := map[int]string{}
+			for _, q := range []string{"q1", "q2"} {
+				b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
+				roles[b.PID] = q
+				if err := k.tree.PlaceQuery(d.Pools[1], q, b.PID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count, failAt = 0, n
+			res, err := k.tree.Reconcile(changed())
+			if n == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				total = res.Writes
+				direct = k.snapshot(t, roles)
+				t.Logf("direct apply: %d writes", total)
+				return
+			}
+			var ae *cgroupfs.ApplyError
+			if !errors.As(err, &ae) || !errors.Is(err, unix.EIO) {
+				t.Fatalf("err = %v, want an *ApplyError wrapping EIO", err)
+			}
+			failAt = 0
+			if _, err := k.tree.Reconcile(changed()); err != nil {
+				t.Fatalf("clean apply after the fault: %v", err)
+			}
+			if got := k.snapshot(t, roles); got != direct {
+				t.Fatalf("tree differs from a direct apply:\n--- got\n%s--- want\n%s", got, direct)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// snapshot lists every cgroup below the pool root in every hierarchy with
+// the values poolagent manages and its processes by role.
+func (k *kernel) snapshot(t *testing.T, roles map[int]string) string {
+	t.Helper()
+	files := []string{"cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.cfs_burst_us", "cpu.shares"}
+	if k.v2() {
+		files = []string{"cpu.max", "cpu.max.burst", "cpu.weight", "cgroup.subtree_control"}
+	}
+	var b strings.Builder
+	for i, dir := range append([]string{k.root.Path}, k.root.Twins...) {
+		filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err != nil || !e.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			fmt.Fprintf(&b, "%d %s:", i, rel)
+			if i == 0 {
+				for _, f := range files {
+					v, _ := os.ReadFile(filepath.Join(p, f))
+					fmt.Fprintf(&b, " %s=%q", f, strings.TrimSpace(string(v)))
+				}
+			}
+			procs, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			var who []string
+			for _, f := range strings.Fields(string(procs)) {
+				pid, _ := strconv.Atoi(f)
+				who = append(who, roles[pid])
+			}
+			slices.Sort(who)
+			fmt.Fprintf(&b, " procs=%v\n", who)
+			return nil
+		})
+	}
+	return b.String()
+}
