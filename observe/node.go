@@ -1,0 +1,308 @@
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// NodeCapacity is the CPU and memory this process may use on its host:
+// the node a plan is made for when the operator gives no figures.
+type NodeCapacity struct {
+	// CPUs is OnlineCPUs lowered to CgroupCPUs when that is smaller,
+	// vCPU; fractional when a quota caps this process's cgroup.
+	CPUs float64
+	// OnlineCPUs counts /sys/devices/system/cpu/online.
+	OnlineCPUs int
+	// CgroupCPUs is the tightest CPU bandwidth limit (quota / period) on
+	// this process's cgroup or any ancestor, vCPU; 0 when there is none.
+	CgroupCPUs float64
+	// MemoryBytes is MemTotalBytes lowered to CgroupMemoryBytes when that
+	// is smaller.
+	MemoryBytes int64
+	// MemTotalBytes is /proc/meminfo MemTotal, bytes.
+	MemTotalBytes int64
+	// CgroupMemoryBytes is the tightest memory limit on this process's
+	// cgroup or any ancestor, bytes; 0 when there is none.
+	CgroupMemoryBytes int64
+}
+
+// ReadNodeCapacity reads, below root ("/" on a live host, a fixture tree
+// in tests):
+//
+//	sys/devices/system/cpu/online   CPU list, "0-3,8"
+//	proc/meminfo                    MemTotal
+//	proc/self/cgroup, mountinfo     this process's cgroups and their mounts
+//
+// and, along this process's cgroup path from its own cgroup up to the
+// hierarchy's root, the limit files: v2 cpu.max ("max 100000" or
+// "QUOTA PERIOD", µs) and memory.max ("max" or bytes); v1
+// cpu.cfs_quota_us (-1 = none) with cpu.cfs_period_us, and
+// memory.limit_in_bytes. A missing limit file means no limit there (the
+// root cgroup has none; a hybrid host's cgroup2 mount has no cpu
+// controller).
+func ReadNodeCapacity(root string) (NodeCapacity, error) {
+	var n NodeCapacity
+	onlinePath := filepath.Join(root, "sys/devices/system/cpu/online")
+	b, err := os.ReadFile(onlinePath)
+	if err != nil {
+		return n, fmt.Errorf("read online CPUs: %w", err)
+	}
+	if n.OnlineCPUs, err = parseCPUList(string(b)); err != nil {
+		return n, fmt.Errorf("%s: %w", onlinePath, err)
+	}
+
+	pfs, err := procfs.NewFS(filepath.Join(root, "proc"))
+	if err != nil {
+		return n, fmt.Errorf("open proc: %w", err)
+	}
+	mi, err := pfs.Meminfo()
+	if err != nil {
+		return n, fmt.Errorf("read meminfo: %w", err)
+	}
+	if mi.MemTotalBytes == nil || *mi.MemTotalBytes == 0 || *mi.MemTotalBytes > math.MaxInt64 {
+		return n, errors.New("read meminfo: no MemTotal")
+	}
+	n.MemTotalBytes = int64(*mi.MemTotalBytes)
+
+	self, err := pfs.Self()
+	if err != nil {
+		return n, fmt.Errorf("find own process: %w", err)
+	}
+	groups, err := self.Cgroups()
+	if err != nil {
+		return n, fmt.Errorf("read own cgroups: %w", err)
+	}
+	mounts, err := self.MountInfo()
+	if err != nil {
+		return n, fmt.Errorf("read own mountinfo: %w", err)
+	}
+	for _, g := range groups {
+		for _, m := range mounts {
+			dir, ok := cgroupDir(root, g, m)
+			if !ok {
+				continue
+			}
+			top := filepath.Join(root, m.MountPoint)
+			if err := n.readLimits(dir, top, m.FSType == "cgroup2"); err != nil {
+				return n, err
+			}
+		}
+	}
+
+	n.CPUs = float64(n.OnlineCPUs)
+	if n.CgroupCPUs > 0 && n.CgroupCPUs < n.CPUs {
+		n.CPUs = n.CgroupCPUs
+	}
+	n.MemoryBytes = n.MemTotalBytes
+	if n.CgroupMemoryBytes > 0 && n.CgroupMemoryBytes < n.MemoryBytes {
+		n.MemoryBytes = n.CgroupMemoryBytes
+	}
+	return n, nil
+}
+
+// cgroupDir is the directory of cgroup g in mount m, when m mounts g's
+// hierarchy and g lies inside the mount: the v2 line (hierarchy 0) goes
+// with the cgroup2 mount, a v1 line with the cgroup mount whose super
+// options name its cpu or memory controller.
+func cgroupDir(root string, g procfs.Cgroup, m *procfs.MountInfo) (string, bool) {
+	switch {
+	case g.HierarchyID == 0 && m.FSType == "cgroup2":
+	case g.HierarchyID != 0 && m.FSType == "cgroup":
+		shared := false
+		for _, c := range g.Controllers {
+			if _, ok := m.SuperOptions[c]; ok && (c == "cpu" || c == "memory") {
+				shared = true
+			}
+		}
+		if !shared {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	rel, err := filepath.Rel(m.Root, g.Path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false // the cgroup is outside what this mount shows
+	}
+	return filepath.Join(root, m.MountPoint, rel), true
+}
+
+// readLimits walks from dir up to top (inclusive) and keeps the
+// tightest CPU and memory limits found.
+func (n *NodeCapacity) readLimits(dir, top string, v2 bool) error {
+	for {
+		if err := n.readLimitsIn(dir, v2); err != nil {
+			return err
+		}
+		if dir == top || !strings.HasPrefix(dir, top) {
+			return nil
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// readLimitsIn reads one cgroup directory's limit files.
+func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
+	var cpus float64
+	var mem int64
+	if v2 {
+		s, ok, err := readOptional(filepath.Join(dir, "cpu.max"))
+		if err != nil {
+			return err
+		}
+		if ok {
+			if cpus, err = parseCPUMax(s); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.max"), err)
+			}
+		}
+		s, ok, err = readOptional(filepath.Join(dir, "memory.max"))
+		if err != nil {
+			return err
+		}
+		if ok {
+			if mem, err = parseMemoryMax(s); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "memory.max"), err)
+			}
+		}
+	} else {
+		q, okQ, err := readOptional(filepath.Join(dir, "cpu.cfs_quota_us"))
+		if err != nil {
+			return err
+		}
+		p, okP, err := readOptional(filepath.Join(dir, "cpu.cfs_period_us"))
+		if err != nil {
+			return err
+		}
+		if okQ && okP {
+			if cpus, err = parseCFSQuota(q, p); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.cfs_quota_us"), err)
+			}
+		}
+		s, ok, err := readOptional(filepath.Join(dir, "memory.limit_in_bytes"))
+		if err != nil {
+			return err
+		}
+		if ok {
+			if mem, err = parseMemoryMax(s); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "memory.limit_in_bytes"), err)
+			}
+		}
+	}
+	if cpus > 0 && (n.CgroupCPUs == 0 || cpus < n.CgroupCPUs) {
+		n.CgroupCPUs = cpus
+	}
+	if mem > 0 && (n.CgroupMemoryBytes == 0 || mem < n.CgroupMemoryBytes) {
+		n.CgroupMemoryBytes = mem
+	}
+	return nil
+}
+
+// readOptional reads a small kernel file; ok is false when it does not
+// exist.
+func readOptional(path string) (s string, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(b), true, nil
+}
+
+// parseCPUList counts the CPUs in a kernel CPU list
+// (Documentation/admin-guide/cgroup-v2.rst "cpuset.cpus" format, also
+// /sys/devices/system/cpu/online): comma-separated numbers and
+// inclusive ranges, "0-3,8,10-11".
+func parseCPUList(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, errors.New("empty CPU list")
+	}
+	count := 0
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 31)
+		if err != nil {
+			return 0, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 31); err != nil || b < a {
+				return 0, fmt.Errorf("CPU list %q: %q is not a range", s, part)
+			}
+		}
+		count += int(b - a + 1)
+	}
+	return count, nil
+}
+
+// parseCPUMax reads a cgroup v2 cpu.max line, "max PERIOD" or
+// "QUOTA PERIOD" (µs), as vCPU; 0 for "max".
+func parseCPUMax(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0, fmt.Errorf("cpu.max %q: want \"max PERIOD\" or \"QUOTA PERIOD\"", strings.TrimSpace(s))
+	}
+	period, err := strconv.ParseUint(f[1], 10, 63)
+	if err != nil || period == 0 {
+		return 0, fmt.Errorf("cpu.max %q: period %q is not a positive number of µs", strings.TrimSpace(s), f[1])
+	}
+	if f[0] == "max" {
+		return 0, nil
+	}
+	quota, err := strconv.ParseUint(f[0], 10, 63)
+	if err != nil || quota == 0 {
+		return 0, fmt.Errorf("cpu.max %q: quota %q is neither \"max\" nor a positive number of µs", strings.TrimSpace(s), f[0])
+	}
+	return float64(quota) / float64(period), nil
+}
+
+// parseCFSQuota reads cgroup v1 cpu.cfs_quota_us (µs, -1 = none) and
+// cpu.cfs_period_us as vCPU; 0 without a quota.
+func parseCFSQuota(quota, period string) (float64, error) {
+	q, err := strconv.ParseInt(strings.TrimSpace(quota), 10, 64)
+	if err != nil || q < -1 || q == 0 {
+		return 0, fmt.Errorf("cfs_quota_us %q: want -1 or a positive number of µs", strings.TrimSpace(quota))
+	}
+	p, err := strconv.ParseUint(strings.TrimSpace(period), 10, 63)
+	if err != nil || p == 0 {
+		return 0, fmt.Errorf("cfs_period_us %q: want a positive number of µs", strings.TrimSpace(period))
+	}
+	if q == -1 {
+		return 0, nil
+	}
+	return float64(q) / float64(p), nil
+}
+
+// noMemoryLimit is where cgroup v1 memory.limit_in_bytes reads as
+// unlimited: the kernel reports PAGE_COUNTER_MAX pages in bytes
+// (9223372036854771712 with 4 KiB pages), never a real limit.
+const noMemoryLimit = 1 << 62
+
+// parseMemoryMax reads cgroup v2 memory.max ("max" or bytes) or v1
+// memory.limit_in_bytes (bytes) as bytes; 0 when unlimited. (A limit of
+// 0 reads as unlimited too: no process, this one included, could run
+// under it.)
+func parseMemoryMax(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if t == "max" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memory limit %q: want \"max\" or bytes", t)
+	}
+	if v >= noMemoryLimit {
+		return 0, nil
+	}
+	return int64(v), nil
+}

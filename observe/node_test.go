@@ -1,0 +1,167 @@
+package observe
+
+import (
+	"math"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestReadNodeCapacity(t *testing.T) {
+	tests := []struct {
+		fixture string
+		want    NodeCapacity
+	}{
+		{"unified", NodeCapacity{
+			CPUs: 1.5, OnlineCPUs: 4, CgroupCPUs: 1.5,
+			MemoryBytes: 2 << 30, MemTotalBytes: 8048136 * 1024, CgroupMemoryBytes: 2 << 30,
+		}},
+		{"hybrid", NodeCapacity{
+			CPUs: 2, OnlineCPUs: 2,
+			MemoryBytes: 4 << 30, MemTotalBytes: 24683620 * 1024, CgroupMemoryBytes: 4 << 30,
+		}},
+		{"legacy", NodeCapacity{
+			CPUs: 2.5, OnlineCPUs: 7, CgroupCPUs: 2.5,
+			MemoryBytes: 16384000 * 1024, MemTotalBytes: 16384000 * 1024,
+		}},
+		{"container", NodeCapacity{
+			CPUs: 2, OnlineCPUs: 64, CgroupCPUs: 2,
+			MemoryBytes: 1 << 30, MemTotalBytes: 65536000 * 1024, CgroupMemoryBytes: 1 << 30,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			got, err := ReadNodeCapacity(filepath.Join("..", "testdata", "node", tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadNodeCapacityMissing(t *testing.T) {
+	_, err := ReadNodeCapacity(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "read online CPUs") {
+		t.Errorf("err = %v, want the missing online CPU list named", err)
+	}
+}
+
+// TestReadNodeCapacityLiveHost reads this machine: whatever its cgroup
+// layout, it must yield a usable node no larger than its CPUs.
+func TestReadNodeCapacityLiveHost(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads Linux /proc and /sys")
+	}
+	n, err := ReadNodeCapacity("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(n.CPUs > 0) || n.CPUs > float64(n.OnlineCPUs) || n.MemoryBytes <= 0 || n.MemoryBytes > n.MemTotalBytes {
+		t.Errorf("implausible node: %+v", n)
+	}
+}
+
+func TestNodeParsers(t *testing.T) {
+	cpuList := []struct {
+		in   string
+		want int
+		err  string
+	}{
+		{"0\n", 1, ""},
+		{"0-3", 4, ""},
+		{"0,2-3,8-11\n", 7, ""},
+		{"", 0, "empty CPU list"},
+		{"3-1", 0, `CPU list "3-1": "3-1" is not a range`},
+		{"0-", 0, `CPU list "0-": "0-" is not a range`},
+		{"a", 0, `CPU list "a": "a" is not a CPU number`},
+		{"-1", 0, `CPU list "-1": "" is not a CPU number`},
+	}
+	for _, tc := range cpuList {
+		got, err := parseCPUList(tc.in)
+		if got != tc.want || errString(err) != tc.err {
+			t.Errorf("parseCPUList(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+	cpuMax := []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{"max 100000\n", 0, ""},
+		{"150000 100000\n", 1.5, ""},
+		{"1000 1000", 1, ""},
+		{"max", 0, `cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
+		{"max 0", 0, `cpu.max "max 0": period "0" is not a positive number of µs`},
+		{"-5 100000", 0, `cpu.max "-5 100000": quota "-5" is neither "max" nor a positive number of µs`},
+	}
+	for _, tc := range cpuMax {
+		got, err := parseCPUMax(tc.in)
+		if got != tc.want || errString(err) != tc.err {
+			t.Errorf("parseCPUMax(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+	cfs := []struct {
+		quota, period string
+		want          float64
+		err           string
+	}{
+		{"-1\n", "100000\n", 0, ""},
+		{"250000\n", "100000\n", 2.5, ""},
+		{"0", "100000", 0, `cfs_quota_us "0": want -1 or a positive number of µs`},
+		{"100", "x", 0, `cfs_period_us "x": want a positive number of µs`},
+	}
+	for _, tc := range cfs {
+		got, err := parseCFSQuota(tc.quota, tc.period)
+		if got != tc.want || errString(err) != tc.err {
+			t.Errorf("parseCFSQuota(%q, %q) = %v, %v; want %v, %q", tc.quota, tc.period, got, err, tc.want, tc.err)
+		}
+	}
+	mem := []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"max\n", 0, ""},
+		{"1073741824\n", 1 << 30, ""},
+		{"9223372036854771712\n", 0, ""},
+		{"1G", 0, `memory limit "1G": want "max" or bytes`},
+	}
+	for _, tc := range mem {
+		got, err := parseMemoryMax(tc.in)
+		if got != tc.want || errString(err) != tc.err {
+			t.Errorf("parseMemoryMax(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// FuzzNodeLimits feeds arbitrary file contents to the node parsers: no
+// panics, and accepted values are in range.
+func FuzzNodeLimits(f *testing.F) {
+	f.Add("0-3,8")
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := parseCPUList(s); err == nil && n < 1 {
+			t.Fatalf("parseCPUList(%q) = %d CPUs", s, n)
+		}
+		if c, err := parseCPUMax(s); err == nil && (c < 0 || math.IsInf(c, 0) || math.IsNaN(c)) {
+			t.Fatalf("parseCPUMax(%q) = %v", s, c)
+		}
+		q, p, _ := strings.Cut(s, "\n")
+		if c, err := parseCFSQuota(q, p); err == nil && (c < 0 || math.IsInf(c, 0) || math.IsNaN(c)) {
+			t.Fatalf("parseCFSQuota(%q, %q) = %v", q, p, c)
+		}
+		if m, err := parseMemoryMax(s); err == nil && m < 0 {
+			t.Fatalf("parseMemoryMax(%q) = %v", s, m)
+		}
+	})
+}
