@@ -119,18 +119,20 @@ type GroupRun struct {
 	Trace []GroupTick
 }
 
-// GroupTick is what one group (with its descendants) did in one tick.
+// GroupTick is what one group did in one tick, counting the threads of
+// its descendants as its own.
 type GroupTick struct {
 	// Ran is the number of CPUs its threads ran on.
 	Ran int
 	// Throttled is set when a thread wanted to run but the group's own
 	// quota was spent.
 	Throttled bool
-	// Held is set when a thread wanted to run but an ancestor's quota was
-	// spent.
+	// Held is set when a thread wanted to run but the quota of another
+	// group on its path (an ancestor or, for a parent, a child) was spent,
+	// and the group's own quota was not.
 	Held bool
-	// Waiting is set when a thread wanted to run and had quota, but no CPU
-	// was left for it.
+	// Waiting is set when a thread wanted to run and every quota on its
+	// path had room, but no CPU was left for it.
 	Waiting bool
 }
 

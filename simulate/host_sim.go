@@ -35,6 +35,8 @@ type hostGroup struct {
 	exhaustedAt int  // CPUs handed out on the node when its quota ran out, or notExhausted
 	unserved    bool // a thread of it or a descendant wanted to run and did not
 	throttled   bool // unserved because its own quota ran out while a CPU was free
+	held        bool // not throttled, but a thread under it was held by another group's quota
+	waiting     bool // a thread under it wanted to run, had quota and got no CPU
 }
 
 // hostTask is a task's state during RunHost; quantities in ticks.
@@ -183,7 +185,8 @@ func (s *hostSim) step() {
 		for _, ch := range g.children {
 			c += s.groups[ch].cap
 		}
-		g.given, g.exhaustedAt, g.unserved, g.throttled = 0, notExhausted, false, false
+		g.given, g.exhaustedAt = 0, notExhausted
+		g.unserved, g.throttled, g.held, g.waiting = false, false, false, false
 		if g.limited {
 			c = min(c, g.remaining)
 			if g.remaining == 0 {
@@ -239,8 +242,16 @@ func (s *hostSim) step() {
 		if t.want == 0 {
 			continue
 		}
-		if t.got < t.want && s.blocked(t.group) {
-			t.res.Throttled++
+		if t.got < t.want {
+			blocked := s.blocked(t.group)
+			if blocked {
+				t.res.Throttled++
+			}
+			for g := t.group; g >= 0; g = s.groups[g].parent {
+				hg := &s.groups[g]
+				hg.waiting = hg.waiting || !blocked
+				hg.held = hg.held || (blocked && !hg.throttled)
+			}
 		}
 		t.left -= t.got
 		if t.left == 0 {
@@ -304,12 +315,7 @@ func (s *hostSim) record() {
 	for i := range s.groups {
 		g := &s.groups[i]
 		g.trace = padTrace(g.trace, s.now)
-		gt := GroupTick{Ran: g.given, Throttled: g.throttled}
-		if g.unserved && !g.throttled {
-			gt.Held = g.parent >= 0 && s.blocked(g.parent)
-			gt.Waiting = !gt.Held
-		}
-		g.trace = append(g.trace, gt)
+		g.trace = append(g.trace, GroupTick{Ran: g.given, Throttled: g.throttled, Held: g.held, Waiting: g.waiting})
 	}
 }
 

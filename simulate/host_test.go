@@ -449,3 +449,116 @@ func TestHostValidate(t *testing.T) {
 		})
 	}
 }
+
+// randomHost is a random node: up to 3 pools, some with query groups,
+// limited or not, with weights and bursts, and up to 10 tasks with threads.
+func randomHost(rng *rand.Rand) Host {
+	const tick = 1000
+	h := Host{CPUs: 1 + rng.IntN(6), TickUsec: tick}
+	var leaves []string
+	group := func(name, parent string) {
+		g := Group{Name: name, Parent: parent, QuotaUsec: QuotaMax, PeriodUsec: int64(1+rng.IntN(20)) * tick, Weight: 1 + rng.IntN(400)}
+		if rng.IntN(4) > 0 {
+			g.QuotaUsec = int64(1+rng.IntN(30)) * tick
+			g.BurstUsec = int64(rng.IntN(2)*rng.IntN(30)) * tick
+		}
+		h.Groups = append(h.Groups, g)
+	}
+	for p := range 1 + rng.IntN(3) {
+		pool := fmt.Sprintf("p%d", p)
+		group(pool, "")
+		queries := rng.IntN(3)
+		if queries == 0 {
+			leaves = append(leaves, pool)
+		}
+		for q := range queries {
+			name := fmt.Sprintf("%s-q%d", pool, q)
+			group(name, pool)
+			leaves = append(leaves, name)
+		}
+	}
+	for i := range rng.IntN(11) {
+		h.Tasks = append(h.Tasks, HostTask{Name: fmt.Sprintf("t%d", i), Group: leaves[rng.IntN(len(leaves))],
+			ArriveUsec: int64(rng.IntN(3)*rng.IntN(50)) * tick, NeedUsec: int64(rng.IntN(40)) * tick, Threads: 1 + rng.IntN(4)})
+	}
+	return h
+}
+
+// TestHostInvariants checks on random nodes what must hold whatever the
+// weights, limits and tasks: work is conserved up the tree, no group
+// uses more than its quota and carry, throttling follows exhaustion, the
+// node never runs more than its CPUs, and a thread waits for a CPU only
+// when every CPU is busy.
+func TestHostInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 2))
+	for n := range 500 {
+		h := randomHost(rng)
+		run, err := RunHost(h, HostOptions{TraceTicks: 1 << 20})
+		if err != nil {
+			t.Fatalf("scenario %d: %v", n, err)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("scenario %d: %s\nhost %+v", n, fmt.Sprintf(format, args...), h)
+		}
+		var need, rootUsage uint64
+		for _, task := range h.Tasks {
+			need += uint64(task.NeedUsec)
+		}
+		childUsage := make(map[string]uint64)
+		for i, g := range h.Groups {
+			st := run.Groups[i].Stat
+			if g.Parent == "" {
+				rootUsage += st.UsageUsec
+			} else {
+				childUsage[g.Parent] += st.UsageUsec
+			}
+			if len(run.Groups[i].Trace) != run.Ticks {
+				fail("group %s traced %d ticks of %d", g.Name, len(run.Groups[i].Trace), run.Ticks)
+			}
+			quota, period := int(g.QuotaUsec/h.TickUsec), int(g.PeriodUsec/h.TickUsec)
+			for _, p := range run.Groups[i].Periods {
+				if g.QuotaUsec == QuotaMax {
+					if p.Stalled != 0 || p.Exhausted != -1 || p.Carried != 0 {
+						fail("unlimited group %s has period %+v", g.Name, p)
+					}
+					continue
+				}
+				if p.Used > quota+p.Carried || p.Carried > int(g.BurstUsec/h.TickUsec) {
+					fail("group %s period %+v beyond quota %d", g.Name, p, quota)
+				}
+				if p.Stalled > 0 && (p.Exhausted < 0 || p.Stalled > p.Start+period-p.Exhausted+1) {
+					fail("group %s period %+v throttled without or before exhaustion", g.Name, p)
+				}
+			}
+		}
+		if rootUsage != need {
+			fail("top-level groups used %d usec, tasks needed %d", rootUsage, need)
+		}
+		for i, g := range h.Groups {
+			if u, ok := childUsage[g.Name]; ok && u != run.Groups[i].Stat.UsageUsec {
+				fail("group %s used %d usec, its children %d", g.Name, run.Groups[i].Stat.UsageUsec, u)
+			}
+		}
+		for tk := range run.Ticks {
+			ran, waiting := 0, false
+			for i, g := range h.Groups {
+				gt := run.Groups[i].Trace[tk]
+				if g.Parent == "" {
+					ran += gt.Ran
+				}
+				waiting = waiting || gt.Waiting
+			}
+			if ran > h.CPUs || (waiting && ran != h.CPUs) {
+				fail("tick %d: %d CPUs ran of %d, waiting %v", tk, ran, h.CPUs, waiting)
+			}
+		}
+		for i, task := range run.Tasks {
+			ticks := int(h.Tasks[i].NeedUsec / h.TickUsec)
+			minLatency := (ticks + task.Threads - 1) / task.Threads
+			if task.Latency < minLatency || task.Throttled > task.Latency || task.Done != task.Arrive+task.Latency {
+				fail("task %+v needs %d ticks", task, ticks)
+			}
+		}
+	}
+}

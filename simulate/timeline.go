@@ -7,8 +7,8 @@ import (
 // Timeline marks, in the chapter's style.
 const (
 	markRan       = '■' // the group ran on at least one CPU
-	markThrottled = '·' // it wanted to run, but its or an ancestor's quota was spent
-	markWaiting   = '-' // it wanted to run and had quota, but no CPU was free
+	markThrottled = '·' // a thread wanted to run, but a quota on its path was spent
+	markWaiting   = '-' // a thread wanted to run and had quota, but no CPU was free
 	markIdle      = ' ' // nothing to run
 )
 
