@@ -1,0 +1,269 @@
+// Package sysview is the host's version of YDB's system views: the rows of
+// `poolagent pools` (YDB's .sys/resource_pools), `poolagent classifiers`
+// (.sys/resource_pool_classifiers) and `poolagent queries` (queries running
+// and queued), built from the pool model and the daemon's state, and
+// rendered as tables for people or JSON for scripts. Columns that exist in
+// YDB's views keep YDB's names; poolagent's own follow them.
+package sysview
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// Pool is one row of `poolagent pools`. The first eight columns are YDB's
+// .sys/resource_pools; -1 means "not set", as there.
+type Pool struct {
+	Name                           string  `json:"Name"`
+	ConcurrentQueryLimit           int64   `json:"ConcurrentQueryLimit"`
+	QueueSize                      int64   `json:"QueueSize"`
+	DatabaseLoadCpuThreshold       float64 `json:"DatabaseLoadCpuThreshold"`
+	ResourceWeight                 int64   `json:"ResourceWeight"`
+	TotalCpuLimitPercentPerNode    float64 `json:"TotalCpuLimitPercentPerNode"`
+	QueryCpuLimitPercentPerNode    float64 `json:"QueryCpuLimitPercentPerNode"`
+	QueryMemoryLimitPercentPerNode float64 `json:"QueryMemoryLimitPercentPerNode"`
+	// TotalMemoryLimitPercentPerNode and QueryCancelAfterSeconds are YDB
+	// parameters its view does not show; CpuPeriodUsec and CpuBurstPercent
+	// are poolagent's extensions.
+	TotalMemoryLimitPercentPerNode float64 `json:"TotalMemoryLimitPercentPerNode"`
+	QueryCancelAfterSeconds        int64   `json:"QueryCancelAfterSeconds"`
+	CpuPeriodUsec                  int64   `json:"CpuPeriodUsec"`
+	CpuBurstPercent                float64 `json:"CpuBurstPercent"`
+	// RunningQueries and QueuedQueries are the queries in the pool now.
+	RunningQueries int `json:"RunningQueries"`
+	QueuedQueries  int `json:"QueuedQueries"`
+	// Active is whether the last plan counted the pool as active.
+	Active bool `json:"Active"`
+	// CpuLimitCores is the pool cgroup's cpu.max in vCPUs as planned now
+	// (quota/period); -1 when it is "max".
+	CpuLimitCores float64 `json:"CpuLimitCores"`
+	// CpuWeight is the pool cgroup's cpu.weight (1..10000).
+	CpuWeight uint64 `json:"CpuWeight"`
+	// Dropped pools are gone from the model but still have queries
+	// running; they disappear when the last one ends.
+	Dropped bool `json:"Dropped,omitempty"`
+}
+
+// Classifier is one row of `poolagent classifiers`: YDB's
+// .sys/resource_pool_classifiers.
+type Classifier struct {
+	Name         string `json:"Name"`
+	Rank         int64  `json:"Rank"`
+	MemberName   string `json:"MemberName"`
+	ResourcePool string `json:"ResourcePool"`
+}
+
+// Query states.
+const (
+	Queued  = "QUEUED"
+	Running = "RUNNING"
+)
+
+// Query is one row of `poolagent queries`. ResourcePoolId and QueuedTimeUs
+// are named as in YDB's query statistics; the CPU columns are the query
+// cgroup's cpu.stat (µs).
+type Query struct {
+	// QueryId is the query's id, the name of its cgroup below the pool
+	// once admitted.
+	QueryId        string `json:"QueryId"`
+	ResourcePoolId string `json:"ResourcePoolId"`
+	// Classifier is the classifier that chose the pool; "" when named
+	// explicitly or none matched.
+	Classifier string `json:"Classifier,omitempty"`
+	State      string `json:"State"`
+	// QueuePosition counts from 1 while QUEUED; 0 once running.
+	QueuePosition int    `json:"QueuePosition,omitempty"`
+	User          string `json:"User"`
+	Uid           uint32 `json:"Uid"`
+	// ClientPid is the `poolagent run` process that asked for the query.
+	ClientPid int `json:"ClientPid"`
+	// QueuedTimeUs is the time spent queued: so far while QUEUED, in total
+	// once RUNNING.
+	QueuedTimeUs int64 `json:"QueuedTimeUs"`
+	// RunningTimeUs is the time since admission; 0 while queued.
+	RunningTimeUs int64 `json:"RunningTimeUs"`
+	// CpuLimitCores is the query's cpu.max in vCPUs; -1 when uncapped.
+	CpuLimitCores float64 `json:"CpuLimitCores"`
+	UsageUsec     uint64  `json:"UsageUsec"`
+	NrPeriods     uint64  `json:"NrPeriods"`
+	NrThrottled   uint64  `json:"NrThrottled"`
+	ThrottledUsec uint64  `json:"ThrottledUsec"`
+	// Adopted queries were running when the daemon started; their client
+	// belongs to an earlier daemon, so User and ClientPid are unknown.
+	Adopted bool `json:"Adopted,omitempty"`
+}
+
+// Pools builds the pools view: every pool of m (default first, then by
+// name) with its admission state from adm and its cgroup from d, then the
+// dropped pools adm still holds.
+func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []Pool {
+	stats := map[string]admission.PoolStats{}
+	for _, s := range adm {
+		stats[s.Name] = s
+	}
+	planned := map[string]planner.PoolState{}
+	for _, p := range d.Pools {
+		planned[p.Name] = p
+	}
+	var rows []Pool
+	for _, p := range m.Pools() {
+		st := stats[p.Name]
+		delete(stats, p.Name)
+		row := Pool{
+			Name:                           p.Name,
+			ConcurrentQueryLimit:           p.ConcurrentQueryLimit,
+			QueueSize:                      p.QueueSize,
+			DatabaseLoadCpuThreshold:       p.DatabaseLoadCPUThresholdPercent,
+			ResourceWeight:                 p.ResourcesWeight,
+			TotalCpuLimitPercentPerNode:    p.TotalCPULimitPercent,
+			QueryCpuLimitPercentPerNode:    p.QueryCPULimitPercent,
+			QueryMemoryLimitPercentPerNode: p.QueryMemoryLimitPercent,
+			TotalMemoryLimitPercentPerNode: p.TotalMemoryLimitPercent,
+			QueryCancelAfterSeconds:        p.QueryCancelAfterSeconds,
+			CpuPeriodUsec:                  p.CPUPeriodUsec,
+			CpuBurstPercent:                p.CPUBurstPercent,
+			RunningQueries:                 st.Running,
+			QueuedQueries:                  st.Queued,
+			CpuLimitCores:                  -1,
+		}
+		if ps, ok := planned[p.Name]; ok {
+			row.Active = ps.Active
+			row.CpuLimitCores = Cores(ps.Pool)
+			row.CpuWeight = ps.Pool.CPUWeight
+		}
+		rows = append(rows, row)
+	}
+	var dropped []string
+	for name := range stats {
+		dropped = append(dropped, name)
+	}
+	slices.Sort(dropped)
+	for _, name := range dropped {
+		st := stats[name]
+		rows = append(rows, Pool{
+			Name: name, ConcurrentQueryLimit: -1, QueueSize: -1, DatabaseLoadCpuThreshold: -1, ResourceWeight: -1,
+			TotalCpuLimitPercentPerNode: -1, QueryCpuLimitPercentPerNode: -1, QueryMemoryLimitPercentPerNode: -1,
+			TotalMemoryLimitPercentPerNode: -1, QueryCancelAfterSeconds: -1, CpuPeriodUsec: -1, CpuBurstPercent: -1,
+			RunningQueries: st.Running, QueuedQueries: st.Queued, CpuLimitCores: -1, Dropped: true,
+		})
+	}
+	return rows
+}
+
+// Classifiers builds the classifiers view, by ascending rank.
+func Classifiers(m *planner.Model) []Classifier {
+	var rows []Classifier
+	for _, c := range m.Classifiers() {
+		rows = append(rows, Classifier{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
+	}
+	return rows
+}
+
+// Cores is a cgroup's cpu.max in vCPUs (quota/period); -1 when "max" or
+// unset.
+func Cores(c planner.Cgroup) float64 {
+	cpu := c.Resources.CPU
+	if cpu == nil || cpu.Quota == nil || cpu.Period == nil || *cpu.Quota < 0 || *cpu.Period == 0 {
+		return -1
+	}
+	return float64(*cpu.Quota) / float64(*cpu.Period)
+}
+
+// WriteJSON writes rows as an indented JSON array ([] when empty).
+func WriteJSON[T any](w io.Writer, rows []T) error {
+	if rows == nil {
+		rows = []T{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// WritePools writes the pools view as a table.
+func WritePools(w io.Writer, rows []Pool) error {
+	t := newTable(w, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
+		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
+		"RunningQueries", "QueuedQueries", "CpuLimitCores")
+	for _, r := range rows {
+		name := r.Name
+		if r.Dropped {
+			name += " (dropped)"
+		}
+		t.row(name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
+			ftoa(r.TotalCpuLimitPercentPerNode), ftoa(r.QueryCpuLimitPercentPerNode), ftoa(r.QueryMemoryLimitPercentPerNode),
+			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores))
+	}
+	return t.flush()
+}
+
+// WriteClassifiers writes the classifiers view as a table.
+func WriteClassifiers(w io.Writer, rows []Classifier) error {
+	t := newTable(w, "Name", "Rank", "MemberName", "ResourcePool")
+	for _, r := range rows {
+		t.row(r.Name, itoa(r.Rank), r.MemberName, r.ResourcePool)
+	}
+	return t.flush()
+}
+
+// WriteQueries writes the queries view as a table, times in seconds.
+func WriteQueries(w io.Writer, rows []Query) error {
+	t := newTable(w, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
+		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled")
+	for _, r := range rows {
+		pos, user, pid := "", r.User, strconv.Itoa(r.ClientPid)
+		if r.QueuePosition > 0 {
+			pos = strconv.Itoa(r.QueuePosition)
+		}
+		if r.Adopted {
+			user, pid = "(adopted)", "-"
+		} else if user == "" {
+			user = strconv.FormatUint(uint64(r.Uid), 10)
+		}
+		running := usec(r.RunningTimeUs)
+		if r.State == Queued {
+			running = "-"
+		}
+		t.row(r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
+			usec(r.QueuedTimeUs), running, cores(r.CpuLimitCores),
+			usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec)))
+	}
+	return t.flush()
+}
+
+// table is a tabwriter with a header and a rule.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) table {
+	t := table{tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+func (t table) flush() error       { return t.tw.Flush() }
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// cores shows a vCPU limit, "max" for none.
+func cores(v float64) string {
+	if v < 0 {
+		return "max"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// usec shows microseconds as seconds with millisecond precision.
+func usec(v int64) string {
+	return (time.Duration(v) * time.Microsecond).Round(time.Millisecond).String()
+}

@@ -1,0 +1,115 @@
+package sysview
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/planner"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+const pools = `
+CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=10, QUEUE_SIZE=1000, DATABASE_LOAD_CPU_THRESHOLD=80,
+    RESOURCES_WEIGHT=100, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=70);
+CREATE RESOURCE POOL adhoc WITH (CONCURRENT_QUERY_LIMIT=2, QUEUE_SIZE=3, RESOURCES_WEIGHT=20,
+    TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, QUERY_CANCEL_AFTER_SECONDS=60, CPU_BURST_PERCENT=20);
+CREATE RESOURCE POOL CLASSIFIER olap_classifier WITH (RESOURCE_POOL='olap', MEMBER_NAME='all-users@well-known');
+CREATE RESOURCE POOL CLASSIFIER analysts WITH (RESOURCE_POOL='adhoc', MEMBER_NAME='%analysts', RANK=10);
+`
+
+func fixture(t *testing.T) (*planner.Model, []admission.PoolStats, planner.Desired) {
+	t.Helper()
+	m, _, err := planner.Load("pools.sql", []byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := []admission.PoolStats{
+		{Name: "default", Running: 1},
+		{Name: "olap", Running: 10, Queued: 4},
+		{Name: "adhoc", Running: 2, Queued: 3},
+		{Name: "etl", Running: 1, Dropped: true},
+	}
+	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: 100_000},
+		planner.Activity{Active: []string{"default", "olap", "adhoc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, adm, d
+}
+
+var queries = []Query{
+	{QueryId: "qt8k2a-7", ResourcePoolId: "olap", Classifier: "olap_classifier", State: Running, User: "alice", Uid: 1001, ClientPid: 4242,
+		QueuedTimeUs: 1_500_000, RunningTimeUs: 12_345_678, CpuLimitCores: 3.5,
+		UsageUsec: 30_000_000, NrPeriods: 120, NrThrottled: 40, ThrottledUsec: 2_000_000},
+	{QueryId: "qt8k2a-9", ResourcePoolId: "olap", Classifier: "olap_classifier", State: Queued, QueuePosition: 1, User: "bob", Uid: 1002, ClientPid: 4300,
+		QueuedTimeUs: 800_000, CpuLimitCores: 3.5},
+	{QueryId: "qt8k00-3", ResourcePoolId: "default", State: Running, Adopted: true, RunningTimeUs: 60_000_000, CpuLimitCores: -1, UsageUsec: 59_000_000},
+}
+
+func TestViewsGolden(t *testing.T) {
+	m, adm, d := fixture(t)
+	tests := []struct {
+		name  string
+		write func(*bytes.Buffer) error
+	}{
+		{"pools.txt", func(b *bytes.Buffer) error { return WritePools(b, Pools(m, adm, d)) }},
+		{"pools.json", func(b *bytes.Buffer) error { return WriteJSON(b, Pools(m, adm, d)) }},
+		{"classifiers.txt", func(b *bytes.Buffer) error { return WriteClassifiers(b, Classifiers(m)) }},
+		{"classifiers.json", func(b *bytes.Buffer) error { return WriteJSON(b, Classifiers(m)) }},
+		{"queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, queries) }},
+		{"queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, queries) }},
+		{"no-queries.json", func(b *bytes.Buffer) error { return WriteJSON[Query](b, nil) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tc.name)
+			if *update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("%s differs (rerun with -update and review the diff):\n%s", golden, b.Bytes())
+			}
+		})
+	}
+}
+
+func TestPoolsRowValues(t *testing.T) {
+	m, adm, d := fixture(t)
+	rows := Pools(m, adm, d)
+	byName := map[string]Pool{}
+	for _, r := range rows {
+		byName[r.Name] = r
+	}
+	if rows[0].Name != "default" {
+		t.Errorf("first row %q, want default", rows[0].Name)
+	}
+	// The seed's numbers: olap gets 70% of 10 vCPU when the caps fit;
+	// here olap (7) + adhoc (3) + default (weight -1, out) fit exactly.
+	if got := byName["olap"].CpuLimitCores; got != 7 {
+		t.Errorf("olap CpuLimitCores %v, want 7", got)
+	}
+	if got := byName["default"].CpuLimitCores; got != -1 {
+		t.Errorf("default CpuLimitCores %v, want -1 (max)", got)
+	}
+	if r := byName["etl"]; !r.Dropped || r.RunningQueries != 1 {
+		t.Errorf("dropped pool row %+v", r)
+	}
+	if r := byName["adhoc"]; r.QueryCancelAfterSeconds != 60 || r.CpuBurstPercent != 20 || r.QueuedQueries != 3 {
+		t.Errorf("adhoc row %+v", r)
+	}
+}
