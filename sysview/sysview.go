@@ -249,7 +249,7 @@ func newTable(w io.Writer, header ...string) table {
 }
 
 func (t table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
-func (t table) flush() error       { return t.tw.Flush() }
+func (t table) flush() error        { return t.tw.Flush() }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
