@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/poolagent/poolagent/planner"
 )
 
 // Scenario is a parsed scenario file (docs/scenario.md): the node, its
@@ -16,6 +18,15 @@ type Scenario struct {
 	Name string
 	// Host is the node to simulate; it passes Host.Validate.
 	Host Host
+	// Pools is the planner's desired cgroup state when the file has a
+	// pools block (YDB DDL): the exact cpu.max, cpu.max.burst and
+	// cpu.weight of every pool and its per-query template, for a real run.
+	// Nil without a pools block.
+	Pools *planner.Desired
+	// TaskCPUs pins tasks, by name, to CPUs of the node (a task's cpus
+	// setting). The simple model ignores placement; the kernel-faithful
+	// model and a real run honour it.
+	TaskCPUs map[string][]int
 }
 
 // ScenarioError is one problem of a scenario file. ParseScenario joins all
@@ -69,6 +80,9 @@ func ParseScenario(name string, src []byte) (*Scenario, error) {
 			continue
 		}
 		p.line = i + 1
+		if p.inPools(fields, line) {
+			continue
+		}
 		switch fields[0] {
 		case "cpus":
 			p.cpus(fields[1:])
@@ -78,14 +92,17 @@ func ParseScenario(name string, src []byte) (*Scenario, error) {
 			p.group(fields[1:])
 		case "task":
 			p.task(fields[1:])
+		case "pools":
+			p.poolsBlock(fields[1:])
 		default:
-			p.fail("unknown keyword %q (accepted: cpus, tick, group, task)", fields[0])
+			p.fail("unknown keyword %q (accepted: cpus, tick, group, task, pools)", fields[0])
 		}
 	}
 	if p.cpusLine == 0 {
 		p.line = 0
 		p.fail("no cpus line (add one, e.g. cpus 8)")
 	}
+	p.finishPools()
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
@@ -93,7 +110,7 @@ func ParseScenario(name string, src []byte) (*Scenario, error) {
 		p.locate(err)
 		return nil, errors.Join(p.errs...)
 	}
-	return &Scenario{Name: name, Host: p.h}, nil
+	return &Scenario{Name: name, Host: p.h, Pools: p.pools.desired, TaskCPUs: p.pools.taskCPUs}, nil
 }
 
 // scenarioParser collects a Host and the lines its parts came from.
@@ -105,6 +122,7 @@ type scenarioParser struct {
 	tickLine   int
 	groupLines []int
 	taskLines  []int
+	pools      poolsState
 	errs       []error
 }
 
@@ -208,7 +226,8 @@ func (p *scenarioParser) task(args []string) {
 		"arrive":  func(v string) (ok bool) { t.ArriveUsec, ok = p.duration("arrive", v); return ok },
 		"need":    func(v string) (ok bool) { t.NeedUsec, ok = p.duration("need", v); return ok },
 		"threads": func(v string) (ok bool) { t.Threads, ok = p.count("threads", v); return ok },
-	}, "group, arrive, need, threads")
+		"cpus":    func(v string) bool { return p.pin(t.Name, v) },
+	}, "group, arrive, need, threads, cpus")
 	if t.Group == "" {
 		p.fail("task %s has no group (add: group NAME)", t.Name)
 	}

@@ -67,7 +67,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		src  string
 		want []string // every error, in order
 	}{
-		{"unknown keyword", head + "pools\n", []string{`x.scn:3: unknown keyword "pools" (accepted: cpus, tick, group, task)`}},
+		{"unknown keyword", head + "node\n", []string{`x.scn:3: unknown keyword "node" (accepted: cpus, tick, group, task, pools)`}},
 		{"no cpus", "tick 1ms\n", []string{"x.scn: no cpus line (add one, e.g. cpus 8)"}},
 		{"cpus twice", head + "cpus 2\n", []string{"x.scn:3: cpus is already set on line 1 (accepted: one cpus line)"}},
 		{"cpus not a number", "cpus eight\n", []string{`x.scn:1: cpus "eight" is not accepted (accepted: a whole number, 1 or more)`}},
@@ -98,7 +98,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"task without group and need", head + "task t arrive 0\n",
 			[]string{"x.scn:3: task t has no group (add: group NAME)", "x.scn:3: task t has no need (add: need DURATION, e.g. need 10ms)"}},
 		{"unknown task setting", head + "task t group g need 1ms cpu 2\n",
-			[]string{`x.scn:3: unknown task setting "cpu" (accepted: group, arrive, need, threads)`}},
+			[]string{`x.scn:3: unknown task setting "cpu" (accepted: group, arrive, need, threads, cpus)`}},
 		{"threads zero", head + "task t group g need 1ms threads 0\n", []string{`x.scn:3: threads "0" is not accepted (accepted: a whole number, 1 or more)`}},
 		{"quota off the tick", "cpus 1\ntick 1ms\ngroup g quota 250us\n",
 			[]string{"x.scn:3: quota 250us is not accepted (accepted: max or a positive multiple of the tick 1ms)"}},

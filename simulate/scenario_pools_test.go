@@ -1,0 +1,110 @@
+package simulate
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestScenarioPools(t *testing.T) {
+	// The seed's worked example on one node of 10 vCPUs: the pool gets
+	// 70% (700ms per 100ms), each query 50% of that (350ms).
+	src := `cpus 10
+pools
+  CREATE RESOURCE POOL olap WITH (
+      TOTAL_CPU_LIMIT_PERCENT_PER_NODE=70, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50);
+end
+task q1 group olap need 1s threads 8 cpus 0-3
+task q2 group olap need 1s threads 8
+`
+	s, err := ParseScenario("seed.scn", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Group{
+		{Name: "olap", QuotaUsec: 700_000, PeriodUsec: 100_000, Weight: 100},
+		{Name: "q1", Parent: "olap", QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100},
+		{Name: "q2", Parent: "olap", QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100},
+	}
+	if !slices.Equal(s.Host.Groups, want) {
+		t.Errorf("groups = %+v\nwant     %+v", s.Host.Groups, want)
+	}
+	if s.Host.Tasks[0].Group != "q1" || s.Host.Tasks[1].Group != "q2" {
+		t.Errorf("tasks run in %q and %q, want their own query groups q1 and q2", s.Host.Tasks[0].Group, s.Host.Tasks[1].Group)
+	}
+	if got := s.TaskCPUs["q1"]; !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Errorf("q1 cpus = %v, want 0-3", got)
+	}
+	if s.Pools == nil || len(s.Pools.Pools) != 2 || s.Pools.Pools[0].Name != "default" {
+		t.Fatalf("Pools = %+v, want the planner's default and olap", s.Pools)
+	}
+}
+
+func TestScenarioPoolsWeights(t *testing.T) {
+	// The seed's weights: four pools capped at 30% of 10 vCPUs share the
+	// node by weight when all are busy; raising one weight to 200 gives it
+	// its cap (3 vCPU) and the others 7/3 each. The simple model rounds
+	// 233333.3us to the 1 ms tick; the planner's value stays exact.
+	src := `cpus 10
+pools
+CREATE RESOURCE POOL a WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, RESOURCES_WEIGHT=200);
+CREATE RESOURCE POOL b WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, RESOURCES_WEIGHT=100);
+CREATE RESOURCE POOL c WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, RESOURCES_WEIGHT=100);
+CREATE RESOURCE POOL d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, RESOURCES_WEIGHT=100);
+end
+task ta group a need 1s threads 4
+task tb group b need 1s threads 4
+task tc group c need 1s threads 4
+task td group d need 1s threads 4
+`
+	s, err := ParseScenario("weights.scn", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := map[string]int64{}
+	weight := map[string]int{}
+	for _, g := range s.Host.Groups {
+		quota[g.Name], weight[g.Name] = g.QuotaUsec, g.Weight
+	}
+	if quota["a"] != 300_000 || quota["b"] != 233_000 || weight["a"] != 200 || weight["b"] != 100 {
+		t.Errorf("quota a %d b %d, weight a %d b %d; want 300000, 233000, 200, 100", quota["a"], quota["b"], weight["a"], weight["b"])
+	}
+	for _, ps := range s.Pools.Pools {
+		if ps.Name == "b" && *ps.Pool.Resources.CPU.Quota != 233_333 {
+			t.Errorf("planned quota of b = %d, want 233333", *ps.Pool.Resources.CPU.Quota)
+		}
+	}
+}
+
+func TestScenarioPoolsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"ddl error keeps its line", "cpus 2\npools\nCREATE RESOURCE POOL a WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=170);\nend\n",
+			[]string{"x.scn:3: pools: column"}},
+		{"no end", "cpus 2\npools\nCREATE RESOURCE POOL a WITH (RESOURCES_WEIGHT=1);\n",
+			[]string{"x.scn:2: pools block has no end (add a line: end)"}},
+		{"two pools blocks", "cpus 2\npools\nend\npools\nend\n",
+			[]string{"x.scn:4: pools is already set on line 2"}},
+		{"pinned past the cpus", "cpus 2\ngroup g\ntask t group g need 1ms cpus 2\n",
+			[]string{"x.scn:3: cpus: task t pinned to cpu 2 (accepted: cpus 0..1 of the cpus line)"}},
+		{"not a cpu list", "cpus 2\ngroup g\ntask t group g need 1ms cpus 1-0\n",
+			[]string{`x.scn:3: cpus "1-0" is not a CPU list`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseScenario("x.scn", []byte(tt.src))
+			if !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("err = %v, want a scenario error", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
