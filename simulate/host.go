@@ -211,13 +211,13 @@ func (h Host) Validate() error {
 		if !namePattern.MatchString(g.Name) {
 			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", g.Name)
 		} else if _, dup := index[g.Name]; dup {
-			bad("name", "name %q is already used by another group", g.Name)
+			bad("name", "name %q is already used by another group (accepted: a name of its own)", g.Name)
 		} else {
 			index[g.Name] = i
 		}
 		if g.Parent != "" {
 			if p, ok := index[g.Parent]; !ok {
-				bad("parent", "parent %q is not a group defined before it", g.Parent)
+				bad("parent", "parent %q is not a group defined before it (accepted: a group on an earlier line)", g.Parent)
 			} else {
 				hasChildren[p] = true
 			}
@@ -253,11 +253,11 @@ func (h Host) Validate() error {
 		if !namePattern.MatchString(t.Name) {
 			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", t.Name)
 		} else if taskNames[t.Name] {
-			bad("name", "name %q is already used by another task", t.Name)
+			bad("name", "name %q is already used by another task (accepted: a name of its own)", t.Name)
 		}
 		taskNames[t.Name] = true
 		if g, ok := index[t.Group]; !ok {
-			bad("group", "group %q is not defined", t.Group)
+			bad("group", "group %q is not defined (accepted: the name of a group)", t.Group)
 		} else if hasChildren[g] {
 			bad("group", "group %q has child groups and so holds no tasks (accepted: a group without children)", t.Group)
 		}
