@@ -1,0 +1,22 @@
+package admission
+
+import "time"
+
+// Adopt counts a query that is already running in pool without admitting
+// it: a query the daemon finds in its cgroup when it starts (an earlier
+// daemon admitted it and was restarted while it ran). It takes a running
+// slot so that no slot is counted twice or lost, but it is not counted as
+// admitted and reserves no host load. A pool the model no longer has is
+// kept as dropped until its adopted queries leave. The query ends with
+// [Controller.Leave] like any other.
+func (c *Controller) Adopt(poolName string, now time.Time) QueryID {
+	p, ok := c.pools[poolName]
+	if !ok {
+		p = &pool{stats: PoolStats{Name: poolName, Limits: UnlimitedLimits(), Dropped: true}}
+		c.pools[poolName] = p
+	}
+	q := c.newQuery(p, now)
+	q.running = true
+	p.stats.Running++
+	return q.id
+}
