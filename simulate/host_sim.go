@@ -8,8 +8,8 @@ import "github.com/poolagent/poolagent/observe"
 // 700, ...), so those shares come out exact.
 const strideScale int64 = 720720 * 10000
 
-// notExhausted is an exhaustion index beyond any CPU count: the quota did not run
-// out in this tick.
+// notExhausted is an exhaustion index beyond any CPU count: the quota did
+// not run out in this tick.
 const notExhausted = maxInt
 
 // hostGroup is a group's state during RunHost; quantities in ticks.
