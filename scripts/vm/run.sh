@@ -1,0 +1,109 @@
+#!/bin/bash
+# run.sh BINARY [ARG...] - run a static Linux binary as root inside a fresh
+# cgroup v2 VM and exit with its status (docs/testing.md). Made to be a
+# go test runner:
+#
+#	CGO_ENABLED=0 go test -exec "$PWD/scripts/vm/run.sh" -run '^TestKernel' ./observe
+#
+# The guest is Debian's cloud kernel under qemu's software emulation (TCG)
+# with cgroup2 at /sys/fs/cgroup and "+cpu +memory" in the root's
+# cgroup.subtree_control. The binary runs in the guest's copy of the
+# package's folder, so ./testdata and the module's testdata/ are where tests
+# expect them. Its stdout and stderr stream to ours.
+#
+# Exit status: the binary's; 124 the VM hit the timeout; 125 the VM ended
+# without reporting a status (the console log is printed to stderr); 126 the
+# guest could not set up cgroup2 with the cpu and memory controllers.
+#
+# Env:
+#   POOLAGENT_VM_TIMEOUT   seconds before the VM is killed (default 900)
+#   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
+#   POOLAGENT_VM_MEM_MIB   guest memory (default 1024)
+#   POOLAGENT_VM_ENV       extra variable names to pass into the guest
+#   POOLAGENT_VM_CONSOLE=1 print the guest's console log to stderr afterwards
+#   POOLAGENT_VM_APPEND    extra kernel command line (e.g. loglevel=7 to debug boots)
+#   POOLAGENT_VM_LAB       setup.sh's lab folder (default: scripts/vm/lab)
+# Always passed into the guest: POOLAGENT_REQUIRE_KERNEL, POOLAGENT_KERNEL_MODE
+# (set to v2 when unset) and GOTRACEBACK when set.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lab=${POOLAGENT_VM_LAB:-$here/lab}
+die() { echo "vm run: $*" >&2; exit 125; }
+
+[ $# -ge 1 ] || { echo "usage: $0 BINARY [ARG...]" >&2; exit 2; }
+bin=$1
+shift
+[ -f "$bin" ] || die "no such file: $bin"
+kernel=$lab/kernel/current/vmlinuz
+[ -s "$kernel" ] && [ -s "$lab/base.cpio.gz" ] || die "no VM in $lab: run scripts/vm/setup.sh first"
+if ! head -c 4 "$bin" | grep -q ELF || ldd "$bin" >/dev/null 2>&1; then
+	die "$bin is not a static Linux binary; build it with CGO_ENABLED=0"
+fi
+
+# Where the binary runs: the package folder's path inside the module, so
+# "testdata" and "../testdata" resolve as on the host.
+mod=$PWD
+while [ "$mod" != / ] && [ ! -f "$mod/go.mod" ]; do mod=$(dirname "$mod"); done
+[ -f "$mod/go.mod" ] || mod=$PWD
+rel=${PWD#"$mod"}
+rel=${rel#/}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/poolagent-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+stage=$work/stage
+mkdir -p "$stage/job" "$stage/src/$rel"
+cp "$bin" "$stage/job/bin"
+chmod 755 "$stage/job/bin"
+[ -d "$mod/testdata" ] && cp -r "$mod/testdata" "$stage/src/testdata"
+[ -n "$rel" ] && [ -d testdata ] && cp -r testdata "$stage/src/$rel/testdata"
+
+quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+: "${POOLAGENT_KERNEL_MODE:=v2}"
+export POOLAGENT_KERNEL_MODE
+{
+	echo "cd $(quote "/src/$rel") || exit 125"
+	for name in POOLAGENT_REQUIRE_KERNEL POOLAGENT_KERNEL_MODE GOTRACEBACK ${POOLAGENT_VM_ENV:-}; do
+		[ -n "${!name+set}" ] && echo "export $name=$(quote "${!name}")"
+	done
+	printf 'exec /job/bin'
+	for a in "$@"; do printf ' %s' "$(quote "$a")"; done
+	echo
+} >"$stage/job/run.sh"
+
+# The job's archive goes first and uncompressed: the kernel unpacks both
+# into one rootfs, but refuses an uncompressed archive after a gzipped one.
+(cd "$stage" && find job src | busybox cpio -o -H newc 2>/dev/null) >"$work/initrd"
+cat "$lab/base.cpio.gz" >>"$work/initrd"
+: >"$work/status"
+
+# tsc=reliable: TCG's TSC follows the host clock and is the same on every
+# vCPU; without it the guest falls back to a slow clocksource and every
+# time read becomes a trap, which scatters the throttling figures.
+# mitigations=off: nothing to protect in a throwaway VM, and faster under TCG.
+# panic=-1 with -no-reboot: a kernel panic ends qemu at once.
+timeout=${POOLAGENT_VM_TIMEOUT:-900}
+set +e
+timeout -k 10 "$timeout" qemu-system-x86_64 \
+	-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
+	-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-1024}" \
+	-kernel "$kernel" -initrd "$work/initrd" \
+	-append "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}" \
+	-display none -monitor none -no-reboot \
+	-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
+	</dev/null
+qemu=$?
+set -e
+status=$(tr -dc 0-9 <"$work/status")
+[ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
+if [ $qemu = 124 ] || [ $qemu = 137 ]; then
+	echo "vm run: killed after ${timeout}s (POOLAGENT_VM_TIMEOUT); console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	exit 124
+fi
+if [ -z "$status" ]; then
+	echo "vm run: the VM ended without an exit status (qemu status $qemu); console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	exit 125
+fi
+[ "$status" = 126 ] && { echo "vm run: the guest could not set up cgroup2; console tail:" >&2; tail -30 "$work/console.log" >&2; }
+exit "$status"
