@@ -141,6 +141,7 @@ func TestKernelThrottle(t *testing.T) {
 	if _, err := k.tree.Reconcile(d); err != nil {
 		t.Fatal(err)
 	}
+	k.root.Favour(t)
 	b := kerneltest.StartBurner(t, kerneltest.Burn{For: 2 * time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
 	if err := k.tree.PlaceQuery(d.Pools[1], "q1", b.PID); err != nil {
 		t.Fatal(err)

@@ -99,6 +99,7 @@ func TestRootAndBurner(t *testing.T) {
 	var root Root
 	t.Run("burn", func(t *testing.T) {
 		root = h.NewRoot(t, need)
+		root.Favour(t)
 		b := StartBurner(t, Burn{For: 200 * time.Millisecond, Clock: CPUTime, Pin: true})
 		for _, d := range append([]string{root.Path}, root.Twins...) {
 			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(b.PID)), 0); err != nil {

@@ -22,6 +22,25 @@ type Root struct {
 	// Twins are the same relative path in the other v1 hierarchies the
 	// test needs (cpuacct when mounted apart from cpu); empty in v2.
 	Twins []string
+
+	mode Mode
+}
+
+// Favour gives the test's cgroup the largest CPU weight (v1 cpu.shares
+// 262144, v2 cpu.weight 10000) against the rest of the host. A throttled
+// group's throttled time per period is the period less the wall time its
+// quota took to spend, which other load on the same CPU stretches; with
+// the top weight a busy loop runs whenever its quota allows, so throttled
+// time follows the quota rather than the host's load.
+func (r Root) Favour(t testing.TB) {
+	t.Helper()
+	file, weight := "cpu.shares", "262144"
+	if r.mode == V2 {
+		file, weight = "cpu.weight", "10000"
+	}
+	if err := os.WriteFile(filepath.Join(r.Path, file), []byte(weight), 0); err != nil {
+		t.Fatalf("favour test cgroup: %v", err)
+	}
 }
 
 var rootSeq atomic.Int64
@@ -35,7 +54,7 @@ var rootSeq atomic.Int64
 func (h Host) NewRoot(t testing.TB, need Need) Root {
 	t.Helper()
 	name := fmt.Sprintf("poolagent-test-%d-%d-%s", os.Getpid(), rootSeq.Add(1), safeName(t.Name()))
-	r := Root{Path: filepath.Join(h.Parent, name)}
+	r := Root{Path: filepath.Join(h.Parent, name), mode: h.Mode}
 	if h.Mode == V1 {
 		for _, c := range need.Controllers {
 			d, ok := h.Mounts.V1[c]
