@@ -186,6 +186,9 @@ func processCPU() time.Duration { return clock(unix.CLOCK_PROCESS_CPUTIME_ID) }
 func threadCPU() time.Duration  { return clock(unix.CLOCK_THREAD_CPUTIME_ID) }
 func monotonic() time.Duration  { return clock(unix.CLOCK_MONOTONIC) }
 
+// clockMonotonicCoarse advances only at scheduler ticks.
+const clockMonotonicCoarse = unix.CLOCK_MONOTONIC_COARSE
+
 func clock(id int32) time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(id, &ts); err != nil {

@@ -25,6 +25,8 @@ func newApp() *cli.App {
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			simulateCommand(),
+			compareCommand(),
+			compareWorkerCommand(),
 		},
 	}
 }

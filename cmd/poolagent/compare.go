@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// compareCommand is `poolagent compare`: run a scenario for real under
+// poolagent's cgroups and show the kernel's counters beside both models'
+// predictions.
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "compare",
+		Usage: "run a scenario for real and show measured cpu.stat beside the predicted (default: built-in fixed-window pool)",
+		Description: "Applies the scenario's pools (docs/scenario.md) under a fresh pool root, starts one CPU-burning\n" +
+			"worker per task in its query cgroup at its arrival time, reads cpu.stat of every pool and query,\n" +
+			"removes everything again, and prints per group the measured counters, the kernel-faithful\n" +
+			"model's (docs/kernel-model.md) and the simple model's predictions and the error. Needs root and\n" +
+			"a cpu controller (cgroup v1 or v2); without them it prints the simulation alone.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in, see compare/default.scn)"},
+			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` to create for the run, which must not exist (default: a unique directory below the cpu controller's mount)"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the scenario `N` times"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
+			&cli.StringFlag{Name: "report", Usage: "also write a self-contained HTML report with charts to `FILE`"},
+			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline"},
+			&cli.IntFlag{Name: "periods", Value: 8, Usage: "periods shown in the text timeline"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
+		},
+		Action: runCompare,
+	}
+}
+
+func runCompare(c *cli.Context) error {
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	}
+	if n := c.Int("repeat"); n < 1 {
+		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)
+	}
+	if n := c.Int("periods"); n < 0 {
+		return fmt.Errorf("--periods %d is not accepted (accepted: 0 or more)", n)
+	}
+	sc := compare.DefaultScenario()
+	if path := c.String("scenario"); path != "" {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read scenario: %w", err)
+		}
+		if sc, err = simulate.ParseScenario(path, src); err != nil {
+			var n int
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				fmt.Fprintln(c.App.ErrWriter, e)
+				n++
+			}
+			return fmt.Errorf("%s: %d %s, nothing run", path, n, plural(n, "error", "errors"))
+		}
+	}
+	layout, err := compare.LayoutOf(sc)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary for the workers: %w", err)
+	}
+	opt := compare.Options{
+		Root:          c.String("root"),
+		Repeat:        c.Int("repeat"),
+		Timeline:      c.Bool("timeline"),
+		Kernel:        compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+		WorkerCommand: []string{self, compareWorkerName},
+	}
+	if !c.Bool("quiet") {
+		opt.Progress = c.App.ErrWriter
+	}
+
+	var report *compare.Report
+	if why := cannotMeasure(); why != "" {
+		fmt.Fprintf(c.App.ErrWriter, "poolagent compare: %s; showing the simulation alone (run as root on a host with the cpu controller to measure)\n", why)
+		report, err = compare.Predict(sc.Name, layout, opt, why)
+	} else {
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		report, err = compare.Measure(ctx, sc.Name, layout, opt)
+	}
+	if err != nil {
+		return err
+	}
+	if path := c.String("report"); path != "" {
+		if err := writeFile(path, func(w io.Writer) error { return compare.WriteHTML(w, report) }); err != nil {
+			return err
+		}
+	}
+	if format == "json" {
+		return compare.WriteJSON(c.App.Writer, report)
+	}
+	periods := c.Int("periods")
+	return compare.WriteText(c.App.Writer, report, periods)
+}
+
+// cannotMeasure says why this process cannot run a scenario for real, or
+// "" when it can.
+func cannotMeasure() string {
+	if os.Geteuid() != 0 {
+		return "not root"
+	}
+	m, err := cgroupfs.Detect("/")
+	if err != nil {
+		return err.Error()
+	}
+	if _, _, err := m.Controller("cpu"); err != nil {
+		return fmt.Sprintf("no cgroup cpu controller: %v", err)
+	}
+	return ""
+}
+
+// writeFile writes a file through render, removing it again on error.
+func writeFile(path string, render func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := errors.Join(render(f), f.Close()); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package compare
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// DefaultHZ is the CONFIG_HZ assumed when the kernel's configuration
+// cannot be read: Debian's and most distributions' default.
+const DefaultHZ = 250
+
+// KernelSettings are the host settings the kernel model needs.
+type KernelSettings struct {
+	// SliceUsec is /proc/sys/kernel/sched_cfs_bandwidth_slice_us.
+	SliceUsec int64
+	// HZ is CONFIG_HZ; the tick is 1e6/HZ µs.
+	HZ int
+	// Source says where each value came from, for the report.
+	Source string
+}
+
+// Params returns the kernel model's parameters for these settings.
+func (k KernelSettings) Params() simulate.KernelParams {
+	return simulate.KernelParams{SliceUsec: k.SliceUsec, TickUsec: int64(1_000_000 / k.HZ)}
+}
+
+// ReadKernelSettings reads the bandwidth slice from procRoot (normally
+// /proc) and CONFIG_HZ from procRoot/config.gz or bootRoot/config-RELEASE
+// (normally /boot), falling back to the kernel's default slice (5000 µs)
+// and DefaultHZ, and saying so in Source.
+func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
+	k := KernelSettings{SliceUsec: 5000, HZ: DefaultHZ}
+	var src []string
+	slicePath := filepath.Join(procRoot, "sys/kernel/sched_cfs_bandwidth_slice_us")
+	if b, err := os.ReadFile(slicePath); err != nil {
+		src = append(src, "slice 5000us (kernel default: "+err.Error()+")")
+	} else if v, err := ParseSliceUsec(b); err != nil {
+		src = append(src, "slice 5000us (kernel default: "+err.Error()+")")
+	} else {
+		k.SliceUsec = v
+		src = append(src, "slice from "+slicePath)
+	}
+	hz, from, err := readHZ(procRoot, bootRoot, release)
+	if err != nil {
+		src = append(src, fmt.Sprintf("CONFIG_HZ=%d assumed (%v)", DefaultHZ, err))
+	} else {
+		k.HZ = hz
+		src = append(src, fmt.Sprintf("CONFIG_HZ=%d from %s", hz, from))
+	}
+	k.Source = strings.Join(src, ", ")
+	return k
+}
+
+// readHZ finds CONFIG_HZ in /proc/config.gz, then /boot/config-RELEASE.
+func readHZ(procRoot, bootRoot, release string) (int, string, error) {
+	var errs []string
+	gz := filepath.Join(procRoot, "config.gz")
+	if f, err := os.Open(gz); err == nil {
+		defer f.Close()
+		zr, err := gzip.NewReader(f)
+		if err == nil {
+			hz, err := ParseConfigHZ(zr)
+			if err == nil {
+				return hz, gz, nil
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", gz, err))
+		} else {
+			errs = append(errs, fmt.Sprintf("%s: %v", gz, err))
+		}
+	} else {
+		errs = append(errs, err.Error())
+	}
+	if release != "" {
+		boot := filepath.Join(bootRoot, "config-"+release)
+		if b, err := os.ReadFile(boot); err == nil {
+			hz, err := ParseConfigHZ(bytes.NewReader(b))
+			if err == nil {
+				return hz, boot, nil
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", boot, err))
+		} else {
+			errs = append(errs, err.Error())
+		}
+	}
+	return 0, "", fmt.Errorf("no kernel configuration: %s", strings.Join(errs, "; "))
+}
+
+// ParseConfigHZ returns CONFIG_HZ from a kernel configuration file, whose
+// lines read like
+//
+//	CONFIG_HZ_250=y
+//	CONFIG_HZ=250
+//
+// Accepted values are 100..10000; anything else is an error.
+func ParseConfigHZ(r io.Reader) (int, error) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for s.Scan() {
+		v, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "CONFIG_HZ=")
+		if !ok {
+			continue
+		}
+		hz, err := strconv.Atoi(v)
+		if err != nil || hz < 100 || hz > 10000 {
+			return 0, fmt.Errorf("CONFIG_HZ=%q: want a number 100..10000", v)
+		}
+		return hz, nil
+	}
+	if err := s.Err(); err != nil {
+		return 0, fmt.Errorf("read kernel configuration: %w", err)
+	}
+	return 0, fmt.Errorf("no CONFIG_HZ line")
+}
+
+// ParseSliceUsec parses the content of sched_cfs_bandwidth_slice_us: one
+// decimal number of microseconds, at least 1 (the sysctl's own minimum).
+func ParseSliceUsec(b []byte) (int64, error) {
+	s := strings.TrimSpace(string(b))
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("sched_cfs_bandwidth_slice_us %q: want a whole number of microseconds, 1 or more", s)
+	}
+	return v, nil
+}
+
+// KernelRelease returns uname -r.
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// Load1 returns the host's 1-minute load average, or -1 when unknown.
+func Load1() float64 {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return -1
+	}
+	l, err := fs.LoadAvg()
+	if err != nil {
+		return -1
+	}
+	return l.Load1
+}

@@ -1,0 +1,109 @@
+package compare
+
+import (
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseConfigHZ(t *testing.T) {
+	tests := []struct {
+		name, src string
+		hz        int
+		ok        bool
+	}{
+		{"debian", "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n", 250, true},
+		{"hz 1000", "CONFIG_HZ_1000=y\nCONFIG_HZ=1000", 1000, true},
+		{"missing", "CONFIG_HZ_250=y\n", 0, false},
+		{"not a number", "CONFIG_HZ=fast\n", 0, false},
+		{"out of range", "CONFIG_HZ=10\n", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hz, err := ParseConfigHZ(strings.NewReader(tt.src))
+			if (err == nil) != tt.ok || hz != tt.hz {
+				t.Errorf("ParseConfigHZ = %d, %v; want %d, ok %v", hz, err, tt.hz, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseSliceUsec(t *testing.T) {
+	tests := []struct {
+		name, src string
+		v         int64
+		ok        bool
+	}{
+		{"default", "5000\n", 5000, true},
+		{"one", "1", 1, true},
+		{"zero", "0\n", 0, false},
+		{"text", "five\n", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := ParseSliceUsec([]byte(tt.src))
+			if (err == nil) != tt.ok || v != tt.v {
+				t.Errorf("ParseSliceUsec = %d, %v; want %d, ok %v", v, err, tt.v, tt.ok)
+			}
+		})
+	}
+}
+
+func TestReadKernelSettings(t *testing.T) {
+	proc, boot := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "sys/kernel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "sys/kernel/sched_cfs_bandwidth_slice_us"), []byte("3000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(boot, "config-6.1.0"), []byte("CONFIG_HZ=300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := ReadKernelSettings(proc, boot, "6.1.0")
+	if k.SliceUsec != 3000 || k.HZ != 300 {
+		t.Errorf("from /boot: %+v, want slice 3000, HZ 300", k)
+	}
+
+	f, err := os.Create(filepath.Join(proc, "config.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	zw.Write([]byte("CONFIG_HZ=1000\n"))
+	zw.Close()
+	f.Close()
+	if k := ReadKernelSettings(proc, boot, "6.1.0"); k.HZ != 1000 {
+		t.Errorf("/proc/config.gz first: HZ %d, want 1000", k.HZ)
+	}
+
+	k = ReadKernelSettings(t.TempDir(), t.TempDir(), "x")
+	if k.SliceUsec != 5000 || k.HZ != DefaultHZ || !strings.Contains(k.Source, "assumed") {
+		t.Errorf("nothing readable: %+v, want the defaults and a source saying so", k)
+	}
+	if p := k.Params(); p.TickUsec != 4000 || p.SliceUsec != 5000 {
+		t.Errorf("Params() = %+v, want tick 4000 and slice 5000", p)
+	}
+}
+
+func FuzzParseConfigHZ(f *testing.F) {
+	f.Add([]byte("CONFIG_HZ_250=y\nCONFIG_HZ=250\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hz, err := ParseConfigHZ(strings.NewReader(string(b)))
+		if err == nil && (hz < 100 || hz > 10000) {
+			t.Errorf("accepted HZ %d outside 100..10000", hz)
+		}
+	})
+}
+
+func FuzzParseSliceUsec(f *testing.F) {
+	f.Add([]byte("5000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseSliceUsec(b)
+		if err == nil && v < 1 {
+			t.Errorf("accepted slice %d below 1", v)
+		}
+	})
+}

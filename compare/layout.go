@@ -1,0 +1,196 @@
+package compare
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// Layout is how a scenario maps onto poolagent's cgroups: every top-level
+// group is a pool, and every task runs in its own query cgroup below its
+// pool, named after the task, with the pool's per-query limits.
+type Layout struct {
+	// Kernel is the scenario as the kernel model and the cgroups see it:
+	// pools and one query group per task, limits exact to the µs.
+	Kernel simulate.Host
+	// Simple is the scenario for the simple model, in its ticks.
+	Simple simulate.Host
+	// Desired is what cgroupfs writes: the pools with their query template.
+	Desired planner.Desired
+	// Paths maps every group of Kernel to its cgroup below the pool root.
+	Paths map[string]string
+	// PoolOf maps every task to its pool.
+	PoolOf map[string]string
+	// TaskCPUs maps every pinned task to its CPUs.
+	TaskCPUs map[string][]int
+}
+
+// DefaultPool is the pool that always exists (SPEC §2); a scenario may put
+// tasks in it.
+const DefaultPool = "default"
+
+// LayoutOf lays out a scenario. Pools come from its pools block (exact
+// planner values) or from its top-level groups; every task runs in a
+// query cgroup of its own below its pool, named after the task: the query
+// group the pools block derived for it, or one without limits of its own
+// for a task in a group-line pool. Nested group lines cannot be laid out.
+// Memory limits are refused: compare measures CPU, and on cgroup v1 hosts
+// poolagent never moves processes between memory cgroups in tests.
+func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
+	h := sc.Host
+	l := &Layout{Paths: map[string]string{}, PoolOf: map[string]string{}, TaskCPUs: map[string][]int{}, Simple: h}
+	l.Kernel = simulate.Host{CPUs: h.CPUs, TickUsec: 1}
+	ddl := map[string]planner.PoolState{}
+	if sc.Pools != nil {
+		l.Desired = *sc.Pools
+		for _, ps := range sc.Pools.Pools {
+			if hasMemoryLimit(ps.Pool) || hasMemoryLimit(ps.Query) {
+				return nil, fmt.Errorf("%s: pool %s has a memory limit; compare measures CPU only, remove the memory limits", sc.Name, ps.Name)
+			}
+			ddl[ps.Name] = ps
+		}
+	} else {
+		l.Desired.Node = planner.Node{CPUs: float64(h.CPUs), MemoryBytes: simulate.ScenarioMemoryBytes, PeriodUsec: planner.DefaultPeriodUsec}
+	}
+	queryOf := map[string]bool{} // derived query groups of the pools block
+	for _, g := range h.Groups {
+		if ps, ok := ddl[g.Parent]; ok {
+			l.Kernel.Groups = append(l.Kernel.Groups, exactGroup(g, ps.Query))
+			l.Paths[g.Name] = g.Parent + "/" + g.Name
+			queryOf[g.Name] = true
+			continue
+		}
+		if g.Parent != "" {
+			return nil, fmt.Errorf("%s: group %s has parent %s: compare runs every task in a query cgroup of its own below a pool; write pools and per-query limits in a pools block instead", sc.Name, g.Name, g.Parent)
+		}
+		if ps, ok := ddl[g.Name]; ok {
+			l.Kernel.Groups = append(l.Kernel.Groups, exactGroup(g, ps.Pool))
+		} else {
+			l.Kernel.Groups = append(l.Kernel.Groups, g)
+			l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(uint64(g.PeriodUsec))})
+		}
+		l.Paths[g.Name] = g.Name
+	}
+	if _, ok := poolByName(l.Desired, DefaultPool); !ok {
+		l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: DefaultPool, Pool: unlimited(l.Desired.Node.PeriodUsec), Query: unlimited(l.Desired.Node.PeriodUsec)})
+	}
+	sort.SliceStable(l.Desired.Pools, func(i, j int) bool {
+		a, b := l.Desired.Pools[i].Name, l.Desired.Pools[j].Name
+		return a == DefaultPool || (b != DefaultPool && a < b)
+	})
+	var simpleGroups []simulate.Group
+	for _, t := range h.Tasks {
+		if queryOf[t.Group] {
+			l.PoolOf[t.Name] = groupByName(h, t.Group).Parent
+			l.Kernel.Tasks = append(l.Kernel.Tasks, t)
+			continue
+		}
+		if _, dup := l.Paths[t.Name]; dup {
+			return nil, fmt.Errorf("%s: task %s has the name of a group; compare names each task's query cgroup after the task, so rename one", sc.Name, t.Name)
+		}
+		pool := t.Group
+		q := simulate.Group{Name: t.Name, Parent: pool, QuotaUsec: simulate.QuotaMax, PeriodUsec: groupByName(h, pool).PeriodUsec}
+		l.Kernel.Groups = append(l.Kernel.Groups, q)
+		simpleGroups = append(simpleGroups, q)
+		l.Paths[t.Name] = pool + "/" + t.Name
+		l.PoolOf[t.Name] = pool
+		qt := t
+		qt.Group = t.Name
+		l.Kernel.Tasks = append(l.Kernel.Tasks, qt)
+	}
+	if len(simpleGroups) > 0 {
+		l.Simple.Groups = append(slices.Clone(h.Groups), simpleGroups...)
+		l.Simple.Tasks = slices.Clone(l.Kernel.Tasks)
+	}
+	for name, cpus := range sc.TaskCPUs {
+		l.TaskCPUs[name] = cpus
+	}
+	if err := l.Kernel.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", sc.Name, err)
+	}
+	if err := l.Simple.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", sc.Name, err)
+	}
+	return l, nil
+}
+
+// exactGroup is g with the planner's exact values of c.
+func exactGroup(g simulate.Group, c planner.Cgroup) simulate.Group {
+	g.QuotaUsec, g.BurstUsec = simulate.QuotaMax, 0
+	if cpu := c.Resources.CPU; cpu != nil {
+		if cpu.Period != nil {
+			g.PeriodUsec = int64(*cpu.Period)
+		}
+		if cpu.Quota != nil && *cpu.Quota >= 0 {
+			g.QuotaUsec = *cpu.Quota
+			if cpu.Burst != nil {
+				g.BurstUsec = int64(*cpu.Burst)
+			}
+		}
+	}
+	return g
+}
+
+func hasMemoryLimit(c planner.Cgroup) bool {
+	m := c.Resources.Memory
+	return m != nil && m.Limit != nil && *m.Limit >= 0
+}
+
+func poolByName(d planner.Desired, name string) (planner.PoolState, bool) {
+	for _, p := range d.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return planner.PoolState{}, false
+}
+
+// cgroupOf is the desired cgroup of a scenario group: its cpu.max,
+// cpu.max.burst and cpu.weight.
+func cgroupOf(g simulate.Group) planner.Cgroup {
+	quota, period, burst := g.QuotaUsec, uint64(g.PeriodUsec), uint64(g.BurstUsec)
+	weight := uint64(g.Weight)
+	if weight == 0 {
+		weight = simulate.DefaultWeight
+	}
+	shares := planner.SharesFromWeight(weight)
+	return planner.Cgroup{
+		Resources: specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst, Shares: &shares}},
+		CPUWeight: weight,
+	}
+}
+
+// unlimited is a cgroup without a CPU limit ("max PERIOD"), default weight.
+func unlimited(period uint64) planner.Cgroup {
+	return cgroupOf(simulate.Group{QuotaUsec: simulate.QuotaMax, PeriodUsec: int64(period)})
+}
+
+// Pinned reports whether every task is pinned to exactly one CPU: the
+// class of scenarios held to the tighter accuracy target.
+func (l *Layout) Pinned() bool {
+	for _, t := range l.Kernel.Tasks {
+		if len(l.TaskCPUs[t.Name]) != 1 {
+			return false
+		}
+	}
+	return len(l.Kernel.Tasks) > 0
+}
+
+// LimitText renders group g's limit for the report: "20ms/100ms",
+// "max/100ms", with " burst 20ms" when it has one.
+func LimitText(g simulate.Group) string {
+	quota := "max"
+	if g.QuotaUsec != simulate.QuotaMax {
+		quota = simulate.FormatUsec(g.QuotaUsec)
+	}
+	s := quota + "/" + simulate.FormatUsec(g.PeriodUsec)
+	if g.BurstUsec > 0 {
+		s += " burst " + simulate.FormatUsec(g.BurstUsec)
+	}
+	return s
+}

@@ -1,0 +1,563 @@
+package compare
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// Options steer a compare run.
+type Options struct {
+	// Root is the pool root to create for the run, e.g.
+	// /sys/fs/cgroup/cpu/poolagent-compare; it must not exist. Empty: a
+	// unique directory below the cpu controller's mount. Each repetition
+	// creates it afresh and removes it at the end.
+	Root string
+	// Repeat is how many times the scenario runs; at least 1.
+	Repeat int
+	// Timeline samples every group's cpu.stat once per window for the
+	// measured timeline.
+	Timeline bool
+	// WindowUsec is the timeline's window; 0 takes the first pool's
+	// period.
+	WindowUsec int64
+	// Kernel are the host's settings for the kernel model.
+	Kernel KernelSettings
+	// WorkerCommand starts a worker: the worker's arguments
+	// (WorkerSpec.Args) are appended. The CLI passes its own binary and
+	// its hidden worker subcommand.
+	WorkerCommand []string
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Mounts finds the cgroup controllers; a variable so tests can point it
+// elsewhere.
+var detectMounts = func() (cgroupfs.Mounts, error) { return cgroupfs.Detect("/") }
+
+// Measure runs l for real opt.Repeat times and returns the report with
+// both models' predictions for every run. It cleans up every cgroup and
+// worker it made, also when ctx is cancelled or a step fails.
+func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report, error) {
+	if len(opt.WorkerCommand) == 0 {
+		return nil, errors.New("compare: no worker command")
+	}
+	mounts, err := detectMounts()
+	if err != nil {
+		return nil, fmt.Errorf("compare: %w", err)
+	}
+	cpuDir, v2, err := mounts.Controller("cpu")
+	if err != nil {
+		return nil, fmt.Errorf("compare: %w", err)
+	}
+	if n := numCPU(); l.Kernel.CPUs > n {
+		return nil, fmt.Errorf("compare: %s needs %d CPUs, this host has %d", name, l.Kernel.CPUs, n)
+	}
+	env := Env{Measured: true, Kernel: KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
+		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1()}
+	if v2 {
+		env.Cgroup = "v2"
+	}
+	var runs []runResult
+	for i := range env.Runs {
+		root := opt.Root
+		if root == "" {
+			root = filepath.Join(cpuDir, fmt.Sprintf("poolagent-compare-%d-%d", os.Getpid(), i+1))
+		}
+		progress(opt, "run %d of %d in %s", i+1, env.Runs, root)
+		r, err := runOnce(ctx, mounts, root, v2, l, opt)
+		if err != nil {
+			return nil, fmt.Errorf("compare: run %d: %w", i+1, err)
+		}
+		runs = append(runs, r)
+	}
+	env.Load1End = Load1()
+	return assemble(name, l, opt, env, runs)
+}
+
+// Predict returns the report of the simulation alone, for when nothing
+// can be measured; why says so in the report.
+func Predict(name string, l *Layout, opt Options, why string) (*Report, error) {
+	env := Env{Why: why, CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec, TickUsec: opt.Kernel.Params().TickUsec,
+		TickSource: opt.Kernel.Source, Runs: 1}
+	run := runResult{phases: map[string]int64{}, arrivals: map[string]int64{}}
+	return assemble(name, l, opt, env, []runResult{run})
+}
+
+func progress(opt Options, format string, args ...any) {
+	if opt.Progress != nil {
+		fmt.Fprintf(opt.Progress, "compare: "+format+"\n", args...)
+	}
+}
+
+// runResult is what one real run measured.
+type runResult struct {
+	phases    map[string]int64 // group → first period expiry after t0, µs
+	tickPhase int64
+	arrivals  map[string]int64 // task → when it was told to go, µs after t0
+	measured  map[string]observe.CPUStat
+	windows   map[string][]Window
+	done      map[string]int64 // task → need burnt, µs after t0
+	burnt     map[string]int64
+}
+
+// worker is one started worker process.
+type worker struct {
+	task   string
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *bytes.Buffer
+	report workerReport
+	err    error
+	exited chan struct{}
+}
+
+// runOnce makes the cgroups, starts the workers, measures and removes
+// everything again.
+func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, l *Layout, opt Options) (res runResult, err error) {
+	if _, err := os.Stat(root); err == nil {
+		return res, fmt.Errorf("pool root %s exists; compare creates its own root and removes it afterwards: give a path that does not exist", root)
+	}
+	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
+	if err != nil {
+		return res, err
+	}
+	defer tree.Close()
+
+	var workers []*worker
+	created := false
+	defer func() {
+		killAll(workers)
+		if created {
+			err = errors.Join(err, removeTree(tree, l))
+		}
+	}()
+
+	for _, t := range l.Kernel.Tasks {
+		w, err := startWorker(opt, l, t)
+		if err != nil {
+			return res, err
+		}
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		if err := waitReady(ctx, w); err != nil {
+			return res, err
+		}
+	}
+	created = true
+	if _, err := tree.Reconcile(l.Desired); err != nil {
+		return res, fmt.Errorf("apply pools: %w", err)
+	}
+	for _, w := range workers {
+		ps, _ := poolByName(l.Desired, l.PoolOf[w.task])
+		if err := tree.PlaceQuery(ps, w.task, w.cmd.Process.Pid); err != nil {
+			return res, fmt.Errorf("place worker of %s: %w", w.task, err)
+		}
+	}
+	lastWrite := monotonic()
+
+	ot := observe.Tree{Version: observe.V1, Root: root, CPUAcctRoot: tree.Root(cgroupfs.HierCPUAcct)}
+	if v2 {
+		ot = observe.Tree{Version: observe.V2, Root: root}
+	}
+	boundaries, err := watchBoundaries(ctx, ot, l, lastWrite)
+	if err != nil {
+		return res, err
+	}
+	tickAt := tickBoundary()
+	base, err := readGroups(ot, l)
+	if err != nil {
+		return res, err
+	}
+
+	t0 := monotonic() + 5*time.Millisecond
+	res = runResult{phases: map[string]int64{}, arrivals: map[string]int64{}, done: map[string]int64{}, burnt: map[string]int64{}}
+	tick := time.Duration(opt.Kernel.Params().TickUsec) * time.Microsecond
+	res.tickPhase = int64(posMod(tickAt-t0, tick) / time.Microsecond)
+	for g, at := range boundaries {
+		period := time.Duration(groupByName(l.Kernel, g).PeriodUsec) * time.Microsecond
+		res.phases[g] = int64(posMod(at-t0, period) / time.Microsecond)
+	}
+
+	window := windowUsec(l, opt)
+	sampler := startSampler(ot, l, opt.Timeline, t0, time.Duration(window)*time.Microsecond, base)
+	if err := release(ctx, workers, l, t0, &res); err != nil {
+		sampler.stop()
+		return res, err
+	}
+	for _, w := range workers {
+		select {
+		case <-w.exited:
+		case <-ctx.Done():
+			sampler.stop()
+			return res, ctx.Err()
+		}
+		if w.err != nil {
+			sampler.stop()
+			return res, w.err
+		}
+		res.done[w.task] = int64((w.report.doneMono - t0) / time.Microsecond)
+		res.burnt[w.task] = int64(w.report.burnt / time.Microsecond)
+	}
+	// Let every period timer see its last period and stop (two expiries
+	// after the last demand), so the counters are final.
+	if err := sleepCtx(ctx, 2*maxPeriod(l)+30*time.Millisecond); err != nil {
+		sampler.stop()
+		return res, err
+	}
+	res.windows = sampler.stop()
+	final, err := readGroups(ot, l)
+	if err != nil {
+		return res, err
+	}
+	res.measured = map[string]observe.CPUStat{}
+	for g, st := range final {
+		res.measured[g] = st.Sub(base[g])
+	}
+	progress(opt, "measured %d groups, phases %v µs, tick phase %d µs", len(final), res.phases, res.tickPhase)
+	return res, nil
+}
+
+// startWorker starts the worker of task t, restricted to its pinned CPUs
+// or else to the scenario's CPUs.
+func startWorker(opt Options, l *Layout, t simulate.HostTask) (*worker, error) {
+	cpus := l.TaskCPUs[t.Name]
+	if len(cpus) == 0 && l.Kernel.CPUs < numCPU() {
+		for c := range l.Kernel.CPUs {
+			cpus = append(cpus, c)
+		}
+	}
+	spec := WorkerSpec{NeedUsec: t.NeedUsec, Threads: max(t.Threads, 1), CPUs: cpus}
+	args := append(slices.Clone(opt.WorkerCommand[1:]), spec.Args()...)
+	cmd := exec.Command(opt.WorkerCommand[0], args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{task: t.Name, cmd: cmd, in: in, out: bufio.NewReader(out), stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker of %s: %w", t.Name, err)
+	}
+	return w, nil
+}
+
+// waitReady waits up to 30 s for a worker's ready line.
+func waitReady(ctx context.Context, w *worker) error {
+	got := make(chan error, 1)
+	go func() { got <- readReady(w.out) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			return fmt.Errorf("worker of %s (pid %d): %w; stderr: %s", w.task, w.cmd.Process.Pid, err, strings.TrimSpace(w.stderr.String()))
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("worker of %s (pid %d) not ready after 30s", w.task, w.cmd.Process.Pid)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release tells each worker to go at t0 + its arrival and starts
+// collecting its report.
+func release(ctx context.Context, workers []*worker, l *Layout, t0 time.Duration, res *runResult) error {
+	order := slices.Clone(workers)
+	arrive := map[string]int64{}
+	for _, t := range l.Kernel.Tasks {
+		arrive[t.Name] = t.ArriveUsec
+	}
+	sort.SliceStable(order, func(i, j int) bool { return arrive[order[i].task] < arrive[order[j].task] })
+	for _, w := range order {
+		if err := sleepCtx(ctx, t0+time.Duration(arrive[w.task])*time.Microsecond-monotonic()); err != nil {
+			return err
+		}
+		at := monotonic()
+		if _, err := w.in.Write([]byte{1}); err != nil {
+			return fmt.Errorf("start worker of %s: %w", w.task, err)
+		}
+		res.arrivals[w.task] = int64((at - t0) / time.Microsecond)
+		go func() {
+			w.report, w.err = readDone(w.out)
+			if err := w.cmd.Wait(); err != nil && w.err == nil {
+				w.err = fmt.Errorf("worker of %s: %w; stderr: %s", w.task, err, strings.TrimSpace(w.stderr.String()))
+			}
+			if w.err != nil {
+				w.err = fmt.Errorf("worker of %s: %w", w.task, w.err)
+			}
+			close(w.exited)
+		}()
+	}
+	return nil
+}
+
+// killAll ends every worker still running, by its PID, and reaps it.
+func killAll(workers []*worker) {
+	for _, w := range workers {
+		if w.cmd.ProcessState != nil {
+			continue
+		}
+		select {
+		case <-w.exited:
+			continue
+		default:
+		}
+		w.cmd.Process.Kill()
+		w.in.Close()
+		select {
+		case <-w.exited:
+		case <-time.After(5 * time.Second):
+		}
+		if w.cmd.ProcessState == nil {
+			w.cmd.Wait()
+		}
+	}
+}
+
+// removeTree removes the run's cgroups bottom-up through cgroupfs: the
+// query cgroups, the pools, then the pool root itself.
+func removeTree(tree *cgroupfs.Tree, l *Layout) error {
+	hiers := []string{cgroupfs.HierUnified, cgroupfs.HierCPU, cgroupfs.HierCPUAcct}
+	var paths []string
+	for _, t := range l.Kernel.Tasks {
+		paths = append(paths, path.Join(l.PoolOf[t.Name], t.Name))
+	}
+	for _, p := range l.Desired.Pools {
+		paths = append(paths, p.Name)
+	}
+	var errs []error
+	for _, h := range hiers {
+		root := tree.Root(h)
+		if root == "" {
+			continue
+		}
+		for _, p := range paths {
+			_, err := tree.Apply(cgroupfs.Plan{Ops: []cgroupfs.Op{{Kind: cgroupfs.OpRmdir, Hier: h, Dir: root, Path: p}}})
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		parent, err := cgroupfs.OpenDir(filepath.Dir(root))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := parent.Rmdir(filepath.Base(root)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		parent.Close()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("remove compare cgroups: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func groupByName(h simulate.Host, name string) simulate.Group {
+	for _, g := range h.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return simulate.Group{}
+}
+
+// limited lists the groups with a quota: the ones with a period timer.
+func limited(h simulate.Host) []string {
+	var out []string
+	for _, g := range h.Groups {
+		if g.QuotaUsec != simulate.QuotaMax {
+			out = append(out, g.Name)
+		}
+	}
+	return out
+}
+
+func maxPeriod(l *Layout) time.Duration {
+	p := int64(0)
+	for _, g := range l.Kernel.Groups {
+		p = max(p, g.PeriodUsec)
+	}
+	return time.Duration(p) * time.Microsecond
+}
+
+func windowUsec(l *Layout, opt Options) int64 {
+	if opt.WindowUsec > 0 {
+		return opt.WindowUsec
+	}
+	for _, g := range l.Kernel.Groups {
+		if g.Parent == "" && g.Name != DefaultPool {
+			return g.PeriodUsec
+		}
+	}
+	return simulate.DefaultPeriodUsec
+}
+
+// watchBoundaries polls nr_periods of every group with a quota every
+// 200 µs while its period timer makes the two expiries that follow the
+// write of its limit (then it stops: the group is idle), and returns, per
+// group, a moment on CLOCK_MONOTONIC when its timer expired.
+func watchBoundaries(ctx context.Context, ot observe.Tree, l *Layout, lastWrite time.Duration) (map[string]time.Duration, error) {
+	groups := limited(l.Kernel)
+	seen := map[string]uint64{}
+	at := map[string]time.Duration{}
+	deadline := lastWrite + 2*maxPeriod(l) + 50*time.Millisecond
+	prev := monotonic()
+	for {
+		now := monotonic()
+		finished := true
+		for _, g := range groups {
+			st, err := readCPU(ot, l.Paths[g])
+			if err != nil {
+				return nil, err
+			}
+			if n, ok := seen[g]; ok && st.NrPeriods != n {
+				at[g] = prev + (now-prev)/2
+			}
+			seen[g] = st.NrPeriods
+			if st.NrPeriods < 2 {
+				finished = false
+			}
+		}
+		prev = now
+		if finished || now > deadline {
+			break
+		}
+		if err := sleepCtx(ctx, 200*time.Microsecond); err != nil {
+			return nil, err
+		}
+	}
+	return at, nil
+}
+
+// tickBoundary returns a moment when the scheduler tick fired: jiffies,
+// and so CLOCK_MONOTONIC_COARSE, advance at ticks.
+func tickBoundary() time.Duration {
+	start := clock(clockMonotonicCoarse)
+	for {
+		now := monotonic()
+		if clock(clockMonotonicCoarse) != start {
+			return now
+		}
+	}
+}
+
+// readGroups reads every group's counters.
+func readGroups(ot observe.Tree, l *Layout) (map[string]observe.CPUStat, error) {
+	out := map[string]observe.CPUStat{}
+	for _, g := range l.Kernel.Groups {
+		s, err := ot.Read(l.Paths[g.Name])
+		if err != nil {
+			return nil, err
+		}
+		out[g.Name] = s.CPU
+	}
+	return out, nil
+}
+
+// readCPU reads one group's cpu.stat only (no usage, no pressure): the
+// cheap read for polling.
+func readCPU(ot observe.Tree, p string) (observe.CPUStat, error) {
+	dir := filepath.Join(ot.Root, p)
+	if ot.Version == observe.V2 {
+		return observe.ReadCPUStatV2(dir)
+	}
+	return observe.ReadCPUStatV1(dir)
+}
+
+// sampler reads every group once per window for the measured timeline.
+type sampler struct {
+	stopc   chan struct{}
+	done    chan map[string][]Window
+	enabled bool
+}
+
+func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Duration, base map[string]observe.CPUStat) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan map[string][]Window, 1), enabled: enabled}
+	if !enabled {
+		s.done <- nil
+		return s
+	}
+	go func() {
+		out := map[string][]Window{}
+		prev := base
+		var once sync.Once
+		for k := 1; ; k++ {
+			wait := t0 + time.Duration(k)*window - monotonic()
+			select {
+			case <-s.stopc:
+				once.Do(func() { s.done <- out })
+				return
+			case <-time.After(wait):
+			}
+			cur, err := readGroups(ot, l)
+			if err != nil {
+				once.Do(func() { s.done <- out })
+				return
+			}
+			for g, st := range cur {
+				d := st.Sub(prev[g])
+				out[g] = append(out[g], Window{RanUsec: d.UsageUsec, ThrottledUsec: d.ThrottledUsec})
+			}
+			prev = cur
+		}
+	}()
+	return s
+}
+
+// stop ends sampling and returns the windows.
+func (s *sampler) stop() map[string][]Window {
+	if s.enabled {
+		close(s.stopc)
+		s.enabled = false
+	}
+	return <-s.done
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func posMod(d, m time.Duration) time.Duration {
+	r := d % m
+	if r < 0 {
+		r += m
+	}
+	return r
+}
+
+func numCPU() int { return runtime.NumCPU() }
