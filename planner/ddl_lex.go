@@ -166,23 +166,31 @@ func (lx *lexer) next() token {
 		return lx.quoted(tokQuoted, start)
 	case isDigit(r) || (r == '-' && isDigit(lx.peekAt(1))):
 		return lx.number(start)
-	case isIdentStart(r):
+	case isIdentStart(r) || isPathChar(r):
+		// A word, or a name or path written without its quotes
+		// (my-pool, .metadata/workload_manager/pools/olap): the whole
+		// run is one token, so it gets one error, not one per '/'.
 		b := lx.off
-		for isIdentPart(lx.peek()) {
+		special := false
+		for r := lx.peek(); isIdentPart(r) || isPathChar(r); r = lx.peek() {
+			if (r == '-' && lx.peekAt(1) == '-') || (r == '/' && lx.peekAt(1) == '*') {
+				break // a comment starts
+			}
+			special = special || isPathChar(r)
 			lx.advance()
 		}
-		return token{kind: tokIdent, text: lx.src[b:lx.off], pos: start}
+		text := lx.src[b:lx.off]
+		if special {
+			lx.errs.errorf(start, "%q must be quoted: `…` or '…' around names and paths with '.', '/', '-', '%%' or '@' (`.metadata/workload_manager/pools/olap`, 'all-users@well-known')", text)
+			return token{kind: tokInvalid, pos: start}
+		}
+		return token{kind: tokIdent, text: text, pos: start}
 	}
 	lx.advance()
-	hint := ""
-	switch r {
-	case '.', '/', '-', '%', '@':
-		hint = "; quote names and paths that contain it (`.metadata/workload_manager/pools`, 'all-users@well-known')"
-	}
 	if r == utf8.RuneError {
-		lx.errs.errorf(start, "invalid UTF-8 byte%s", hint)
+		lx.errs.errorf(start, "invalid UTF-8 byte")
 	} else {
-		lx.errs.errorf(start, "unexpected character %q%s", r, hint)
+		lx.errs.errorf(start, "unexpected character %q", r)
 	}
 	return token{kind: tokInvalid, pos: start}
 }
@@ -281,3 +289,7 @@ func (lx *lexer) number(start Pos) token {
 func isDigit(r rune) bool      { return r >= '0' && r <= '9' }
 func isIdentStart(r rune) bool { return r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') }
 func isIdentPart(r rune) bool  { return isIdentStart(r) || isDigit(r) }
+
+// isPathChar reports characters of unquoted names and paths that the
+// language does not allow outside quotes.
+func isPathChar(r rune) bool { return r == '.' || r == '/' || r == '-' || r == '%' || r == '@' }

@@ -79,7 +79,7 @@ func TestPlanSeedExamples(t *testing.T) {
 		},
 		{
 			name:  "one weight raised to 200: its cap 3, the others 7/3",
-			files: []string{"seed_weights.sql", "seed_weights_200.sql"},
+			files: []string{"seed_weights_200.sql"},
 			want: map[string]want{
 				"pool1": {7.0 / 3, "233333 100000", "116667 100000", 100, 1024},
 				"pool2": {7.0 / 3, "233333 100000", "116667 100000", 100, 1024},

@@ -27,6 +27,8 @@ func newApp() *cli.App {
 			simulateCommand(),
 			compareCommand(),
 			compareWorkerCommand(),
+			planCommand(),
+			checkCommand(),
 		},
 	}
 }

@@ -1,3 +1,11 @@
--- Applied after seed_weights.sql (or as a run-time change): pool4 now gets
--- its cap of 3 vCPU and pool1..pool3 share the other 7, 7/3 vCPU each.
+-- The guide's RESOURCES_WEIGHT example after one weight is raised to 200:
+-- pool4 now gets its cap of 3 vCPU and pool1..pool3 share the other 7,
+-- 7/3 vCPU each. The ALTER at the end is the change; the rest repeats
+-- seed_weights.sql so the file stands alone.
+
+CREATE RESOURCE POOL pool1 WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 50, RESOURCES_WEIGHT = 100);
+CREATE RESOURCE POOL pool2 WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 50, RESOURCES_WEIGHT = 100);
+CREATE RESOURCE POOL pool3 WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 50, RESOURCES_WEIGHT = 100);
+CREATE RESOURCE POOL pool4 WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 50, RESOURCES_WEIGHT = 100);
+
 ALTER RESOURCE POOL pool4 SET (RESOURCES_WEIGHT = 200);

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// planCommand is `poolagent plan`: the cgroup limits a pool file gives on
+// a node, without writing anything.
+func planCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "show the cgroup limits (cpu.max, cpu.weight, burst, memory.max) a pool file gives on a node",
+		Description: "Applies the pool file (docs/pools.md) and divides the node's vCPUs among the active\n" +
+			"pools by weighted max-min fairness. Without --cpus or --memory the figure is read from\n" +
+			"this host: online CPUs and MemTotal, lowered to this process's own cgroup limits.\n" +
+			"By default every pool with RESOURCES_WEIGHT >= 0 counts as active.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
+			&cli.Int64Flag{Name: "memory", Usage: "node memory in `BYTES` (default: read from the host)"},
+			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
+			&cli.StringFlag{Name: "active", Usage: "comma-separated `POOLS` with running queries (default: every pool with weight >= 0)"},
+			&cli.StringFlag{Name: "demand", Usage: "observed demand, `POOL=VCPU`[,POOL=VCPU…]: a pool using less than its share is held to it"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
+			&cli.StringFlag{Name: "root", Value: "/", Usage: "read the host's /proc and /sys below `DIR`"},
+		},
+		Action: runPlan,
+	}
+}
+
+func runPlan(c *cli.Context) error {
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	}
+	node, origin, err := planNode(c)
+	if err != nil {
+		return err
+	}
+	act, err := planActivity(c)
+	if err != nil {
+		return err
+	}
+	m, err := loadPools(c, c.String("pools"))
+	if err != nil {
+		return err
+	}
+	d, err := planner.Plan(m, node, act)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if format == "json" {
+		return writePlanJSON(c.App.Writer, d, m.Classifiers())
+	}
+	return writePlanText(c.App.Writer, d, m.Classifiers(), origin)
+}
+
+// nodeOrigin says where each node figure came from, for the text output.
+type nodeOrigin struct {
+	cpus, memory string
+}
+
+// planNode builds the node from the flags, reading the host for what
+// they leave out.
+func planNode(c *cli.Context) (planner.Node, nodeOrigin, error) {
+	period := c.Duration("period")
+	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
+		return planner.Node{}, nodeOrigin{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
+	}
+	node := planner.Node{PeriodUsec: uint64(period / time.Microsecond)}
+	origin := nodeOrigin{cpus: "--cpus", memory: "--memory"}
+	if c.IsSet("cpus") {
+		node.CPUs = c.Float64("cpus")
+		if !(node.CPUs > 0) || math.IsInf(node.CPUs, 0) {
+			return planner.Node{}, nodeOrigin{}, fmt.Errorf("--cpus %v is not accepted (accepted: vCPUs > 0, such as 10 or 1.5)", node.CPUs)
+		}
+	}
+	if c.IsSet("memory") {
+		node.MemoryBytes = c.Int64("memory")
+		if node.MemoryBytes <= 0 {
+			return planner.Node{}, nodeOrigin{}, fmt.Errorf("--memory %d is not accepted (accepted: bytes > 0)", node.MemoryBytes)
+		}
+	}
+	if c.IsSet("cpus") && c.IsSet("memory") {
+		return node, origin, nil
+	}
+	host, err := observe.ReadNodeCapacity(c.String("root"))
+	if err != nil {
+		return planner.Node{}, nodeOrigin{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
+	}
+	if !c.IsSet("cpus") {
+		node.CPUs = host.CPUs
+		origin.cpus = fmt.Sprintf("host: %d online", host.OnlineCPUs)
+		if host.CgroupCPUs > 0 {
+			origin.cpus += ", cgroup limit " + formatCPUs(host.CgroupCPUs)
+		}
+	}
+	if !c.IsSet("memory") {
+		node.MemoryBytes = host.MemoryBytes
+		origin.memory = fmt.Sprintf("host: MemTotal %d", host.MemTotalBytes)
+		if host.CgroupMemoryBytes > 0 {
+			origin.memory += fmt.Sprintf(", cgroup limit %d", host.CgroupMemoryBytes)
+		}
+	}
+	return node, origin, nil
+}
+
+// planActivity reads --active and --demand.
+func planActivity(c *cli.Context) (planner.Activity, error) {
+	var act planner.Activity
+	if c.IsSet("active") {
+		act.Active = []string{}
+		for name := range strings.SplitSeq(c.String("active"), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				act.Active = append(act.Active, name)
+			}
+		}
+	}
+	if !c.IsSet("demand") {
+		return act, nil
+	}
+	act.DemandCPUs = map[string]float64{}
+	for item := range strings.SplitSeq(c.String("demand"), ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(item, "=")
+		cpus, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil || !(cpus >= 0) || math.IsInf(cpus, 0) {
+			return act, fmt.Errorf("--demand %q is not accepted (accepted: POOL=VCPU with VCPU >= 0, comma-separated)", item)
+		}
+		act.DemandCPUs[strings.TrimSpace(name)] = cpus
+	}
+	return act, nil
+}
+
+// planJSON is the JSON contract of `poolagent plan --format json`; later
+// tools rely on its field names.
+type planJSON struct {
+	Node struct {
+		CPUs        float64 `json:"cpus"`
+		MemoryBytes int64   `json:"memory_bytes"`
+		PeriodUsec  uint64  `json:"period_usec"`
+	} `json:"node"`
+	Pools       []poolJSON       `json:"pools"`
+	Classifiers []classifierJSON `json:"classifiers"`
+}
+
+type poolJSON struct {
+	Name            string  `json:"name"`
+	Active          bool    `json:"active"`
+	Weight          int64   `json:"weight"`
+	CapCPUs         float64 `json:"cap_cpus"`
+	AllocCPUs       float64 `json:"alloc_cpus"`
+	CPUMax          string  `json:"cpu_max"`
+	CPUWeight       uint64  `json:"cpu_weight"`
+	CPUMaxBurstUsec uint64  `json:"cpu_max_burst_usec"`
+	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
+	QueryCPUMax     string  `json:"query_cpu_max"`
+	QueryMemoryMax  any     `json:"query_memory_max"` // bytes, or "max"
+}
+
+type classifierJSON struct {
+	Name         string `json:"name"`
+	Rank         int64  `json:"rank"`
+	MemberName   string `json:"member_name"`
+	ResourcePool string `json:"resource_pool"`
+}
+
+// memoryJSON is a memory.max value for JSON: a number of bytes, or "max".
+func memoryJSON(c planner.Cgroup) any {
+	if v, err := strconv.ParseInt(c.MemoryMax(), 10, 64); err == nil {
+		return v
+	}
+	return "max"
+}
+
+func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classifier) error {
+	var out planJSON
+	out.Node.CPUs, out.Node.MemoryBytes, out.Node.PeriodUsec = d.Node.CPUs, d.Node.MemoryBytes, d.Node.PeriodUsec
+	out.Pools = make([]poolJSON, 0, len(d.Pools))
+	for _, p := range d.Pools {
+		out.Pools = append(out.Pools, poolJSON{
+			Name: p.Name, Active: p.Active, Weight: p.Weight, CapCPUs: p.CapCPUs, AllocCPUs: p.AllocCPUs,
+			CPUMax: p.Pool.CPUMax(), CPUWeight: p.Pool.CPUWeight, CPUMaxBurstUsec: p.Pool.BurstUsec(),
+			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
+		})
+	}
+	out.Classifiers = make([]classifierJSON, 0, len(classifiers))
+	for _, c := range classifiers {
+		out.Classifiers = append(out.Classifiers, classifierJSON{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classifier, origin nodeOrigin) error {
+	fmt.Fprintf(w, "node: %s vCPU (%s), memory %d bytes (%s), period %d µs\n\n",
+		formatCPUs(d.Node.CPUs), origin.cpus, d.Node.MemoryBytes, origin.memory, d.Node.PeriodUsec)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tACTIVE\tWEIGHT\tCAP vCPU\tALLOC vCPU\tCPU.MAX\tCPU.WEIGHT\tBURST µs\tQUERY CPU.MAX\tMEMORY.MAX\tQUERY MEMORY.MAX")
+	for _, p := range d.Pools {
+		active := "no"
+		if p.Active {
+			active = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
+			p.Name, active, p.Weight, formatCPUs(p.CapCPUs), formatCPUs(p.AllocCPUs),
+			p.Pool.CPUMax(), p.Pool.CPUWeight, p.Pool.BurstUsec(), p.Query.CPUMax(),
+			p.Pool.MemoryMax(), p.Query.MemoryMax())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(classifiers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASSIFIER\tRANK\tMEMBER_NAME\tRESOURCE_POOL")
+	for _, c := range classifiers {
+		member := c.MemberName
+		if member == "" {
+			member = "(everyone)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.Name, c.Rank, member, c.ResourcePool)
+	}
+	return tw.Flush()
+}
+
+// formatCPUs prints vCPU with up to three decimals: 7, 2.5, 2.333.
+func formatCPUs(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+}
