@@ -1,12 +1,68 @@
 #!/bin/bash
-# test.sh - the project's whole test run: vet, unit tests, and the real-kernel
-# tests (host cgroup v1 where present). A real-kernel test that cannot run
-# fails here instead of skipping.
+# test.sh - the project's whole test run; the README's test command, and
+# what CI runs (.ci/run). Needs root and Debian's apt for the real-kernel
+# parts (docs/testing.md).
+#
+#   1. go vet
+#   2. unit tests
+#   3. real-kernel tests (TestKernel*) against this host's cgroups
+#      (cgroup v1 cpu on the project's hybrid hosts)
+#   4. the same real-kernel tests under cgroup v2, in a qemu VM (scripts/vm)
+#   5. a check that every TestKernel* test passed in step 3 or step 4
+#
+# POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
+# instead of skipping; step 5 catches a test that skipped in both runs any
+# other way. So real-kernel tests can never silently stop running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export POOLAGENT_REQUIRE_KERNEL=1
+kernel='^TestKernel'
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+# terse drops go test -v's progress lines and keeps results and test logs
+# (the real-kernel tests log the counters they measured).
+terse() { sed -e '/^=== \(RUN\|PAUSE\|CONT\|NAME\)/d'; }
+
+# passed reads go test -v output and prints "PACKAGE TEST" for each
+# top-level test that passed. go test prints each package's output in one
+# piece, ending with its "ok" line.
+passed() {
+	awk '/^--- PASS: / { names[++n] = $3 }
+		/^ok / { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }
+		/^FAIL/ { n = 0 }' "$@"
+}
 
 echo "== go vet"
 go vet ./...
-echo "== go test (host)"
-go test -count=1 ./...
+
+echo "== unit tests"
+go test -count=1 -skip "$kernel" ./...
+
+echo "== real-kernel tests: which packages have them"
+go test -list "$kernel" ./... >"$logs/list"
+awk '/^Test/ { names[++n] = $1 } /^ok / { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }' \
+	"$logs/list" | sort >"$logs/want"
+pkgs=$(cut -d' ' -f1 "$logs/want" | sort -u)
+[ -n "$pkgs" ] || { echo "no $kernel tests found" >&2; exit 1; }
+sed 's/^/  /' "$logs/want"
+
+# One package at a time: the tests measure CPU time and must not compete
+# with each other for the two CPUs.
+echo "== real-kernel tests on this host"
+go test -count=1 -p 1 -v -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse
+
+echo "== real-kernel tests under cgroup v2 (qemu VM, one boot per package)"
+scripts/vm/setup.sh
+CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
+	go test -count=1 -p 1 -v -exec "$PWD/scripts/vm/run.sh" -run "$kernel" $pkgs 2>&1 |
+	tee "$logs/vm" | terse
+
+echo "== every real-kernel test passed in at least one mode"
+passed "$logs/host" "$logs/vm" | sort -u >"$logs/passed"
+if missing=$(comm -23 "$logs/want" "$logs/passed") && [ -n "$missing" ]; then
+	echo "passed neither on the host nor in the VM:" >&2
+	echo "$missing" | sed 's/^/  /' >&2
+	exit 1
+fi
+echo "ok: $(wc -l <"$logs/want") tests, host: $(passed "$logs/host" | wc -l) passed, VM (v2): $(passed "$logs/vm" | wc -l) passed"

@@ -15,6 +15,12 @@
 // anything that stops it is a failure. CI runs the host (v1 cpu) and a VM
 // (v2), so a test that names at least one mode runs in at least one of them
 // and can never skip in both.
+//
+// Real-kernel tests are named TestKernel*. scripts/test.sh runs them apart
+// from the unit tests, once on the host and once under cgroup v2 in a VM
+// (go test -run '^TestKernel' -exec scripts/vm/run.sh on every package that
+// has such tests), and fails unless each of them passed in at least one of
+// the two runs. A real-kernel test with another name runs on the host only.
 package kerneltest
 
 import (
