@@ -16,8 +16,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/cgroupfs/golden")
 
-// cg builds a desired cgroup: quota -1 = unlimited; weight and shares 0 =
-// leave unset; memory 0 = leave unset.
+// cg builds a desired cgroup as the planner does: quota and memory -1 =
+// unlimited (memory 0 is taken as -1); weight 0 = leave weight and shares
+// unset.
 func cg(quota int64, period, burst, weight uint64, memory int64) planner.Cgroup {
 	c := planner.Cgroup{CPUWeight: weight}
 	c.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst}
@@ -25,9 +26,10 @@ func cg(quota int64, period, burst, weight uint64, memory int64) planner.Cgroup 
 		shares := weight * 1024 / 100
 		c.Resources.CPU.Shares = &shares
 	}
-	if memory != 0 {
-		c.Resources.Memory = &specs.LinuxMemory{Limit: &memory}
+	if memory == 0 {
+		memory = -1
 	}
+	c.Resources.Memory = &specs.LinuxMemory{Limit: &memory}
 	return c
 }
 
@@ -113,6 +115,11 @@ func TestApplyFromEmptyThenNoop(t *testing.T) {
 			t.Errorf("second plan is not empty:\n%s", again)
 		}
 		golden(t, "tree-seed-"+modeName(v2)+".txt", w.snapshot("poolagent"))
+		if !v2 {
+			if _, err := os.Stat(filepath.Join(w.mounts.V1[HierMemory], "poolagent")); !os.IsNotExist(err) {
+				t.Error("without a memory limit the v1 memory hierarchy was touched")
+			}
+		}
 	})
 }
 

@@ -67,7 +67,8 @@ func (k *kernel) read(t *testing.T, cg, file string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// cg builds a desired cgroup: quota -1 = unlimited, weight 0 = unset.
+// cg builds a desired cgroup as the planner does: quota -1 = unlimited,
+// memory unlimited; weight 0 = leave weight and shares unset.
 func cg(quota int64, period, burst, weight uint64) planner.Cgroup {
 	c := planner.Cgroup{CPUWeight: weight}
 	c.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst}
@@ -75,6 +76,8 @@ func cg(quota int64, period, burst, weight uint64) planner.Cgroup {
 		shares := weight * 1024 / 100
 		c.Resources.CPU.Shares = &shares
 	}
+	unlimited := int64(-1)
+	c.Resources.Memory = &specs.LinuxMemory{Limit: &unlimited}
 	return c
 }
 
@@ -91,21 +94,35 @@ func seed() planner.Desired {
 	}
 }
 
+// TestKernelApplySeed plans testdata/pools/seed.sql (the guide's olap pool)
+// for a 10 vCPU node and applies it: olap gets cpu.max "700000 100000",
+// its queries "350000 100000"; a second apply writes nothing.
 func TestKernelApplySeed(t *testing.T) {
 	k := newKernel(t, cgroupfs.Options{})
-	res, err := k.tree.Reconcile(seed())
+	src, err := os.ReadFile("../testdata/pools/seed.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := planner.Load("seed.sql", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: planner.DefaultPeriodUsec}, planner.Activity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.tree.Reconcile(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("first apply: %d writes", res.Writes)
 	want := map[string]string{
-		"olap/cpu.cfs_quota_us": "700000", "olap/cpu.cfs_period_us": "100000", "etl/cpu.cfs_quota_us": "200000",
-		"etl/cpu.cfs_burst_us": "50000", "etl/cpu.shares": "512", "default/cpu.cfs_quota_us": "-1",
+		"olap/cpu.cfs_quota_us": "700000", "olap/cpu.cfs_period_us": "100000", "default/cpu.cfs_quota_us": "-1",
 	}
 	if k.v2() {
 		want = map[string]string{
-			"olap/cpu.max": "700000 100000", "etl/cpu.max": "200000 100000", "etl/cpu.max.burst": "50000",
-			"etl/cpu.weight": "50", "default/cpu.max": "max 100000", "cgroup.subtree_control": "cpu", "olap/cgroup.subtree_control": "cpu",
+			"olap/cpu.max": "700000 100000", "default/cpu.max": "max 100000",
+			"cgroup.subtree_control": "cpu", "olap/cgroup.subtree_control": "cpu",
 		}
 	}
 	for f, v := range want {
@@ -114,18 +131,51 @@ func TestKernelApplySeed(t *testing.T) {
 		}
 	}
 	for _, twin := range k.root.Twins {
-		for _, p := range []string{"default", "etl", "olap"} {
+		for _, p := range []string{"default", "olap"} {
 			if _, err := os.Stat(filepath.Join(twin, p)); err != nil {
 				t.Errorf("twin hierarchy not kept in step: %v", err)
 			}
 		}
 	}
-	again, err := k.tree.Reconcile(seed())
+	// A query of olap gets the query template.
+	b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
+	if err := k.tree.PlaceQuery(d.Pools[1], "q1", b.PID); err != nil {
+		t.Fatal(err)
+	}
+	file, v := "cpu.cfs_quota_us", "350000"
+	if k.v2() {
+		file, v = "cpu.max", "350000 100000"
+	}
+	if got := k.read(t, "olap/q1", file); got != v {
+		t.Errorf("olap/q1/%s = %q, want %q", file, got, v)
+	}
+	again, err := k.tree.Reconcile(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.Writes != 0 {
 		t.Errorf("second apply made %d writes, want 0: %v", again.Writes, again.Done)
+	}
+}
+
+// TestKernelApplyBurstAndWeights applies a pool with a burst and weights
+// and checks the kernel's files.
+func TestKernelApplyBurstAndWeights(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	if _, err := k.tree.Reconcile(seed()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"etl/cpu.cfs_quota_us": "200000", "etl/cpu.cfs_burst_us": "50000", "etl/cpu.shares": "512"}
+	if k.v2() {
+		want = map[string]string{"etl/cpu.max": "200000 100000", "etl/cpu.max.burst": "50000", "etl/cpu.weight": "50"}
+	}
+	for f, v := range want {
+		if got := k.read(t, filepath.Dir(f), filepath.Base(f)); got != v {
+			t.Errorf("%s = %q, want %q", f, got, v)
+		}
+	}
+	if again, err := k.tree.Reconcile(seed()); err != nil || again.Writes != 0 {
+		t.Errorf("second apply: %d writes, %v; want 0", again.Writes, err)
 	}
 }
 

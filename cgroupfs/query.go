@@ -26,7 +26,7 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	if err := checkSettings(want); err != nil {
 		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
 	}
-	hiers := t.hiers(want.MemBytes != nil)
+	hiers := t.hiers(want.MemBytes != nil && *want.MemBytes >= 0)
 	b := &planBuilder{t: t, hiers: hiers, st: &state{nodes: map[string]*node{}}, bw: map[string][2]int64{}}
 	pool, err := t.readSettings(ps.Name, hiers)
 	if err != nil {

@@ -80,11 +80,12 @@ func fromDesired(c planner.Cgroup, v2 bool) settings {
 	return s
 }
 
-// usesMemory reports whether any cgroup in d sets a memory limit.
+// usesMemory reports whether any cgroup in d sets a memory limit (-1,
+// unlimited, is what a cgroup without the memory controller has anyway).
 func usesMemory(d planner.Desired) bool {
 	for _, p := range d.Pools {
 		for _, c := range []planner.Cgroup{p.Pool, p.Query} {
-			if c.Resources.Memory != nil && c.Resources.Memory.Limit != nil {
+			if c.Resources.Memory != nil && c.Resources.Memory.Limit != nil && *c.Resources.Memory.Limit >= 0 {
 				return true
 			}
 		}

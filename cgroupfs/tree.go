@@ -303,6 +303,7 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 			return s, err
 		}
 	}
+	s.MemBytes = ptr(int64(-1)) // no memory hierarchy in use: no limit
 	if slices.Contains(hiers, HierMemory) {
 		mf, err := t.fs(HierMemory)
 		if err != nil {
