@@ -463,10 +463,15 @@ func TestPlanAllocationProperties(t *testing.T) {
 
 // BenchmarkPlan10000 plans 10,000 active pools of mixed caps and weights
 // on a 64-vCPU node.
-func BenchmarkPlan10000(b *testing.B) {
+func BenchmarkPlan10000(b *testing.B) { benchmarkPlan(b, 10000) }
+
+// BenchmarkPlan1000 is the same with 1,000 pools, for the scaling ratio.
+func BenchmarkPlan1000(b *testing.B) { benchmarkPlan(b, 1000) }
+
+func benchmarkPlan(b *testing.B, pools int) {
 	var src strings.Builder
 	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 10000 {
+	for i := range pools {
 		fmt.Fprintf(&src, "CREATE RESOURCE POOL p%05d WITH (RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=%d, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50);\n",
 			i, 1+rng.IntN(1000), 1+rng.IntN(100))
 	}

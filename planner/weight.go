@@ -31,8 +31,9 @@ func CPUWeight(resourcesWeight int64) uint64 {
 //
 // NOTE: runc, crun and containerd/cgroups convert the other way (OCI
 // shares to v2 weight) with range-fitting formulas — the OCI runtime
-// spec's 1 + ((shares-2)×9999)/262142, and since 2025 a quadratic in
-// log2(shares) — which do not keep ratios; poolagent never needs that
+// spec's 1 + ((shares-2)×9999)/262142, and in newer releases
+// (opencontainers/cgroups v0.0.5, containerd/cgroups v3.1.3) a quadratic
+// in log2(shares) — which do not keep ratios; poolagent never needs that
 // direction, as the weight is its source of truth.
 func SharesFromWeight(weight uint64) uint64 {
 	return (weight*1024 + 50) / 100
