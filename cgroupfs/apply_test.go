@@ -478,6 +478,22 @@ func TestOpenRefusesBadRoot(t *testing.T) {
 	}
 }
 
+// TestMissingRootParent: on v1 the pool root's parent must exist in the
+// twin hierarchies too; poolagent creates only the root itself.
+func TestMissingRootParent(t *testing.T) {
+	w := newWorld(t, false)
+	w.must(os.Mkdir(filepath.Join(w.mounts.V1[HierCPU], "a"), 0o755))
+	w.mkcg(filepath.Join(w.mounts.V1[HierCPU], "a"))
+	tr := w.tree("a/poolagent", nil)
+	_, err := tr.Plan(seedDesired())
+	if !errors.Is(err, ErrBadRoot) || !strings.Contains(err.Error(), "cpuacct") {
+		t.Fatalf("err = %v, want ErrBadRoot naming the cpuacct hierarchy", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.mounts.V1[HierCPU], "a/poolagent")); !os.IsNotExist(err) {
+		t.Error("something was written")
+	}
+}
+
 func TestMemoryLimits(t *testing.T) {
 	modes(t, func(t *testing.T, v2 bool) {
 		w := newWorld(t, v2)

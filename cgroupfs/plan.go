@@ -160,9 +160,16 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 	}
 
 	for _, h := range hiers {
-		if !st.rootIn[h] {
-			b.add(h, ".", OpMkdir, "", "")
+		if st.rootIn[h] {
+			continue
 		}
+		// Only the pool root itself is created, never its parents: they
+		// are not poolagent's.
+		if parent := filepath.Dir(t.roots[h]); !exists(parent) {
+			return Plan{}, fmt.Errorf("%w: %s does not exist, so %s cannot be made in the %s hierarchy; create it or choose a root whose parent exists in every hierarchy",
+				ErrBadRoot, parent, filepath.Base(t.roots[h]), h)
+		}
+		b.add(h, ".", OpMkdir, "", "")
 	}
 	controllers := []string{"cpu"}
 	if mem {

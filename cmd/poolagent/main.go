@@ -29,6 +29,7 @@ func newApp() *cli.App {
 			compareWorkerCommand(),
 			planCommand(),
 			checkCommand(),
+			applyCommand(),
 		},
 	}
 }

@@ -91,9 +91,9 @@ func TestBurnEncoding(t *testing.T) {
 	}
 }
 
-// TestRootAndBurner runs a burner in the test's own cgroup and checks that
+// TestKernelRootAndBurner runs a burner in the test's own cgroup and checks that
 // the cgroup is gone afterwards, also with the burner still inside.
-func TestRootAndBurner(t *testing.T) {
+func TestKernelRootAndBurner(t *testing.T) {
 	need := Need{Modes: []Mode{V1, V2}, Controllers: []string{"cpuacct"}}
 	h := Require(t, need)
 	var root Root

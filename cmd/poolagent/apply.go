@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// applyCommand is `poolagent apply`: make the cgroup tree match a pool
+// file, writing only what differs.
+func applyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "apply",
+		Usage: "create and update the pools' cgroups from a pool file, writing only what differs",
+		Description: "Plans the pool file for this node (as `poolagent plan` shows, every pool with\n" +
+			"RESOURCES_WEIGHT >= 0 counted as active), reads the cgroup tree below the pool root and\n" +
+			"writes only what differs: new pools are created, changed ones updated, and a pool that\n" +
+			"is no longer in the file has its processes moved into default before its cgroup is\n" +
+			"removed. Empty query cgroups are removed. A second apply of the same file writes\n" +
+			"nothing. The pool root belongs to poolagent: every cgroup directly below it that is not\n" +
+			"a pool in the file is treated as a dropped pool. See docs/cgroups.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
+			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: poolagent below the cpu controller's mount: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print the writes in the order they would be made, and make none"},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
+			&cli.Int64Flag{Name: "memory", Usage: "node memory in `BYTES` (default: read from the host)"},
+			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
+		},
+		Action: runApply,
+	}
+}
+
+func runApply(c *cli.Context) error {
+	node, err := applyNode(c)
+	if err != nil {
+		return err
+	}
+	m, err := loadPools(c, c.String("pools"))
+	if err != nil {
+		return err
+	}
+	d, err := planner.Plan(m, node, planner.Activity{})
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	mounts, err := cgroupfs.Detect("/")
+	if err != nil {
+		return err
+	}
+	root := c.String("root")
+	if root == "" {
+		dir, _, err := mounts.Controller("cpu")
+		if err != nil {
+			return fmt.Errorf("find the pool root (give --root): %w", err)
+		}
+		root = filepath.Join(dir, "poolagent")
+	}
+	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
+	if err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	defer tree.Close()
+	plan, err := tree.Plan(d)
+	if errors.Is(err, cgroupfs.ErrInvalid) {
+		return fmt.Errorf("%s: %w; nothing written", c.String("pools"), err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w; nothing written", root, err)
+	}
+	w := c.App.Writer
+	if c.Bool("dry-run") {
+		fmt.Fprint(w, plan)
+		fmt.Fprintf(w, "dry run: %d %s planned under %s, none made\n", plan.Writes(), plural(plan.Writes(), "write", "writes"), root)
+		return nil
+	}
+	res, err := tree.Apply(plan)
+	if err != nil {
+		return err
+	}
+	for _, op := range res.Done {
+		fmt.Fprintln(w, op)
+	}
+	fmt.Fprintf(w, "applied %s under %s: %d %s\n", c.String("pools"), root, res.Writes, plural(res.Writes, "write", "writes"))
+	return nil
+}
+
+// applyNode builds the node from --cpus, --memory and --period, reading
+// this host for what they leave out.
+func applyNode(c *cli.Context) (planner.Node, error) {
+	period := c.Duration("period")
+	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
+		return planner.Node{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
+	}
+	node := planner.Node{PeriodUsec: uint64(period / time.Microsecond), CPUs: c.Float64("cpus"), MemoryBytes: c.Int64("memory")}
+	if c.IsSet("cpus") && (!(node.CPUs > 0) || math.IsInf(node.CPUs, 0)) {
+		return planner.Node{}, fmt.Errorf("--cpus %v is not accepted (accepted: vCPUs > 0, such as 10 or 1.5)", node.CPUs)
+	}
+	if c.IsSet("memory") && node.MemoryBytes <= 0 {
+		return planner.Node{}, fmt.Errorf("--memory %d is not accepted (accepted: bytes > 0)", node.MemoryBytes)
+	}
+	if c.IsSet("cpus") && c.IsSet("memory") {
+		return node, nil
+	}
+	host, err := observe.ReadNodeCapacity("/")
+	if err != nil {
+		return planner.Node{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
+	}
+	if !c.IsSet("cpus") {
+		node.CPUs = host.CPUs
+	}
+	if !c.IsSet("memory") {
+		node.MemoryBytes = host.MemoryBytes
+	}
+	return node, nil
+}
