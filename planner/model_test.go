@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -414,5 +415,24 @@ func TestApplyInOrder(t *testing.T) {
 	}
 	if d, _ := m2.Pool(DefaultPool); d.TotalCPULimitPercent != 50 || d.ResourcesWeight != 10 {
 		t.Errorf("default after ALTER: %+v", d)
+	}
+}
+
+// TestErrorListUnwrap lets callers pick out one problem with errors.As.
+func TestErrorListUnwrap(t *testing.T) {
+	stmts, err := Parse("f.sql", []byte("DROP RESOURCE POOL default; DROP RESOURCE POOL nope;"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Apply(NewModel(), stmts)
+	var first *Error
+	if !errors.As(err, &first) || first.Pos != (Pos{File: "f.sql", Line: 1, Col: 20}) {
+		t.Errorf("errors.As gave %v", first)
+	}
+	if list, ok := err.(ErrorList); !ok || len(list) != 2 {
+		t.Errorf("err = %#v, want an ErrorList of 2", err)
+	}
+	if got := (Pos{Line: 3, Col: 4}).String(); got != "3:4" {
+		t.Errorf("Pos without a file = %q", got)
 	}
 }
