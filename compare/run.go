@@ -128,7 +128,8 @@ type worker struct {
 	stderr *bytes.Buffer
 	report workerReport
 	err    error
-	exited chan struct{}
+	// reported is closed when the worker said done (or failed to).
+	reported chan struct{}
 }
 
 // runOnce makes the cgroups, starts the workers, measures and removes
@@ -167,6 +168,9 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	created = true
 	if _, err := tree.Reconcile(l.Desired); err != nil {
 		return res, fmt.Errorf("apply pools: %w", err)
+	}
+	if err := favour(tree, v2); err != nil {
+		return res, err
 	}
 	for _, w := range workers {
 		ps, _ := poolByName(l.Desired, l.PoolOf[w.task])
@@ -207,7 +211,7 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	}
 	for _, w := range workers {
 		select {
-		case <-w.exited:
+		case <-w.reported:
 		case <-ctx.Done():
 			sampler.stop()
 			return res, ctx.Err()
@@ -228,6 +232,9 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	res.windows = sampler.stop()
 	final, err := readGroups(ot, l)
 	if err != nil {
+		return res, err
+	}
+	if err := endWorkers(workers); err != nil {
 		return res, err
 	}
 	res.measured = map[string]observe.CPUStat{}
@@ -258,7 +265,7 @@ func startWorker(opt Options, l *Layout, t simulate.HostTask) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{task: t.Name, cmd: cmd, in: in, out: bufio.NewReader(out), stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	w := &worker{task: t.Name, cmd: cmd, in: in, out: bufio.NewReader(out), stderr: new(bytes.Buffer), reported: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker of %s: %w", t.Name, err)
@@ -303,39 +310,55 @@ func release(ctx context.Context, workers []*worker, l *Layout, t0 time.Duration
 		res.arrivals[w.task] = int64((at - t0) / time.Microsecond)
 		go func() {
 			w.report, w.err = readDone(w.out)
-			if err := w.cmd.Wait(); err != nil && w.err == nil {
-				w.err = fmt.Errorf("worker of %s: %w; stderr: %s", w.task, err, strings.TrimSpace(w.stderr.String()))
-			}
 			if w.err != nil {
-				w.err = fmt.Errorf("worker of %s: %w", w.task, w.err)
+				w.err = fmt.Errorf("worker of %s: %w; stderr: %s", w.task, w.err, strings.TrimSpace(w.stderr.String()))
 			}
-			close(w.exited)
+			close(w.reported)
 		}()
 	}
 	return nil
 }
 
-// killAll ends every worker still running, by its PID, and reaps it.
+// endWorkers lets every worker exit (EOF on its stdin) and reaps it.
+func endWorkers(workers []*worker) error {
+	var errs []error
+	for _, w := range workers {
+		w.in.Close()
+		if err := w.cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("worker of %s: %w; stderr: %s", w.task, err, strings.TrimSpace(w.stderr.String())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killAll ends every worker not yet reaped, by its PID, and reaps it.
 func killAll(workers []*worker) {
 	for _, w := range workers {
 		if w.cmd.ProcessState != nil {
 			continue
 		}
-		select {
-		case <-w.exited:
-			continue
-		default:
-		}
 		w.cmd.Process.Kill()
 		w.in.Close()
-		select {
-		case <-w.exited:
-		case <-time.After(5 * time.Second):
-		}
-		if w.cmd.ProcessState == nil {
-			w.cmd.Wait()
-		}
+		w.cmd.Wait()
 	}
+}
+
+// favour gives the pool root the largest CPU weight against the rest of
+// the host (v1 cpu.shares 262144, v2 cpu.weight 10000). A throttled
+// group's throttled time is the period less the wall time its quota took
+// to spend, which other load on the same CPUs stretches; favoured, the
+// workers run whenever their quota allows, so the counters follow the
+// limits rather than the host's load. The pools below keep their weights
+// relative to each other.
+func favour(tree *cgroupfs.Tree, v2 bool) error {
+	op := cgroupfs.Op{Kind: cgroupfs.OpWrite, Hier: cgroupfs.HierCPU, Dir: tree.Root(cgroupfs.HierCPU), Path: ".", File: "cpu.shares", Value: "262144"}
+	if v2 {
+		op = cgroupfs.Op{Kind: cgroupfs.OpWrite, Hier: cgroupfs.HierUnified, Dir: tree.Root(cgroupfs.HierUnified), Path: ".", File: "cpu.weight", Value: "10000"}
+	}
+	if _, err := tree.Apply(cgroupfs.Plan{Ops: []cgroupfs.Op{op}}); err != nil {
+		return fmt.Errorf("favour pool root: %w", err)
+	}
+	return nil
 }
 
 // removeTree removes the run's cgroups bottom-up through cgroupfs: the

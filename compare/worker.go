@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -105,19 +107,22 @@ func formatCPUs(cpus []int) string {
 
 // Worker protocol on the worker's stdin and stdout:
 //
-//	worker → runner  "ready\n"             pinned, calibrated, waiting
-//	runner → worker  one byte               go (EOF: exit without burning)
-//	worker → runner  "done MONO_NS CPU_NS\n" need burnt at CLOCK_MONOTONIC
-//	                                        MONO_NS, CPU_NS burnt in all
+//	worker → runner  "ready\n"               pinned, calibrated, threads parked
+//	runner → worker  one byte                 go (EOF instead: exit without burning)
+//	worker → runner  "done MONO_NS CPU_NS\n"  need burnt at CLOCK_MONOTONIC
+//	                                          MONO_NS, CPU_NS burnt in all
+//	runner → worker  EOF                      exit
+//
+// Between done and EOF the worker sleeps, so its exit (a few ms of CPU for
+// a Go process) happens after the runner's last read of cpu.stat.
 const (
 	readyLine  = "ready"
 	doneFormat = "done %d %d\n"
 )
 
-// RunWorker is the body of the worker subcommand: pin the process, get
-// ready, wait for the go byte on in, burn spec.NeedUsec of CPU on
-// spec.Threads threads and report on out. It returns when the need is
-// burnt; the caller exits at once.
+// RunWorker is the body of the worker subcommand: pin the process, park
+// spec.Threads burner threads, get ready, wait for the go byte on in,
+// burn spec.NeedUsec of CPU, report on out, then sleep until in is closed.
 func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if len(spec.CPUs) > 0 {
 		if err := pinProcess(spec.CPUs); err != nil {
@@ -126,6 +131,22 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	}
 	runtime.GOMAXPROCS(spec.Threads)
 	chunk := calibrate()
+	var (
+		parked sync.WaitGroup
+		start  = make(chan struct{})
+		end    time.Duration // set before start is closed
+		done   = make(chan time.Duration, spec.Threads)
+	)
+	for range spec.Threads {
+		parked.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			parked.Done()
+			<-start
+			burnUntil(end, chunk, done)
+		}()
+	}
+	parked.Wait()
 	if _, err := fmt.Fprintln(out, readyLine); err != nil {
 		return fmt.Errorf("worker: signal ready: %w", err)
 	}
@@ -133,34 +154,32 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if n, _ := in.Read(b[:]); n == 0 {
 		return nil
 	}
-	start := processCPU()
-	need := time.Duration(spec.NeedUsec) * time.Microsecond
-	done := make(chan time.Duration, spec.Threads)
-	for range spec.Threads {
-		go burnUntil(start+need, chunk, done)
-	}
+	begin := processCPU()
+	end = begin + time.Duration(spec.NeedUsec)*time.Microsecond
+	close(start)
 	at := <-done
-	burnt := processCPU() - start
+	burnt := processCPU() - begin
 	if _, err := fmt.Fprintf(out, doneFormat, int64(at), int64(burnt)); err != nil {
 		return fmt.Errorf("worker: report done: %w", err)
 	}
+	io.Copy(io.Discard, in)
 	return nil
 }
 
 // sink keeps the busy loop's result alive so the compiler keeps the loop.
-var sink uint64
+var sink atomic.Uint64
 
-// burnUntil spins on its own OS thread in chunks of about 50 µs until the
-// process's CPU clock reaches end, then sends the monotonic time it saw.
+// burnUntil spins on its locked OS thread in chunks of about 50 µs until
+// the process's CPU clock reaches end, then sends the monotonic time it
+// saw.
 func burnUntil(end time.Duration, chunk int, done chan<- time.Duration) {
-	runtime.LockOSThread()
 	x := uint64(1)
 	for processCPU() < end {
 		for range chunk {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
 	}
-	sink += x
+	sink.Add(x)
 	done <- monotonic()
 }
 
@@ -174,7 +193,7 @@ func calibrate() int {
 	for range probe {
 		x = x*6364136223846793005 + 1442695040888963407
 	}
-	sink += x
+	sink.Add(x)
 	per := threadCPU() - t0
 	if per <= 0 {
 		return probe

@@ -586,15 +586,20 @@ func (e *engine) leastLoaded(allowed []int) int {
 	return best
 }
 
-// complete ends task ti: its threads exit. On the way out each level is
-// charged one last time and, if its silo is spent and the pool is dry,
-// throttled (put_prev_entity → check_cfs_rq_runtime), even when the
-// runqueue is left empty.
+// complete ends task ti: its threads leave the CPU. On the way out each
+// level is charged one last time and, if its silo is spent and the pool
+// is dry, throttled (put_prev_entity → check_cfs_rq_runtime), even when
+// the runqueue is left empty. The process still has a little work to do
+// after its need (waking its main thread to report, going to sleep or
+// exiting): on its first thread's CPU that work is enqueued when the
+// throttle happens, so the lowest level throttled there counts throttled
+// time until it is unthrottled, as if a task were waiting.
 func (e *engine) complete(ti int) {
 	t := &e.tasks[ti]
 	t.done, t.doneAt, t.left = true, e.now, 0
 	e.left--
-	for _, thi := range t.threads {
+	tail := true
+	for k, thi := range t.threads {
 		th := &e.threads[thi]
 		th.rate = 0
 		if e.blockedOn(t, th.cpu) {
@@ -607,7 +612,8 @@ func (e *engine) complete(ti int) {
 				continue
 			}
 			if !e.assign(gi, th.cpu, float64(e.p.SliceUsec)) {
-				r.busy = e.busyOn(gi, th.cpu)
+				r.busy = e.busyOn(gi, th.cpu) || (k == 0 && tail)
+				tail = false
 				e.throttle(gi, th.cpu)
 			}
 		}

@@ -64,13 +64,14 @@ func TestKernelMechanisms(t *testing.T) {
 			// up by slice+debt (8, then the last 7); at 20 the silo is 0 and
 			// the pool dry: throttled 20→100 (80 ms). From 100 the silo holds
 			// 1 ns; tick 104 draws 9, tick 112 draws 8, tick 120 the last 3
-			// and the task ends at 120 in debt with a dry pool, so the empty
-			// runqueue is throttled once more (put_prev_entity), counted at
+			// and the task ends at 120 in debt with a dry pool: the
+			// runqueue is throttled once more (put_prev_entity) while the
+			// process's last bookkeeping waits, 120→200 (80 ms), counted at
 			// 200. Timer: expiries 100, 200, 300 (goes idle), 400 (stops).
 			name:   "one pinned thread, quota 20/100, needs 40",
 			in:     kernelInput{ncpu: 1, groups: []kernelGroupSpec{oneGroup("g", 20, 100, 0)}, tasks: []kernelTaskSpec{pinned("a", 0, 0, 40, 0)}},
 			p:      p,
-			groups: []wantGroup{{usage: 40 * ms, periods: 4, throttled: 2, throttledUsec: 80 * ms}},
+			groups: []wantGroup{{usage: 40 * ms, periods: 4, throttled: 2, throttledUsec: 160 * ms}},
 			done:   []float64{120 * ms},
 		},
 		{
@@ -99,11 +100,11 @@ func TestKernelMechanisms(t *testing.T) {
 			// Burst: the idle group starts with quota+burst = 40 in the pool,
 			// runs 40 and is throttled 40→100. At 100 the refill sees 40
 			// drawn since the last refill: a burst of 20. Second period as in
-			// the first case: 20 more, done at 120 in debt.
+			// the first case: 20 more, done at 120 in debt, throttled to 200.
 			name:   "burst from the global pool",
 			in:     kernelInput{ncpu: 1, groups: []kernelGroupSpec{oneGroup("g", 20, 100, 20)}, tasks: []kernelTaskSpec{pinned("a", 0, 0, 60, 0)}},
 			p:      p,
-			groups: []wantGroup{{usage: 60 * ms, periods: 4, throttled: 2, throttledUsec: 60 * ms, bursts: 1, burstUsec: 20 * ms}},
+			groups: []wantGroup{{usage: 60 * ms, periods: 4, throttled: 2, throttledUsec: 140 * ms, bursts: 1, burstUsec: 20 * ms}},
 			done:   []float64{120 * ms},
 		},
 		{
@@ -112,7 +113,9 @@ func TestKernelMechanisms(t *testing.T) {
 			// to tick 16 and is throttled 3 ms in debt. At 100 both debts
 			// are paid in throttle order: 92 + 84 ms throttled, summed per
 			// CPU. Tick 104 gives CPU 0 9 ms and CPU 1 the last 7; the task
-			// ends at 108 with CPU 1 1 ms in debt: throttled, counted at 200.
+			// ends at 108 with CPU 1 1 ms in debt: throttled, counted at 200,
+			// but empty (the process's last work runs on CPU 0, which still
+			// has quota), so it adds no throttled time.
 			name: "throttled time summed per CPU",
 			in: kernelInput{ncpu: 2, groups: []kernelGroupSpec{oneGroup("g", 20, 100, 0)}, tasks: []kernelTaskSpec{
 				{name: "a", group: 0, needUsec: 40 * ms, threads: 2}}},
@@ -122,9 +125,10 @@ func TestKernelMechanisms(t *testing.T) {
 		},
 		{
 			// Hierarchy: query q (10/100) under pool p (20/100). q throttles
-			// at 12 (pool p still has quota), at 108 and, empty, at 210;
-			// p never throttles. p's silo goes idle when q throttles and
-			// runs on its 1 ms carry-over after each unthrottle.
+			// at 12 (pool p still has quota), at 108 and, as the task ends,
+			// at 210 (until 300: 88+92+90 ms); p never throttles. p's silo
+			// goes idle when q throttles and runs on its 1 ms carry-over
+			// after each unthrottle.
 			name: "query cap under pool cap",
 			in: kernelInput{ncpu: 1,
 				groups: []kernelGroupSpec{oneGroup("p", 20, 100, 0),
@@ -133,7 +137,7 @@ func TestKernelMechanisms(t *testing.T) {
 			p: p,
 			groups: []wantGroup{
 				{usage: 30 * ms, periods: 4},
-				{usage: 30 * ms, periods: 5, throttled: 3, throttledUsec: 180 * ms}},
+				{usage: 30 * ms, periods: 5, throttled: 3, throttledUsec: 270 * ms}},
 			done: []float64{210 * ms},
 		},
 		{

@@ -32,17 +32,19 @@ func TestRunKernelHost(t *testing.T) {
 		},
 		{
 			// Two threads pinned to one CPU share one runqueue: the same
-			// counters as one thread (see TestKernelMechanisms).
+			// counters as one thread (see TestKernelMechanisms), including
+			// the throttle 120→200 as the task ends in debt.
 			name: "two threads pinned to cpu 0",
 			host: Host{CPUs: 2, TickUsec: 1000, Groups: []Group{app},
 				Tasks: []HostTask{{Name: "a", Group: "app", NeedUsec: 40_000, Threads: 2}}},
 			p:    KernelParams{SliceUsec: 5000, TickUsec: 4000, TaskCPUs: map[string][]int{"a": {0}}},
-			stat: observe.CPUStat{UsageUsec: 40_000, NrPeriods: 4, NrThrottled: 2, ThrottledUsec: 80_000},
+			stat: observe.CPUStat{UsageUsec: 40_000, NrPeriods: 4, NrThrottled: 2, ThrottledUsec: 160_000},
 			done: 120_000,
 		},
 		{
 			// The same two threads free to use both CPUs: throttled time
-			// is summed over two runqueues.
+			// is summed over two runqueues; the task ends with quota left
+			// on CPU 0, where its last work runs.
 			name: "two threads on two cpus",
 			host: Host{CPUs: 2, TickUsec: 1000, Groups: []Group{app},
 				Tasks: []HostTask{{Name: "a", Group: "app", NeedUsec: 40_000, Threads: 2}}},
