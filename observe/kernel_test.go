@@ -243,10 +243,12 @@ func TestKernelQuotaThrottling(t *testing.T) {
 	if st.NrThrottled > 0 && throttled/time.Duration(st.NrThrottled) > 100*time.Millisecond {
 		t.Errorf("throttled %v in %d periods: more than a period each", throttled, st.NrThrottled)
 	}
-	// The kernel hands out the quota in slices, so usage may exceed
-	// quota x periods by about one slice, never by a period's quota.
-	if limit := (st.NrPeriods + 1) * 20_000; st.UsageUsec > limit {
-		t.Errorf("usage_usec %d over quota x (periods+1) = %d", st.UsageUsec, limit)
+	// The group starts with one quota and gets one per period; beyond
+	// that only the overrun the scheduler tick lets through before it
+	// notices the quota is spent (4 ms ticks at HZ=250, more under
+	// emulation), which the next period pays back.
+	if limit := (st.NrPeriods+1)*20_000 + 10_000; st.UsageUsec > limit {
+		t.Errorf("usage_usec %d over quota x (periods+1) + 10 ms = %d", st.UsageUsec, limit)
 	}
 	if st.NrBursts != 0 || st.BurstUsec != 0 {
 		t.Errorf("bursts %d (%d µs) without a burst allowance", st.NrBursts, st.BurstUsec)

@@ -22,6 +22,7 @@
 #   POOLAGENT_VM_ENV       extra variable names to pass into the guest
 #   POOLAGENT_VM_CONSOLE=1 print the guest's console log to stderr afterwards
 #   POOLAGENT_VM_APPEND    extra kernel command line (e.g. loglevel=7 to debug boots)
+#   POOLAGENT_VM_TIMING=1  print one line to stderr: boot, job and wall seconds
 #   POOLAGENT_VM_LAB       setup.sh's lab folder (default: scripts/vm/lab)
 # Always passed into the guest: POOLAGENT_REQUIRE_KERNEL, POOLAGENT_KERNEL_MODE
 # (set to v2 when unset) and GOTRACEBACK when set.
@@ -36,6 +37,8 @@ shift
 [ -f "$bin" ] || die "no such file: $bin"
 kernel=$lab/kernel/current/vmlinuz
 [ -s "$kernel" ] && [ -s "$lab/base.cpio.gz" ] || die "no VM in $lab: run scripts/vm/setup.sh first"
+[ "$(cat "$here/init" "$(command -v busybox)" | sha256sum | cut -d' ' -f1)" = "$(cat "$lab/base.sha256")" ] ||
+	die "scripts/vm/init changed since the base initramfs was packed: run scripts/vm/setup.sh"
 if ! head -c 4 "$bin" | grep -q ELF || ldd "$bin" >/dev/null 2>&1; then
 	die "$bin is not a static Linux binary; build it with CGO_ENABLED=0"
 fi
@@ -82,6 +85,7 @@ cat "$lab/base.cpio.gz" >>"$work/initrd"
 # mitigations=off: nothing to protect in a throwaway VM, and faster under TCG.
 # panic=-1 with -no-reboot: a kernel panic ends qemu at once.
 timeout=${POOLAGENT_VM_TIMEOUT:-900}
+started=$(date +%s.%N)
 set +e
 timeout -k 10 "$timeout" qemu-system-x86_64 \
 	-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
@@ -94,6 +98,14 @@ timeout -k 10 "$timeout" qemu-system-x86_64 \
 qemu=$?
 set -e
 status=$(tr -dc 0-9 <"$work/status")
+if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
+	# init logs "booted in Bs" and "exited with status N at Es" (guest uptime)
+	awk -v name="${bin##*/}" -v wall="$(echo "$(date +%s.%N) $started" | awk '{printf "%.1f", $1-$2}')" '
+		/poolagent-vm: booted in/ { b = $4; sub(/s,?$/, "", b) }
+		/poolagent-vm: job exited/ { e = $NF; sub(/s$/, "", e) }
+		END { printf "vm run: %s: boot %.1fs, job %.1fs, wall %ss\n", name, b, e - b, wall }
+	' "$work/console.log" >&2
+fi
 [ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
 if [ $qemu = 124 ] || [ $qemu = 137 ]; then
 	echo "vm run: killed after ${timeout}s (POOLAGENT_VM_TIMEOUT); console tail:" >&2
