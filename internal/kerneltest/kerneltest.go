@@ -163,12 +163,14 @@ func check(need Need, envMode string, euid int, root string) (h Host, reason str
 	return h, "", false
 }
 
-// AsUser runs fn on an OS thread of its own whose filesystem uid is uid.
-// With a non-zero fsuid the kernel drops the thread's CAP_DAC_OVERRIDE and
-// related capabilities, so a test running as root meets the permission
-// checks an unprivileged user would. fn must do its file operations on
-// the calling goroutine and must not call t.FailNow; the test needs root
-// (call Require first).
+// AsUser runs fn on an OS thread of its own that writes as user uid: its
+// filesystem uid is uid, which makes the kernel drop CAP_DAC_OVERRIDE and
+// the other file capabilities from the thread, and CAP_DAC_READ_SEARCH is
+// raised again. So fn can read every file and traverse every directory
+// (a test VM's root directory may be 0700) but meets the permission checks
+// uid would on every write: a root test sees a root it may not write to.
+// fn must do its file operations on the calling goroutine and must not
+// call t.FailNow; the test needs root (call Require first).
 func AsUser(t testing.TB, uid int, fn func()) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -177,13 +179,25 @@ func AsUser(t testing.TB, uid int, fn func()) {
 		defer func() { done <- err }()
 		runtime.LockOSThread()
 		// The goroutine ends with the thread still locked, so the runtime
-		// discards the thread and no other goroutine inherits the fsuid.
+		// discards the thread and no other goroutine inherits its
+		// credentials.
 		if err = unix.Setfsuid(uid); err != nil {
 			err = fmt.Errorf("setfsuid %d: %w", uid, err)
 			return
 		}
 		if got, _ := unix.SetfsuidRetUid(-1); got != uid {
 			err = fmt.Errorf("fsuid is %d after setfsuid %d (needs root)", got, uid)
+			return
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var caps [2]unix.CapUserData
+		if err = unix.Capget(&hdr, &caps[0]); err != nil {
+			err = fmt.Errorf("capget: %w", err)
+			return
+		}
+		caps[0].Effective |= 1 << unix.CAP_DAC_READ_SEARCH
+		if err = unix.Capset(&hdr, &caps[0]); err != nil {
+			err = fmt.Errorf("raise CAP_DAC_READ_SEARCH: %w", err)
 			return
 		}
 		fn()

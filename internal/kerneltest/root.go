@@ -68,6 +68,11 @@ func (h Host) NewRoot(t testing.TB, need Need) Root {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatalf("create test cgroup: %v", err)
 		}
+		// 0755 whatever the umask (the VM's is 077), so a test can act
+		// as an unprivileged user below the root.
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatalf("create test cgroup: %v", err)
+		}
 		t.Cleanup(func() {
 			if err := removeTree(d); err != nil {
 				t.Errorf("remove test cgroup: %v", err)
