@@ -3,7 +3,6 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 
@@ -81,16 +80,31 @@ func (d *Dir) open(name string, flags int) (int, error) {
 	return -1, unix.EAGAIN
 }
 
-// ReadFile implements FS.
+// ReadFile implements FS. Cgroup files are small: it reads with plain
+// read(2) calls, without an os.File.
 func (d *Dir) ReadFile(name string) ([]byte, error) {
 	fd, err := d.open(name, unix.O_RDONLY)
 	if err != nil {
 		return nil, &os.PathError{Op: "read", Path: d.full(name), Err: err}
 	}
-	f := os.NewFile(uintptr(fd), d.full(name))
-	defer f.Close()
-	// os.File errors already carry the path.
-	return io.ReadAll(f)
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: d.full(name), Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // WriteFile implements FS. The error reads

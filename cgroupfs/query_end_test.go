@@ -1,0 +1,80 @@
+package cgroupfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestQueryEnd follows a query cgroup from placement to removal on the
+// emulated kernel: populated while a process (or one in a nested cgroup)
+// is in it, empty after, then removed from every hierarchy.
+func TestQueryEnd(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		name := "v1"
+		if v2 {
+			name = "v2"
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, v2)
+			tr := w.tree("poolagent", nil)
+			d := seedDesired()
+			if _, err := tr.Reconcile(d); err != nil {
+				t.Fatal(err)
+			}
+			hiers := tr.hiers(false)
+			for _, h := range hiers {
+				w.spawn(w.hierMount(h), 300)
+			}
+			if err := tr.PlaceQuery(d.Pools[1], "q1", 300); err != nil {
+				t.Fatal(err)
+			}
+			check := func(want bool) {
+				t.Helper()
+				got, err := tr.QueryPopulated("etl", "q1")
+				if err != nil || got != want {
+					t.Fatalf("populated %v, %v; want %v", got, err, want)
+				}
+			}
+			check(true)
+			// The process leaves; a process in a nested cgroup keeps it populated.
+			nested := filepath.Join(tr.Root(hiers[0]), "etl/q1/inner")
+			for _, h := range hiers {
+				q := filepath.Join(tr.Root(h), "etl/q1")
+				w.must(os.WriteFile(filepath.Join(q, fileProcs), nil, 0o644))
+				w.must(os.Mkdir(filepath.Join(q, "inner"), 0o755))
+				w.mkcg(filepath.Join(q, "inner"))
+			}
+			w.spawn(nested, 301)
+			check(true)
+			w.must(os.WriteFile(filepath.Join(nested, fileProcs), nil, 0o644))
+			check(false)
+
+			if err := tr.RemoveQuery("etl", "q1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hiers {
+				if _, err := os.Stat(filepath.Join(tr.Root(h), "etl/q1")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: query cgroup still there: %v", h, err)
+				}
+			}
+			if _, err := tr.QueryPopulated("etl", "q1"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("populated of a removed query: %v, want not exist", err)
+			}
+		})
+	}
+}
+
+func TestQueryEndRefusesBadNames(t *testing.T) {
+	w := newWorld(t, true)
+	tr := w.tree("poolagent", nil)
+	for _, q := range [][2]string{{"..", "q"}, {"adhoc", "../../etc"}, {"adhoc", "cgroup.procs"}, {"", "q"}} {
+		if _, err := tr.QueryPopulated(q[0], q[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("populated %q/%q: %v, want ErrInvalid", q[0], q[1], err)
+		}
+		if err := tr.RemoveQuery(q[0], q[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("remove %q/%q: %v, want ErrInvalid", q[0], q[1], err)
+		}
+	}
+}
