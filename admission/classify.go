@@ -1,15 +1,13 @@
 package admission
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// AllUsers is the member that every caller matches (YDB's well-known group).
-const AllUsers = "all-users@well-known"
+	"github.com/poolagent/poolagent/planner"
+)
 
 // ErrAccessDenied: the caller may not use the pool they named.
 var ErrAccessDenied = errors.New("access denied")
@@ -35,33 +33,18 @@ func (id Identity) String() string {
 	return fmt.Sprintf("%s (uid %d)", id.User, id.UID)
 }
 
-// Is reports whether member names this caller: their user name, one of
-// their groups, or AllUsers.
-func (id Identity) Is(member string) bool {
-	return member == AllUsers || (id.User != "" && member == id.User) || slices.Contains(id.Groups, member)
+func (id Identity) member() planner.Identity {
+	return planner.Identity{User: id.User, Groups: id.Groups}
 }
 
-// Classifier is a resource pool classifier: callers matching Member go to
-// Pool; the lowest Rank wins.
-type Classifier struct {
-	Name   string
-	Pool   string
-	Member string
-	Rank   int64
-}
-
-// Rules are what classification and access need from the pool model.
-type Rules struct {
-	// Pools are the names of the pools that exist, default included.
-	Pools []string
-	// Classifiers in any order; ranks are unique.
-	Classifiers []Classifier
-	// Users maps a pool to the members granted its use. The default pool
-	// needs no grant.
-	Users map[string][]string
-	// Admins are the members with administrator rights besides root: the
-	// configured admin group and grantees of administration.
-	Admins []string
+// Access is classification and access control over the pool model: its
+// classifiers and GRANTs, plus the host's own administrators, root and
+// the members of AdminGroup.
+type Access struct {
+	Model *planner.Model
+	// AdminGroup is a Unix group whose members administer the pools
+	// besides root; "" for none.
+	AdminGroup string
 }
 
 // Placement is where a query goes and why.
@@ -72,45 +55,52 @@ type Placement struct {
 	Classifier string
 }
 
-// IsAdmin reports whether id may change pools and classifiers: root, or a
-// member of Admins.
-func (r Rules) IsAdmin(id Identity) bool {
-	return id.UID == 0 || slices.ContainsFunc(r.Admins, id.Is)
+// IsAdmin reports whether id may create, alter and drop pools and
+// classifiers and change grants: root, a member of AdminGroup, or a
+// holder of an administration grant in the model.
+func (a Access) IsAdmin(id Identity) bool {
+	return id.UID == 0 ||
+		(a.AdminGroup != "" && slices.Contains(id.Groups, a.AdminGroup)) ||
+		a.Model.IsAdmin(id.member())
 }
 
-// CanUse reports whether id may run queries in pool: the default pool is
-// open to everyone, administrators may use every pool, anyone else needs a
-// grant to themselves, one of their groups or AllUsers.
-func (r Rules) CanUse(id Identity, pool string) bool {
-	return pool == DefaultPool || r.IsAdmin(id) || slices.ContainsFunc(r.Users[pool], id.Is)
+// CanUse reports whether id may run queries in pool: the pool exists and
+// id holds a use grant for it (everyone may use default), or id is an
+// administrator.
+func (a Access) CanUse(id Identity, pool string) bool {
+	if _, ok := a.Model.Pool(pool); !ok {
+		return false
+	}
+	return a.Model.MayUse(id.member(), pool) || a.IsAdmin(id)
 }
 
-func (r Rules) exists(pool string) bool { return slices.Contains(r.Pools, pool) }
-
-// Classify places a query. A named pool must exist and be usable by id;
-// otherwise the error says which pool refused the caller and why. Without
-// a name, classifiers are tried by rank, lowest first, skipping those whose
-// pool is missing or not usable by id; no match places the query in the
-// default pool.
-func (r Rules) Classify(id Identity, named string) (Placement, error) {
-	if named != "" {
-		if !r.exists(named) {
-			return Placement{}, fmt.Errorf("%w: resource pool %q does not exist (pools: %s)",
-				ErrUnknownPool, named, strings.Join(r.Pools, ", "))
-		}
-		if !r.CanUse(id, named) {
-			return Placement{}, fmt.Errorf("%w: resource pool %q refused %s: no grant to use it for the user, "+
-				"their groups (%s) or %s; an administrator can grant it", ErrAccessDenied, named, id,
-				strings.Join(id.Groups, ", "), AllUsers)
-		}
-		return Placement{Pool: named}, nil
+// Classify places a query. A pool the caller names must exist and be
+// usable by them; otherwise the error says which pool refused them and
+// why. Without a name, the model's classifiers decide by rank, lowest
+// first, skipping those whose pool is missing or not granted to the
+// caller (grants only: administrators name a pool to use one they hold no
+// grant for); no match places the query in default.
+func (a Access) Classify(id Identity, named string) (Placement, error) {
+	if named == "" {
+		pool, classifier := a.Model.Classify(id.member())
+		return Placement{Pool: pool, Classifier: classifier}, nil
 	}
-	byRank := slices.Clone(r.Classifiers)
-	slices.SortFunc(byRank, func(a, b Classifier) int { return cmp.Compare(a.Rank, b.Rank) })
-	for _, c := range byRank {
-		if id.Is(c.Member) && r.exists(c.Pool) && r.CanUse(id, c.Pool) {
-			return Placement{Pool: c.Pool, Classifier: c.Name}, nil
+	if _, ok := a.Model.Pool(named); !ok {
+		var names []string
+		for _, p := range a.Model.Pools() {
+			names = append(names, p.Name)
 		}
+		return Placement{}, fmt.Errorf("%w: resource pool %q does not exist (pools: %s)",
+			ErrUnknownPool, named, strings.Join(names, ", "))
 	}
-	return Placement{Pool: DefaultPool}, nil
+	if !a.CanUse(id, named) {
+		who := id.User
+		if who == "" {
+			who = "a user"
+		}
+		return Placement{}, fmt.Errorf("%w: resource pool %q refused %s: no grant to use it for the user, "+
+			"their groups (%s) or %s; an administrator can run GRANT USE ON RESOURCE POOL %s TO %s",
+			ErrAccessDenied, named, id, strings.Join(id.Groups, ", "), planner.AllUsers, named, who)
+	}
+	return Placement{Pool: named}, nil
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,7 +34,10 @@ type PoolStats struct {
 	Dropped  bool
 	Admitted uint64 // queries started, at once or from the queue
 	Rejected uint64 // refused at arrival: queue full or pool disabled
-	Failed   uint64 // left the queue with an error: deadline, pool dropped or disabled
+	TimedOut uint64 // left the queue at QUERY_CANCEL_AFTER_SECONDS
+	// Failed counts queries that left the queue because the pool changed:
+	// dropped, disabled, or its queue shortened.
+	Failed uint64
 	// QueueWait is the total time started queries spent queued.
 	QueueWait time.Duration
 }
@@ -255,15 +259,15 @@ func (c *Controller) NextDeadline() (time.Time, bool) {
 }
 
 // Sample records the host's CPU load, percent busy over the last sample
-// interval. When it refreshes (the first sample, then once per
-// RefreshInterval) the load becomes the window's mean, reservations are
-// dropped and queued queries start as far as the thresholds allow, oldest
-// first across pools.
-func (c *Controller) Sample(now time.Time, busyPercent float64) []Event {
+// interval, and reports whether it refreshed. A refresh (the first sample,
+// then once per RefreshInterval) makes the load the window's mean, drops
+// the reservations and starts queued queries as far as the thresholds
+// allow, oldest first across pools.
+func (c *Controller) Sample(now time.Time, busyPercent float64) (events []Event, refreshed bool) {
 	if !c.load.add(now, busyPercent) {
-		return nil
+		return nil, false
 	}
-	return c.drainAll(now, nil)
+	return c.drainAll(now, nil), true
 }
 
 // drain starts queued queries of one pool while they may start.
@@ -314,7 +318,11 @@ func (c *Controller) failQueue(p *pool, now time.Time, err *Error, events []Even
 
 func (c *Controller) fail(q *query, now time.Time, err *Error, events []Event) []Event {
 	delete(c.queries, q.id)
-	q.pool.stats.Failed++
+	if errors.Is(err, ErrDelayDeadline) {
+		q.pool.stats.TimedOut++
+	} else {
+		q.pool.stats.Failed++
+	}
 	return append(events, Event{ID: q.id, Pool: q.pool.stats.Name, QueuedFor: now.Sub(q.arrived), Err: err})
 }
 
@@ -337,6 +345,15 @@ func (c *Controller) Position(id QueryID) int {
 		n++
 	}
 	return n
+}
+
+// PoolLimits returns the limits of a pool that exists and is not dropped.
+func (c *Controller) PoolLimits(name string) (Limits, bool) {
+	p, ok := c.pools[name]
+	if !ok || p.stats.Dropped {
+		return Limits{}, false
+	}
+	return p.stats.Limits, true
 }
 
 // Pools returns every pool's state, sorted by name.

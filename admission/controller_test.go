@@ -179,7 +179,7 @@ func TestQueueDeadline(t *testing.T) {
 		t.Errorf("events on leave: %+v", ev)
 	}
 	s := poolStats(t, c, "olap")
-	if s.Running != 0 || s.Queued != 0 || s.Failed != 1 {
+	if s.Running != 0 || s.Queued != 0 || s.TimedOut != 1 || s.Failed != 0 {
 		t.Errorf("end state %+v", s)
 	}
 	if _, ok := c.NextDeadline(); ok {

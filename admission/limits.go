@@ -10,7 +10,11 @@
 // docs/admission.md states the exact rules.
 package admission
 
-import "time"
+import (
+	"time"
+
+	"github.com/poolagent/poolagent/planner"
+)
 
 // Unlimited is the value of a limit that is not set (YDB's -1).
 const Unlimited = -1
@@ -31,7 +35,7 @@ type Limits struct {
 	// reservations is below it. Unlimited (-1) disables the check; 0 also
 	// disables it, as in YDB, whose quota manager treats a zero threshold
 	// as "no threshold".
-	LoadCPUThresholdPercent int
+	LoadCPUThresholdPercent float64
 	// CancelAfter is QUERY_CANCEL_AFTER_SECONDS: how long a query may wait
 	// in the queue before it fails. 0 waits for ever.
 	CancelAfter time.Duration
@@ -49,3 +53,22 @@ func UnlimitedLimits() Limits {
 
 // checksLoad reports whether admission in this pool waits for CPU load.
 func (l Limits) checksLoad() bool { return l.LoadCPUThresholdPercent > 0 }
+
+// LimitsFromModel takes every pool's admission parameters from the pool
+// model: the one place where the planner's pools become admission limits.
+// QUERY_CANCEL_AFTER_SECONDS of -1 or 0 waits for ever, as in YDB.
+func LimitsFromModel(m *planner.Model) map[string]Limits {
+	out := map[string]Limits{}
+	for _, p := range m.Pools() {
+		l := Limits{
+			ConcurrentQueryLimit:    int(p.ConcurrentQueryLimit),
+			QueueSize:               int(p.QueueSize),
+			LoadCPUThresholdPercent: p.DatabaseLoadCPUThresholdPercent,
+		}
+		if p.QueryCancelAfterSeconds > 0 {
+			l.CancelAfter = time.Duration(p.QueryCancelAfterSeconds) * time.Second
+		}
+		out[p.Name] = l
+	}
+	return out
+}

@@ -94,8 +94,8 @@ func (h *hostLoad) add(now time.Time, busyPercent float64) bool {
 }
 
 // admits reports whether a query may start under threshold percent.
-func (h *hostLoad) admits(thresholdPercent int) bool {
-	return h.averagePercent+h.reservedPercent < float64(thresholdPercent)
+func (h *hostLoad) admits(thresholdPercent float64) bool {
+	return h.averagePercent+h.reservedPercent < thresholdPercent
 }
 
 func (h *hostLoad) reserve() { h.reservedPercent += h.cfg.ReservePercent }

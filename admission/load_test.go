@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func cpuLimits(threshold int) Limits {
+func cpuLimits(threshold float64) Limits {
 	return Limits{ConcurrentQueryLimit: Unlimited, QueueSize: Unlimited, LoadCPUThresholdPercent: threshold}
 }
 
@@ -29,7 +29,7 @@ func submitN(t *testing.T, c *Controller, pool string, n int, now time.Time) (st
 func TestLoadThresholdReservations(t *testing.T) {
 	tests := []struct {
 		name      string
-		threshold int
+		threshold float64
 		load      float64 // busy percent of every sample
 		arrive    int
 		started   int
@@ -74,8 +74,8 @@ func TestLoadRefresh(t *testing.T) {
 	}
 	// Samples within the interval do not refresh.
 	for s := 1; s < 10; s++ {
-		if ev := c.Sample(at(time.Duration(s)*time.Second), 30); len(ev) != 0 {
-			t.Fatalf("sample at %ds started %+v before the refresh", s, ev)
+		if ev, refreshed := c.Sample(at(time.Duration(s)*time.Second), 30); len(ev) != 0 || refreshed {
+			t.Fatalf("sample at %ds refreshed (%v) or started %+v before the interval", s, refreshed, ev)
 		}
 	}
 	if l := c.Load(); l.AveragePercent != 0 || l.ReservedPercent != 50 {
@@ -83,7 +83,10 @@ func TestLoadRefresh(t *testing.T) {
 	}
 	// At 10 s the window (0 s, 10 s] holds nine samples of 30 and one of 20:
 	// average 29, so three queries start (29, 39 and 49 are below 50).
-	ev := c.Sample(at(10*time.Second), 20)
+	ev, refreshed := c.Sample(at(10*time.Second), 20)
+	if !refreshed {
+		t.Fatal("no refresh after the interval")
+	}
 	l := c.Load()
 	if math.Abs(l.AveragePercent-29) > 1e-9 {
 		t.Fatalf("average %g, want 29", l.AveragePercent)
@@ -112,11 +115,11 @@ func TestLoadOverThresholdWaits(t *testing.T) {
 	if _, ok, _ := c.Submit("free", at(0)); !ok {
 		t.Error("a pool without a threshold waited for the load")
 	}
-	if ev := c.Sample(at(10*time.Second), 85); len(ev) != 0 {
+	if ev, _ := c.Sample(at(10*time.Second), 85); len(ev) != 0 {
 		t.Fatalf("started %+v at an average of 90%%", ev)
 	}
 	// The window (10 s, 20 s] holds one sample of 0: average 0.
-	ev := c.Sample(at(20*time.Second), 0)
+	ev, _ := c.Sample(at(20*time.Second), 0)
 	if len(ev) != 3 || ev[0].ID != ids[0] {
 		t.Fatalf("events %+v, want all three to start", ev)
 	}
@@ -134,7 +137,7 @@ func TestLoadSharedAcrossPools(t *testing.T) {
 	}
 	b2, _, _ := c.Submit("b", at(time.Second))
 	a3, _, _ := c.Submit("a", at(2*time.Second))
-	ev := c.Sample(at(10*time.Second), 15)
+	ev, _ := c.Sample(at(10*time.Second), 15)
 	// Average 15: two starts (15 and 25 are below 30, 35 is not), oldest
 	// queued first: b's (queued at 0 s), then b2 (1 s); a3 (2 s) waits.
 	if len(ev) != 2 || ev[0].Pool != "b" || ev[1].ID != b2 {

@@ -1,0 +1,286 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnvCPULimit is set in the command's environment to its CPU cap in vCPUs
+// (e.g. "1.5"), so runtimes can size their thread pools; it is not set
+// when the query has no cap.
+const EnvCPULimit = "POOLAGENT_CPU_LIMIT"
+
+// RunOptions describe one query run by a client.
+type RunOptions struct {
+	// Socket is the daemon's socket; DefaultSocket when empty.
+	Socket string
+	// Pool is the pool asked for; empty lets the daemon classify.
+	Pool string
+	// Path is the command's executable, already looked up; Args its argv.
+	Path string
+	Args []string
+	// Env is the command's environment; EnvCPULimit is added to it.
+	Env []string
+	// Stdin, Stdout and Stderr are given to the command as they are.
+	Stdin, Stdout, Stderr *os.File
+	// Progress, when not nil, gets a one-line progress report while the
+	// query is queued (position and time waited), redrawn in place: give
+	// it a terminal.
+	Progress io.Writer
+	// Signals are the signals the client caught. While queued any of them
+	// makes the client leave the queue; while running each is passed to
+	// the command, except SIGINT and SIGQUIT when the client is in the
+	// terminal's foreground process group, since the terminal sent those
+	// to the command as well.
+	Signals <-chan os.Signal
+}
+
+// Result is what a run ends with.
+type Result struct {
+	// ExitCode is the command's exit status, 128+N when signal N ended it
+	// or ended the wait in the queue.
+	ExitCode int
+	Pool     string
+	Query    string
+	// Stats are the query's statistics; nil when the daemon went away
+	// before the query ended.
+	Stats *Stats
+}
+
+// RefusedError is the daemon refusing the query: Code is a Code* constant,
+// Message the daemon's text (YDB's wording for admission refusals).
+type RefusedError struct {
+	Code    string
+	Message string
+}
+
+func (e *RefusedError) Error() string { return e.Message }
+
+// ErrLeftQueue: a signal made the client leave the queue.
+var ErrLeftQueue = errors.New("left the queue")
+
+// Run asks the daemon to run a query, waits for admission, runs the
+// command in the query cgroup and waits until the daemon reports the
+// query's end (the command and every descendant gone).
+func Run(opts RunOptions) (Result, error) {
+	socket := opts.Socket
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		return Result{}, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
+	}
+	defer conn.Close()
+	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan Reply, 4)}
+	go c.read(json.NewDecoder(conn))
+	if err := c.enc.Encode(Request{Op: OpRun, Pool: opts.Pool, Progress: opts.Progress != nil}); err != nil {
+		return Result{}, fmt.Errorf("send request: %w", err)
+	}
+	admitted, res, err := c.wait()
+	if err != nil {
+		return res, err
+	}
+	return c.execute(admitted)
+}
+
+type client struct {
+	opts    RunOptions
+	conn    net.Conn
+	enc     *json.Encoder
+	replies chan Reply
+}
+
+func (c *client) read(dec *json.Decoder) {
+	defer close(c.replies)
+	for {
+		var r Reply
+		if err := dec.Decode(&r); err != nil {
+			return
+		}
+		c.replies <- r
+	}
+}
+
+var errDaemonGone = errors.New("the daemon closed the connection")
+
+// wait waits in the queue until admitted.
+func (c *client) wait() (Reply, Result, error) {
+	arrived := time.Now()
+	var redraw <-chan time.Time
+	if c.opts.Progress != nil {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		redraw = t.C
+	}
+	var queued Reply
+	for {
+		select {
+		case r, open := <-c.replies:
+			if !open {
+				c.clearProgress(queued)
+				return r, Result{}, errDaemonGone
+			}
+			switch r.Type {
+			case ReplyQueued:
+				queued = r
+				c.drawProgress(queued, arrived)
+			case ReplyAdmitted:
+				c.clearProgress(queued)
+				return r, Result{Pool: r.Pool, Query: r.Query}, nil
+			case ReplyError:
+				c.clearProgress(queued)
+				return r, Result{Pool: r.Pool}, &RefusedError{Code: r.Code, Message: r.Error}
+			}
+		case <-redraw:
+			c.drawProgress(queued, arrived)
+		case sig := <-c.opts.Signals:
+			c.clearProgress(queued)
+			c.conn.Close()
+			return Reply{}, Result{ExitCode: 128 + signalNumber(sig), Pool: queued.Pool},
+				fmt.Errorf("%w of pool %s after %s: %v", ErrLeftQueue, queued.Pool,
+					time.Since(arrived).Round(100*time.Millisecond), sig)
+		}
+	}
+}
+
+func (c *client) drawProgress(q Reply, arrived time.Time) {
+	if c.opts.Progress == nil || q.Type != ReplyQueued {
+		return
+	}
+	fmt.Fprintf(c.opts.Progress, "\r\033[Kpoolagent: queued in pool %s, position %d, waited %s",
+		q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond))
+}
+
+func (c *client) clearProgress(q Reply) {
+	if c.opts.Progress != nil && q.Type == ReplyQueued {
+		fmt.Fprint(c.opts.Progress, "\r\033[K")
+	}
+}
+
+// execute starts the gate, has the daemon adopt it, releases it and waits
+// for the command and then for the daemon's report.
+func (c *client) execute(admitted Reply) (Result, error) {
+	res := Result{Pool: admitted.Pool, Query: admitted.Query}
+	self, err := os.Executable()
+	if err != nil {
+		return res, fmt.Errorf("find own executable for the gate: %w", err)
+	}
+	release, releaseW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("gate pipe: %w", err)
+	}
+	defer releaseW.Close()
+	env := append(c.opts.Env[:len(c.opts.Env):len(c.opts.Env)], gateEnv+"=1")
+	if admitted.CPULimit > 0 {
+		env = append(env, EnvCPULimit+"="+strconv.FormatFloat(admitted.CPULimit, 'f', -1, 64))
+	}
+	cmd := &exec.Cmd{
+		Path:       self,
+		Args:       append([]string{"poolagent-gate", c.opts.Path}, c.opts.Args...),
+		Env:        env,
+		Stdin:      c.opts.Stdin,
+		Stdout:     c.opts.Stdout,
+		Stderr:     c.opts.Stderr,
+		ExtraFiles: []*os.File{release},
+	}
+	err = cmd.Start()
+	release.Close()
+	if err != nil {
+		return res, fmt.Errorf("start %s: %w", c.opts.Path, err)
+	}
+	if err := c.enc.Encode(Request{Op: OpStart, PID: cmd.Process.Pid}); err != nil {
+		releaseW.Close()
+		cmd.Wait()
+		return res, fmt.Errorf("send start: %w", err)
+	}
+	if err := c.awaitStarted(); err != nil {
+		releaseW.Close()
+		cmd.Wait()
+		return res, err
+	}
+	if _, err := releaseW.Write([]byte{1}); err != nil {
+		return res, fmt.Errorf("release the command: %w", err)
+	}
+	releaseW.Close()
+
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	foreground := inTerminalForeground()
+	for running := true; running; {
+		select {
+		case sig := <-c.opts.Signals:
+			if foreground && (sig == syscall.SIGINT || sig == syscall.SIGQUIT) {
+				continue
+			}
+			cmd.Process.Signal(sig)
+		case <-exited:
+			running = false
+		}
+	}
+	res.ExitCode = exitCode(cmd.ProcessState)
+	c.enc.Encode(Request{Op: OpExited})
+	for r := range c.replies {
+		switch r.Type {
+		case ReplyDone:
+			res.Stats = r.Stats
+			return res, nil
+		case ReplyError:
+			return res, &RefusedError{Code: r.Code, Message: r.Error}
+		}
+	}
+	return res, nil
+}
+
+func (c *client) awaitStarted() error {
+	for r := range c.replies {
+		switch r.Type {
+		case ReplyStarted:
+			return nil
+		case ReplyError:
+			return &RefusedError{Code: r.Code, Message: r.Error}
+		}
+	}
+	return errDaemonGone
+}
+
+// exitCode is a shell's view of how a process ended.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 1
+}
+
+// inTerminalForeground reports whether this process's group is the
+// foreground group of its controlling terminal: then keyboard signals
+// reach the command directly.
+func inTerminalForeground() bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	defer tty.Close()
+	fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+	return err == nil && fg == unix.Getpgrp()
+}

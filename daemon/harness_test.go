@@ -1,0 +1,409 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// envTestClient, set in this test binary's environment, makes it a client
+// (like `poolagent run`) described by the JSON value, so that tests can
+// kill a client process or run one as another user.
+const envTestClient = "POOLAGENT_TEST_CLIENT"
+
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(envTestClient); ok {
+		os.Exit(testClientMain(spec))
+	}
+	kerneltest.Main(m)
+}
+
+// clientSpec is what a client process runs.
+type clientSpec struct {
+	Socket string
+	Pool   string
+	Argv   []string
+}
+
+// clientOutcome is what a client process reports on file descriptor 3.
+type clientOutcome struct {
+	Result Result
+	Code   string // RefusedError code
+	Error  string
+}
+
+func testClientMain(spec string) int {
+	var s clientSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	syscall.CloseOnExec(3)
+	report := os.NewFile(3, "report")
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	res, err := Run(RunOptions{
+		Socket: s.Socket, Pool: s.Pool, Path: s.Argv[0], Args: s.Argv, Env: os.Environ(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
+	})
+	out := clientOutcome{Result: res}
+	if err != nil {
+		out.Error = err.Error()
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			out.Code = refused.Code
+		}
+	}
+	json.NewEncoder(report).Encode(out)
+	return res.ExitCode
+}
+
+// fakeCgroups keeps query "cgroups" as lists of pids; a query is empty
+// when none of its pids is a live (non-zombie) process. It cannot see
+// grandchildren: tests of those use the real kernel.
+type fakeCgroups struct {
+	mu      sync.Mutex
+	queries map[string][]int
+	created int
+	removed int
+	applied []planner.Desired
+	fs      procfs.FS
+}
+
+func newFakeCgroups(t *testing.T) *fakeCgroups {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeCgroups{queries: map[string][]int{}, fs: fs}
+}
+
+func (f *fakeCgroups) Apply(d planner.Desired) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, d)
+	return nil
+}
+
+func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := ps.Name + "/" + query
+	if _, ok := f.queries[key]; ok {
+		return fmt.Errorf("query cgroup %s exists", key)
+	}
+	f.queries[key] = []int{pid}
+	f.created++
+	return nil
+}
+
+func (f *fakeCgroups) populated(key string) bool {
+	f.mu.Lock()
+	pids := slices.Clone(f.queries[key])
+	f.mu.Unlock()
+	for _, pid := range pids {
+		p, err := f.fs.Proc(pid)
+		if err != nil {
+			continue
+		}
+		if st, err := p.Stat(); err == nil && st.State != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeCgroups) Populated(pool, query string) (bool, error) {
+	return f.populated(pool + "/" + query), nil
+}
+
+func (f *fakeCgroups) QueryStat(string, string) (observe.CPUStat, error) {
+	return observe.CPUStat{}, nil
+}
+
+func (f *fakeCgroups) RemoveQuery(pool, query string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := pool + "/" + query
+	if _, ok := f.queries[key]; ok {
+		delete(f.queries, key)
+		f.removed++
+	}
+	return nil
+}
+
+func (f *fakeCgroups) Queries() ([][2]string, error) { return nil, nil }
+
+func (f *fakeCgroups) PoolStats([]string) (map[string]observe.CPUStat, error) { return nil, nil }
+
+// left is the number of query cgroups not removed.
+func (f *fakeCgroups) left() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queries)
+}
+
+// fixedLoad is a load source that always reports the same busy fraction.
+type fixedLoad struct {
+	mu   sync.Mutex
+	busy float64
+}
+
+func (l *fixedLoad) Sample() (float64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.busy, nil
+}
+
+func (l *fixedLoad) set(busy float64) {
+	l.mu.Lock()
+	l.busy = busy
+	l.mu.Unlock()
+}
+
+// policyOf is the policy of a pool file on a 2 vCPU node; pools is DDL.
+func policyOf(t *testing.T, pools string) Policy {
+	t.Helper()
+	m, _, err := planner.Load("test.sql", []byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
+}
+
+// socketDir makes a directory every user may enter, for sockets and
+// binaries that clients of other users use.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "poolagent-daemon-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+type testDaemon struct {
+	srv    *Server
+	socket string
+	load   *fixedLoad
+}
+
+// startDaemon serves policy on a fresh socket until the test ends.
+func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
+	t.Helper()
+	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
+	if cfg.LoadSample == 0 {
+		cfg.LoadSample = 10 * time.Millisecond
+	}
+	if cfg.Progress == 0 {
+		cfg.Progress = 10 * time.Millisecond
+	}
+	load := &fixedLoad{}
+	srv, err := New(cfg, policy, cg, users, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	waitFor(t, "the socket", func() bool {
+		_, err := os.Stat(cfg.Socket)
+		return err == nil
+	})
+	return &testDaemon{srv: srv, socket: cfg.Socket, load: load}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (d *testDaemon) pool(t *testing.T, name string) admission.PoolStats {
+	t.Helper()
+	for _, p := range d.srv.Pools() {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("pool %q not in %+v", name, d.srv.Pools())
+	return admission.PoolStats{}
+}
+
+// inProcClient is a query run by Run in this process: its command is a
+// shell that prints "started" and waits for its stdin to close.
+type inProcClient struct {
+	release *os.File // closing it ends the command
+	started chan struct{}
+	done    chan struct{}
+	signals chan os.Signal
+	res     Result
+	err     error
+}
+
+// holdingCommand prints "started" and waits for stdin to close.
+var holdingCommand = []string{"/bin/sh", "-c", "echo started; exec cat >/dev/null"}
+
+func startInProc(t *testing.T, socket, pool string) *inProcClient {
+	t.Helper()
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &inProcClient{release: stdinW, started: make(chan struct{}), done: make(chan struct{}), signals: make(chan os.Signal, 1)}
+	go func() {
+		defer close(c.done)
+		defer stdinR.Close()
+		defer stdoutW.Close()
+		c.res, c.err = Run(RunOptions{
+			Socket: socket, Pool: pool, Path: holdingCommand[0], Args: holdingCommand, Env: os.Environ(),
+			Stdin: stdinR, Stdout: stdoutW, Stderr: os.Stderr, Signals: c.signals,
+		})
+	}()
+	go func() {
+		defer stdoutR.Close()
+		b, _ := io.ReadAll(io.LimitReader(stdoutR, 8))
+		if strings.HasPrefix(string(b), "started") {
+			close(c.started)
+		}
+	}()
+	t.Cleanup(func() {
+		stdinW.Close()
+		select {
+		case c.signals <- syscall.SIGTERM: // leave the queue if still there
+		default:
+		}
+		<-c.done
+	})
+	return c
+}
+
+func (c *inProcClient) isStarted() bool {
+	select {
+	case <-c.started:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *inProcClient) isDone() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// clientProc is a client in its own process (this test binary). Its
+// command's stdin and stdout are pipes held by the test.
+type clientProc struct {
+	proc    *os.Process
+	report  *os.File
+	stdout  *os.File
+	release *os.File // the command's stdin: closing it ends holdingCommand
+}
+
+// startClientProc starts a client process, as cred's user when cred is
+// not nil.
+func startClientProc(t *testing.T, exe string, spec clientSpec, cred *syscall.Credential) *clientProc {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	var fds [6]*os.File
+	for i := 0; i < len(fds); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds[i], fds[i+1] = r, w
+	}
+	stdinR, stdinW, stdoutR, stdoutW, reportR, reportW := fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]
+	env := append(os.Environ(), envTestClient+"="+string(b))
+	p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
+		Env:   env,
+		Files: []*os.File{stdinR, stdoutW, os.Stderr, reportW},
+		Sys:   &syscall.SysProcAttr{Credential: cred},
+	})
+	stdinR.Close()
+	reportW.Close()
+	stdoutW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clientProc{proc: p, report: reportR, stdout: stdoutR, release: stdinW}
+	t.Cleanup(func() {
+		stdinW.Close()
+		p.Kill()
+		p.Wait()
+		reportR.Close()
+		stdoutR.Close()
+	})
+	return c
+}
+
+// outcome waits for the client process and returns its report; a killed
+// client has none.
+func (c *clientProc) outcome(t *testing.T) (clientOutcome, bool) {
+	t.Helper()
+	var out clientOutcome
+	err := json.NewDecoder(c.report).Decode(&out)
+	c.proc.Wait()
+	return out, err == nil
+}
+
+// waitStarted reads the client's stdout until the command printed
+// "started".
+func (c *clientProc) waitStarted(t *testing.T) {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := io.ReadFull(c.stdout, b[:7]); err != nil || string(b[:7]) != "started" {
+		t.Fatalf("command did not start: %q, %v", b, err)
+	}
+}
+
+func killProc(t *testing.T, p *os.Process) {
+	t.Helper()
+	if err := p.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}

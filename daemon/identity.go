@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os/user"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/admission"
+)
+
+// peerCred returns the credentials the kernel recorded for the process
+// that connected to conn (SO_PEERCRED: its pid and effective uid and gid
+// at connect time).
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, fmt.Errorf("peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return nil, fmt.Errorf("peer credentials: getsockopt SO_PEERCRED: %w", credErr)
+	}
+	return cred, nil
+}
+
+// Users completes peer credentials with names from the host's user
+// database.
+type Users interface {
+	Identity(cred *unix.Ucred) (admission.Identity, error)
+}
+
+// SystemUsers looks names up with os/user: through the C library's NSS
+// (so LDAP or sssd users and groups count) when the binary is built with
+// cgo, by reading /etc/passwd and /etc/group when it is not. The groups
+// are the effective primary group and every group the database lists for
+// the user (getgrouplist), looked up on every call so that membership
+// changes apply to the next query.
+type SystemUsers struct{}
+
+// Identity implements Users. A uid without a user entry keeps an empty
+// User and only its primary group; a gid without a group entry is left
+// out of Groups.
+func (SystemUsers) Identity(cred *unix.Ucred) (admission.Identity, error) {
+	id := admission.Identity{UID: cred.Uid, GID: cred.Gid, PID: int(cred.Pid)}
+	gids := []string{strconv.FormatUint(uint64(cred.Gid), 10)}
+	u, err := user.LookupId(strconv.FormatUint(uint64(cred.Uid), 10))
+	var unknown user.UnknownUserIdError
+	switch {
+	case errors.As(err, &unknown):
+	case err != nil:
+		return id, fmt.Errorf("look up uid %d: %w", cred.Uid, err)
+	default:
+		id.User = u.Username
+		more, err := u.GroupIds()
+		if err != nil {
+			return id, fmt.Errorf("look up the groups of %s: %w", u.Username, err)
+		}
+		gids = append(gids, more...)
+	}
+	seen := map[string]bool{}
+	for _, gid := range gids {
+		if seen[gid] {
+			continue
+		}
+		seen[gid] = true
+		g, err := user.LookupGroupId(gid)
+		var unknown user.UnknownGroupIdError
+		switch {
+		case errors.As(err, &unknown):
+		case err != nil:
+			return id, fmt.Errorf("look up gid %s: %w", gid, err)
+		default:
+			id.Groups = append(id.Groups, g.Name)
+		}
+	}
+	return id, nil
+}

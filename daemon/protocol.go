@@ -1,0 +1,91 @@
+package daemon
+
+// The protocol between `poolagent run` and the daemon: JSON objects, one
+// per line, over the daemon's Unix socket. docs/admission.md shows a whole
+// exchange. The caller's identity is never part of a message: the daemon
+// takes it from the socket's peer credentials.
+
+// Client operations.
+const (
+	// OpRun asks to run a query: the first message of a connection.
+	OpRun = "run"
+	// OpStart names the process that is to become the query, once the
+	// query was admitted.
+	OpStart = "start"
+	// OpExited says the client's child has exited, so the daemon checks
+	// at once whether the query cgroup is empty.
+	OpExited = "exited"
+)
+
+// Daemon replies.
+const (
+	// ReplyQueued: the query waits; Position is its place in the queue.
+	// Sent on arrival and, when Progress was asked for, whenever the
+	// position changes.
+	ReplyQueued = "queued"
+	// ReplyAdmitted: the query may start; its cgroup exists.
+	ReplyAdmitted = "admitted"
+	// ReplyStarted: the process named by OpStart is in the query cgroup
+	// and may exec the command.
+	ReplyStarted = "started"
+	// ReplyDone: the query cgroup is empty and removed; Stats are final.
+	ReplyDone = "done"
+	// ReplyError: the query failed; Error says why, Code says how.
+	ReplyError = "error"
+)
+
+// Error codes of a ReplyError.
+const (
+	CodeQueueFull     = "queue_full"
+	CodePoolDisabled  = "pool_disabled"
+	CodeDelayDeadline = "delay_deadline"
+	CodePoolDropped   = "pool_dropped"
+	CodeUnknownPool   = "unknown_pool"
+	CodeAccessDenied  = "access_denied"
+	CodeBadRequest    = "bad_request"
+	CodeInternal      = "internal"
+)
+
+// Request is a message from the client.
+type Request struct {
+	Op string `json:"op"`
+	// Pool is the pool the caller names (OpRun); empty: classify.
+	Pool string `json:"pool,omitempty"`
+	// Progress asks for a ReplyQueued on every change of position (OpRun).
+	Progress bool `json:"progress,omitempty"`
+	// PID is the client's child that waits to exec the command (OpStart).
+	PID int `json:"pid,omitempty"`
+}
+
+// Reply is a message from the daemon.
+type Reply struct {
+	Type string `json:"type"`
+	Pool string `json:"pool,omitempty"`
+	// Classifier that chose the pool, if one did.
+	Classifier string `json:"classifier,omitempty"`
+	Position   int    `json:"position,omitempty"`
+	// Query is the query's id and the name of its cgroup below the pool.
+	Query string `json:"query,omitempty"`
+	// CPULimit is the query's CPU cap in vCPUs (its cpu.max quota over
+	// period); 0 when the query is not capped.
+	CPULimit float64 `json:"cpu_limit,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	Code     string  `json:"code,omitempty"`
+	Stats    *Stats  `json:"stats,omitempty"`
+}
+
+// Stats is what a finished query reports: YDB's plan statistics
+// (ResourcePoolId, QueuedTimeUs, TotalDurationUs, spelled as YDB spells
+// them) and the query cgroup's cpu.stat counters (microseconds).
+type Stats struct {
+	ResourcePoolID string `json:"ResourcePoolId"`
+	// QueuedTimeUs is the time from arrival to admission, µs.
+	QueuedTimeUs int64 `json:"QueuedTimeUs"`
+	// TotalDurationUs is the time from arrival until the query cgroup was
+	// empty, queue included, µs.
+	TotalDurationUs int64  `json:"TotalDurationUs"`
+	UsageUsec       uint64 `json:"usage_usec"`
+	NrPeriods       uint64 `json:"nr_periods"`
+	NrThrottled     uint64 `json:"nr_throttled"`
+	ThrottledUsec   uint64 `json:"throttled_usec"`
+}

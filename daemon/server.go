@@ -1,0 +1,500 @@
+// Package daemon is poolagent's admission service: it listens on a Unix
+// socket, identifies each caller by the kernel's peer credentials,
+// classifies and admits their queries (package admission), places each
+// admitted query's process in its own cgroup <root>/<pool>/<query>, holds
+// the slot until that cgroup is empty, and re-plans the pools' CPU shares
+// (weighted max-min) as pools become active or idle. The client side,
+// used by `poolagent run`, is in this package too (client.go, gate.go).
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// DefaultSocket is where the daemon listens unless told otherwise.
+const DefaultSocket = "/run/poolagent/agent.sock"
+
+// Cgroups is the cgroup work the daemon needs. The production
+// implementation ([HostCgroups]) writes through package cgroupfs and reads
+// through package observe; tests may use a fake. Pool and query names are
+// plain names, never paths. A query cgroup that no longer exists (its pool
+// was dropped and its processes moved to default) reads as empty.
+type Cgroups interface {
+	// Apply makes the pool cgroups match d, writing only what differs.
+	Apply(d planner.Desired) error
+	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
+	// query template and moves process pid into it.
+	PlaceQuery(ps planner.PoolState, query string, pid int) error
+	// Populated reports whether the query cgroup still holds a process.
+	Populated(pool, query string) (bool, error)
+	// QueryStat reads the query cgroup's CPU accounting.
+	QueryStat(pool, query string) (observe.CPUStat, error)
+	// RemoveQuery removes the (empty) query cgroup.
+	RemoveQuery(pool, query string) error
+	// Queries lists the query cgroups that exist, as [pool, query] pairs.
+	Queries() ([][2]string, error)
+	// PoolStats reads the CPU accounting of the named pools' cgroups.
+	PoolStats(pools []string) (map[string]observe.CPUStat, error)
+}
+
+// LoadSource measures the host's CPU load: the busy fraction (0..1) of
+// all CPUs since the previous call. *observe.LoadSampler is one.
+type LoadSource interface {
+	Sample() (float64, error)
+}
+
+// Policy is what the daemon serves: the pool model (pools, classifiers,
+// grants), the node it plans for, and the host's admin group.
+type Policy struct {
+	Model *planner.Model
+	Node  planner.Node
+	// AdminGroup is a Unix group whose members administer the pools
+	// besides root; "" for none.
+	AdminGroup string
+}
+
+// Config tunes the daemon.
+type Config struct {
+	// Socket is the Unix socket's path; DefaultSocket when empty. Its
+	// directory is created if missing, and the socket is made
+	// world-writable (0666) so that every local user may connect.
+	Socket string
+	// LoadSample is the host load sampling interval;
+	// admission.DefaultSampleInterval when 0.
+	LoadSample time.Duration
+	// Load tunes CPU-load admission (refresh interval, reservation).
+	Load admission.LoadConfig
+	// Progress is how often a queued client that asked for progress is
+	// told its position if it changed; 1 s when 0.
+	Progress time.Duration
+	// ProcRoot is the proc filesystem used to check the processes clients
+	// name; "/proc" when empty.
+	ProcRoot string
+	// Log receives the daemon's own events; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// Server is a running admission service.
+type Server struct {
+	cfg   Config
+	cg    Cgroups
+	users Users
+	load  LoadSource
+	procs procChecker
+	// start names this run of the daemon in query ids, so ids never
+	// repeat across restarts.
+	start string
+
+	mu      sync.Mutex
+	ctl     *admission.Controller
+	policy  Policy
+	access  admission.Access
+	waiters map[admission.QueryID]chan admission.Event
+	desired planner.Desired
+	applied bool
+	demand  map[string]float64
+	// lastPoolStats and lastPoolStatsAt are the previous refresh's reading
+	// of the pool cgroups, for demand.
+	lastPoolStats   map[string]observe.CPUStat
+	lastPoolStatsAt time.Time
+
+	replan chan struct{}
+}
+
+// New checks the configuration and applies the initial plan (no pool
+// active), so that every pool cgroup exists before the first query.
+func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*Server, error) {
+	if cfg.Socket == "" {
+		cfg.Socket = DefaultSocket
+	}
+	if cfg.LoadSample == 0 {
+		cfg.LoadSample = admission.DefaultSampleInterval
+	}
+	if cfg.LoadSample < 0 {
+		return nil, fmt.Errorf("load sample interval %s: want a positive duration", cfg.LoadSample)
+	}
+	if cfg.Progress == 0 {
+		cfg.Progress = time.Second
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	ctl, err := admission.NewController(cfg.Load, admission.LimitsFromModel(policy.Model))
+	if err != nil {
+		return nil, err
+	}
+	procs, err := newProcChecker(cfg.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		cg:      cg,
+		users:   users,
+		load:    load,
+		procs:   procs,
+		start:   strconv.FormatInt(time.Now().Unix(), 36),
+		ctl:     ctl,
+		policy:  policy,
+		access:  admission.Access{Model: policy.Model, AdminGroup: policy.AdminGroup},
+		waiters: map[admission.QueryID]chan admission.Event{},
+		replan:  make(chan struct{}, 1),
+	}
+	if err := s.plan(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetPolicy replaces the pool model at run time (reload, ALTER): limits
+// apply at once (see admission.Controller.Configure) and the pools are
+// re-planned.
+func (s *Server) SetPolicy(p Policy) {
+	s.mu.Lock()
+	s.policy = p
+	s.access = admission.Access{Model: p.Model, AdminGroup: p.AdminGroup}
+	s.dispatch(s.ctl.Configure(admission.LimitsFromModel(p.Model), time.Now()))
+	s.mu.Unlock()
+	s.kickReplan()
+}
+
+// Access returns the classification and access rules in force, for
+// administrative requests (IsAdmin).
+func (s *Server) Access() admission.Access {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.access
+}
+
+// Pools returns every pool's admission state.
+func (s *Server) Pools() []admission.PoolStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctl.Pools()
+}
+
+// Load returns the state of CPU-load admission.
+func (s *Server) Load() admission.LoadStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctl.Load()
+}
+
+// Desired returns the plan last applied to the cgroups.
+func (s *Server) Desired() planner.Desired {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.desired
+}
+
+// Serve listens on the socket and serves clients until ctx ends. Query
+// cgroups that still hold processes when it starts (queries of an earlier
+// daemon) keep their slots until they are empty. Queries still running
+// when it ends keep their cgroups for the next daemon.
+func (s *Server) Serve(ctx context.Context) error {
+	ln, err := listen(s.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if err := s.adoptRunning(ctx, &wg); err != nil {
+		ln.Close()
+		return err
+	}
+	wg.Go(func() { s.sampleLoop(ctx) })
+	wg.Go(func() { s.replanLoop(ctx) })
+	wg.Go(func() {
+		<-ctx.Done()
+		ln.Close()
+	})
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept on %s: %w", s.cfg.Socket, err)
+		}
+		wg.Go(func() { s.serveConn(ctx, conn) })
+	}
+}
+
+// adoptRunning counts the populated query cgroups found at start as
+// running queries and frees each slot when its cgroup empties.
+func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
+	queries, err := s.cg.Queries()
+	if err != nil {
+		return fmt.Errorf("list running queries: %w", err)
+	}
+	for _, q := range queries {
+		pool, name := q[0], q[1]
+		busy, err := s.cg.Populated(pool, name)
+		if err != nil || !busy {
+			continue
+		}
+		s.mu.Lock()
+		id := s.ctl.Adopt(pool, time.Now())
+		s.mu.Unlock()
+		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
+		wg.Go(func() {
+			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
+				return
+			}
+			if err := s.cg.RemoveQuery(pool, name); err != nil {
+				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
+			}
+			s.leave(id)
+		})
+	}
+	if len(queries) > 0 {
+		s.kickReplan()
+	}
+	return nil
+}
+
+// listen creates the socket, replacing a stale one left by a daemon that
+// died, and opens it to every local user.
+func listen(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("socket %s: another daemon is listening on it", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// NOTE: connecting to a Unix socket needs write permission on it; the
+	// caller's identity comes from SO_PEERCRED, so anyone may connect.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket mode: %w", err)
+	}
+	return ln, nil
+}
+
+// dispatch hands events to their waiting sessions; s.mu is held.
+func (s *Server) dispatch(events []admission.Event) {
+	for _, ev := range events {
+		if ch, ok := s.waiters[ev.ID]; ok {
+			delete(s.waiters, ev.ID)
+			ch <- ev
+		}
+	}
+}
+
+// leave ends a query in the controller, starting whoever may start next.
+func (s *Server) leave(id admission.QueryID) {
+	s.mu.Lock()
+	delete(s.waiters, id)
+	s.dispatch(s.ctl.Leave(id, time.Now()))
+	s.mu.Unlock()
+	s.kickReplan()
+}
+
+// tick fails queued queries past their deadline.
+func (s *Server) tick() {
+	s.mu.Lock()
+	s.dispatch(s.ctl.Tick(time.Now()))
+	s.mu.Unlock()
+}
+
+func (s *Server) sampleLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.LoadSample)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			busy, err := s.load.Sample()
+			if errors.Is(err, observe.ErrNoElapsed) {
+				continue
+			}
+			if err != nil {
+				s.cfg.Log.Error("host load sample", "err", err)
+				continue
+			}
+			s.mu.Lock()
+			events, refreshed := s.ctl.Sample(now, 100*busy)
+			s.dispatch(events)
+			s.mu.Unlock()
+			if refreshed {
+				s.observeDemand(now)
+				s.kickReplan()
+			}
+		}
+	}
+}
+
+// observeDemand takes each pool's demand over the last refresh interval:
+// (usage + throttled time) / wall time, in vCPUs.
+func (s *Server) observeDemand(now time.Time) {
+	s.mu.Lock()
+	var pools []string
+	for _, p := range s.policy.Model.Pools() {
+		pools = append(pools, p.Name)
+	}
+	s.mu.Unlock()
+	stats, err := s.cg.PoolStats(pools)
+	if err != nil {
+		s.cfg.Log.Error("read pool CPU accounting for demand", "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastPoolStats != nil {
+		elapsedUsec := float64(now.Sub(s.lastPoolStatsAt).Microseconds())
+		demand := map[string]float64{}
+		for pool, cur := range stats {
+			prev, ok := s.lastPoolStats[pool]
+			if !ok || elapsedUsec <= 0 {
+				continue
+			}
+			d := cur.Sub(prev)
+			demand[pool] = float64(d.UsageUsec+d.ThrottledUsec) / elapsedUsec
+		}
+		s.demand = demand
+	}
+	s.lastPoolStats = stats
+	s.lastPoolStatsAt = now
+}
+
+// Demand returns the demand per pool (vCPUs) observed at the last load
+// refresh.
+func (s *Server) Demand() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.demand)
+}
+
+func (s *Server) kickReplan() {
+	select {
+	case s.replan <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) replanLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.replan:
+			if err := s.plan(); err != nil {
+				s.cfg.Log.Error("re-plan pools", "err", err)
+			}
+		}
+	}
+}
+
+// plan computes the desired state for the current active set and demand
+// and applies it when it differs from the last one applied. Pools the
+// model no longer has (dropped while queries ran) take no part.
+func (s *Server) plan() error {
+	s.mu.Lock()
+	m, node := s.policy.Model, s.policy.Node
+	active := []string{}
+	for _, name := range s.ctl.Active() {
+		if _, ok := m.Pool(name); ok {
+			active = append(active, name)
+		}
+	}
+	demand := map[string]float64{}
+	for name, d := range s.demand {
+		if _, ok := m.Pool(name); ok {
+			demand[name] = d
+		}
+	}
+	last, applied := s.desired, s.applied
+	s.mu.Unlock()
+	d, err := planner.Plan(m, node, planner.Activity{Active: active, DemandCPUs: demand})
+	if err != nil {
+		return fmt.Errorf("plan for active pools %v: %w", active, err)
+	}
+	if applied && reflect.DeepEqual(d, last) {
+		return nil
+	}
+	if err := s.cg.Apply(d); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.desired, s.applied = d, true
+	s.mu.Unlock()
+	return nil
+}
+
+// poolState returns pool's state in the last applied plan.
+func (s *Server) poolState(pool string) (planner.PoolState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.desired.Pools {
+		if p.Name == pool {
+			return p, true
+		}
+	}
+	return planner.PoolState{}, false
+}
+
+// cpuLimit is a cgroup's cpu.max in vCPUs: quota / period; 0 when unlimited.
+func cpuLimit(c planner.Cgroup) float64 {
+	cpu := c.Resources.CPU
+	if cpu == nil || cpu.Quota == nil || cpu.Period == nil || *cpu.Quota < 0 || *cpu.Period == 0 {
+		return 0
+	}
+	return float64(*cpu.Quota) / float64(*cpu.Period)
+}
+
+// waitEmpty returns once the query cgroup holds no process, or with ctx's
+// error. It looks at once on a value from wake (the client saw its child
+// exit), and otherwise polls, every millisecond at first and then less
+// often, up to every 100 ms for long queries.
+func (s *Server) waitEmpty(ctx context.Context, pool, query string, wake <-chan struct{}) error {
+	const maxPoll = 100 * time.Millisecond
+	poll := time.Millisecond
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	for {
+		busy, err := s.cg.Populated(pool, query)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-t.C:
+			poll = min(2*poll, maxPoll)
+			t.Reset(poll)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+)
+
+// session is one client connection: one query.
+type session struct {
+	s    *Server
+	conn *net.UnixConn
+	enc  *json.Encoder
+	// msgs carries the client's requests after the first; it is closed
+	// when the client hangs up.
+	msgs chan Request
+	done chan struct{}
+}
+
+func (se *session) send(r Reply) error { return se.enc.Encode(r) }
+
+func (se *session) fail(code string, err error) {
+	se.send(Reply{Type: ReplyError, Code: code, Error: err.Error()})
+}
+
+// firstRequestTimeout bounds how long a connection may stay silent before
+// naming its query.
+const firstRequestTimeout = 10 * time.Second
+
+func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
+	defer conn.Close()
+	se := &session{s: s, conn: conn, enc: json.NewEncoder(conn), msgs: make(chan Request, 4), done: make(chan struct{})}
+	defer close(se.done)
+	cred, err := peerCred(conn)
+	if err != nil {
+		se.fail(CodeInternal, err)
+		return
+	}
+	dec := json.NewDecoder(conn)
+	conn.SetReadDeadline(time.Now().Add(firstRequestTimeout))
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		se.fail(CodeBadRequest, fmt.Errorf("read request: %w", err))
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	if req.Op != OpRun {
+		se.fail(CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, OpRun))
+		return
+	}
+	go se.read(dec)
+	id, err := s.users.Identity(cred)
+	if err != nil {
+		se.fail(CodeInternal, err)
+		return
+	}
+	place, err := s.Access().Classify(id, req.Pool)
+	if err != nil {
+		se.fail(errorCode(err), err)
+		return
+	}
+	se.run(ctx, id, cred.Pid, place, req.Progress)
+}
+
+// read forwards the client's requests until it hangs up.
+func (se *session) read(dec *json.Decoder) {
+	defer close(se.msgs)
+	for {
+		var r Request
+		if err := dec.Decode(&r); err != nil {
+			return
+		}
+		select {
+		case se.msgs <- r:
+		case <-se.done:
+			return
+		}
+	}
+}
+
+func errorCode(err error) string {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{admission.ErrQueueFull, CodeQueueFull},
+		{admission.ErrPoolDisabled, CodePoolDisabled},
+		{admission.ErrDelayDeadline, CodeDelayDeadline},
+		{admission.ErrPoolDropped, CodePoolDropped},
+		{admission.ErrUnknownPool, CodeUnknownPool},
+		{admission.ErrAccessDenied, CodeAccessDenied},
+		{ErrNotYourChild, CodeBadRequest},
+	} {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return CodeInternal
+}
+
+// run takes a classified query through admission, start and end.
+func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32, place admission.Placement, progress bool) {
+	s := se.s
+	arrived := time.Now()
+	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, progress)
+	if !ok {
+		return
+	}
+	name := "q" + s.start + "-" + strconv.FormatUint(uint64(qid), 10)
+	ps, ok := s.poolState(place.Pool)
+	if !ok {
+		s.leave(qid)
+		se.fail(CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
+		return
+	}
+	se.send(Reply{Type: ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: cpuLimit(ps.Query)})
+	var r Request
+	for r.Op != OpStart {
+		var open bool
+		if r, open = <-se.msgs; !open {
+			s.leave(qid)
+			return
+		}
+	}
+	if err := s.adopt(peerPID, id.UID, r.PID, ps, name); err != nil {
+		se.fail(errorCode(err), err)
+		// A move whose check failed afterwards may have placed a process:
+		// the slot stays held until the cgroup (if made) is empty.
+		se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+		return
+	}
+	se.send(Reply{Type: ReplyStarted})
+	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+	if err != nil {
+		se.fail(CodeInternal, err)
+		return
+	}
+	se.send(Reply{Type: ReplyDone, Pool: place.Pool, Query: name, Stats: &stats})
+}
+
+// admit submits the query and waits for its start. It reports false when
+// the query was refused or the client went away (having told the client).
+func (se *session) admit(ctx context.Context, pool string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
+	s := se.s
+	s.mu.Lock()
+	qid, started, err := s.ctl.Submit(pool, arrived)
+	var wait chan admission.Event
+	var position int
+	var deadline *time.Timer
+	if err == nil && !started {
+		wait = make(chan admission.Event, 1)
+		s.waiters[qid] = wait
+		position = s.ctl.Position(qid)
+		if p, ok := s.ctl.PoolLimits(pool); ok && p.CancelAfter > 0 {
+			deadline = time.AfterFunc(p.CancelAfter, s.tick)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		se.fail(errorCode(err), err)
+		return 0, 0, false
+	}
+	if started {
+		s.kickReplan()
+		return qid, 0, true
+	}
+	if deadline != nil {
+		defer deadline.Stop()
+	}
+	se.send(Reply{Type: ReplyQueued, Pool: pool, Position: position})
+	var tick <-chan time.Time
+	if progress {
+		t := time.NewTicker(s.cfg.Progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case ev := <-wait:
+			if ev.Err != nil {
+				se.fail(errorCode(ev.Err), ev.Err)
+				return 0, 0, false
+			}
+			s.kickReplan()
+			return qid, ev.QueuedFor, true
+		case <-tick:
+			s.mu.Lock()
+			p := s.ctl.Position(qid)
+			s.mu.Unlock()
+			if p != position && p > 0 {
+				position = p
+				se.send(Reply{Type: ReplyQueued, Pool: pool, Position: p})
+			}
+		case _, open := <-se.msgs:
+			if !open {
+				s.leave(qid)
+				return 0, 0, false
+			}
+		case <-ctx.Done():
+			s.leave(qid)
+			return 0, 0, false
+		}
+	}
+}
+
+// finish holds the query's slot until its cgroup is empty, then reads its
+// accounting, removes the cgroup and frees the slot. The client's OpExited
+// makes it look at once; the client hanging up does not end the query
+// while processes remain in its cgroup.
+func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration) (Stats, error) {
+	s := se.s
+	wake := make(chan struct{}, 1)
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for {
+			select {
+			case r, open := <-se.msgs:
+				if !open {
+					return
+				}
+				if r.Op == OpExited {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			case <-waitCtx.Done():
+				return
+			}
+		}
+	}()
+	if err := s.waitEmpty(waitCtx, pool, name, wake); err != nil {
+		if ctx.Err() == nil {
+			// Not the daemon stopping: the cgroup cannot be read, so the
+			// slot is freed rather than held for ever.
+			s.leave(qid)
+		}
+		return Stats{}, fmt.Errorf("query %s: %w", name, err)
+	}
+	st, statErr := s.cg.QueryStat(pool, name)
+	rmErr := s.cg.RemoveQuery(pool, name)
+	s.leave(qid)
+	if err := errors.Join(statErr, rmErr); err != nil {
+		return Stats{}, fmt.Errorf("query %s: %w", name, err)
+	}
+	return Stats{
+		ResourcePoolID:  pool,
+		QueuedTimeUs:    queuedFor.Microseconds(),
+		TotalDurationUs: time.Since(arrived).Microseconds(),
+		UsageUsec:       st.UsageUsec,
+		NrPeriods:       st.NrPeriods,
+		NrThrottled:     st.NrThrottled,
+		ThrottledUsec:   st.ThrottledUsec,
+	}, nil
+}
