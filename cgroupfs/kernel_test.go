@@ -206,14 +206,19 @@ func TestKernelThrottle(t *testing.T) {
 	st, usageUsec := k.stat(t, "slow")
 	t.Logf("burner cpu %s; slow: usage %d µs, nr_periods %d, nr_throttled %d, throttled %d µs",
 		cpu, usageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec)
-	if st.NrThrottled < 12 || st.NrThrottled > 30 {
-		t.Errorf("nr_throttled = %d, want about 20 (12..30)", st.NrThrottled)
+	// About 20 periods of 20 ms run and 80 ms throttled. The bounds are
+	// generous: under the VM's emulation, or a busy host, the same 2 s of
+	// the burner's clock can span a few more periods.
+	if st.NrThrottled < 12 || st.NrThrottled > 40 {
+		t.Errorf("nr_throttled = %d, want about 20 (12..40)", st.NrThrottled)
 	}
-	if st.ThrottledUsec < 800_000 || st.ThrottledUsec > 2_500_000 {
-		t.Errorf("throttled = %d µs, want about 1.6 s (0.8..2.5 s)", st.ThrottledUsec)
+	if st.ThrottledUsec < 800_000 || st.ThrottledUsec > 3_200_000 {
+		t.Errorf("throttled = %d µs, want about 1.6 s (0.8..3.2 s)", st.ThrottledUsec)
 	}
-	if usageUsec < 200_000 || usageUsec > 800_000 {
-		t.Errorf("usage = %d µs, want about 0.4 s (20%% of 2 s)", usageUsec)
+	// The quota holds whatever the wall time: at most 20 ms ran in each
+	// period (10% over for the kernel's per-CPU runtime slices).
+	if usageUsec < 200_000 || usageUsec > st.NrPeriods*22_000 {
+		t.Errorf("usage = %d µs over %d periods, want 0.2 s..20 ms per period", usageUsec, st.NrPeriods)
 	}
 }
 
