@@ -64,7 +64,8 @@ func (t *Tree) Apply(p Plan) (Result, error) {
 	var res Result
 	var pending []Op // a burst refused before its quota, to write after it
 	fail := func(at Op, rest []Op, err error) (Result, error) {
-		return res, &ApplyError{Failed: at, Err: err, Done: res.Done, NotDone: append(append(pending[:0:0], at), rest...)}
+		notDone := append(append([]Op{at}, pending...), rest...)
+		return res, &ApplyError{Failed: at, Err: err, Done: res.Done, NotDone: notDone}
 	}
 	for i, op := range p.Ops {
 		err := t.do(op, &res.Writes)

@@ -524,3 +524,39 @@ func TestMemoryLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestBurstPendingWhenQuotaFails: a burst refused before its quota, whose
+// quota write then fails, is reported as not done.
+func TestBurstPendingWhenQuotaFails(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		counter := &faultCounter{}
+		tr := w.tree("poolagent", func(f FS) FS { return faultFS{FS: f, c: counter} })
+		d := planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: cg(20000, 100000, 10000, 0, 0)}}}
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		d.Pools[1].Pool = cg(80000, 100000, 60000, 0, 0)
+		// write 1: the burst, refused by the kernel; write 2: the quota
+		counter.n, counter.failAt = 0, 2
+		_, err := tr.Reconcile(d)
+		var ae *ApplyError
+		if !errors.As(err, &ae) {
+			t.Fatalf("err = %v, want *ApplyError", err)
+		}
+		var files []string
+		for _, o := range ae.NotDone {
+			files = append(files, o.File)
+		}
+		if len(ae.Done) != 0 || len(files) != 2 || !strings.Contains(files[1], "burst") {
+			t.Fatalf("done %v, not done %v; want nothing done, then the quota and the burst not done", ae.Done, files)
+		}
+		counter.failAt = 0
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := tr.Plan(d); len(again.Ops) != 0 {
+			t.Errorf("not converged:\n%s", again)
+		}
+	})
+}

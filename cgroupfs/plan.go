@@ -109,7 +109,6 @@ type target struct {
 	path string
 	want settings
 	cur  settings
-	pool bool
 }
 
 // planner state: the ops so far and, for v1's ordering, each cgroup's
@@ -219,7 +218,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 	var pools, queries []target
 	var stale []string
 	for _, p := range d.Pools {
-		tg, err := b.target(p.Name, fromDesired(p.Pool, t.v2), true)
+		tg, err := b.target(p.Name, fromDesired(p.Pool, t.v2))
 		if err != nil {
 			return Plan{}, err
 		}
@@ -229,7 +228,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 				stale = append(stale, q)
 				continue
 			}
-			tg, err := b.target(q, fromDesired(p.Query, t.v2), false)
+			tg, err := b.target(q, fromDesired(p.Query, t.v2))
 			if err != nil {
 				return Plan{}, err
 			}
@@ -240,7 +239,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 		if _, ok := st.nodes[dest]; ok {
 			continue // an existing query of default, already a target
 		}
-		tg, err := b.target(dest, fromDesired(def.Query, t.v2), false)
+		tg, err := b.target(dest, fromDesired(def.Query, t.v2))
 		if err != nil {
 			return Plan{}, err
 		}
@@ -307,7 +306,7 @@ func hasOwnProcs(n *node) bool {
 
 // target reads an existing cgroup's values (a new one has the kernel's
 // defaults) and notes its bandwidth for v1 ordering.
-func (b *planBuilder) target(p string, want settings, pool bool) (target, error) {
+func (b *planBuilder) target(p string, want settings) (target, error) {
 	cur := defaults()
 	if n, ok := b.st.nodes[p]; ok && n.in[b.hiers[0]] {
 		var err error
@@ -316,7 +315,7 @@ func (b *planBuilder) target(p string, want settings, pool bool) (target, error)
 		}
 	}
 	b.bw[p] = [2]int64{*cur.QuotaUsec, int64(*cur.PeriodUsec)}
-	return target{path: p, want: want, cur: cur, pool: pool}, nil
+	return target{path: p, want: want, cur: cur}, nil
 }
 
 func (b *planBuilder) mkdir(p string) {

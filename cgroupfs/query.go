@@ -35,7 +35,7 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	b.bw[ps.Name] = [2]int64{*pool.QuotaUsec, int64(*pool.PeriodUsec)}
 	cg := path.Join(ps.Name, query)
 	b.mkdir(cg)
-	tg, err := b.target(cg, want, false)
+	tg, err := b.target(cg, want)
 	if err != nil {
 		return err
 	}
