@@ -198,17 +198,26 @@ func (st *state) walk(f FS, h, dir string) error {
 	return nil
 }
 
-// readProcs parses cgroup.procs: one PID per line.
+// readProcs reads the PIDs in cg's cgroup.procs.
 func readProcs(f FS, cg string) ([]int, error) {
 	b, err := f.ReadFile(path.Join(cg, fileProcs))
 	if err != nil {
 		return nil, err
 	}
+	pids, err := parseProcs(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", cg, fileProcs, err)
+	}
+	return pids, nil
+}
+
+// parseProcs parses cgroup.procs: one PID (a positive decimal) per line.
+func parseProcs(b []byte) ([]int, error) {
 	var out []int
 	for _, l := range strings.Fields(string(b)) {
 		pid, err := strconv.Atoi(l)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %q is not a PID", cg, fileProcs, l)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%q is not a PID", l)
 		}
 		out = append(out, pid)
 	}
