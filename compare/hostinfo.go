@@ -156,3 +156,17 @@ func Load1() float64 {
 	}
 	return l.Load1
 }
+
+// Emulated reports whether the CPUs are emulated in software (qemu's TCG
+// names its CPU model "QEMU TCG CPU ...").
+func Emulated() bool {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return false
+	}
+	cpus, err := fs.CPUInfo()
+	if err != nil || len(cpus) == 0 {
+		return false
+	}
+	return strings.Contains(cpus[0].ModelName, "TCG")
+}

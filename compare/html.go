@@ -44,8 +44,7 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 	if e.Measured {
 		fmt.Fprintf(&b, "<p>Measured on Linux %s, cgroup %s, %d CPUs, %d run(s), load %.2f → %.2f. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			esc(e.Kernel), esc(e.Cgroup), e.CPUs, e.Runs, e.Load1Start, e.Load1End, e.SliceUsec, e.TickUsec, esc(e.TickSource))
-		fmt.Fprintf(&b, "<p>Target (%s): nr_throttled ±%g, usage_usec and throttled_usec ±%g%% (or ±%.0f µs).</p>\n",
-			esc(r.Target.Class), r.Target.NrThrottled, r.Target.Pct, r.Target.FloorUsec)
+		fmt.Fprintf(&b, "<p>Target (%s): %s.</p>\n", esc(r.Target.Class), esc(r.Target.Text()))
 	} else {
 		fmt.Fprintf(&b, "<p>Simulation only, %d CPUs: %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			e.CPUs, esc(e.Why), e.SliceUsec, e.TickUsec, esc(e.TickSource))

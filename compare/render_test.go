@@ -28,7 +28,7 @@ func fixtureReport(measured bool) *Report {
 	r := &Report{
 		Scenario:   "testdata/scenarios/example.scn",
 		Env:        Env{Measured: measured, Kernel: "6.18.44", Cgroup: "v1", CPUs: 2, SliceUsec: 5000, TickUsec: 4000, TickSource: "CONFIG_HZ=250 from /proc/config.gz", Runs: 2, Load1Start: 0.25, Load1End: 0.5},
-		Target:     TargetFor(true),
+		Target:     TargetFor(true, false),
 		WindowUsec: 100000,
 		Groups: []GroupResult{
 			{Name: "olap", Path: "olap", Limit: "max/100ms", Simple: stat(60000, 0, 0, 0, 0, 0),
@@ -70,6 +70,14 @@ func TestRenderGolden(t *testing.T) {
 			name + ".txt":  func(b *bytes.Buffer, r *Report) error { return WriteText(b, r, 4) },
 			name + ".html": func(b *bytes.Buffer, r *Report) error { return WriteHTML(b, r) },
 			name + ".json": func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) },
+		}
+		if measured {
+			renderers[name+".md"] = func(b *bytes.Buffer, r *Report) error {
+				b.WriteString(MarkdownHeader)
+				return WriteMarkdownRows(b, r, "example")
+			}
+		} else if err := WriteMarkdownRows(new(bytes.Buffer), fixtureReport(false), "example"); err == nil {
+			t.Error("WriteMarkdownRows of a simulation-only report: no error")
 		}
 		for file, render := range renderers {
 			t.Run(file, func(t *testing.T) {
@@ -139,5 +147,20 @@ func TestCellCounts(t *testing.T) {
 				t.Errorf("CellCounts = %d, %d; want %d, %d", ran, thr, tt.ran, tt.thr)
 			}
 		})
+	}
+}
+
+func TestTargetEmulated(t *testing.T) {
+	r := fixtureReport(true)
+	r.Groups[1].Runs[0].Measured.UsageUsec = 75000 // mean 67650 vs 60000: -11.3%
+	r.Finish()
+	if len(r.Groups[1].Misses) != 1 {
+		t.Fatalf("native CPU: misses %q, want the usage miss", r.Groups[1].Misses)
+	}
+	r.Env.Emulated = true
+	r.Target = TargetFor(true, true)
+	r.Finish()
+	if len(r.Groups[1].Misses) != 0 {
+		t.Errorf("emulated CPU: misses %q, want none (usage not held)", r.Groups[1].Misses)
 	}
 }

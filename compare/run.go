@@ -72,7 +72,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		return nil, fmt.Errorf("compare: %s needs %d CPUs, this host has %d", name, l.Kernel.CPUs, n)
 	}
 	env := Env{Measured: true, Kernel: KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
-		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1()}
+		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1(), Emulated: Emulated()}
 	if v2 {
 		env.Cgroup = "v2"
 	}

@@ -26,7 +26,7 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 	fmt.Fprintf(&b, "kernel model: slice %dus, tick %dus (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
 	if e.Measured {
 		t := r.Target
-		fmt.Fprintf(&b, "target (%s): nr_throttled ±%g, usage_usec and throttled_usec ±%g%% (or ±%.0fus)\n", t.Class, t.NrThrottled, t.Pct, t.FloorUsec)
+		fmt.Fprintf(&b, "target (%s): %s\n", t.Class, t.Text())
 	}
 	for _, g := range r.Groups {
 		b.WriteString("\n")

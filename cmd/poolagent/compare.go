@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -31,8 +32,9 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in, see compare/default.scn)"},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` to create for the run, which must not exist (default: a unique directory below the cpu controller's mount)"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the scenario `N` times"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json, or markdown (the accuracy table's rows, measured runs only)"},
 			&cli.StringFlag{Name: "report", Usage: "also write a self-contained HTML report with charts to `FILE`"},
+			&cli.StringFlag{Name: "json", Usage: "also write the JSON report to `FILE`"},
 			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline"},
 			&cli.IntFlag{Name: "periods", Value: 8, Usage: "periods shown in the text timeline"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
@@ -43,8 +45,8 @@ func compareCommand() *cli.Command {
 
 func runCompare(c *cli.Context) error {
 	format := c.String("format")
-	if format != "text" && format != "json" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	if format != "text" && format != "json" && format != "markdown" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json, markdown)", format)
 	}
 	if n := c.Int("repeat"); n < 1 {
 		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)
@@ -103,8 +105,19 @@ func runCompare(c *cli.Context) error {
 			return err
 		}
 	}
-	if format == "json" {
+	if path := c.String("json"); path != "" {
+		if err := writeFile(path, func(w io.Writer) error { return compare.WriteJSON(w, report) }); err != nil {
+			return err
+		}
+	}
+	switch format {
+	case "json":
 		return compare.WriteJSON(c.App.Writer, report)
+	case "markdown":
+		if _, err := io.WriteString(c.App.Writer, compare.MarkdownHeader); err != nil {
+			return err
+		}
+		return compare.WriteMarkdownRows(c.App.Writer, report, filepath.Base(sc.Name))
 	}
 	periods := c.Int("periods")
 	return compare.WriteText(c.App.Writer, report, periods)
