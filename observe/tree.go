@@ -70,9 +70,14 @@ type Tree struct {
 
 // Groups returns the cgroups at and below the root as paths relative to
 // it, "." first, parents before their children, siblings in lexical order.
+// A cgroup removed while the tree is walked (a query that ended) is left
+// out.
 func (t Tree) Groups() ([]string, error) {
 	var groups []string
 	err := filepath.WalkDir(t.Root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil && path != t.Root && errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipDir
+		}
 		if err != nil {
 			return err
 		}

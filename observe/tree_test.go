@@ -69,9 +69,9 @@ func TestTreeReadAllV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Sample{
-		{Group: ".", CPU: CPUStat{UsageUsec: 432109, UserUsec: 4253_0000, SystemUsec: 68_0000}, UsageKnown: true, LocalThrottledUsec: u64(0)},
-		{Group: "default", CPU: CPUStat{UsageUsec: 12050, UserUsec: 80_0000, SystemUsec: 40_0000}, UsageKnown: true, LocalThrottledUsec: u64(0)},
-		{Group: "olap", CPU: CPUStat{UsageUsec: 420059, UserUsec: 4173_0000, SystemUsec: 28_0000, NrPeriods: 21, NrThrottled: 20, ThrottledUsec: 1603874, NrBursts: 1, BurstUsec: 20000},
+		{Group: ".", CPU: CPUStat{UsageUsec: 432109, UserUsec: 420_000, SystemUsec: 10_000}, UsageKnown: true, LocalThrottledUsec: u64(0)},
+		{Group: "default", CPU: CPUStat{UsageUsec: 12050, UserUsec: 10_000, SystemUsec: 0}, UsageKnown: true, LocalThrottledUsec: u64(0)},
+		{Group: "olap", CPU: CPUStat{UsageUsec: 420059, UserUsec: 410_000, SystemUsec: 10_000, NrPeriods: 21, NrThrottled: 20, ThrottledUsec: 1603874, NrBursts: 1, BurstUsec: 20000},
 			UsageKnown: true, LocalThrottledUsec: u64(1603874)},
 		// q-1 exists in the cpu hierarchy only: usage unknown, not an error
 		{Group: "olap/q-1", CPU: CPUStat{NrPeriods: 21}, LocalThrottledUsec: u64(1603874)},

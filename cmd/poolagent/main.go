@@ -30,6 +30,7 @@ func newApp() *cli.App {
 			planCommand(),
 			checkCommand(),
 			applyCommand(),
+			statCommand(),
 		},
 	}
 }

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// statCommand is `poolagent stat`: the kernel's CPU counters of every pool
+// and query cgroup, once or as deltas per interval.
+func statCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stat",
+		Usage: "show the kernel's CPU counters of every pool and query: usage, periods, throttling, bursts, PSI",
+		Description: "Reads cpu.stat (cgroup v2; v1: cpu.stat and cpuacct), cpu.stat.local and cpu.pressure of\n" +
+			"the pool root and every cgroup below it (pools, and queries under them; \".\" is the root\n" +
+			"itself). The cgroup version is told by the files in the root. With --watch it prints, each\n" +
+			"interval, what the counters grew by in that interval, until interrupted or --count\n" +
+			"intervals. PSI columns are the kernel's own 10 s averages, in percent.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
+			&cli.StringFlag{Name: "cpuacct-root", Usage: "cgroup v1: the pool root's `DIR` in the cpuacct hierarchy, for usage (default: found from the mounts)"},
+			&cli.DurationFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the deltas every `INTERVAL` (e.g. 1s) instead of the totals once"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "with --watch: stop after `N` intervals (default: until interrupted)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json (--watch: one JSON object per line)"},
+		},
+		Action: runStat,
+	}
+}
+
+func runStat(c *cli.Context) error {
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	}
+	watch, count := c.Duration("watch"), c.Int("count")
+	if watch < 0 || (c.IsSet("watch") && watch < 10*time.Millisecond) {
+		return fmt.Errorf("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
+	}
+	if count < 0 || (c.IsSet("count") && !c.IsSet("watch")) {
+		return fmt.Errorf("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
+	}
+	tree, err := statTree(c.String("root"), c.String("cpuacct-root"))
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if watch == 0 {
+		samples, err := tree.ReadAll()
+		if err != nil {
+			return err
+		}
+		if format == "json" {
+			return writeStatJSON(w, statJSON{Root: tree.Root, Version: tree.Version.String(), Groups: samples}, false)
+		}
+		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root, tree.Version)
+		return writeStatTable(w, samples, 0)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ticker := time.NewTicker(watch)
+	defer ticker.Stop()
+	next := func() (time.Time, bool) {
+		select {
+		case <-ctx.Done():
+			return time.Time{}, false
+		case now := <-ticker.C:
+			return now, true
+		}
+	}
+	return watchStat(w, tree, format, count, time.Now(), next)
+}
+
+// statTree finds the pool root and how to read it. The version comes from
+// the root's files; on v1, usage comes from the same relative path in the
+// cpuacct hierarchy, found from the mounts when not given.
+func statTree(root, cpuacctRoot string) (observe.Tree, error) {
+	mounts, detectErr := cgroupfs.Detect("/")
+	given := root != ""
+	if !given {
+		if detectErr != nil {
+			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", detectErr)
+		}
+		dir, _, err := mounts.Controller("cpu")
+		if err != nil {
+			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", err)
+		}
+		root = filepath.Join(dir, "poolagent")
+	}
+	v, err := observe.DetectVersion(root)
+	if err != nil && !given {
+		return observe.Tree{}, fmt.Errorf("no pool root at the default place (poolagent apply creates it; or give --root): %w", err)
+	}
+	if err != nil {
+		return observe.Tree{}, fmt.Errorf("--root: %w", err)
+	}
+	tree := observe.Tree{Version: v, Root: root, CPUAcctRoot: cpuacctRoot}
+	if v == observe.V1 && cpuacctRoot == "" && detectErr == nil {
+		tree.CPUAcctRoot = cpuacctTwin(mounts, root)
+	}
+	return tree, nil
+}
+
+// cpuacctTwin returns root's counterpart in the v1 cpuacct hierarchy (root
+// itself where cpu and cpuacct are mounted together), or "" when there is
+// none: no cpuacct mounted, or root outside the cpu hierarchy (a copy, a
+// fixture), whose usage is then shown as unknown.
+func cpuacctTwin(mounts cgroupfs.Mounts, root string) string {
+	cpuDir, v2, err := mounts.Controller("cpu")
+	acctDir, ok := mounts.V1[cgroupfs.HierCPUAcct]
+	if err != nil || v2 || !ok {
+		return ""
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(cpuDir, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return ""
+	}
+	return filepath.Join(acctDir, rel)
+}
+
+// statJSON is `poolagent stat --format json` without --watch.
+type statJSON struct {
+	Root    string           `json:"root"`
+	Version string           `json:"version"`
+	Groups  []observe.Sample `json:"groups"`
+}
+
+// statIntervalJSON is one line of `poolagent stat --watch --format json`:
+// what each group's counters grew by in the interval. Pressure is not a
+// delta: it is cpu.pressure as read at the interval's end (its averages
+// are already the kernel's own moving averages).
+type statIntervalJSON struct {
+	Interval int              `json:"interval"`
+	Seconds  float64          `json:"seconds"`
+	Groups   []observe.Sample `json:"groups"`
+}
+
+// watchStat prints, at each time next returns, the deltas since the
+// previous one (since start for the first), until next returns false or
+// count intervals (0: no limit) have been printed. The times next returns
+// measure the intervals.
+func watchStat(w io.Writer, tree observe.Tree, format string, count int, start time.Time, next func() (time.Time, bool)) error {
+	prev, err := readByGroup(tree)
+	if err != nil {
+		return err
+	}
+	last := start
+	if format == "text" {
+		fmt.Fprintf(w, "pool root %s (cgroup %s): deltas per interval\n", tree.Root, tree.Version)
+	}
+	for n := 1; count == 0 || n <= count; n++ {
+		now, ok := next()
+		if !ok {
+			return nil
+		}
+		cur, err := readByGroup(tree)
+		if err != nil {
+			return err
+		}
+		deltas := make([]observe.Sample, 0, len(cur.order))
+		for _, g := range cur.order {
+			deltas = append(deltas, statDelta(cur.samples[g], prev.samples[g]))
+		}
+		elapsed := now.Sub(last)
+		if format == "json" {
+			if err := writeStatJSON(w, statIntervalJSON{Interval: n, Seconds: elapsed.Seconds(), Groups: deltas}, true); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(w, "\ninterval %d: %.3fs\n", n, elapsed.Seconds())
+			if err := writeStatTable(w, deltas, elapsed); err != nil {
+				return err
+			}
+		}
+		prev, last = cur, now
+	}
+	return nil
+}
+
+// samplesByGroup is one read of the tree, in Groups order.
+type samplesByGroup struct {
+	order   []string
+	samples map[string]observe.Sample
+}
+
+func readByGroup(tree observe.Tree) (samplesByGroup, error) {
+	all, err := tree.ReadAll()
+	if err != nil {
+		return samplesByGroup{}, err
+	}
+	s := samplesByGroup{samples: make(map[string]observe.Sample, len(all))}
+	for _, x := range all {
+		s.order = append(s.order, x.Group)
+		s.samples[x.Group] = x
+	}
+	return s, nil
+}
+
+// statDelta is what cur's counters grew by since prev; a group new since prev
+// (zero prev) counts from its creation.
+func statDelta(cur, prev observe.Sample) observe.Sample {
+	d := cur
+	d.CPU = cur.CPU.Sub(prev.CPU)
+	if cur.LocalThrottledUsec != nil && prev.LocalThrottledUsec != nil && *cur.LocalThrottledUsec >= *prev.LocalThrottledUsec {
+		v := *cur.LocalThrottledUsec - *prev.LocalThrottledUsec
+		d.LocalThrottledUsec = &v
+	}
+	return d
+}
+
+// writeStatTable prints samples as a table. With a non-zero interval the
+// samples are deltas and a CPUS column shows the CPUs' worth of usage in
+// the interval.
+func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duration) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "GROUP\t"
+	if interval > 0 {
+		header += "CPUS\t"
+	}
+	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10")
+	for _, s := range samples {
+		st := s.CPU
+		row := s.Group + "\t"
+		usage := "-"
+		if s.UsageKnown {
+			usage = statSeconds(st.UsageUsec)
+		}
+		if interval > 0 {
+			cpus := "-"
+			if s.UsageKnown {
+				cpus = strconv.FormatFloat(float64(st.UsageUsec)/float64(interval.Microseconds()), 'f', 2, 64)
+			}
+			row += cpus + "\t"
+		}
+		ratio := "-"
+		if st.NrPeriods > 0 {
+			ratio = strconv.FormatFloat(st.ThrottledRatio(), 'f', 2, 64)
+		}
+		some, full := "-", "-"
+		if p := s.Pressure; p != nil {
+			some = strconv.FormatFloat(p.Some.Avg10Percent, 'f', 2, 64)
+			if p.Full != nil {
+				full = strconv.FormatFloat(p.Full.Avg10Percent, 'f', 2, 64)
+			}
+		}
+		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
+			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full)
+	}
+	return tw.Flush()
+}
+
+// statSeconds formats microseconds as seconds with millisecond precision.
+func statSeconds(usec uint64) string {
+	return strconv.FormatFloat(float64(usec)/1e6, 'f', 3, 64)
+}
+
+// writeStatJSON writes v as JSON: indented, or on one line for --watch.
+func writeStatJSON(w io.Writer, v any, oneLine bool) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if oneLine {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
