@@ -230,3 +230,18 @@ func writeFixture(t *testing.T, root, name, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatReadmeExcerpt keeps the README's example output true.
+func TestStatReadmeExcerpt(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(statGolden + "stat-v2.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```\n"+string(want)+"```\n") {
+		t.Errorf("README.md's poolagent stat example is not %sstat-v2.txt:\n%s", statGolden, want)
+	}
+}
