@@ -30,6 +30,8 @@ func newApp() *cli.App {
 			planCommand(),
 			checkCommand(),
 			applyCommand(),
+			daemonCommand(),
+			runCommand(),
 			statCommand(),
 		},
 	}

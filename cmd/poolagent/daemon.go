@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// daemonCommand is `poolagent daemon`: the admission service.
+func daemonCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "daemon",
+		Usage: "admit queries into pools: serve `poolagent run` on a Unix socket and keep the pools' cgroups planned",
+		Description: "Applies the pool file to the cgroup tree (as poolagent apply, but with no pool active),\n" +
+			"then listens on the socket, open to every local user; a caller is identified by the\n" +
+			"kernel's peer credentials. Each query is classified, admitted, queued or rejected by\n" +
+			"its pool's CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, QUERY_CANCEL_AFTER_SECONDS and\n" +
+			"DATABASE_LOAD_CPU_THRESHOLD, runs in its own cgroup <root>/<pool>/<query>, and holds\n" +
+			"its slot until that cgroup is empty. When the set of pools with running queries\n" +
+			"changes, and at every load refresh with the observed demand, the pools' CPU shares\n" +
+			"are re-planned (weighted max-min) and only changed files are written. Runs until\n" +
+			"SIGINT or SIGTERM. See docs/admission.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
+			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
+			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
+			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
+			&cli.Int64Flag{Name: "memory", Usage: "node memory in `BYTES` (default: read from the host)"},
+			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
+			&cli.DurationFlag{Name: "load-sample", Value: admission.DefaultSampleInterval, Usage: "host CPU load sampling `INTERVAL`"},
+			&cli.DurationFlag{Name: "load-refresh", Value: admission.DefaultRefreshInterval, Usage: "`INTERVAL` between load refreshes: moving average taken, reservations dropped, pools re-planned with observed demand"},
+		},
+		Action: runDaemon,
+	}
+}
+
+func runDaemon(c *cli.Context) error {
+	for _, f := range []string{"load-sample", "load-refresh"} {
+		if d := c.Duration(f); d < 10*time.Millisecond {
+			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
+		}
+	}
+	node, err := applyNode(c)
+	if err != nil {
+		return err
+	}
+	model, err := loadPools(c, c.String("pools"))
+	if err != nil {
+		return err
+	}
+	mounts, err := cgroupfs.Detect("/")
+	if err != nil {
+		return err
+	}
+	root := c.String("root")
+	if root == "" {
+		dir, _, err := mounts.Controller("cpu")
+		if err != nil {
+			return fmt.Errorf("find the pool root (give --root): %w", err)
+		}
+		root = filepath.Join(dir, "poolagent")
+	}
+	cg, err := daemon.OpenHostCgroups(mounts, root)
+	if err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	defer cg.Close()
+	load, err := observe.NewLoadSampler("/proc")
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	cfg := daemon.Config{
+		Socket:     c.String("socket"),
+		LoadSample: c.Duration("load-sample"),
+		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
+		Log:        log,
+	}
+	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.SystemUsers{}, load)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
+	return srv.Serve(ctx)
+}
