@@ -18,7 +18,7 @@ import (
 
 // WorkerSpec is one CPU-burning worker: Threads threads that together burn
 // NeedUsec of CPU time, measured by the process's own CPU clock
-// (CLOCK_PROCESS_CPUTIME_ID) from the go signal on, then exit.
+// (CLOCK_PROCESS_CPUTIME_ID) from the moment it is ready, then stop.
 type WorkerSpec struct {
 	// NeedUsec is the CPU time to burn, in microseconds; >= 0.
 	NeedUsec int64
@@ -110,7 +110,7 @@ func formatCPUs(cpus []int) string {
 //	worker → runner  "ready\n"               pinned, calibrated, threads parked
 //	runner → worker  one byte                 go (EOF instead: exit without burning)
 //	worker → runner  "done MONO_NS CPU_NS\n"  need burnt at CLOCK_MONOTONIC
-//	                                          MONO_NS, CPU_NS burnt in all
+//	                                          MONO_NS, CPU_NS burnt since ready
 //	runner → worker  EOF                      exit
 //
 // Between done and EOF the worker sleeps, so its exit (a few ms of CPU for
@@ -147,6 +147,10 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 		}()
 	}
 	parked.Wait()
+	// The need is counted from here, so what the process does between
+	// ready and burning (sleeping in its cgroup, waking at go) is part of
+	// it, as the cgroup counts it.
+	begin := processCPU()
 	if _, err := fmt.Fprintln(out, readyLine); err != nil {
 		return fmt.Errorf("worker: signal ready: %w", err)
 	}
@@ -154,7 +158,6 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if n, _ := in.Read(b[:]); n == 0 {
 		return nil
 	}
-	begin := processCPU()
 	end = begin + time.Duration(spec.NeedUsec)*time.Microsecond
 	close(start)
 	at := <-done
@@ -170,8 +173,9 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 var sink atomic.Uint64
 
 // burnUntil spins on its locked OS thread in chunks of about 50 µs until
-// the process's CPU clock reaches end, then sends the monotonic time it
-// saw.
+// the process's CPU clock reaches end, sends the monotonic time it saw,
+// and parks the thread for good: ending a locked goroutine would make the
+// runtime exit its thread, CPU the measurement would count.
 func burnUntil(end time.Duration, chunk int, done chan<- time.Duration) {
 	x := uint64(1)
 	for processCPU() < end {
@@ -181,6 +185,7 @@ func burnUntil(end time.Duration, chunk int, done chan<- time.Duration) {
 	}
 	sink.Add(x)
 	done <- monotonic()
+	select {}
 }
 
 // calibrate returns the loop iterations that take about 50 µs of CPU, so
