@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,12 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	}
 	runtime.GOMAXPROCS(spec.Threads)
 	chunk := calibrate()
+	// No garbage collection or heap scavenging once ready: the worker
+	// allocates almost nothing from here on, and background GC work would
+	// run in the query cgroup before the task's arrival.
+	debug.SetGCPercent(-1)
+	runtime.GC()
+	debug.FreeOSMemory()
 	var (
 		parked sync.WaitGroup
 		start  = make(chan struct{})

@@ -622,9 +622,14 @@ func (e *engine) complete(ti int) {
 
 // tick is the scheduler tick on every busy CPU: each level on the path of
 // a running thread is charged (already done by advance) and, if its silo
-// is spent, refilled from the pool or throttled.
+// is spent, refilled from the pool or throttled. The CPUs' ticks fire at
+// the same moment but their handlers race for the group's lock; the model
+// rotates which CPU goes first from one tick to the next, so no CPU is
+// always first to the last of the pool.
 func (e *engine) tick() {
-	for cpu := range e.ncpu {
+	first := int(math.Round((e.now-float64(e.p.TickPhaseUsec))/float64(e.p.TickUsec))) % e.ncpu
+	for i := range e.ncpu {
+		cpu := (first + i) % e.ncpu
 		var levels []int
 		for i := range e.threads {
 			th := &e.threads[i]

@@ -108,11 +108,12 @@ func TestKernelMechanisms(t *testing.T) {
 			done:   []float64{120 * ms},
 		},
 		{
-			// Two threads on two CPUs: both draw 5 at 0; at tick 8 CPU 0 gets
-			// 8, CPU 1 the last 2 and is throttled (1 ms in debt); CPU 0 runs
+			// Two threads on two CPUs: both draw 5 at 0; at tick 8 (an even
+			// tick: CPU 0's handler goes first) CPU 0 gets 8, CPU 1 the last
+			// 2 and is throttled (1 ms in debt); CPU 0 runs
 			// to tick 16 and is throttled 3 ms in debt. At 100 both debts
 			// are paid in throttle order: 92 + 84 ms throttled, summed per
-			// CPU. Tick 104 gives CPU 0 9 ms and CPU 1 the last 7; the task
+			// CPU. Tick 104 (even) gives CPU 0 9 ms and CPU 1 the last 7; the task
 			// ends at 108 with CPU 1 1 ms in debt: throttled, counted at 200,
 			// but empty (the process's last work runs on CPU 0, which still
 			// has quota), so it adds no throttled time.
