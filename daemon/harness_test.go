@@ -30,11 +30,40 @@ import (
 // kill a client process or run one as another user.
 const envTestClient = "POOLAGENT_TEST_CLIENT"
 
+// envTestSpin, set to a duration, makes this test binary a command that
+// spins for that much CPU time, prints its cgroups and exits.
+const envTestSpin = "POOLAGENT_TEST_SPIN"
+
 func TestMain(m *testing.M) {
 	if spec, ok := os.LookupEnv(envTestClient); ok {
 		os.Exit(testClientMain(spec))
 	}
+	if d, ok := os.LookupEnv(envTestSpin); ok {
+		os.Exit(spinMain(d))
+	}
 	kerneltest.Main(m)
+}
+
+func spinMain(d string) int {
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var ts unix.Timespec
+	for {
+		unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts)
+		if time.Duration(ts.Nano()) >= dur {
+			break
+		}
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	os.Stdout.Write(b)
+	return 0
 }
 
 // clientSpec is what a client process runs.
@@ -211,7 +240,8 @@ type testDaemon struct {
 	load   *fixedLoad
 }
 
-// startDaemon serves policy on a fresh socket until the test ends.
+// startDaemon serves policy on a fresh socket until the test ends, with a
+// load source the test sets.
 func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
 	t.Helper()
 	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
@@ -226,6 +256,14 @@ func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users User
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := serve(t, srv, cfg.Socket)
+	d.load = load
+	return d
+}
+
+// serve runs srv until the test ends.
+func serve(t *testing.T, srv *Server, socket string) *testDaemon {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
@@ -236,10 +274,10 @@ func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users User
 		}
 	})
 	waitFor(t, "the socket", func() bool {
-		_, err := os.Stat(cfg.Socket)
+		_, err := os.Stat(socket)
 		return err == nil
 	})
-	return &testDaemon{srv: srv, socket: cfg.Socket, load: load}
+	return &testDaemon{srv: srv, socket: socket}
 }
 
 // waitFor polls cond for up to 10 s.

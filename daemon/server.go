@@ -394,6 +394,17 @@ func (s *Server) Demand() map[string]float64 {
 	return maps.Clone(s.demand)
 }
 
+// started notes a query start in pool: the pool's observed demand is
+// forgotten until the next refresh measures it again, so a new query is
+// never held to what the pool used while it was idle; and the pools are
+// re-planned, since the active set may have changed.
+func (s *Server) started(pool string) {
+	s.mu.Lock()
+	delete(s.demand, pool)
+	s.mu.Unlock()
+	s.kickReplan()
+}
+
 func (s *Server) kickReplan() {
 	select {
 	case s.replan <- struct{}{}:

@@ -167,7 +167,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 		return 0, 0, false
 	}
 	if started {
-		s.kickReplan()
+		s.started(pool)
 		return qid, 0, true
 	}
 	if deadline != nil {
@@ -187,7 +187,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, 0, false
 			}
-			s.kickReplan()
+			s.started(pool)
 			return qid, ev.QueuedFor, true
 		case <-tick:
 			s.mu.Lock()
