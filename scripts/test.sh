@@ -13,6 +13,9 @@
 # POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
 # instead of skipping; step 5 catches a test that skipped in both runs any
 # other way. So real-kernel tests can never silently stop running.
+#
+# A failing step does not stop the later ones (CI shows every failure at
+# once); the script fails at the end if any step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export POOLAGENT_REQUIRE_KERNEL=1
@@ -26,21 +29,22 @@ terse() { sed -e '/^=== \(RUN\|PAUSE\|CONT\|NAME\)/d'; }
 
 # passed reads go test -v output and prints "PACKAGE TEST" for each
 # top-level test that passed. go test prints each package's output in one
-# piece, ending with its "ok" line.
+# piece, ending with its "ok PACKAGE" or "FAIL PACKAGE" line.
 passed() {
 	awk '/^--- PASS: / { names[++n] = $3 }
-		/^ok / { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }
-		/^FAIL/ { n = 0 }' "$@"
+		/^(ok|FAIL)[ \t]/ && NF >= 2 { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }' "$@"
 }
 
+failed=()
+
 echo "== go vet"
-go vet ./...
+go vet ./... || failed+=("go vet")
 
 echo "== unit tests"
-go test -count=1 -skip "$kernel" ./...
+go test -count=1 -skip "$kernel" ./... || failed+=("unit tests")
 
 echo "== real-kernel tests: which packages have them"
-go test -list "$kernel" ./... >"$logs/list"
+go test -list "$kernel" ./... >"$logs/list" || failed+=("listing real-kernel tests")
 awk '/^Test/ { names[++n] = $1 } /^ok / { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }' \
 	"$logs/list" | sort >"$logs/want"
 pkgs=$(cut -d' ' -f1 "$logs/want" | sort -u)
@@ -50,19 +54,31 @@ sed 's/^/  /' "$logs/want"
 # One package at a time: the tests measure CPU time and must not compete
 # with each other for the two CPUs.
 echo "== real-kernel tests on this host"
-go test -count=1 -p 1 -v -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse
+go test -count=1 -p 1 -v -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse ||
+	failed+=("real-kernel tests on this host")
 
 echo "== real-kernel tests under cgroup v2 (qemu VM, one boot per package)"
-scripts/vm/setup.sh
-CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
-	go test -count=1 -p 1 -v -exec "$PWD/scripts/vm/run.sh" -run "$kernel" $pkgs 2>&1 |
-	tee "$logs/vm" | terse
+: >"$logs/vm"
+if scripts/vm/setup.sh; then
+	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
+		go test -count=1 -p 1 -v -exec "$PWD/scripts/vm/run.sh" -run "$kernel" $pkgs 2>&1 |
+		tee "$logs/vm" | terse || failed+=("real-kernel tests under cgroup v2")
+else
+	failed+=("VM setup")
+fi
 
 echo "== every real-kernel test passed in at least one mode"
 passed "$logs/host" "$logs/vm" | sort -u >"$logs/passed"
-if missing=$(comm -23 "$logs/want" "$logs/passed") && [ -n "$missing" ]; then
-	echo "passed neither on the host nor in the VM:" >&2
-	echo "$missing" | sed 's/^/  /' >&2
+missing=$(comm -23 "$logs/want" "$logs/passed")
+if [ -n "$missing" ]; then
+	echo "passed neither on the host nor in the VM:"
+	echo "$missing" | sed 's/^/  /'
+	failed+=("real-kernel coverage")
+fi
+echo "$(wc -l <"$logs/want") real-kernel tests; passed on the host: $(passed "$logs/host" | wc -l), in the VM (v2): $(passed "$logs/vm" | wc -l)"
+
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'FAILED: %s\n' "${failed[@]}" >&2
 	exit 1
 fi
-echo "ok: $(wc -l <"$logs/want") tests, host: $(passed "$logs/host" | wc -l) passed, VM (v2): $(passed "$logs/vm" | wc -l) passed"
+echo "all passed"
