@@ -17,7 +17,7 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 	if err != nil {
 		return nil, fmt.Errorf("compare: simple model: %w", err)
 	}
-	r := &Report{Scenario: name, Env: env, Target: TargetFor(l.Pinned(), env.Emulated), WindowUsec: window}
+	r := &Report{Scenario: name, Env: env, Target: TargetFor(l.Pinned(), env.Emulated, env.TickUsec), WindowUsec: window}
 	for i, g := range l.Kernel.Groups {
 		r.Groups = append(r.Groups, GroupResult{Name: g.Name, Path: l.Paths[g.Name], Limit: LimitText(g), Simple: simple.Groups[i].Stat})
 	}

@@ -28,7 +28,7 @@ func fixtureReport(measured bool) *Report {
 	r := &Report{
 		Scenario:   "testdata/scenarios/example.scn",
 		Env:        Env{Measured: measured, Kernel: "6.18.44", Cgroup: "v1", CPUs: 2, SliceUsec: 5000, TickUsec: 4000, TickSource: "CONFIG_HZ=250 from /proc/config.gz", Runs: 2, Load1Start: 0.25, Load1End: 0.5},
-		Target:     TargetFor(true, false),
+		Target:     TargetFor(true, false, 1000),
 		WindowUsec: 100000,
 		Groups: []GroupResult{
 			{Name: "olap", Path: "olap", Limit: "max/100ms", Simple: stat(60000, 0, 0, 0, 0, 0),
@@ -158,7 +158,7 @@ func TestTargetEmulated(t *testing.T) {
 		t.Fatalf("native CPU: misses %q, want the usage miss", r.Groups[1].Misses)
 	}
 	r.Env.Emulated = true
-	r.Target = TargetFor(true, true)
+	r.Target = TargetFor(true, true, 1000)
 	r.Finish()
 	if len(r.Groups[1].Misses) != 0 {
 		t.Errorf("emulated CPU: misses %q, want none (usage not held)", r.Groups[1].Misses)

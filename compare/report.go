@@ -78,9 +78,11 @@ type Target struct {
 
 // TargetFor returns the accuracy goal: nr_throttled within ±1 period,
 // usage and throttled time within 5% when pinned, 10% otherwise, always
-// accepting 1 ms; usage is not held on an emulated CPU.
-func TargetFor(pinned, emulated bool) Target {
-	t := Target{Class: "unpinned", NrThrottled: 1, Pct: 10, FloorUsec: 1000, Usage: !emulated}
+// accepting one scheduler tick (tickUsec): a runqueue is throttled at the
+// first tick after its quota runs out, so a throttled interval is known to
+// a tick at best. Usage is not held on an emulated CPU.
+func TargetFor(pinned, emulated bool, tickUsec int64) Target {
+	t := Target{Class: "unpinned", NrThrottled: 1, Pct: 10, FloorUsec: float64(tickUsec), Usage: !emulated}
 	if pinned {
 		t.Class, t.Pct = "pinned", 5
 	}

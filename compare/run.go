@@ -16,8 +16,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
@@ -205,9 +207,11 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 
 	window := windowUsec(l, opt)
 	sampler := startSampler(ot, l, opt.Timeline, t0, time.Duration(window)*time.Microsecond, base)
-	if err := release(ctx, workers, l, t0, &res); err != nil {
+	var releaseErr error
+	onRealtimeThread(func() { releaseErr = release(ctx, workers, l, t0, &res) })
+	if releaseErr != nil {
 		sampler.stop()
-		return res, err
+		return res, releaseErr
 	}
 	for _, w := range workers {
 		select {
@@ -300,7 +304,7 @@ func release(ctx context.Context, workers []*worker, l *Layout, t0 time.Duration
 	}
 	sort.SliceStable(order, func(i, j int) bool { return arrive[order[i].task] < arrive[order[j].task] })
 	for _, w := range order {
-		if err := sleepCtx(ctx, t0+time.Duration(arrive[w.task])*time.Microsecond-monotonic()); err != nil {
+		if err := sleepUntil(ctx, t0+time.Duration(arrive[w.task])*time.Microsecond, nil); err != nil {
 			return err
 		}
 		at := monotonic()
@@ -514,32 +518,27 @@ func readCPU(ot observe.Tree, p string) (observe.CPUStat, error) {
 
 // sampler reads every group once per window for the measured timeline.
 type sampler struct {
-	stopc   chan struct{}
+	stopped atomic.Bool
 	done    chan map[string][]Window
 	enabled bool
 }
 
 func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Duration, base map[string]observe.CPUStat) *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan map[string][]Window, 1), enabled: enabled}
+	s := &sampler{done: make(chan map[string][]Window, 1), enabled: enabled}
 	if !enabled {
 		s.done <- nil
 		return s
 	}
-	go func() {
+	go onRealtimeThread(func() {
 		out := map[string][]Window{}
+		defer func() { s.done <- out }()
 		prev := base
-		var once sync.Once
 		for k := 1; ; k++ {
-			wait := t0 + time.Duration(k)*window - monotonic()
-			select {
-			case <-s.stopc:
-				once.Do(func() { s.done <- out })
+			if sleepUntil(context.Background(), t0+time.Duration(k)*window, &s.stopped) != nil {
 				return
-			case <-time.After(wait):
 			}
 			cur, err := readGroups(ot, l)
 			if err != nil {
-				once.Do(func() { s.done <- out })
 				return
 			}
 			for g, st := range cur {
@@ -548,17 +547,60 @@ func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Dura
 			}
 			prev = cur
 		}
-	}()
+	})
 	return s
 }
 
 // stop ends sampling and returns the windows.
 func (s *sampler) stop() map[string][]Window {
 	if s.enabled {
-		close(s.stopc)
+		s.stopped.Store(true)
 		s.enabled = false
 	}
 	return <-s.done
+}
+
+// errStopped ends a sleepUntil whose stop flag was raised.
+var errStopped = errors.New("stopped")
+
+// sleepUntil sleeps on this OS thread until CLOCK_MONOTONIC reaches
+// deadline (clock_nanosleep, so a real-time thread wakes on time however
+// busy the Go runtime's other threads are), waking every 20 ms to check
+// ctx and stop.
+func sleepUntil(ctx context.Context, deadline time.Duration, stop *atomic.Bool) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if stop != nil && stop.Load() {
+			return errStopped
+		}
+		now := monotonic()
+		if now >= deadline {
+			return nil
+		}
+		ts := unix.NsecToTimespec(int64(min(deadline, now+20*time.Millisecond)))
+		if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("clock_nanosleep: %w", err)
+		}
+	}
+}
+
+// onRealtimeThread runs fn on an OS thread of its own with the real-time
+// policy SCHED_FIFO, and waits for it. The workers run with the top CPU
+// weight (favour) and may keep every CPU busy; releasing them on time and
+// sampling cpu.stat on the period grid must not wait behind them. When the
+// policy cannot be set, fn runs at normal priority. The thread ends with
+// fn, so its policy never leaks to other goroutines.
+func onRealtimeThread(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		defer close(done)
+		unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0)
+		fn()
+	}()
+	<-done
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
