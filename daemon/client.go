@@ -26,8 +26,9 @@ type RunOptions struct {
 	Socket string
 	// Pool is the pool asked for; empty lets the daemon classify.
 	Pool string
-	// Path is the command's executable, already looked up; Args its argv.
-	Path string
+	// Args is the command and its arguments, as typed: the gate's shell
+	// looks Args[0] up in the PATH of Env (the caller checks first that it
+	// is there, so that a typo fails before the query waits).
 	Args []string
 	// Env is the command's environment; EnvCPULimit is added to it.
 	Env []string
@@ -172,22 +173,18 @@ func (c *client) clearProgress(q Reply) {
 // for the command and then for the daemon's report.
 func (c *client) execute(admitted Reply) (Result, error) {
 	res := Result{Pool: admitted.Pool, Query: admitted.Query}
-	self, err := os.Executable()
-	if err != nil {
-		return res, fmt.Errorf("find own executable for the gate: %w", err)
-	}
 	release, releaseW, err := os.Pipe()
 	if err != nil {
 		return res, fmt.Errorf("gate pipe: %w", err)
 	}
 	defer releaseW.Close()
-	env := append(c.opts.Env[:len(c.opts.Env):len(c.opts.Env)], gateEnv+"=1")
+	env := c.opts.Env[:len(c.opts.Env):len(c.opts.Env)]
 	if admitted.CPULimit > 0 {
 		env = append(env, EnvCPULimit+"="+strconv.FormatFloat(admitted.CPULimit, 'f', -1, 64))
 	}
 	cmd := &exec.Cmd{
-		Path:       self,
-		Args:       append([]string{"poolagent-gate", c.opts.Path}, c.opts.Args...),
+		Path:       gateShell,
+		Args:       append([]string{"sh", "-c", gateScript, "poolagent-gate"}, c.opts.Args...),
 		Env:        env,
 		Stdin:      c.opts.Stdin,
 		Stdout:     c.opts.Stdout,
@@ -197,7 +194,7 @@ func (c *client) execute(admitted Reply) (Result, error) {
 	err = cmd.Start()
 	release.Close()
 	if err != nil {
-		return res, fmt.Errorf("start %s: %w", c.opts.Path, err)
+		return res, fmt.Errorf("start the gate for %s: %w", c.opts.Args[0], err)
 	}
 	if err := c.enc.Encode(Request{Op: OpStart, PID: cmd.Process.Pid}); err != nil {
 		releaseW.Close()
@@ -209,7 +206,7 @@ func (c *client) execute(admitted Reply) (Result, error) {
 		cmd.Wait()
 		return res, err
 	}
-	if _, err := releaseW.Write([]byte{1}); err != nil {
+	if _, err := releaseW.Write([]byte{'\n'}); err != nil {
 		return res, fmt.Errorf("release the command: %w", err)
 	}
 	releaseW.Close()

@@ -91,7 +91,7 @@ func testClientMain(spec string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	res, err := Run(RunOptions{
-		Socket: s.Socket, Pool: s.Pool, Path: s.Argv[0], Args: s.Argv, Env: os.Environ(),
+		Socket: s.Socket, Pool: s.Pool, Args: s.Argv, Env: os.Environ(),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
 	})
 	out := clientOutcome{Result: res}
@@ -221,7 +221,7 @@ func policyOf(t *testing.T, pools string) Policy {
 
 // socketDir makes a directory every user may enter, for sockets and
 // binaries that clients of other users use.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "poolagent-daemon-test-")
 	if err != nil {
@@ -242,7 +242,7 @@ type testDaemon struct {
 
 // startDaemon serves policy on a fresh socket until the test ends, with a
 // load source the test sets.
-func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
+func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
 	t.Helper()
 	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
 	if cfg.LoadSample == 0 {
@@ -262,7 +262,7 @@ func startDaemon(t *testing.T, cfg Config, policy Policy, cg Cgroups, users User
 }
 
 // serve runs srv until the test ends.
-func serve(t *testing.T, srv *Server, socket string) *testDaemon {
+func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -281,7 +281,7 @@ func serve(t *testing.T, srv *Server, socket string) *testDaemon {
 }
 
 // waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -333,7 +333,7 @@ func startInProc(t *testing.T, socket, pool string) *inProcClient {
 		defer stdinR.Close()
 		defer stdoutW.Close()
 		c.res, c.err = Run(RunOptions{
-			Socket: socket, Pool: pool, Path: holdingCommand[0], Args: holdingCommand, Env: os.Environ(),
+			Socket: socket, Pool: pool, Args: holdingCommand, Env: os.Environ(),
 			Stdin: stdinR, Stdout: stdoutW, Stderr: os.Stderr, Signals: c.signals,
 		})
 	}()

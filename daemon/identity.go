@@ -6,6 +6,8 @@ import (
 	"net"
 	"os/user"
 	"strconv"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -83,5 +85,53 @@ func (SystemUsers) Identity(cred *unix.Ucred) (admission.Identity, error) {
 			id.Groups = append(id.Groups, g.Name)
 		}
 	}
+	return id, nil
+}
+
+// UserCache remembers identities for a short time, so a burst of queries
+// from one user looks the user database up once (a lookup of a user's
+// groups costs tens of microseconds with files, more with a directory
+// service). A change of group membership applies to queries arriving
+// after TTL.
+type UserCache struct {
+	users Users
+	ttl   time.Duration
+
+	mu      sync.Mutex
+	entries map[[2]uint32]cachedIdentity
+}
+
+type cachedIdentity struct {
+	id      admission.Identity
+	expires time.Time
+}
+
+// NewUserCache caches what users returns for ttl.
+func NewUserCache(users Users, ttl time.Duration) *UserCache {
+	return &UserCache{users: users, ttl: ttl, entries: map[[2]uint32]cachedIdentity{}}
+}
+
+// Identity implements Users. The cached identity gets cred's PID.
+func (c *UserCache) Identity(cred *unix.Ucred) (admission.Identity, error) {
+	key := [2]uint32{cred.Uid, cred.Gid}
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		id := e.id
+		id.PID = int(cred.Pid)
+		return id, nil
+	}
+	id, err := c.users.Identity(cred)
+	if err != nil {
+		return id, err
+	}
+	c.mu.Lock()
+	if len(c.entries) > 4096 {
+		clear(c.entries)
+	}
+	c.entries[key] = cachedIdentity{id: id, expires: now.Add(c.ttl)}
+	c.mu.Unlock()
 	return id, nil
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -107,6 +108,8 @@ type Server struct {
 	waiters map[admission.QueryID]chan admission.Event
 	desired planner.Desired
 	applied bool
+	// planned is what desired was planned from.
+	planned planInput
 	demand  map[string]float64
 	// lastPoolStats and lastPoolStatsAt are the previous refresh's reading
 	// of the pool cgroups, for demand.
@@ -444,21 +447,54 @@ func (s *Server) plan() error {
 		}
 	}
 	last, applied := s.desired, s.applied
+	in := planInput{model: m, node: node, active: active, demand: demand}
+	if applied && in.equal(s.planned) {
+		s.mu.Unlock()
+		return nil
+	}
 	s.mu.Unlock()
 	d, err := planner.Plan(m, node, planner.Activity{Active: active, DemandCPUs: demand})
 	if err != nil {
 		return fmt.Errorf("plan for active pools %v: %w", active, err)
 	}
-	if applied && reflect.DeepEqual(d, last) {
-		return nil
-	}
-	if err := s.cg.Apply(d); err != nil {
-		return err
+	if !applied || !sameCgroups(d, last) {
+		if err := s.cg.Apply(d); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
-	s.desired, s.applied = d, true
+	s.desired, s.applied, s.planned = d, true, in
 	s.mu.Unlock()
 	return nil
+}
+
+// planInput is what a plan is made from; the same input gives the same
+// plan, so it is not made again.
+type planInput struct {
+	model  *planner.Model
+	node   planner.Node
+	active []string
+	demand map[string]float64
+}
+
+func (a planInput) equal(b planInput) bool {
+	return a.model == b.model && a.node == b.node && slices.Equal(a.active, b.active) && maps.Equal(a.demand, b.demand)
+}
+
+// sameCgroups reports whether a and b ask for the same cgroup tree: the
+// same pools with the same pool and query cgroup values. Whether a pool is
+// active, and the allocation figures beside the values, change no file.
+func sameCgroups(a, b planner.Desired) bool {
+	if a.Node != b.Node || len(a.Pools) != len(b.Pools) {
+		return false
+	}
+	for i := range a.Pools {
+		pa, pb := a.Pools[i], b.Pools[i]
+		if pa.Name != pb.Name || !reflect.DeepEqual(pa.Pool, pb.Pool) || !reflect.DeepEqual(pa.Query, pb.Query) {
+			return false
+		}
+	}
+	return true
 }
 
 // poolState returns pool's state in the last applied plan.

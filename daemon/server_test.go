@@ -159,7 +159,7 @@ func TestProgressLine(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(RunOptions{Socket: d.socket, Pool: "olap", Path: "/bin/true", Args: []string{"true"},
+		_, err := Run(RunOptions{Socket: d.socket, Pool: "olap", Args: []string{"true"},
 			Env: os.Environ(), Progress: &progress, Signals: sigs})
 		done <- err
 	}()
@@ -239,7 +239,7 @@ GRANT USE ON RESOURCE POOL ceo TO ceo;
 	}
 	for _, tt := range tests {
 		t.Run(tt.pool, func(t *testing.T) {
-			_, err := Run(RunOptions{Socket: d.socket, Pool: tt.pool, Path: "/bin/true", Args: []string{"true"}})
+			_, err := Run(RunOptions{Socket: d.socket, Pool: tt.pool, Args: []string{"true"}})
 			var refused *RefusedError
 			if !errors.As(err, &refused) || refused.Code != tt.code || err.Error() != tt.msg {
 				t.Fatalf("error %v, want %s: %q", err, tt.code, tt.msg)
@@ -382,7 +382,7 @@ func TestExitStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
-			res, err := Run(RunOptions{Socket: d.socket, Path: tt.argv[0], Args: tt.argv, Env: os.Environ()})
+			res, err := Run(RunOptions{Socket: d.socket, Args: tt.argv, Env: os.Environ()})
 			if err != nil || res.ExitCode != tt.want || res.Pool != admission.DefaultPool {
 				t.Fatalf("exit %d in %q, %v; want %d in default", res.ExitCode, res.Pool, err, tt.want)
 			}
@@ -399,7 +399,7 @@ func TestSignalPassedToCommand(t *testing.T) {
 	go func() {
 		// The shell reports SIGUSR1 through its exit status.
 		argv := []string{"/bin/sh", "-c", "trap 'exit 42' USR1; echo started; while :; do sleep 0.01; done"}
-		res, _ := Run(RunOptions{Socket: d.socket, Path: argv[0], Args: argv, Env: os.Environ(), Stdout: stdoutW, Signals: sigs})
+		res, _ := Run(RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: stdoutW, Signals: sigs})
 		stdoutW.Close()
 		done <- res
 	}()
@@ -421,13 +421,31 @@ func TestCPULimitInEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{"/bin/sh", "-c", "echo $" + EnvCPULimit + "; env | grep -c " + gateEnv + " || true"}
-	if _, err := Run(RunOptions{Socket: d.socket, Pool: "p", Path: argv[0], Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
+	argv := []string{"/bin/sh", "-c", "echo $" + EnvCPULimit}
+	if _, err := Run(RunOptions{Socket: d.socket, Pool: "p", Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(out.Name())
-	if string(b) != "1.5\n0\n" {
-		t.Errorf("command saw %q, want %s=1.5 and no %s", b, EnvCPULimit, gateEnv)
+	if string(b) != "1.5\n" {
+		t.Errorf("command saw %s=%q, want 1.5", EnvCPULimit, b)
+	}
+}
+
+// TestArgvAsTyped: the command gets its argv exactly as given, argv[0]
+// included, found through PATH.
+func TestArgvAsTyped(t *testing.T) {
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	out, err := os.CreateTemp(t.TempDir(), "argv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"cat", "/proc/self/cmdline"}
+	if _, err := Run(RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out.Name())
+	if want := "cat\x00/proc/self/cmdline\x00"; string(b) != want {
+		t.Errorf("argv %q, want %q", b, want)
 	}
 }
 

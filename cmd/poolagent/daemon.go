@@ -88,7 +88,7 @@ func runDaemon(c *cli.Context) error {
 		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
 		Log:        log,
 	}
-	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.SystemUsers{}, load)
+	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
 	if err != nil {
 		return err
 	}

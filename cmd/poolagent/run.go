@@ -58,7 +58,7 @@ func runRun(c *cli.Context) error {
 	if len(args) == 0 {
 		return cli.Exit("poolagent: run: no command given (usage: poolagent run [--pool P] -- CMD [ARGS...])", exitRefused)
 	}
-	path, err := exec.LookPath(args[0])
+	_, err := exec.LookPath(args[0])
 	if err != nil {
 		code := exitNotFound
 		if !errors.Is(err, exec.ErrNotFound) {
@@ -70,7 +70,7 @@ func runRun(c *cli.Context) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	opts := daemon.RunOptions{
-		Socket: c.String("socket"), Pool: c.String("pool"), Path: path, Args: args, Env: os.Environ(),
+		Socket: c.String("socket"), Pool: c.String("pool"), Args: args, Env: os.Environ(),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
 	}
 	if isTerminal(os.Stderr) {

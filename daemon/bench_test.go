@@ -1,0 +1,220 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/kerneltest"
+)
+
+// Benchmarks of the real daemon binary on real cgroups (root needed):
+// scripts/bench-admission.sh runs them and prints the README's figures.
+
+var (
+	benchBinOnce sync.Once
+	benchBin     string
+	benchBinErr  error
+)
+
+// poolagentBinary builds cmd/poolagent once per benchmark run.
+func poolagentBinary(b *testing.B) string {
+	b.Helper()
+	benchBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "poolagent-bench-")
+		if err != nil {
+			benchBinErr = err
+			return
+		}
+		benchBin = filepath.Join(dir, "poolagent")
+		out, err := exec.Command("go", "build", "-o", benchBin, "github.com/poolagent/poolagent/cmd/poolagent").CombinedOutput()
+		if err != nil {
+			benchBinErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if benchBinErr != nil {
+		b.Fatal(benchBinErr)
+	}
+	return benchBin
+}
+
+// benchDaemon starts `poolagent daemon` serving pools below a fresh test
+// root and stops it when the benchmark ends.
+func benchDaemon(b *testing.B, pools string) (socket string, pid int) {
+	b.Helper()
+	h := kerneltest.Require(b, bothModes)
+	root := h.NewRoot(b, bothModes)
+	bin := poolagentBinary(b)
+	dir, err := os.MkdirTemp("", "poolagent-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	file := filepath.Join(dir, "pools.sql")
+	if err := os.WriteFile(file, []byte(pools), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	socket = filepath.Join(dir, "agent.sock")
+	cmd := exec.Command(bin, "daemon", "--pools", file, "--root", root.Path, "--socket", socket,
+		"--cpus", "2", "--memory", "1073741824")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	waitFor(b, "the daemon's socket", func() bool {
+		c, err := net.Dial("unix", socket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return socket, cmd.Process.Pid
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkRunTrue times `poolagent run -- /bin/true` (client start,
+// admission, gate, query cgroup created, process moved, cgroup found empty
+// and removed, statistics read) against `/bin/true` alone, interleaved,
+// and reports both medians and their difference.
+func BenchmarkRunTrue(b *testing.B) {
+	socket, _ := benchDaemon(b, "")
+	bin := poolagentBinary(b)
+	var viaRun, direct []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if out, err := exec.Command(bin, "run", "--socket", socket, "--", "/bin/true").CombinedOutput(); err != nil {
+			b.Fatalf("poolagent run: %v: %s", err, out)
+		}
+		viaRun = append(viaRun, time.Since(start))
+		start = time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		direct = append(direct, time.Since(start))
+	}
+	b.StopTimer()
+	mr, md := median(viaRun), median(direct)
+	b.ReportMetric(float64(mr.Microseconds())/1000, "ms-run-median")
+	b.ReportMetric(float64(md.Microseconds())/1000, "ms-true-median")
+	b.ReportMetric(float64((mr-md).Microseconds())/1000, "ms-overhead-median")
+}
+
+// benchClient speaks the protocol for the admission benchmarks.
+type benchClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func benchDial(socket, pool string) (*benchClient, error) {
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	req, _ := json.Marshal(Request{Op: OpRun, Pool: pool})
+	if _, err := conn.Write(append(req, '\n')); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &benchClient{conn: conn, r: bufio.NewReader(conn)}, nil
+}
+
+func (c *benchClient) reply() (Reply, error) {
+	line, err := c.r.ReadBytes('\n')
+	if err != nil {
+		return Reply{}, err
+	}
+	var r Reply
+	return r, json.Unmarshal(line, &r)
+}
+
+// BenchmarkAdmissions: queries admitted per second in the unlimited
+// default pool, over the socket, by 16 concurrent clients; each connects,
+// asks, is admitted and hangs up (which frees the slot).
+func BenchmarkAdmissions(b *testing.B) {
+	socket, _ := benchDaemon(b, "")
+	b.SetParallelism(8)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c, err := benchDial(socket, "default")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			r, err := c.reply()
+			c.conn.Close()
+			if err != nil || r.Type != ReplyAdmitted {
+				b.Errorf("reply %+v, %v", r, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "admissions/s")
+}
+
+// BenchmarkQueuedRSS: the daemon's resident memory with 100 pools, each
+// with one query holding its only slot and ten more queued: 1,000 queued
+// clients in all.
+func BenchmarkQueuedRSS(b *testing.B) {
+	var pools strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%03d WITH (CONCURRENT_QUERY_LIMIT=1, QUEUE_SIZE=1000, "+
+			"RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=50);\n", i, 10+i)
+	}
+	socket, pid := benchDaemon(b, pools.String())
+	for range b.N {
+		var clients []*benchClient
+		for i := range 1100 {
+			pool := fmt.Sprintf("p%03d", i%100)
+			c, err := benchDial(socket, pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients = append(clients, c)
+			r, err := c.reply()
+			want := ReplyQueued
+			if i < 100 {
+				want = ReplyAdmitted
+			}
+			if err != nil || r.Type != want {
+				b.Fatalf("client %d: reply %+v, %v; want %s", i, r, err, want)
+			}
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rssKiB float64
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				fmt.Sscan(f[1], &rssKiB)
+			}
+		}
+		b.ReportMetric(rssKiB/1024, "MB-daemon-rss")
+		for _, c := range clients {
+			c.conn.Close()
+		}
+	}
+}
