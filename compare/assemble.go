@@ -26,6 +26,7 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 			Threads: max(t.Threads, 1), CPUs: l.TaskCPUs[t.Name], SimpleDoneUsec: int64(simple.Tasks[i].Done) * l.Simple.TickUsec})
 	}
 	for _, run := range runs {
+		r.Runs = append(r.Runs, RunInfo{TickPhaseUsec: run.tickPhase})
 		host := l.Kernel
 		host.Tasks = append([]simulate.HostTask(nil), l.Kernel.Tasks...)
 		for i, t := range host.Tasks {

@@ -42,11 +42,11 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 	fmt.Fprintf(&b, "<h1>poolagent compare: %s</h1>\n", esc(r.Scenario))
 	e := r.Env
 	if e.Measured {
-		fmt.Fprintf(&b, "<p>Measured on Linux %s, cgroup %s, %d CPUs, %d run(s), load %.2f → %.2f. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
+		fmt.Fprintf(&b, "<p>Measured on Linux %s, cgroup %s, %d CPU(s), %d run(s), load %.2f → %.2f. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			esc(e.Kernel), esc(e.Cgroup), e.CPUs, e.Runs, e.Load1Start, e.Load1End, e.SliceUsec, e.TickUsec, esc(e.TickSource))
 		fmt.Fprintf(&b, "<p>Target (%s): %s.</p>\n", esc(r.Target.Class), esc(r.Target.Text()))
 	} else {
-		fmt.Fprintf(&b, "<p>Simulation only, %d CPUs: %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
+		fmt.Fprintf(&b, "<p>Simulation only, %d CPU(s): %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			e.CPUs, esc(e.Why), e.SliceUsec, e.TickUsec, esc(e.TickSource))
 	}
 	for _, g := range r.Groups {

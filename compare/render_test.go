@@ -30,6 +30,7 @@ func fixtureReport(measured bool) *Report {
 		Env:        Env{Measured: measured, Kernel: "6.18.44", Cgroup: "v1", CPUs: 2, SliceUsec: 5000, TickUsec: 4000, TickSource: "CONFIG_HZ=250 from /proc/config.gz", Runs: 2, Load1Start: 0.25, Load1End: 0.5},
 		Target:     TargetFor(true, false, 1000),
 		WindowUsec: 100000,
+		Runs:       []RunInfo{{TickPhaseUsec: 1200}, {TickPhaseUsec: 3100}},
 		Groups: []GroupResult{
 			{Name: "olap", Path: "olap", Limit: "max/100ms", Simple: stat(60000, 0, 0, 0, 0, 0),
 				Runs: []GroupRun{
@@ -55,6 +56,7 @@ func fixtureReport(measured bool) *Report {
 			r.Groups[i].Runs[0].MeasuredWindows = nil
 		}
 		r.Tasks[0].Runs = []TaskRun{{MeasuredDoneUsec: -1, KernelDoneUsec: 120000}}
+		r.Runs = r.Runs[:1]
 	}
 	r.Finish()
 	return r

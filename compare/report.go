@@ -21,9 +21,19 @@ type Report struct {
 	// Target is the accuracy the kernel model is held to in this scenario.
 	Target Target `json:"target"`
 	// WindowUsec is the timeline's window (one period), 0 without one.
-	WindowUsec int64         `json:"window_usec,omitempty"`
-	Groups     []GroupResult `json:"groups"`
-	Tasks      []TaskResult  `json:"tasks"`
+	WindowUsec int64 `json:"window_usec,omitempty"`
+	// Runs says how each run was predicted, in run order.
+	Runs   []RunInfo     `json:"runs"`
+	Groups []GroupResult `json:"groups"`
+	Tasks  []TaskResult  `json:"tasks"`
+}
+
+// RunInfo is what the kernel model took from one run besides the
+// scenario: the scheduler tick's phase (the groups' period phases are in
+// GroupRun.PhaseUsec).
+type RunInfo struct {
+	// TickPhaseUsec is the first scheduler tick after the run's time 0.
+	TickPhaseUsec int64 `json:"tick_phase_usec"`
 }
 
 // Env is where and how the scenario ran.

@@ -19,9 +19,9 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 	fmt.Fprintf(&b, "scenario %s\n", r.Scenario)
 	e := r.Env
 	if e.Measured {
-		fmt.Fprintf(&b, "measured on Linux %s, cgroup %s, %d CPUs, %d run(s), load %.2f → %.2f\n", e.Kernel, e.Cgroup, e.CPUs, e.Runs, e.Load1Start, e.Load1End)
+		fmt.Fprintf(&b, "measured on Linux %s, cgroup %s, %d CPU(s), %d run(s), load %.2f → %.2f\n", e.Kernel, e.Cgroup, e.CPUs, e.Runs, e.Load1Start, e.Load1End)
 	} else {
-		fmt.Fprintf(&b, "simulation only, %d CPUs: %s\n", e.CPUs, e.Why)
+		fmt.Fprintf(&b, "simulation only, %d CPU(s): %s\n", e.CPUs, e.Why)
 	}
 	fmt.Fprintf(&b, "kernel model: slice %dus, tick %dus (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
 	if e.Measured {
@@ -124,7 +124,7 @@ func signedMs(usec float64) string { return fmt.Sprintf("%+.1fms", usec/1000) }
 
 // writeTimeline draws the first periods of run 1 of every group.
 func writeTimeline(b *strings.Builder, r *Report, periods int) {
-	fmt.Fprintf(b, "timeline of run 1, one cell per %s period: ■ ran, · throttled (summed over CPUs, share of %d CPUs), blank idle\n",
+	fmt.Fprintf(b, "timeline of run 1, one cell per %s period: ■ ran, · throttled (summed over CPUs, share of %d CPU(s)), blank idle\n",
 		msText(float64(r.WindowUsec)), r.Env.CPUs)
 	width := 0
 	for _, g := range r.Groups {
