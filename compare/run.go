@@ -86,6 +86,9 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		}
 		progress(opt, "run %d of %d in %s", i+1, env.Runs, root)
 		r, err := runOnce(ctx, mounts, root, v2, l, opt)
+		if _, statErr := os.Stat(root); errors.Is(err, context.Canceled) && os.IsNotExist(statErr) {
+			return nil, fmt.Errorf("compare: run %d interrupted; its workers were ended and %s removed: %w", i+1, root, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("compare: run %d: %w", i+1, err)
 		}
