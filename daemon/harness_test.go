@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -180,7 +181,16 @@ func (f *fakeCgroups) RemoveQuery(pool, query string) error {
 	return nil
 }
 
-func (f *fakeCgroups) Queries() ([][2]string, error) { return nil, nil }
+func (f *fakeCgroups) Queries() ([][2]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out [][2]string
+	for key := range f.queries {
+		pool, query, _ := strings.Cut(key, "/")
+		out = append(out, [2]string{pool, query})
+	}
+	return out, nil
+}
 
 func (f *fakeCgroups) PoolStats([]string) (map[string]observe.CPUStat, error) { return nil, nil }
 
@@ -250,6 +260,9 @@ func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users User
 	}
 	if cfg.Progress == 0 {
 		cfg.Progress = 10 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	load := &fixedLoad{}
 	srv, err := New(cfg, policy, cg, users, load)

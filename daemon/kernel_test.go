@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
@@ -269,7 +270,8 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := Config{LoadSample: 100 * time.Millisecond, Load: admission.LoadConfig{RefreshInterval: 500 * time.Millisecond}}
+	cfg := Config{LoadSample: 100 * time.Millisecond, Load: admission.LoadConfig{RefreshInterval: 500 * time.Millisecond},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	policy := policyOf(t, fmt.Sprintf("CREATE RESOURCE POOL olap WITH (QUEUE_SIZE=10, DATABASE_LOAD_CPU_THRESHOLD=%d);", threshold))
 	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
 	srv, err := New(cfg, policy, cg, rootIdentity, sampler)

@@ -279,8 +279,15 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 // listen creates the socket, replacing a stale one left by a daemon that
 // died, and opens it to every local user.
 func listen(path string) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
+		// 0755 whatever the umask: every user must reach the socket.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
 	}
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()

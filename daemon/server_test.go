@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -465,4 +466,43 @@ func TestCPUThresholdOverSocket(t *testing.T) {
 	waitFor(t, "the query to start once the load fell", c.isStarted)
 	c.release.Close()
 	<-c.done
+}
+
+// TestAdoptRunningAtStart: a query cgroup that still holds a process when
+// the daemon starts (an earlier daemon's query) keeps its slot until it
+// is empty, then is removed.
+func TestAdoptRunningAtStart(t *testing.T) {
+	cg := newFakeCgroups(t)
+	earlier := exec.Command("/bin/sh", "-c", "exec cat >/dev/null")
+	stdin, err := earlier.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := earlier.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		earlier.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		<-done
+	})
+	cg.queries["olap/qold-1"] = []int{earlier.Process.Pid}
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	if p := d.pool(t, "olap"); p.Running != 1 || p.Admitted != 0 {
+		t.Fatalf("pool %+v: want the earlier query counted as running, not admitted", p)
+	}
+	c := startInProc(t, d.socket, "olap")
+	waitFor(t, "the new query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
+	stdin.Close()
+	<-done
+	waitFor(t, "the new query to start", c.isStarted)
+	c.release.Close()
+	<-c.done
+	if cg.left() != 0 {
+		t.Errorf("query cgroups left: %v", cg.queries)
+	}
 }

@@ -1,0 +1,41 @@
+#!/bin/bash
+# bench-admission.sh - the admission figures of README "Performance /
+# Admission": the real `poolagent daemon` binary on real cgroups below a
+# fresh test root (removed afterwards). Needs root.
+#
+#   1. `poolagent run -- /bin/true` against `/bin/true` alone: wall-clock
+#      medians and their difference (with the query cgroup created, the
+#      process moved, the cgroup found empty and removed, statistics read),
+#      plus CPU time per run of the client and of the daemon;
+#   2. queries admitted per second in the unlimited default pool, over the
+#      socket, 16 clients at once;
+#   3. the daemon's resident memory with 100 pools and 1,000 queued clients.
+#
+# Then, for scale, what starting the poolagent binary itself costs here
+# (perf stat, when installed). Env: RUNS (default 300), ADMISSIONS (default
+# 20000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "bench-admission.sh: needs root (it creates cgroups)" >&2; exit 1; }
+
+echo "== host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+bench() {
+	go test -count=1 -run '^$' -bench "^$1\$" -benchtime "$2" ./daemon/ | grep -E '^Benchmark'
+}
+echo "== poolagent run -- /bin/true vs /bin/true (${RUNS:-300} runs each, interleaved)"
+bench BenchmarkRunTrue "${RUNS:-300}x"
+echo "== admissions per second, default pool, over the socket"
+bench BenchmarkAdmissions "${ADMISSIONS:-20000}x"
+echo "== daemon RSS, 100 pools, 1,000 queued clients"
+bench BenchmarkQueuedRSS 3x
+
+if command -v perf >/dev/null; then
+	bin=$(mktemp -d)
+	trap 'rm -rf "$bin"' EXIT
+	go build -o "$bin/poolagent" ./cmd/poolagent
+	echo "== for scale: starting the poolagent binary (help text) vs /bin/true, perf stat -r 50"
+	for cmd in "$bin/poolagent" /bin/true; do
+		printf '%-12s' "$(basename "$cmd")"
+		perf stat -r 50 "$cmd" 2>&1 >/dev/null | awk '/task-clock/ { printf " %s ms CPU,", $1 } /elapsed/ { printf " %.2f ms wall\n", $1 * 1000 }'
+	done
+fi
