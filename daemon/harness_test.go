@@ -119,7 +119,7 @@ type fakeCgroups struct {
 	fs      procfs.FS
 }
 
-func newFakeCgroups(t *testing.T) *fakeCgroups {
+func newFakeCgroups(t testing.TB) *fakeCgroups {
 	fs, err := procfs.NewFS("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func (l *fixedLoad) set(busy float64) {
 }
 
 // policyOf is the policy of a pool file on a 2 vCPU node; pools is DDL.
-func policyOf(t *testing.T, pools string) Policy {
+func policyOf(t testing.TB, pools string) Policy {
 	t.Helper()
 	m, _, err := planner.Load("test.sql", []byte(pools))
 	if err != nil {
