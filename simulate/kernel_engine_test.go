@@ -50,7 +50,7 @@ func pinned(name string, group int, arrive, need float64, cpus ...int) kernelTas
 // The figures below are traced by hand from the kernel functions named in
 // docs/kernel-model.md, with slice 5 ms and tick 4 ms at phase 0 unless a
 // case says otherwise. Each comment is the trace.
-func TestKernelMechanisms(t *testing.T) {
+func TestBandwidthMechanisms(t *testing.T) {
 	p := DefaultKernelParams()
 	tests := []struct {
 		name   string
