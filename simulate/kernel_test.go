@@ -32,7 +32,7 @@ func TestRunKernelHost(t *testing.T) {
 		},
 		{
 			// Two threads pinned to one CPU share one runqueue: the same
-			// counters as one thread (see TestKernelMechanisms), including
+			// counters as one thread (see TestBandwidthMechanisms), including
 			// the throttle 120→200 as the task ends in debt.
 			name: "two threads pinned to cpu 0",
 			host: Host{CPUs: 2, TickUsec: 1000, Groups: []Group{app},
