@@ -55,6 +55,10 @@ type Request struct {
 	Progress bool `json:"progress,omitempty"`
 	// PID is the client's child that waits to exec the command (OpStart).
 	PID int `json:"pid,omitempty"`
+	// SQL is the DDL of an OpSQL request; Source names it in error
+	// positions.
+	SQL    string `json:"sql,omitempty"`
+	Source string `json:"source,omitempty"`
 }
 
 // Reply is a message from the daemon.

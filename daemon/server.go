@@ -88,6 +88,8 @@ type Config struct {
 	ProcRoot string
 	// Log receives the daemon's own events; slog.Default() when nil.
 	Log *slog.Logger
+	// Listening, when set, is called once the socket accepts clients.
+	Listening func()
 }
 
 // Server is a running admission service.
@@ -117,6 +119,11 @@ type Server struct {
 	lastPoolStatsAt time.Time
 
 	replan chan struct{}
+	// planMu serialises plan: a reload applies at once while the re-plan
+	// loop may be applying too.
+	planMu sync.Mutex
+	// ops is what operators see and change (operate.go).
+	ops operations
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -231,6 +238,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	})
+	if s.cfg.Listening != nil {
+		s.cfg.Listening()
+	}
 	for {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
@@ -439,6 +449,8 @@ func (s *Server) replanLoop(ctx context.Context) {
 // and applies it when it differs from the last one applied. Pools the
 // model no longer has (dropped while queries ran) take no part.
 func (s *Server) plan() error {
+	s.planMu.Lock()
+	defer s.planMu.Unlock()
 	s.mu.Lock()
 	m, node := s.policy.Model, s.policy.Node
 	active := []string{}
@@ -468,6 +480,7 @@ func (s *Server) plan() error {
 		if err := s.cg.Apply(d); err != nil {
 			return err
 		}
+		s.cfg.Log.Info("pools applied", "active", active, "pools", len(d.Pools))
 	}
 	s.mu.Lock()
 	s.desired, s.applied, s.planned = d, true, in

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
@@ -50,6 +49,10 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
+	if isAdminOp(req.Op) {
+		s.serveAdmin(se, cred, req)
+		return
+	}
 	if req.Op != OpRun {
 		se.fail(CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, OpRun))
 		return
@@ -62,9 +65,12 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	}
 	place, err := s.Access().Classify(id, req.Pool)
 	if err != nil {
+		s.decided(se, req.Pool, 0, "refused", 0, err)
 		se.fail(errorCode(err), err)
 		return
 	}
+	s.begin(se, id, cred.Pid, place)
+	defer s.end(se)
 	se.run(ctx, id, cred.Pid, place, req.Progress)
 }
 
@@ -112,13 +118,14 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 	if !ok {
 		return
 	}
-	name := "q" + s.start + "-" + strconv.FormatUint(uint64(qid), 10)
+	name := s.queryName(qid)
 	ps, ok := s.poolState(place.Pool)
 	if !ok {
 		s.leave(qid)
 		se.fail(CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
 		return
 	}
+	s.admitted(se, name, queuedFor, cpuLimit(ps.Query))
 	se.send(Reply{Type: ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: cpuLimit(ps.Query)})
 	var r Request
 	for r.Op != OpStart {
@@ -137,6 +144,11 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 	}
 	se.send(Reply{Type: ReplyStarted})
 	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+	if err != nil && ctx.Err() != nil {
+		// The daemon stops: the query runs on, and the next daemon
+		// adopts its cgroup.
+		return
+	}
 	if err != nil {
 		se.fail(CodeInternal, err)
 		return
@@ -163,13 +175,16 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 	}
 	s.mu.Unlock()
 	if err != nil {
+		s.decided(se, pool, 0, "rejected", 0, err)
 		se.fail(errorCode(err), err)
 		return 0, 0, false
 	}
 	if started {
+		s.decided(se, pool, qid, "started", 0, nil)
 		s.started(pool)
 		return qid, 0, true
 	}
+	s.decided(se, pool, qid, "queued", 0, nil)
 	if deadline != nil {
 		defer deadline.Stop()
 	}
@@ -184,9 +199,11 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 		select {
 		case ev := <-wait:
 			if ev.Err != nil {
+				s.decided(se, pool, qid, "failed", ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, 0, false
 			}
+			s.decided(se, pool, qid, "started", ev.QueuedFor, nil)
 			s.started(pool)
 			return qid, ev.QueuedFor, true
 		case <-tick:
@@ -204,6 +221,8 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 			}
 		case <-ctx.Done():
 			s.leave(qid)
+			s.decided(se, pool, qid, "failed", time.Since(arrived), ErrStopping)
+			se.fail(CodeStopping, ErrStopping)
 			return 0, 0, false
 		}
 	}

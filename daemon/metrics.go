@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/poolagent/poolagent/metrics"
+	"github.com/poolagent/poolagent/sysview"
+)
+
+// MetricsSnapshot implements metrics.Source: admission state and counters,
+// the pool cgroups as last planned, and each pool cgroup's cpu.stat read
+// now.
+func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
+	pools := s.Pools()
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = p.Name
+	}
+	stats, err := s.cg.PoolStats(names)
+	if err != nil {
+		return metrics.Snapshot{}, err
+	}
+	d := s.Desired()
+	load := s.Load()
+	snap := metrics.Snapshot{Host: metrics.Host{
+		CPUs:          d.Node.CPUs,
+		LoadRatio:     load.AveragePercent / 100,
+		ReservedRatio: load.ReservedPercent / 100,
+	}}
+	planned := map[string]int{}
+	for i, p := range d.Pools {
+		planned[p.Name] = i
+	}
+	for _, p := range pools {
+		mp := metrics.Pool{
+			Name: p.Name, Running: p.Running, Queued: p.Queued,
+			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,
+			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
+			QueueWait:              s.waits(p.Name).Snapshot(),
+			PredictedThrottledUsec: s.predictor().ThrottledUsec(p.Name),
+		}
+		if i, ok := planned[p.Name]; ok {
+			mp.CPULimitCores = max(sysview.Cores(d.Pools[i].Pool), 0)
+			mp.CPUWeight = d.Pools[i].Pool.CPUWeight
+		}
+		if st, ok := stats[p.Name]; ok {
+			mp.CPU = &st
+		}
+		snap.Pools = append(snap.Pools, mp)
+	}
+	return snap, nil
+}
+
+// predictor returns the server's throttling predictor.
+func (s *Server) predictor() *metrics.Predictor {
+	s.ops.tmu.Lock()
+	defer s.ops.tmu.Unlock()
+	if s.ops.predictor == nil {
+		s.ops.predictor = metrics.NewPredictor()
+	}
+	return s.ops.predictor
+}
+
+// RunPredictor closes a prediction interval every period until ctx ends:
+// each pool's measured usage over the interval is run through the
+// simulator under the pool's cpu.max (metrics.Predictor), so the predicted
+// throttled seconds accumulate beside the measured ones.
+func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d := s.Desired()
+		running := map[string]int{}
+		for _, p := range s.Pools() {
+			running[p.Name] = p.Running
+		}
+		names := make([]string, len(d.Pools))
+		for i, p := range d.Pools {
+			names[i] = p.Name
+		}
+		stats, err := s.cg.PoolStats(names)
+		if err != nil {
+			s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
+			continue
+		}
+		var samples []metrics.PoolSample
+		for _, p := range d.Pools {
+			st, ok := stats[p.Name]
+			cpu := p.Pool.Resources.CPU
+			if !ok || cpu == nil || cpu.Quota == nil || cpu.Period == nil {
+				continue
+			}
+			samples = append(samples, metrics.PoolSample{
+				Name: p.Name, QuotaUsec: *cpu.Quota, PeriodUsec: *cpu.Period, BurstUsec: p.Pool.BurstUsec(),
+				Running: running[p.Name], CPU: st,
+			})
+		}
+		s.predictor().Step(d.Node.CPUs, samples)
+	}
+}

@@ -1,0 +1,355 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/state"
+	"github.com/poolagent/poolagent/sysview"
+)
+
+// operated starts a daemon on a pool file with a state directory, both in
+// a temporary directory, and returns it with the pool file's path.
+func operated(t *testing.T, pools string, users Users) (*testDaemon, *fakeCgroups, string, *state.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pools.sql")
+	if err := os.WriteFile(file, []byte(pools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	src := Sources{PoolFile: file, Store: store}
+	m, _, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policyOf(t, "")
+	p.Model = m
+	cg := newFakeCgroups(t)
+	d := startDaemon(t, Config{}, p, cg, users)
+	d.srv.Operate(src)
+	return d, cg, file, store
+}
+
+func (f *fakeCgroups) applies() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.applied)
+}
+
+// TestReload: an invalid pool file is refused with its position and the
+// running pools are kept, with nothing applied; a valid one becomes the
+// model and is applied once, at once.
+func TestReload(t *testing.T) {
+	d, cg, file, _ := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	before := d.srv.Model()
+	applies := cg.applies()
+
+	if err := os.WriteFile(file, []byte(olapPool(2, 3, ", QUEUE_SIZ=4")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.srv.Reload()
+	if err == nil || !strings.Contains(err.Error(), file+":1:") || !strings.Contains(err.Error(), "running pools kept") {
+		t.Fatalf("reload of an invalid file: %v, want the refusal with %s:1:col", err, file)
+	}
+	if d.srv.Model() != before || cg.applies() != applies {
+		t.Fatal("a refused reload changed the model or applied something")
+	}
+
+	if err := os.WriteFile(file, []byte(olapPool(5, 3, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if p := d.pool(t, "olap"); p.Limits.ConcurrentQueryLimit != 5 {
+		t.Errorf("olap limit %d after reload, want 5", p.Limits.ConcurrentQueryLimit)
+	}
+	// CONCURRENT_QUERY_LIMIT changes no cgroup file: nothing to apply.
+	if got := cg.applies(); got != applies {
+		t.Errorf("reload that changes no cgroup value applied %d times", got-applies)
+	}
+	if err := os.WriteFile(file, []byte(olapPool(5, 3, ", TOTAL_CPU_LIMIT_PERCENT_PER_NODE=50")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cg.applies(); got != applies+1 {
+		t.Errorf("reload with a new CPU limit applied %d times, want once", got-applies)
+	}
+}
+
+// oneUser answers every caller with one identity.
+type oneUser admission.Identity
+
+func (u oneUser) Identity(*unix.Ucred) (admission.Identity, error) { return admission.Identity(u), nil }
+
+// TestSQL: an administrator's DDL is applied and persisted; invalid DDL is
+// refused with source:line:col and nothing persisted; a user who is not an
+// administrator is refused.
+func TestSQL(t *testing.T) {
+	d, _, _, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	r, err := Admin(d.socket, Request{Op: OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Change == nil || r.Change.Seq != 1 {
+		t.Fatalf("reply %+v, want change 1", r)
+	}
+	if p := d.pool(t, "olap"); p.Limits.QueueSize != 9 {
+		t.Errorf("olap QUEUE_SIZE %d, want 9", p.Limits.QueueSize)
+	}
+	if got := store.Changes(); len(got) != 1 || got[0].UID != 0 || !strings.Contains(got[0].DDL, "QUEUE_SIZE=9") {
+		t.Errorf("persisted %+v", got)
+	}
+
+	_, err = Admin(d.socket, Request{Op: OpSQL, Source: "change.sql", SQL: "ALTER RESOURCE POOL olap\n  SET (QUEUE_SIZE=-5);"})
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Code != CodeInvalidDDL || !strings.HasPrefix(refused.Message, "change.sql:2:") {
+		t.Fatalf("invalid DDL: %v, want %s at change.sql:2:col", err, CodeInvalidDDL)
+	}
+	if len(store.Changes()) != 1 {
+		t.Error("a refused change was persisted")
+	}
+
+	other, _, _, store2 := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
+	_, err = Admin(other.socket, Request{Op: OpSQL, Source: "-e", SQL: "DROP RESOURCE POOL olap;"})
+	if !errors.As(err, &refused) || refused.Code != CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
+		t.Fatalf("non-administrator: %v, want %s naming alice", err, CodeAccessDenied)
+	}
+	if len(store2.Changes()) != 0 {
+		t.Error("a refused user's change was persisted")
+	}
+}
+
+// TestSQLSurvivesRestart: the change log is the model after a restart.
+func TestSQLSurvivesRestart(t *testing.T) {
+	d, _, file, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	if _, err := Admin(d.socket, Request{Op: OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := Sources{PoolFile: file, Store: store}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Pool("etl"); !ok {
+		t.Fatal("the created pool is not in the model loaded from the pool file and the state")
+	}
+}
+
+// TestViews reads the three views over the socket while one query runs
+// and one waits.
+func TestViews(t *testing.T) {
+	d, _, _, _ := operated(t, olapPool(1, 3, "")+
+		"CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='olap', MEMBER_NAME='all-users@well-known');\n", SystemUsers{})
+	running := startInProc(t, d.socket, "olap")
+	waitFor(t, "the first query to start", running.isStarted)
+	queued := startInProc(t, d.socket, "")
+	waitFor(t, "the second query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
+
+	r, err := Admin(d.socket, Request{Op: OpPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var olap sysview.Pool
+	for _, p := range r.Pools {
+		if p.Name == "olap" {
+			olap = p
+		}
+	}
+	if olap.ConcurrentQueryLimit != 1 || olap.RunningQueries != 1 || olap.QueuedQueries != 1 {
+		t.Errorf("olap row %+v", olap)
+	}
+	r, err = Admin(d.socket, Request{Op: OpClassifiers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Classifiers) != 1 || r.Classifiers[0].Rank != 1000 || r.Classifiers[0].ResourcePool != "olap" {
+		t.Errorf("classifiers %+v", r.Classifiers)
+	}
+	r, err = Admin(d.socket, Request{Op: OpQueries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Queries) != 2 {
+		t.Fatalf("queries %+v, want one running and one queued", r.Queries)
+	}
+	run, wait := r.Queries[0], r.Queries[1]
+	if run.State != sysview.Running || run.User != "root" || run.ResourcePoolId != "olap" || run.ClientPid != os.Getpid() {
+		t.Errorf("running row %+v", run)
+	}
+	if wait.State != sysview.Queued || wait.QueuePosition != 1 || wait.Classifier != "c" {
+		t.Errorf("queued row %+v", wait)
+	}
+	running.release.Close()
+	<-running.done
+	waitFor(t, "the queued query to start", queued.isStarted)
+	queued.release.Close()
+	<-queued.done
+}
+
+// TestStopTellsQueuedClients: when the daemon stops, a queued client is
+// told so, and a running query goes on running.
+func TestStopTellsQueuedClients(t *testing.T) {
+	cg := newFakeCgroups(t)
+	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond}
+	srv, err := New(cfg, policyOf(t, olapPool(1, 3, "")), cg, SystemUsers{}, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	waitFor(t, "the socket", func() bool {
+		c, err := net.Dial("unix", cfg.Socket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	running := startInProc(t, cfg.Socket, "olap")
+	waitFor(t, "the first query to start", running.isStarted)
+	queued := startInProc(t, cfg.Socket, "olap")
+	waitFor(t, "the second query to queue", func() bool { return srv.Pools()[1].Queued == 1 })
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	<-queued.done
+	var refused *RefusedError
+	if !errors.As(queued.err, &refused) || refused.Code != CodeStopping {
+		t.Fatalf("queued client: %v, want %s", queued.err, CodeStopping)
+	}
+	select {
+	case <-running.done:
+		t.Fatal("the running query ended when the daemon stopped")
+	case <-time.After(50 * time.Millisecond):
+	}
+	running.release.Close()
+	<-running.done
+	if running.err != nil || running.res.ExitCode != 0 {
+		t.Errorf("running query after the stop: exit %d, %v", running.res.ExitCode, running.err)
+	}
+}
+
+// TestRunServiceNotifiesAndReloads drives RunService as systemd would: a
+// notify socket, SIGHUP with an invalid file (refused, said in STATUS=),
+// SIGHUP with a valid one, then SIGTERM.
+func TestRunServiceNotifiesAndReloads(t *testing.T) {
+	notifyPath := filepath.Join(t.TempDir(), "notify")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	t.Setenv("NOTIFY_SOCKET", notifyPath)
+	recv := func() string {
+		t.Helper()
+		notify.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 4096)
+		n, err := notify.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pools.sql")
+	if err := os.WriteFile(file, []byte(olapPool(2, 3, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := Sources{PoolFile: file}
+	m, _, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policyOf(t, "")
+	p.Model = m
+	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond}
+	srv, err := New(cfg, p, newFakeCgroups(t), SystemUsers{}, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Operate(src)
+	sigs := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.RunService(context.Background(), ServiceOptions{Signals: sigs}) }()
+
+	if got := recv(); got != "READY=1\nSTATUS=2 pools, 0 queries running, 0 queued" {
+		t.Fatalf("first notification %q", got)
+	}
+	if c, err := net.Dial("unix", cfg.Socket); err != nil {
+		t.Fatalf("READY=1 before the socket accepts clients: %v", err)
+	} else {
+		c.Close()
+	}
+
+	os.WriteFile(file, []byte("CREATE RESOURCE POOL olap WITH (QUEUE_SIZE=-7);"), 0o644)
+	sigs <- syscall.SIGHUP
+	if got := recv(); got != "RELOADING=1" {
+		t.Fatalf("notification %q, want RELOADING=1", got)
+	}
+	if got := recv(); !strings.HasPrefix(got, "READY=1\nSTATUS=reload refused, running pools kept: ") || !strings.Contains(got, file+":1:") {
+		t.Fatalf("after an invalid reload %q", got)
+	}
+	if _, ok := srv.Model().Pool("olap"); !ok {
+		t.Fatal("the refused reload dropped olap")
+	}
+
+	os.WriteFile(file, []byte(olapPool(2, 3, "")+"CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"), 0o644)
+	sigs <- syscall.SIGHUP
+	recv()
+	if got := recv(); got != "READY=1\nSTATUS=reloaded: 3 pools, 0 queries running, 0 queued" {
+		t.Fatalf("after a valid reload %q", got)
+	}
+
+	sigs <- syscall.SIGTERM
+	if got := recv(); !strings.HasPrefix(got, "STOPPING=1\nSTATUS=stopping on terminated") {
+		t.Fatalf("on SIGTERM %q", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMetricsSnapshot: the metrics source gives each pool's admission
+// state and its wait histogram.
+func TestMetricsSnapshot(t *testing.T) {
+	d, _, _, _ := operated(t, olapPool(1, 3, ""), SystemUsers{})
+	c := startInProc(t, d.socket, "olap")
+	waitFor(t, "the query to start", c.isStarted)
+	snap, err := d.srv.MetricsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, p := range snap.Pools {
+		if p.Name == "olap" {
+			found = true
+			if p.Running != 1 || p.Admitted != 1 || p.ConcurrentQueryLimit != 1 || p.QueueWait.Count != 1 {
+				t.Errorf("olap %+v", p)
+			}
+		}
+	}
+	if !found || snap.Host.CPUs != 2 {
+		t.Errorf("snapshot %+v", snap)
+	}
+	c.release.Close()
+	<-c.done
+}

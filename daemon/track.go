@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/metrics"
+	"github.com/poolagent/poolagent/sysview"
+)
+
+// tracked is one query of a connected client, as `poolagent queries`
+// shows it.
+type tracked struct {
+	id         admission.Identity
+	clientPID  int
+	pool       string
+	classifier string
+	arrived    time.Time
+	// qid is set once the query was submitted (queued or started).
+	qid admission.QueryID
+	// name, admitted, queuedFor and cpuLimit are set once it was admitted.
+	name      string
+	admitted  time.Time
+	queuedFor time.Duration
+	cpuLimit  float64
+}
+
+// begin tracks session se's classified query until end.
+func (s *Server) begin(se *session, id admission.Identity, clientPID int32, place admission.Placement) {
+	s.ops.tmu.Lock()
+	defer s.ops.tmu.Unlock()
+	if s.ops.sessions == nil {
+		s.ops.sessions = map[*session]*tracked{}
+	}
+	s.ops.sessions[se] = &tracked{id: id, clientPID: int(clientPID), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()}
+}
+
+// end forgets session se's query.
+func (s *Server) end(se *session) {
+	s.ops.tmu.Lock()
+	defer s.ops.tmu.Unlock()
+	delete(s.ops.sessions, se)
+}
+
+// decided records an admission decision about session se's query in pool
+// and logs it at debug level: "started", "queued" or "rejected" on arrival,
+// "refused" by classification, and at the end of a wait "started" or
+// "failed" (err says why). Queue waits of started queries feed the wait
+// histogram.
+func (s *Server) decided(se *session, pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
+	if qid != 0 {
+		s.ops.tmu.Lock()
+		if t := s.ops.sessions[se]; t != nil {
+			t.qid = qid
+		}
+		s.ops.tmu.Unlock()
+	}
+	if decision == "started" {
+		s.waits(pool).Observe(queuedFor)
+	}
+	args := []any{"pool", pool, "decision", decision}
+	if qid != 0 {
+		args = append(args, "query", s.queryName(qid))
+	}
+	if queuedFor > 0 {
+		args = append(args, "queued", queuedFor)
+	}
+	if err != nil {
+		args = append(args, "reason", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	s.cfg.Log.Debug("admission", args...)
+}
+
+// admitted records that session se's query got its cgroup.
+func (s *Server) admitted(se *session, name string, queuedFor time.Duration, cpuLimit float64) {
+	s.ops.tmu.Lock()
+	defer s.ops.tmu.Unlock()
+	if t := s.ops.sessions[se]; t != nil {
+		t.name, t.admitted, t.queuedFor, t.cpuLimit = name, time.Now(), queuedFor, cpuLimit
+	}
+}
+
+// waits is pool's queue wait histogram.
+func (s *Server) waits(pool string) *metrics.WaitRecorder {
+	w, _ := s.ops.waits.LoadOrStore(pool, &metrics.WaitRecorder{})
+	return w.(*metrics.WaitRecorder)
+}
+
+// queryName is the id of query qid and the name of its cgroup below its
+// pool, unique across daemon restarts.
+func (s *Server) queryName(qid admission.QueryID) string {
+	return "q" + s.start + "-" + strconv.FormatUint(uint64(qid), 10)
+}
+
+// queryRows builds the queries view: the queries of connected clients,
+// and the query cgroups no client of this daemon owns (queries adopted at
+// start), running first, oldest first.
+func (s *Server) queryRows() []sysview.Query {
+	s.ops.tmu.Lock()
+	var all []tracked
+	for _, t := range s.ops.sessions {
+		if t.qid != 0 {
+			all = append(all, *t)
+		}
+	}
+	s.ops.tmu.Unlock()
+	now := time.Now()
+	var rows []sysview.Query
+	owned := map[[2]string]bool{}
+	for _, t := range all {
+		r := sysview.Query{
+			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
+			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
+		}
+		if t.name == "" {
+			s.mu.Lock()
+			r.QueuePosition = s.ctl.Position(t.qid)
+			s.mu.Unlock()
+			r.State, r.QueuedTimeUs = sysview.Queued, now.Sub(t.arrived).Microseconds()
+		} else {
+			owned[[2]string{t.pool, t.name}] = true
+			r.State, r.QueuedTimeUs, r.RunningTimeUs = sysview.Running, t.queuedFor.Microseconds(), now.Sub(t.admitted).Microseconds()
+			if t.cpuLimit > 0 {
+				r.CpuLimitCores = t.cpuLimit
+			}
+			s.readQueryStat(&r)
+		}
+		rows = append(rows, r)
+	}
+	if cgs, err := s.cg.Queries(); err == nil {
+		for _, q := range cgs {
+			if owned[q] {
+				continue
+			}
+			if busy, err := s.cg.Populated(q[0], q[1]); err != nil || !busy {
+				continue
+			}
+			r := sysview.Query{QueryId: q[1], ResourcePoolId: q[0], State: sysview.Running, CpuLimitCores: -1, Adopted: true}
+			s.readQueryStat(&r)
+			rows = append(rows, r)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b sysview.Query) int {
+		if a.State != b.State {
+			return strings.Compare(b.State, a.State) // RUNNING before QUEUED
+		}
+		return cmp.Compare(b.QueuedTimeUs+b.RunningTimeUs, a.QueuedTimeUs+a.RunningTimeUs)
+	})
+	return rows
+}
+
+// readQueryStat fills r's CPU columns from its query cgroup; a cgroup just
+// removed leaves them zero.
+func (s *Server) readQueryStat(r *sysview.Query) {
+	if st, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId); err == nil {
+		r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
+	}
+}
