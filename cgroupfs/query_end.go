@@ -1,6 +1,7 @@
 package cgroupfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,9 +13,15 @@ import (
 // slot until its cgroup is empty, then the cgroup goes.
 
 // QueryPopulated reports whether the query cgroup <pool>/<query>, or any
-// cgroup below it, still holds a process, by reading cgroup.procs in the
-// hierarchy of the cpu controller (exited processes, zombies included,
-// are not listed there in v1 or v2).
+// cgroup below it, still holds a live thread, by reading the thread list
+// of the cpu controller's hierarchy: v1 "tasks", v2 "cgroup.threads", one
+// TID per line.
+//
+// NOTE: cgroup.procs is not enough: it hides a thread-group leader that
+// has exited while another of its threads is still on its way out, and
+// that thread keeps the cgroup populated (rmdir fails with EBUSY). The
+// thread lists show every thread until it leaves the cgroup, which is
+// exactly when the kernel stops counting it as populated.
 func (t *Tree) QueryPopulated(pool, query string) (bool, error) {
 	cg, err := queryPath(pool, query)
 	if err != nil {
@@ -24,15 +31,25 @@ func (t *Tree) QueryPopulated(pool, query string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return populated(f, cg)
+	threads := fileTasks
+	if t.v2 {
+		threads = fileThreads
+	}
+	return populated(f, cg, threads)
 }
 
-func populated(f FS, cg string) (bool, error) {
-	pids, err := readProcs(f, cg)
+// Thread lists: every live thread of a cgroup, one TID per line.
+const (
+	fileTasks   = "tasks"          // v1
+	fileThreads = "cgroup.threads" // v2
+)
+
+func populated(f FS, cg, threads string) (bool, error) {
+	b, err := f.ReadFile(path.Join(cg, threads))
 	if err != nil {
 		return false, fmt.Errorf("query cgroup %s: %w", cg, err)
 	}
-	if len(pids) > 0 {
+	if len(bytes.TrimSpace(b)) > 0 {
 		return true, nil
 	}
 	subs, err := f.ReadDir(cg)
@@ -40,7 +57,7 @@ func populated(f FS, cg string) (bool, error) {
 		return false, fmt.Errorf("query cgroup %s: %w", cg, err)
 	}
 	for _, s := range subs {
-		if busy, err := populated(f, path.Join(cg, s)); busy || err != nil {
+		if busy, err := populated(f, path.Join(cg, s), threads); busy || err != nil {
 			return busy, err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // TestQueryEnd follows a query cgroup from placement to removal on the
-// emulated kernel: populated while a process (or one in a nested cgroup)
+// emulated kernel: populated while a thread (or one in a nested cgroup)
 // is in it, empty after, then removed from every hierarchy.
 func TestQueryEnd(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
@@ -37,18 +37,27 @@ func TestQueryEnd(t *testing.T) {
 					t.Fatalf("populated %v, %v; want %v", got, err, want)
 				}
 			}
+			// The emulated kernel keeps no thread list: write the one the
+			// kernel would show. The placed process's thread keeps the
+			// query populated, also after its leader left cgroup.procs
+			// (the exit race), and so does a thread in a nested cgroup.
+			threads := fileTasksFor(v2)
+			q := filepath.Join(tr.Root(hiers[0]), "etl/q1")
+			w.must(os.WriteFile(filepath.Join(q, threads), []byte("300\n"), 0o644))
 			check(true)
-			// The process leaves; a process in a nested cgroup keeps it populated.
-			nested := filepath.Join(tr.Root(hiers[0]), "etl/q1/inner")
 			for _, h := range hiers {
-				q := filepath.Join(tr.Root(h), "etl/q1")
-				w.must(os.WriteFile(filepath.Join(q, fileProcs), nil, 0o644))
-				w.must(os.Mkdir(filepath.Join(q, "inner"), 0o755))
-				w.mkcg(filepath.Join(q, "inner"))
+				w.must(os.WriteFile(filepath.Join(tr.Root(h), "etl/q1", fileProcs), nil, 0o644))
 			}
-			w.spawn(nested, 301)
 			check(true)
-			w.must(os.WriteFile(filepath.Join(nested, fileProcs), nil, 0o644))
+			w.must(os.WriteFile(filepath.Join(q, threads), nil, 0o644))
+			for _, h := range hiers {
+				w.must(os.Mkdir(filepath.Join(tr.Root(h), "etl/q1/inner"), 0o755))
+				w.mkcg(filepath.Join(tr.Root(h), "etl/q1/inner"))
+			}
+			nested := filepath.Join(q, "inner")
+			w.must(os.WriteFile(filepath.Join(nested, threads), []byte("301\n"), 0o644))
+			check(true)
+			w.must(os.WriteFile(filepath.Join(nested, threads), nil, 0o644))
 			check(false)
 
 			if err := tr.RemoveQuery("etl", "q1"); err != nil {
@@ -77,4 +86,11 @@ func TestQueryEndRefusesBadNames(t *testing.T) {
 			t.Errorf("remove %q/%q: %v, want ErrInvalid", q[0], q[1], err)
 		}
 	}
+}
+
+func fileTasksFor(v2 bool) string {
+	if v2 {
+		return fileThreads
+	}
+	return fileTasks
 }
