@@ -3,9 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os/signal"
+	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +14,8 @@ import (
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/state"
+	"github.com/poolagent/poolagent/systemd"
 )
 
 // daemonCommand is `poolagent daemon`: the admission service.
@@ -30,10 +31,17 @@ func daemonCommand() *cli.Command {
 			"its slot until that cgroup is empty. When the set of pools with running queries\n" +
 			"changes, and at every load refresh with the observed demand, the pools' CPU shares\n" +
 			"are re-planned (weighted max-min) and only changed files are written. Runs until\n" +
-			"SIGINT or SIGTERM. See docs/admission.md.",
+			"SIGINT or SIGTERM; SIGHUP re-reads the pool file and the changes in --state-dir (an\n" +
+			"invalid file is refused and the running pools kept). Under systemd (Type=notify,\n" +
+			"Delegate=yes, --delegated) it reports readiness and status and pings the watchdog.\n" +
+			"See docs/admission.md and docs/operate.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
+			&cli.BoolFlag{Name: "delegated", Usage: "run in the cgroup systemd delegated to the unit (Delegate=yes): move into its leaf agent/ and keep the pools in pools/ beside it (instead of --root)"},
+			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
@@ -56,15 +64,43 @@ func runDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	model, err := loadPools(c, c.String("pools"))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	src := daemon.Sources{PoolFile: c.String("pools")}
+	if dir := c.String("state-dir"); dir != "" {
+		store, err := state.Open(dir)
+		if err != nil {
+			return fmt.Errorf("--state-dir: %w", err)
+		}
+		defer store.Close()
+		src.Store = store
+	}
+	model, warnings, err := src.Load()
 	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		log.Warn("pool file", "warning", w.String())
 	}
 	mounts, err := cgroupfs.Detect("/")
 	if err != nil {
 		return err
 	}
 	root := c.String("root")
+	if c.Bool("delegated") {
+		if root != "" {
+			return fmt.Errorf("--delegated and --root %s: give one (--delegated keeps the pools in the unit's cgroup)", root)
+		}
+		layout, err := systemd.Delegate(mounts, "/", os.Getpid())
+		if err != nil {
+			return fmt.Errorf("--delegated: %w", err)
+		}
+		log.Info("delegated cgroup", "unit", layout.Unit, "agent", layout.Agent)
+		root = layout.PoolRoot
+	}
 	if root == "" {
 		dir, _, err := mounts.Controller("cpu")
 		if err != nil {
@@ -81,7 +117,6 @@ func runDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	cfg := daemon.Config{
 		Socket:     c.String("socket"),
 		LoadSample: c.Duration("load-sample"),
@@ -92,8 +127,7 @@ func runDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	srv.Operate(src)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return srv.Serve(ctx)
+	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
 }

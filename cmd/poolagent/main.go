@@ -33,6 +33,10 @@ func newApp() *cli.App {
 			daemonCommand(),
 			runCommand(),
 			statCommand(),
+			sqlCommand(),
+			poolsCommand(),
+			classifiersCommand(),
+			queriesCommand(),
 		},
 	}
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/sysview"
+)
+
+// classifiersCommand is `poolagent classifiers`: the host's
+// .sys/resource_pool_classifiers.
+func classifiersCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "classifiers",
+		Usage: "show the pool classifiers in force, lowest rank (tried first) first (YDB's .sys/resource_pool_classifiers)",
+		Description: "Asks the daemon for every classifier: Name, Rank, MemberName (a user, %group or\n" +
+			"all-users@well-known) and ResourcePool. Any local user may look.",
+		Flags: viewFlags(),
+		Action: func(c *cli.Context) error {
+			return showView(c, daemon.OpClassifiers, func(r daemon.AdminReply) error {
+				if c.String("format") == "json" {
+					return sysview.WriteJSON(c.App.Writer, r.Classifiers)
+				}
+				return sysview.WriteClassifiers(c.App.Writer, r.Classifiers)
+			})
+		},
+	}
+}
+
+// viewFlags are the flags of the view commands.
+func viewFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json"},
+		&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+	}
+}
+
+// showView asks the daemon for a view and writes it.
+func showView(c *cli.Context, op string, write func(daemon.AdminReply) error) error {
+	if f := c.String("format"); f != "text" && f != "json" {
+		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", f)
+	}
+	r, err := daemon.Admin(c.String("socket"), daemon.Request{Op: op})
+	if err != nil {
+		return err
+	}
+	return write(r)
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/sysview"
+)
+
+// poolsCommand is `poolagent pools`: the host's .sys/resource_pools.
+func poolsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "pools",
+		Usage: "show the pools in force with their running and queued queries (YDB's .sys/resource_pools)",
+		Description: "Asks the daemon for every pool: YDB's columns (Name, ConcurrentQueryLimit, QueueSize,\n" +
+			"DatabaseLoadCpuThreshold, ResourceWeight, TotalCpuLimitPercentPerNode,\n" +
+			"QueryCpuLimitPercentPerNode, QueryMemoryLimitPercentPerNode; -1 = not set), then the\n" +
+			"queries running and queued and the CPU limit written now (vCPUs; max = none). --format\n" +
+			"json adds every parameter and the cgroup's cpu.weight. Any local user may look.",
+		Flags: viewFlags(),
+		Action: func(c *cli.Context) error {
+			return showView(c, daemon.OpPools, func(r daemon.AdminReply) error {
+				if c.String("format") == "json" {
+					return sysview.WriteJSON(c.App.Writer, r.Pools)
+				}
+				return sysview.WritePools(c.App.Writer, r.Pools)
+			})
+		},
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/daemon"
+)
+
+// sqlCommand is `poolagent sql`: run-time DDL sent to the daemon.
+func sqlCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "sql",
+		Usage:     "change pools, classifiers and grants at run time: send DDL to the daemon (administrators only)",
+		ArgsUsage: " ",
+		Description: "Sends CREATE/ALTER/DROP RESOURCE POOL [CLASSIFIER], GRANT and REVOKE statements to the\n" +
+			"daemon, which applies them to the pools in force all or nothing, writes them to its state\n" +
+			"directory (so they survive restarts and reloads) and reconciles the cgroups. Only root,\n" +
+			"the admin group and grantees of administration may change pools; the daemon takes the\n" +
+			"caller's identity from the socket's peer credentials. A refused statement is reported\n" +
+			"as SOURCE:LINE:COL: problem, and nothing is changed. See docs/operate.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "execute", Aliases: []string{"e"}, Usage: "the `DDL` to run"},
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the DDL from `FILE` ('-': standard input)"},
+			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+		},
+		Action: runSQL,
+	}
+}
+
+func runSQL(c *cli.Context) error {
+	req := daemon.Request{Op: daemon.OpSQL}
+	switch e, f := c.String("execute"), c.String("file"); {
+	case c.NArg() > 0:
+		return fmt.Errorf("sql: unexpected argument %q (give the DDL with -e 'DDL' or -f FILE)", c.Args().First())
+	case (e == "") == (f == ""):
+		return errors.New("sql: give one of -e 'DDL' or -f FILE")
+	case e != "":
+		req.SQL, req.Source = e, "-e"
+	case f == "-":
+		b, err := io.ReadAll(c.App.Reader)
+		if err != nil {
+			return fmt.Errorf("sql: read standard input: %w", err)
+		}
+		req.SQL, req.Source = string(b), "<stdin>"
+	default:
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("sql: %w", err)
+		}
+		req.SQL, req.Source = string(b), f
+	}
+	r, err := daemon.Admin(c.String("socket"), req)
+	for _, w := range r.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, w)
+	}
+	var refused *daemon.RefusedError
+	if errors.As(err, &refused) && refused.Code == daemon.CodeInvalidDDL {
+		fmt.Fprintln(c.App.ErrWriter, refused.Message)
+		n := strings.Count(refused.Message, "\n") + 1
+		return fmt.Errorf("%s: %d %s, nothing changed", req.Source, n, plural(n, "error", "errors"))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "change %d applied and saved in the daemon's state directory\n", r.Change.Seq)
+	return nil
+}
