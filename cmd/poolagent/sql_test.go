@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/sysview"
 )
@@ -166,6 +168,48 @@ func poolRow(t *testing.T, socket, name string) sysview.Pool {
 	return sysview.Pool{}
 }
 
+// userDatabase gives a host without a user database (the test VM) one
+// with root alone, for the daemon's identity lookups, and removes it after
+// the test; a host's own files are never touched.
+func userDatabase(t *testing.T) {
+	t.Helper()
+	for file, line := range map[string]string{"/etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "/etc/group": "root:x:0:\n"} {
+		if _, err := os.Stat(file); err == nil {
+			continue
+		}
+		os.MkdirAll("/etc", 0o755)
+		if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(file) })
+	}
+}
+
+// loopbackUp brings the loopback interface up where it is down (the test
+// VM boots without networking), for the metrics endpoint; where it is up
+// (any host) nothing is changed.
+func loopbackUp(t *testing.T) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		t.Fatalf("loopback flags: %v", err)
+	}
+	if flags := ifr.Uint16(); flags&unix.IFF_UP == 0 {
+		ifr.SetUint16(flags | unix.IFF_UP)
+		if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+			t.Fatalf("bring loopback up: %v", err)
+		}
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -186,6 +230,8 @@ func TestKernelOperate(t *testing.T) {
 	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 	host := kerneltest.Require(t, need)
 	root := host.NewRoot(t, need)
+	userDatabase(t)
+	loopbackUp(t)
 
 	dir, err := os.MkdirTemp("", "poolagent-operate-")
 	if err != nil {
