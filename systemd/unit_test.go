@@ -144,3 +144,59 @@ func systemdVersion(t *testing.T, analyze string) int {
 	v, _ := strconv.Atoi(string(m[1]))
 	return v
 }
+
+// TestInstallScripts stages an install with scripts/install.sh (DESTDIR:
+// files only, no systemctl), which builds nothing here (POOLAGENT_BINARY),
+// verifies the unit and checks the pool file with the installed binary;
+// then removes it with scripts/uninstall.sh.
+func TestInstallScripts(t *testing.T) {
+	requireTool(t, "systemd-analyze")
+	gobin := requireTool(t, "go")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "poolagent")
+	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/poolagent").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	stage := filepath.Join(dir, "stage")
+	run := func(script string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("../scripts/"+script, args...)
+		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", script, args, err, out)
+		}
+	}
+	run("install.sh")
+	unit, err := os.ReadFile(filepath.Join(stage, "etc/systemd/system/poolagent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/poolagent daemon") || strings.Contains(string(unit), stage) {
+		t.Errorf("installed unit's ExecStart is not /usr/local/bin/poolagent:\n%s", unit)
+	}
+	if info, err := os.Stat(filepath.Join(stage, "usr/local/bin/poolagent")); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("installed binary: %v %v", info, err)
+	}
+	pools := filepath.Join(stage, "etc/poolagent/pools.sql")
+	mine := []byte("CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=2);\n")
+	if err := os.WriteFile(pools, mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("install.sh")
+	if got, _ := os.ReadFile(pools); string(got) != string(mine) {
+		t.Errorf("a second install overwrote the pool file: %q", got)
+	}
+	run("uninstall.sh")
+	for _, f := range []string{"usr/local/bin/poolagent", "etc/systemd/system/poolagent.service"} {
+		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left after uninstall (%v)", f, err)
+		}
+	}
+	if _, err := os.Stat(pools); err != nil {
+		t.Errorf("uninstall without --purge removed the pool file: %v", err)
+	}
+	run("uninstall.sh", "--purge")
+	if _, err := os.Stat(filepath.Join(stage, "etc/poolagent")); !os.IsNotExist(err) {
+		t.Errorf("/etc/poolagent left after --purge (%v)", err)
+	}
+}
