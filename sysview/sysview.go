@@ -228,12 +228,12 @@ func WriteQueries(w io.Writer, rows []Query) error {
 		} else if user == "" {
 			user = strconv.FormatUint(uint64(r.Uid), 10)
 		}
-		running := usec(r.RunningTimeUs)
+		running, limit := usec(r.RunningTimeUs), cores(r.CpuLimitCores)
 		if r.State == Queued {
-			running = "-"
+			running, limit = "-", "-"
 		}
 		t.row(r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
-			usec(r.QueuedTimeUs), running, cores(r.CpuLimitCores),
+			usec(r.QueuedTimeUs), running, limit,
 			usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec)))
 	}
 	return t.flush()
