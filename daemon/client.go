@@ -51,6 +51,9 @@ type Result struct {
 	// ExitCode is the command's exit status, 128+N when signal N ended it
 	// or ended the wait in the queue.
 	ExitCode int
+	// Ran says the command was started: ExitCode is its status even when
+	// Run also returns an error (the daemon failed at the query's end).
+	Ran bool
 	Pool     string
 	Query    string
 	// Stats are the query's statistics; nil when the daemon went away
@@ -210,6 +213,7 @@ func (c *client) execute(admitted Reply) (Result, error) {
 		return res, fmt.Errorf("release the command: %w", err)
 	}
 	releaseW.Close()
+	res.Ran = true
 
 	exited := make(chan struct{})
 	go func() {

@@ -240,9 +240,9 @@ GRANT USE ON RESOURCE POOL ceo TO ceo;
 	}
 	for _, tt := range tests {
 		t.Run(tt.pool, func(t *testing.T) {
-			_, err := Run(RunOptions{Socket: d.socket, Pool: tt.pool, Args: []string{"true"}})
+			res, err := Run(RunOptions{Socket: d.socket, Pool: tt.pool, Args: []string{"true"}})
 			var refused *RefusedError
-			if !errors.As(err, &refused) || refused.Code != tt.code || err.Error() != tt.msg {
+			if !errors.As(err, &refused) || refused.Code != tt.code || err.Error() != tt.msg || res.Ran {
 				t.Fatalf("error %v, want %s: %q", err, tt.code, tt.msg)
 			}
 		})
@@ -384,8 +384,8 @@ func TestExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
 			res, err := Run(RunOptions{Socket: d.socket, Args: tt.argv, Env: os.Environ()})
-			if err != nil || res.ExitCode != tt.want || res.Pool != admission.DefaultPool {
-				t.Fatalf("exit %d in %q, %v; want %d in default", res.ExitCode, res.Pool, err, tt.want)
+			if err != nil || res.ExitCode != tt.want || res.Pool != admission.DefaultPool || !res.Ran {
+				t.Fatalf("exit %d in %q (ran: %v), %v; want %d in default", res.ExitCode, res.Pool, res.Ran, err, tt.want)
 			}
 		})
 	}

@@ -79,7 +79,7 @@ func runRun(c *cli.Context) error {
 	res, err := daemon.Run(opts)
 	if err != nil {
 		code := exitRefused
-		if errors.Is(err, daemon.ErrLeftQueue) {
+		if res.Ran || errors.Is(err, daemon.ErrLeftQueue) {
 			code = res.ExitCode
 		}
 		return cli.Exit("poolagent: "+err.Error(), code)
