@@ -34,8 +34,10 @@ trap 'rm -rf "$tmp"' EXIT
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
 else
-	echo "== go build ./cmd/poolagent"
-	CGO_ENABLED=0 go build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+	# sudo's PATH often lacks Go's own directory.
+	gobin=$(command -v go || echo /usr/local/go/bin/go)
+	echo "== $gobin build ./cmd/poolagent"
+	CGO_ENABLED=0 "$gobin" build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
 fi
 
 bin="$PREFIX/bin/poolagent"
