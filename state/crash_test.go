@@ -79,7 +79,7 @@ func TestKillDuringChangesLeavesPrefix(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		lines := make(chan uint64)
+		lines := make(chan uint64, 1<<16)
 		go func() {
 			defer close(lines)
 			sc := bufio.NewScanner(stdout)
@@ -90,16 +90,30 @@ func TestKillDuringChangesLeavesPrefix(t *testing.T) {
 				}
 			}
 		}()
-		// Kill anywhere from before Open to well into the stream.
-		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		// Odd rounds kill anywhere from the start (Open included); even
+		// rounds once the writer has acknowledged a change, so that the
+		// stream advances however slowly the machine starts processes.
+		var first []uint64
+		if round%2 == 0 {
+			if seq, ok := <-lines; ok {
+				first = append(first, seq)
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(20_000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		for seq := range lines {
+		check := func(seq uint64) {
 			if seq != acked+1 {
 				t.Fatalf("round %d: writer acknowledged %d after %d", round, seq, acked)
 			}
 			acked = seq
+		}
+		for _, seq := range first {
+			check(seq)
+		}
+		for seq := range lines {
+			check(seq)
 		}
 		cmd.Wait()
 
@@ -123,7 +137,7 @@ func TestKillDuringChangesLeavesPrefix(t *testing.T) {
 		acked = n
 	}
 	t.Logf("%d rounds, %d changes, %d kills left a temporary file", rounds, acked, killedMidWrite)
-	if acked == 0 {
-		t.Fatal("no change was ever written: the kills came too early to test anything")
+	if acked < uint64(rounds)/2 {
+		t.Fatalf("%d changes in %d rounds: the writer did not get to write", acked, rounds)
 	}
 }
