@@ -291,7 +291,9 @@ func TestKernelOperate(t *testing.T) {
 	}
 
 	// A query runs while the daemon restarts.
-	first := poolagent("run", "--socket", socket, "--pool", "olap", "--", "/bin/sh", "-c", "sleep 1.5")
+	release := filepath.Join(dir, "release")
+	first := poolagent("run", "--socket", socket, "--pool", "olap", "--", "/bin/sh", "-c",
+		"while [ ! -e "+release+" ]; do sleep 0.05; done")
 	firstDone := make(chan error, 1)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
@@ -315,6 +317,9 @@ func TestKernelOperate(t *testing.T) {
 	json.Unmarshal([]byte(output(t, "queries", "--socket", socket, "--format", "json")), &rows)
 	if len(rows) != 2 || !rows[0].Adopted || rows[1].State != sysview.Queued {
 		t.Errorf("queries %+v, want the adopted query running and the new one queued", rows)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-firstDone; err != nil {
 		t.Errorf("first query across the restart: %v", err)
