@@ -53,9 +53,9 @@ type Result struct {
 	ExitCode int
 	// Ran says the command was started: ExitCode is its status even when
 	// Run also returns an error (the daemon failed at the query's end).
-	Ran bool
-	Pool     string
-	Query    string
+	Ran   bool
+	Pool  string
+	Query string
 	// Stats are the query's statistics; nil when the daemon went away
 	// before the query ended.
 	Stats *Stats

@@ -3,7 +3,7 @@
 # what CI runs (.ci/run). Needs root and Debian's apt for the real-kernel
 # parts (docs/testing.md).
 #
-#   1. go vet
+#   1. gofmt and go vet
 #   2. unit tests
 #   3. real-kernel tests (TestKernel*) against this host's cgroups
 #      (cgroup v1 cpu on the project's hybrid hosts)
@@ -45,7 +45,12 @@ if ! command -v systemd-analyze >/dev/null; then
 		failed+=("installing systemd-analyze")
 fi
 
-echo "== go vet"
+echo "== gofmt and go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" && echo "$unformatted" | sed 's/^/  /'
+	failed+=("gofmt")
+fi
 go vet ./... || failed+=("go vet")
 
 echo "== unit tests"
