@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -18,12 +17,29 @@ const AllUsers = "all-users@well-known"
 // MaxNameLen is the longest pool or classifier name, in characters.
 const MaxNameLen = 64
 
-// nameRE is the whole rule for pool and classifier names: a pool name
-// becomes a cgroup directory (<root>/<pool>), so only a conservative
-// charset is accepted. It already excludes ".", "..", "/", control
-// characters and every dotted kernel file name; checkName looks for
-// those first only to say precisely why a name is refused.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+// validName is the whole rule for pool and classifier names,
+// ^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$: a pool name becomes a cgroup directory
+// (<root>/<pool>), so only a conservative charset is accepted. It already
+// excludes ".", "..", "/", control characters and every dotted kernel file
+// name; checkName looks for those first only to say precisely why a name
+// is refused. (A loop, not a regexp: compiling the bounded repetition at
+// start-up would cost every poolagent command, the query client included.)
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > MaxNameLen || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isAlnum reports whether c is an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
 
 // nameRule is the accepted form of names, for messages.
 const nameRule = "1 to 64 of A-Z a-z 0-9 _ -, not starting with '-'"
@@ -70,7 +86,7 @@ func checkName(what, name string) string {
 			}
 		}
 	}
-	if reason == "" && !nameRE.MatchString(name) {
+	if reason == "" && !validName(name) {
 		reason = "it has characters outside the accepted set"
 	}
 	if reason == "" {
@@ -79,14 +95,29 @@ func checkName(what, name string) string {
 	return fmt.Sprintf("%s name %q is refused: %s; accepted: %s", what, name, reason, nameRule)
 }
 
-// memberRE is the form of a member: a Unix user name, %group, or
-// all-users@well-known. '@' and '.' appear in directory-service user
-// names (user1@domain); a trailing '$' in machine accounts.
-var memberRE = regexp.MustCompile(`^%?[A-Za-z0-9_][A-Za-z0-9_.@-]{0,255}\$?$`)
+// maxMemberLen is the longest user or group name in a member, in bytes.
+const maxMemberLen = 256
+
+// validMember is the form of a member, ^%?[A-Za-z0-9_][A-Za-z0-9_.@-]{0,255}\$?$:
+// a Unix user name, %group, or all-users@well-known. '@' and '.' appear in
+// directory-service user names (user1@domain); a trailing '$' in machine
+// accounts.
+func validMember(m string) bool {
+	body := strings.TrimSuffix(strings.TrimPrefix(m, "%"), "$")
+	if len(body) == 0 || len(body) > maxMemberLen || (!isAlnum(body[0]) && body[0] != '_') {
+		return false
+	}
+	for i := 1; i < len(body); i++ {
+		if c := body[i]; !isAlnum(c) && !strings.ContainsRune("_.@-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
 
 // checkMember returns why m cannot name a user or group, or "".
 func checkMember(m string) string {
-	if memberRE.MatchString(m) {
+	if validMember(m) {
 		return ""
 	}
 	return fmt.Sprintf("member %q is refused; accepted: a Unix user name (alice, user1@domain), %%group for a Unix group (%%analysts), or %s", m, AllUsers)
