@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/simulate"
 )
 
 // WorkerSpec is one CPU-burning worker: Threads threads that together burn
@@ -56,47 +59,19 @@ func ParseWorkerArgs(args []string) (WorkerSpec, error) {
 	}
 	s := WorkerSpec{NeedUsec: need, Threads: threads}
 	if len(args) == 3 {
-		if s.CPUs, err = ParseCPUs(args[2]); err != nil {
-			return WorkerSpec{}, fmt.Errorf("worker cpus: %w", err)
+		s.CPUs, err = simulate.ParseCPUList(args[2])
+		if err == nil && slices.Max(s.CPUs) >= cpuSetSize {
+			err = fmt.Errorf("has CPU %d", slices.Max(s.CPUs))
+		}
+		if err != nil {
+			return WorkerSpec{}, fmt.Errorf("worker cpus %q %w (want CPU numbers 0..%d as a list like 0,1 or 0-3)", args[2], err, cpuSetSize-1)
 		}
 	}
 	return s, nil
 }
 
-// ParseCPUs parses a CPU list such as "0", "0,1" or "0-3,6".
-func ParseCPUs(s string) ([]int, error) {
-	var cpus []int
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, errA := strconv.Atoi(lo)
-		b := a
-		var errB error
-		if isRange {
-			b, errB = strconv.Atoi(hi)
-		}
-		if errA != nil || errB != nil || a < 0 || b < a || b >= cpuSetSize {
-			return nil, fmt.Errorf("%q: want CPU numbers 0..%d as a list like 0,1 or 0-3", s, cpuSetSize-1)
-		}
-		for c := a; c <= b; c++ {
-			if !containsInt(cpus, c) {
-				cpus = append(cpus, c)
-			}
-		}
-	}
-	return cpus, nil
-}
-
 // cpuSetSize is how many CPUs unix.CPUSet holds.
 const cpuSetSize = 1024
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
 
 func formatCPUs(cpus []int) string {
 	parts := make([]string, len(cpus))

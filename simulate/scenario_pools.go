@@ -57,7 +57,7 @@ func (p *scenarioParser) poolsBlock(args []string) {
 
 // pin records a task's cpus setting: a CPU list such as 0, 0,1 or 0-3.
 func (p *scenarioParser) pin(task, v string) bool {
-	cpus, err := parseCPUList(v)
+	cpus, err := ParseCPUList(v)
 	if err != nil {
 		p.fail("cpus %q %v (accepted: CPU numbers as a list like 0,1 or a range like 0-3)", v, err)
 		return false
@@ -70,9 +70,11 @@ func (p *scenarioParser) pin(task, v string) bool {
 	return true
 }
 
-// parseCPUList parses "0", "0,2" or "0-3,6"; the error completes a
+// ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6" (the
+// cpuset list format) into CPU numbers, in the order given and without
+// repeats; every number must be below 4096. The error completes a
 // sentence such as `cpus "x" ...`.
-func parseCPUList(v string) ([]int, error) {
+func ParseCPUList(v string) ([]int, error) {
 	var cpus []int
 	for part := range strings.SplitSeq(v, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
