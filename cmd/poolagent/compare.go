@@ -13,7 +13,6 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/compare"
-	"github.com/poolagent/poolagent/simulate"
 )
 
 // compareCommand is `poolagent compare`: run a scenario for real under
@@ -54,20 +53,9 @@ func runCompare(c *cli.Context) error {
 	if n := c.Int("periods"); n < 0 {
 		return fmt.Errorf("--periods %d is not accepted (accepted: 0 or more)", n)
 	}
-	sc := compare.DefaultScenario()
-	if path := c.String("scenario"); path != "" {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read scenario: %w", err)
-		}
-		if sc, err = simulate.ParseScenario(path, src); err != nil {
-			var n int
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				fmt.Fprintln(c.App.ErrWriter, e)
-				n++
-			}
-			return fmt.Errorf("%s: %d %s, nothing run", path, n, plural(n, "error", "errors"))
-		}
+	sc, err := readScenario(c, compare.DefaultScenario(), "nothing run")
+	if err != nil {
+		return err
 	}
 	layout, err := compare.LayoutOf(sc)
 	if err != nil {

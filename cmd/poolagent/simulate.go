@@ -36,23 +36,9 @@ func runSimulate(c *cli.Context) error {
 		return fmt.Errorf("--periods %d is not accepted (accepted: 1 or more)", periods)
 	}
 
-	s := simulate.BuiltinScenario()
-	if path := c.String("scenario"); path != "" {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read scenario: %w", err)
-		}
-		s, err = simulate.ParseScenario(path, src)
-		if err != nil {
-			// One "file:line: ..." line per problem, as compilers print
-			// them, then a summary through main.
-			var n int
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				fmt.Fprintln(c.App.ErrWriter, e)
-				n++
-			}
-			return fmt.Errorf("%s: %d %s, nothing simulated", path, n, plural(n, "error", "errors"))
-		}
+	s, err := readScenario(c, simulate.BuiltinScenario(), "nothing simulated")
+	if err != nil {
+		return err
 	}
 
 	trace := simulate.TimelineTicks(s.Host, periods)
@@ -67,6 +53,31 @@ func runSimulate(c *cli.Context) error {
 		return simulate.WriteJSON(c.App.Writer, s, run)
 	}
 	return simulate.WriteText(c.App.Writer, s, run, periods)
+}
+
+// readScenario parses the file of --scenario, or returns builtin without
+// one. A bad file prints one "file:line: ..." line per problem on stderr,
+// as compilers print them, and fails with a count and outcome, e.g.
+// "nothing simulated".
+func readScenario(c *cli.Context, builtin *simulate.Scenario, outcome string) (*simulate.Scenario, error) {
+	path := c.String("scenario")
+	if path == "" {
+		return builtin, nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	s, err := simulate.ParseScenario(path, src)
+	if err != nil {
+		var n int
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			fmt.Fprintln(c.App.ErrWriter, e)
+			n++
+		}
+		return nil, fmt.Errorf("%s: %d %s, %s", path, n, plural(n, "error", "errors"), outcome)
+	}
+	return s, nil
 }
 
 // plural picks the word for n things.
