@@ -22,8 +22,9 @@ type KernelParams struct {
 	// TickPhaseUsec is the time of the first tick after the scenario's
 	// time 0, in [0, TickUsec). Ticks of all CPUs are aligned.
 	TickPhaseUsec int64
-	// PeriodPhaseUsec gives, per group path ("olap", "olap/q1"), the
-	// phase of its period timer: the timer expires at phase + k*period.
+	// PeriodPhaseUsec gives, per Group.Name ("olap", "q1"; not the path
+	// "olap/q1"), the phase of its period timer: the timer expires at
+	// phase + k*period.
 	// A group not listed has phase 0 (a boundary at time 0). The kernel
 	// picks each phase at random when the cgroup is created.
 	PeriodPhaseUsec map[string]int64
