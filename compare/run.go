@@ -51,10 +51,6 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Mounts finds the cgroup controllers; a variable so tests can point it
-// elsewhere.
-var detectMounts = func() (cgroupfs.Mounts, error) { return cgroupfs.Detect("/") }
-
 // Measure runs l for real opt.Repeat times and returns the report with
 // both models' predictions for every run. It cleans up every cgroup and
 // worker it made, also when ctx is cancelled or a step fails.
@@ -62,7 +58,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 	if len(opt.WorkerCommand) == 0 {
 		return nil, errors.New("compare: no worker command")
 	}
-	mounts, err := detectMounts()
+	mounts, err := cgroupfs.Detect("/")
 	if err != nil {
 		return nil, fmt.Errorf("compare: %w", err)
 	}
