@@ -12,7 +12,7 @@ import (
 // tick phase and actual arrival times; the simple model needs none of
 // them and runs once.
 func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*Report, error) {
-	window := windowUsec(l, opt)
+	window := windowUsec(l)
 	simple, err := simulate.RunHost(l.Simple, simulate.HostOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("compare: simple model: %w", err)

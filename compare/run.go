@@ -38,9 +38,6 @@ type Options struct {
 	// Timeline samples every group's cpu.stat once per window for the
 	// measured timeline.
 	Timeline bool
-	// WindowUsec is the timeline's window; 0 takes the first pool's
-	// period.
-	WindowUsec int64
 	// Kernel are the host's settings for the kernel model.
 	Kernel KernelSettings
 	// WorkerCommand starts a worker: the worker's arguments
@@ -204,7 +201,7 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 		res.phases[g] = int64(posMod(at-t0, period) / time.Microsecond)
 	}
 
-	window := windowUsec(l, opt)
+	window := windowUsec(l)
 	sampler := startSampler(ot, l, opt.Timeline, t0, time.Duration(window)*time.Microsecond, base)
 	var releaseErr error
 	onRealtimeThread(func() { releaseErr = release(ctx, workers, l, t0, &res) })
@@ -431,10 +428,8 @@ func maxPeriod(l *Layout) time.Duration {
 	return time.Duration(p) * time.Microsecond
 }
 
-func windowUsec(l *Layout, opt Options) int64 {
-	if opt.WindowUsec > 0 {
-		return opt.WindowUsec
-	}
+// windowUsec is the timeline's window: the first pool's period.
+func windowUsec(l *Layout) int64 {
 	for _, g := range l.Kernel.Groups {
 		if g.Parent == "" && g.Name != DefaultPool {
 			return g.PeriodUsec
