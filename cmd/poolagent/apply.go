@@ -3,14 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -32,7 +30,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: poolagent below the cpu controller's mount: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print the writes in the order they would be made, and make none"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
-			&cli.Int64Flag{Name: "memory", Usage: "node memory in `BYTES` (default: read from the host)"},
+			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 		},
 		Action: runApply,
@@ -96,29 +94,6 @@ func runApply(c *cli.Context) error {
 // applyNode builds the node from --cpus, --memory and --period, reading
 // this host for what they leave out.
 func applyNode(c *cli.Context) (planner.Node, error) {
-	period := c.Duration("period")
-	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
-		return planner.Node{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
-	}
-	node := planner.Node{PeriodUsec: uint64(period / time.Microsecond), CPUs: c.Float64("cpus"), MemoryBytes: c.Int64("memory")}
-	if c.IsSet("cpus") && (!(node.CPUs > 0) || math.IsInf(node.CPUs, 0)) {
-		return planner.Node{}, fmt.Errorf("--cpus %v is not accepted (accepted: vCPUs > 0, such as 10 or 1.5)", node.CPUs)
-	}
-	if c.IsSet("memory") && node.MemoryBytes <= 0 {
-		return planner.Node{}, fmt.Errorf("--memory %d is not accepted (accepted: bytes > 0)", node.MemoryBytes)
-	}
-	if c.IsSet("cpus") && c.IsSet("memory") {
-		return node, nil
-	}
-	host, err := observe.ReadNodeCapacity("/")
-	if err != nil {
-		return planner.Node{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
-	}
-	if !c.IsSet("cpus") {
-		node.CPUs = host.CPUs
-	}
-	if !c.IsSet("memory") {
-		node.MemoryBytes = host.MemoryBytes
-	}
-	return node, nil
+	node, _, err := planNode(c, "/")
+	return node, err
 }

@@ -29,7 +29,7 @@ func planCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
-			&cli.Int64Flag{Name: "memory", Usage: "node memory in `BYTES` (default: read from the host)"},
+			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.StringFlag{Name: "active", Usage: "comma-separated `POOLS` with running queries (default: every pool with weight >= 0)"},
 			&cli.StringFlag{Name: "demand", Usage: "observed demand, `POOL=VCPU`[,POOL=VCPU…]: a pool using less than its share is held to it"},
@@ -45,7 +45,7 @@ func runPlan(c *cli.Context) error {
 	if format != "text" && format != "json" {
 		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
 	}
-	node, origin, err := planNode(c)
+	node, origin, err := planNode(c, c.String("root"))
 	if err != nil {
 		return err
 	}
@@ -72,9 +72,15 @@ type nodeOrigin struct {
 	cpus, memory string
 }
 
-// planNode builds the node from the flags, reading the host for what
-// they leave out.
-func planNode(c *cli.Context) (planner.Node, nodeOrigin, error) {
+// memoryFlag is --memory of plan, apply and daemon: the node's memory as
+// parseBytes reads it.
+func memoryFlag() cli.Flag {
+	return &cli.StringFlag{Name: "memory", Usage: "node memory in `BYTES`: a plain count, or with an IEC (GiB, powers of 1024) or SI (GB, powers of 1000) suffix, such as 16GiB (default: read from the host)"}
+}
+
+// planNode builds the node from --cpus, --memory and --period, reading
+// the host's /proc and /sys below hostRoot for what they leave out.
+func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error) {
 	period := c.Duration("period")
 	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
@@ -88,15 +94,15 @@ func planNode(c *cli.Context) (planner.Node, nodeOrigin, error) {
 		}
 	}
 	if c.IsSet("memory") {
-		node.MemoryBytes = c.Int64("memory")
-		if node.MemoryBytes <= 0 {
-			return planner.Node{}, nodeOrigin{}, fmt.Errorf("--memory %d is not accepted (accepted: bytes > 0)", node.MemoryBytes)
+		var err error
+		if node.MemoryBytes, err = parseBytes(c.String("memory")); err != nil {
+			return planner.Node{}, nodeOrigin{}, fmt.Errorf("--memory %w", err)
 		}
 	}
 	if c.IsSet("cpus") && c.IsSet("memory") {
 		return node, origin, nil
 	}
-	host, err := observe.ReadNodeCapacity(c.String("root"))
+	host, err := observe.ReadNodeCapacity(hostRoot)
 	if err != nil {
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
 	}
