@@ -16,12 +16,18 @@ var update = flag.Bool("update", false, "rewrite the golden files of the cmd/poo
 const poolsDir = "../../testdata/pools/"
 
 // checkGolden compares got with testdata/pools/golden/name, or rewrites
-// it with -update. Paths are shown from the repository root, as an
-// operator running poolagent there sees them.
+// it with -update.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
+	checkGoldenFile(t, filepath.Join(poolsDir, "golden", name), got)
+}
+
+// checkGoldenFile compares got with the file at path, or rewrites it with
+// -update. Paths in got are shown from the repository root, as an operator
+// running poolagent there sees them.
+func checkGoldenFile(t *testing.T, path, got string) {
+	t.Helper()
 	got = replaceTestdata(got)
-	path := filepath.Join(poolsDir, "golden", name)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

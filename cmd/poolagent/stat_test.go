@@ -25,24 +25,7 @@ const (
 // -update.
 func checkStatGolden(t *testing.T, name, got string) {
 	t.Helper()
-	got = replaceTestdata(got)
-	path := statGolden + name
-	if *update {
-		if err := os.MkdirAll(statGolden, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s:\n%s", path, got)
-	}
+	checkGoldenFile(t, statGolden+name, got)
 }
 
 func TestStatGolden(t *testing.T) {
