@@ -154,10 +154,7 @@ func poolByName(d planner.Desired, name string) (planner.PoolState, bool) {
 // cpu.max.burst and cpu.weight.
 func cgroupOf(g simulate.Group) planner.Cgroup {
 	quota, period, burst := g.QuotaUsec, uint64(g.PeriodUsec), uint64(g.BurstUsec)
-	weight := uint64(g.Weight)
-	if weight == 0 {
-		weight = simulate.DefaultWeight
-	}
+	weight := uint64(g.CPUWeight())
 	shares := planner.SharesFromWeight(weight)
 	return planner.Cgroup{
 		Resources: specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst, Shares: &shares}},

@@ -67,6 +67,15 @@ type Group struct {
 	Weight int
 }
 
+// CPUWeight is the group's effective cpu.weight: Weight, or DefaultWeight
+// when Weight is 0.
+func (g Group) CPUWeight() int {
+	if g.Weight == 0 {
+		return DefaultWeight
+	}
+	return g.Weight
+}
+
 // HostTask is work that appears at ArriveUsec in Group and is done after it
 // has used NeedUsec of CPU time on up to Threads CPUs at once.
 type HostTask struct {

@@ -33,7 +33,7 @@ func WriteText(w io.Writer, s *Scenario, run HostRun, periods int) error {
 	fmt.Fprintf(tw, "%s\tcpu.max\tburst\tweight\tusage_usec\tnr_periods\tnr_throttled\tthrottled_usec\tnr_bursts\tburst_usec\t\n", names[0])
 	for i, g := range h.Groups {
 		st := run.Groups[i].Stat
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", names[i+1], cpuMax(g, "/"), FormatUsec(g.BurstUsec), weight(g),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", names[i+1], cpuMax(g, "/"), FormatUsec(g.BurstUsec), g.CPUWeight(),
 			st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec, st.NrBursts, st.BurstUsec)
 	}
 	tw.Flush()
@@ -126,14 +126,6 @@ func padRight(cells []string) []string {
 	return out
 }
 
-// weight is the group's effective cpu.weight.
-func weight(g Group) int {
-	if g.Weight == 0 {
-		return DefaultWeight
-	}
-	return g.Weight
-}
-
 // jsonRun is the JSON shape of a run, documented in docs/simulator.md.
 type jsonRun struct {
 	Scenario string      `json:"scenario"`
@@ -186,7 +178,7 @@ func WriteJSON(w io.Writer, s *Scenario, run HostRun) error {
 		Groups: make([]jsonGroup, len(h.Groups)), Tasks: make([]jsonTask, len(run.Tasks))}
 	for i, g := range h.Groups {
 		jg := jsonGroup{Name: g.Name, Path: paths[i], Parent: g.Parent, PeriodUsec: g.PeriodUsec, BurstUsec: g.BurstUsec,
-			Weight: weight(g), CPUStat: run.Groups[i].Stat, Periods: make([]jsonPeriod, len(run.Groups[i].Periods))}
+			Weight: g.CPUWeight(), CPUStat: run.Groups[i].Stat, Periods: make([]jsonPeriod, len(run.Groups[i].Periods))}
 		if g.QuotaUsec != QuotaMax {
 			jg.QuotaUsec = &g.QuotaUsec
 		}

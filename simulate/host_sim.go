@@ -69,17 +69,13 @@ func newHostSim(h Host, opt HostOptions) *hostSim {
 	s.groups = make([]hostGroup, len(h.Groups))
 	for i, g := range h.Groups {
 		index[g.Name] = i
-		w := g.Weight
-		if w == 0 {
-			w = DefaultWeight
-		}
 		hg := hostGroup{
 			parent:  -1,
 			limited: g.QuotaUsec != QuotaMax,
 			quota:   int(g.QuotaUsec / h.TickUsec),
 			period:  int(g.PeriodUsec / h.TickUsec),
 			burst:   int(g.BurstUsec / h.TickUsec),
-			stride:  strideScale / int64(w),
+			stride:  strideScale / int64(g.CPUWeight()),
 		}
 		if g.Parent != "" {
 			hg.parent = index[g.Parent]

@@ -176,16 +176,12 @@ func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
 		if g.Parent != "" {
 			parent = index[g.Parent]
 		}
-		weight := g.Weight
-		if weight == 0 {
-			weight = DefaultWeight
-		}
 		quota := float64(g.QuotaUsec)
 		if g.QuotaUsec == QuotaMax {
 			quota = 0
 		}
 		in.groups = append(in.groups, kernelGroupSpec{name: g.Name, parent: parent, quotaUsec: quota,
-			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(weight),
+			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(g.CPUWeight()),
 			phaseUsec: float64(p.PeriodPhaseUsec[g.Name])})
 	}
 	for _, t := range h.Tasks {
