@@ -39,7 +39,7 @@ type kernelInput struct {
 
 // kernelGroupSpec is one cgroup. Parents come before their children.
 type kernelGroupSpec struct {
-	name   string // path below the pool root, e.g. "olap/q1"
+	name   string // Group.Name, for messages
 	parent int    // index in kernelInput.groups, -1 for a top-level group
 	// quotaUsec is cpu.max's QUOTA; <= 0 means "max" (no limit).
 	quotaUsec  float64
@@ -94,9 +94,9 @@ type windowAccount struct {
 	throttledCPUs int
 }
 
-// taskAccount is when one task arrived and finished.
+// taskAccount is when one task finished.
 type taskAccount struct {
-	arriveUsec, doneUsec float64
+	doneUsec float64
 }
 
 // rq is a group's runqueue on one CPU (struct cfs_rq's bandwidth part).
@@ -886,7 +886,7 @@ func (e *engine) output() kernelOutput {
 	}
 	for i := range e.tasks {
 		t := &e.tasks[i]
-		out.tasks = append(out.tasks, taskAccount{arriveUsec: t.spec.arriveUsec, doneUsec: t.doneAt})
+		out.tasks = append(out.tasks, taskAccount{doneUsec: t.doneAt})
 	}
 	return out
 }
