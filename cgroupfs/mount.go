@@ -80,6 +80,22 @@ func (m Mounts) Controller(name string) (dir string, v2 bool, err error) {
 	return "", false, fmt.Errorf("%s (mode %s): %w", name, m.Mode, ErrNoController)
 }
 
+// DefaultRootName is the pool root's directory name below the cpu
+// controller's hierarchy when none is given.
+const DefaultRootName = "poolagent"
+
+// DefaultRoot is the pool root poolagent uses when none is given:
+// DefaultRootName below the cpu controller's hierarchy
+// (/sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on
+// v1). It wraps ErrNoController when no hierarchy carries cpu.
+func (m Mounts) DefaultRoot() (string, error) {
+	dir, _, err := m.Controller("cpu")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, DefaultRootName), nil
+}
+
 // Detect reads root/proc/self/mountinfo and the cgroup2 mount's
 // cgroup.controllers and reports the host's cgroup layout. Tests pass a
 // fixture tree as root; production passes "/".

@@ -135,6 +135,14 @@ func TestDetect(t *testing.T) {
 					t.Errorf("%s: dir %q v2 %v, want %q v2 %v", c.ctrl, dir, v2, want, c.v2)
 				}
 			}
+			root, err := ms.DefaultRoot()
+			if tt.cpu == "" {
+				if !errors.Is(err, ErrNoController) {
+					t.Errorf("DefaultRoot: %q, %v; want ErrNoController", root, err)
+				}
+			} else if want := filepath.Join(tt.root, tt.cpu, "poolagent"); root != want || err != nil {
+				t.Errorf("DefaultRoot: %q, %v; want %q", root, err, want)
+			}
 		})
 	}
 }

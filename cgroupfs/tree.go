@@ -70,7 +70,7 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	}
 	if rel == "." {
 		return nil, fmt.Errorf("%w: %s is the mount's root cgroup; want a directory below it that poolagent owns, such as %s",
-			ErrBadRoot, root, filepath.Join(cpuDir, "poolagent"))
+			ErrBadRoot, root, filepath.Join(cpuDir, DefaultRootName))
 	}
 	t := &Tree{v2: v2, cpuMount: cpuDir, roots: map[string]string{}, openFS: opt.OpenFS, fss: map[string]FS{}, pageSize: int64(os.Getpagesize())}
 	if t.openFS == nil {

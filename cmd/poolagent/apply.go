@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -56,11 +55,9 @@ func runApply(c *cli.Context) error {
 	}
 	root := c.String("root")
 	if root == "" {
-		dir, _, err := mounts.Controller("cpu")
-		if err != nil {
+		if root, err = mounts.DefaultRoot(); err != nil {
 			return fmt.Errorf("find the pool root (give --root): %w", err)
 		}
-		root = filepath.Join(dir, "poolagent")
 	}
 	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {

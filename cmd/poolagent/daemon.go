@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -102,11 +101,9 @@ func runDaemon(c *cli.Context) error {
 		root = layout.PoolRoot
 	}
 	if root == "" {
-		dir, _, err := mounts.Controller("cpu")
-		if err != nil {
+		if root, err = mounts.DefaultRoot(); err != nil {
 			return fmt.Errorf("find the pool root (give --root): %w", err)
 		}
-		root = filepath.Join(dir, "poolagent")
 	}
 	cg, err := daemon.OpenHostCgroups(mounts, root)
 	if err != nil {

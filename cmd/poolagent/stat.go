@@ -94,11 +94,10 @@ func statTree(root, cpuacctRoot string) (observe.Tree, error) {
 		if detectErr != nil {
 			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", detectErr)
 		}
-		dir, _, err := mounts.Controller("cpu")
-		if err != nil {
+		var err error
+		if root, err = mounts.DefaultRoot(); err != nil {
 			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", err)
 		}
-		root = filepath.Join(dir, "poolagent")
 	}
 	v, err := observe.DetectVersion(root)
 	if err != nil && !given {
@@ -273,9 +272,12 @@ func statSeconds(usec uint64) string {
 
 // writeStatJSON writes v as JSON: indented, or on one line for --watch.
 func writeStatJSON(w io.Writer, v any, oneLine bool) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	var b []byte
+	var err error
 	if oneLine {
 		b, err = json.Marshal(v)
+	} else {
+		b, err = json.MarshalIndent(v, "", "  ")
 	}
 	if err != nil {
 		return err
