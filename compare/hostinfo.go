@@ -2,7 +2,6 @@ package compare
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -44,12 +43,15 @@ func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
 	k := KernelSettings{SliceUsec: 5000, HZ: DefaultHZ}
 	var src []string
 	slicePath := filepath.Join(procRoot, "sys/kernel/sched_cfs_bandwidth_slice_us")
-	if b, err := os.ReadFile(slicePath); err != nil {
-		src = append(src, "slice 5000us (kernel default: "+err.Error()+")")
-	} else if v, err := ParseSliceUsec(b); err != nil {
+	b, err := os.ReadFile(slicePath)
+	var slice int64
+	if err == nil {
+		slice, err = ParseSliceUsec(b)
+	}
+	if err != nil {
 		src = append(src, "slice 5000us (kernel default: "+err.Error()+")")
 	} else {
-		k.SliceUsec = v
+		k.SliceUsec = slice
 		src = append(src, "slice from "+slicePath)
 	}
 	hz, from, err := readHZ(procRoot, bootRoot, release)
@@ -63,38 +65,45 @@ func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
 	return k
 }
 
-// readHZ finds CONFIG_HZ in /proc/config.gz, then /boot/config-RELEASE.
+// readHZ finds CONFIG_HZ in /proc/config.gz, then /boot/config-RELEASE,
+// and returns it with the file it came from.
 func readHZ(procRoot, bootRoot, release string) (int, string, error) {
+	paths := []string{filepath.Join(procRoot, "config.gz")}
+	if release != "" {
+		paths = append(paths, filepath.Join(bootRoot, "config-"+release))
+	}
 	var errs []string
-	gz := filepath.Join(procRoot, "config.gz")
-	if f, err := os.Open(gz); err == nil {
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
+	for _, path := range paths {
+		hz, err := configHZ(path)
 		if err == nil {
-			hz, err := ParseConfigHZ(zr)
-			if err == nil {
-				return hz, gz, nil
-			}
-			errs = append(errs, fmt.Sprintf("%s: %v", gz, err))
-		} else {
-			errs = append(errs, fmt.Sprintf("%s: %v", gz, err))
+			return hz, path, nil
 		}
-	} else {
 		errs = append(errs, err.Error())
 	}
-	if release != "" {
-		boot := filepath.Join(bootRoot, "config-"+release)
-		if b, err := os.ReadFile(boot); err == nil {
-			hz, err := ParseConfigHZ(bytes.NewReader(b))
-			if err == nil {
-				return hz, boot, nil
-			}
-			errs = append(errs, fmt.Sprintf("%s: %v", boot, err))
-		} else {
-			errs = append(errs, err.Error())
-		}
-	}
 	return 0, "", fmt.Errorf("no kernel configuration: %s", strings.Join(errs, "; "))
+}
+
+// configHZ reads CONFIG_HZ from the kernel configuration file at path,
+// gzip-compressed when the name ends in .gz; errors name the file.
+func configHZ(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		r = zr
+	}
+	hz, err := ParseConfigHZ(r)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return hz, nil
 }
 
 // ParseConfigHZ returns CONFIG_HZ from a kernel configuration file, whose

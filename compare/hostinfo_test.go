@@ -86,6 +86,12 @@ func TestReadKernelSettings(t *testing.T) {
 	if p := k.Params(); p.TickUsec != 4000 || p.SliceUsec != 5000 {
 		t.Errorf("Params() = %+v, want tick 4000 and slice 5000", p)
 	}
+	if err := os.WriteFile(filepath.Join(proc, "sys/kernel/sched_cfs_bandwidth_slice_us"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := ReadKernelSettings(proc, boot, "6.1.0"); k.SliceUsec != 5000 || !strings.Contains(k.Source, `slice 5000us (kernel default: sched_cfs_bandwidth_slice_us "0"`) {
+		t.Errorf("unreadable slice: %+v, want slice 5000 and a source saying why", k)
+	}
 }
 
 func FuzzParseConfigHZ(f *testing.F) {
