@@ -289,13 +289,3 @@ func pctText(f FieldCompare) string {
 	}
 	return fmt.Sprintf("%+.1f%%", *f.DiffPct)
 }
-
-// Pass reports whether every group met the target.
-func (r *Report) Pass() bool {
-	for _, g := range r.Groups {
-		if len(g.Misses) > 0 {
-			return false
-		}
-	}
-	return true
-}

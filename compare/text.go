@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 )
 
-// TimelineCell is the width of one period in the terminal timeline.
-const TimelineCell = 10
+// timelineCell is the width of one period in the terminal timeline.
+const timelineCell = 10
 
 // WriteText renders r for a terminal: per group the counters measured,
 // predicted by both models and the difference; per task the completion
@@ -146,25 +146,25 @@ func writeTimeline(b *strings.Builder, r *Report, periods int) {
 	}
 }
 
-// cells renders windows as |■■····  | cells of TimelineCell characters.
+// cells renders windows as |■■····  | cells of timelineCell characters.
 func cells(ws []Window, periods int, windowUsec int64, cpus int) string {
 	var b strings.Builder
 	b.WriteString("|")
 	for i := range min(periods, len(ws)) {
-		ran, thr := CellCounts(ws[i], windowUsec, cpus, TimelineCell)
+		ran, thr := cellCounts(ws[i], windowUsec, cpus, timelineCell)
 		b.WriteString(strings.Repeat("■", ran))
 		b.WriteString(strings.Repeat("·", thr))
-		b.WriteString(strings.Repeat(" ", TimelineCell-ran-thr))
+		b.WriteString(strings.Repeat(" ", timelineCell-ran-thr))
 		b.WriteString("|")
 	}
 	return b.String()
 }
 
-// CellCounts converts a window into how many of width characters show run
+// cellCounts converts a window into how many of width characters show run
 // time and throttled time: each is its share of the window's capacity
 // (windowUsec × cpus), rounded, and the two never exceed width; a
 // non-zero time shows as at least one character.
-func CellCounts(w Window, windowUsec int64, cpus, width int) (ran, throttled int) {
+func cellCounts(w Window, windowUsec int64, cpus, width int) (ran, throttled int) {
 	capacity := float64(windowUsec) * float64(max(cpus, 1))
 	scale := func(usec uint64) int {
 		if usec == 0 {
