@@ -37,7 +37,16 @@ else
 	# sudo's PATH often lacks Go's own directory.
 	gobin=$(command -v go || echo /usr/local/go/bin/go)
 	echo "== $gobin build ./cmd/poolagent"
-	CGO_ENABLED=0 "$gobin" build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+	# With a C compiler (cgo) the daemon looks users and groups up through
+	# the C library's NSS, so directory users (LDAP, sssd) and their groups
+	# classify and administer like local ones; without one Go builds a
+	# static binary that reads /etc/passwd and /etc/group only.
+	"$gobin" build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+	if [ "$("$gobin" env CGO_ENABLED)" = 1 ]; then
+		echo "   users and groups: the C library's NSS (cgo build)"
+	else
+		echo "   users and groups: /etc/passwd and /etc/group only (no C compiler: static build)" >&2
+	fi
 fi
 
 bin="$PREFIX/bin/poolagent"
