@@ -326,7 +326,7 @@ func (p *parser) settings(after string) ([]setting, bool) {
 			switch t.kind {
 			case tokNumber, tokString, tokIdent, tokQuoted:
 				p.next()
-				st.val = value{kind: t.kind, text: t.text, pos: t.pos}
+				st.val = value(t)
 				st.hasValue = true
 			default:
 				p.fail(t, "expected a value after %s =, found %s", key.text, t.describe())

@@ -65,14 +65,6 @@ func (l *ErrorList) errorf(pos Pos, format string, args ...any) {
 	*l = append(*l, &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)})
 }
 
-// err returns the list as an error, or nil when it is empty.
-func (l ErrorList) err() error {
-	if len(l) == 0 {
-		return nil
-	}
-	return l
-}
-
 // Warning is something accepted that the operator should know about, for
 // example a classifier whose pool does not exist (it is skipped at run
 // time, as YDB does).
