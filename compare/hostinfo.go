@@ -40,7 +40,7 @@ func (k KernelSettings) Params() simulate.KernelParams {
 // (normally /boot), falling back to the kernel's default slice (5000 µs)
 // and DefaultHZ, and saying so in Source.
 func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
-	k := KernelSettings{SliceUsec: 5000, HZ: DefaultHZ}
+	k := KernelSettings{SliceUsec: simulate.DefaultKernelParams().SliceUsec, HZ: DefaultHZ}
 	var src []string
 	slicePath := filepath.Join(procRoot, "sys/kernel/sched_cfs_bandwidth_slice_us")
 	b, err := os.ReadFile(slicePath)
@@ -49,7 +49,7 @@ func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
 		slice, err = ParseSliceUsec(b)
 	}
 	if err != nil {
-		src = append(src, "slice 5000us (kernel default: "+err.Error()+")")
+		src = append(src, fmt.Sprintf("slice %dus (kernel default: %v)", k.SliceUsec, err))
 	} else {
 		k.SliceUsec = slice
 		src = append(src, "slice from "+slicePath)
