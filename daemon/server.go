@@ -254,7 +254,9 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // adoptRunning counts the populated query cgroups found at start as
-// running queries and frees each slot when its cgroup empties.
+// running queries and frees each slot when its cgroup empties. Empty ones
+// (an earlier daemon died before removing them) are removed at once; one
+// that cannot be read is logged and left alone.
 func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 	queries, err := s.cg.Queries()
 	if err != nil {
@@ -263,7 +265,14 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 	for _, q := range queries {
 		pool, name := q[0], q[1]
 		busy, err := s.cg.Populated(pool, name)
-		if err != nil || !busy {
+		if err != nil {
+			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
+			continue
+		}
+		if !busy {
+			if err := s.cg.RemoveQuery(pool, name); err != nil {
+				s.cfg.Log.Error("remove empty query cgroup of an earlier daemon", "pool", pool, "query", name, "err", err)
+			}
 			continue
 		}
 		s.mu.Lock()
@@ -272,6 +281,12 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
 		wg.Go(func() {
 			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
+				if ctx.Err() == nil {
+					// As for a query of this daemon: a cgroup that cannot
+					// be read frees its slot rather than hold it for ever.
+					s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
+					s.leave(id)
+				}
 				return
 			}
 			if err := s.cg.RemoveQuery(pool, name); err != nil {

@@ -470,7 +470,8 @@ func TestCPUThresholdOverSocket(t *testing.T) {
 
 // TestAdoptRunningAtStart: a query cgroup that still holds a process when
 // the daemon starts (an earlier daemon's query) keeps its slot until it
-// is empty, then is removed.
+// is empty, then is removed; an empty one left by a daemon that died is
+// removed at start and takes no slot.
 func TestAdoptRunningAtStart(t *testing.T) {
 	cg := newFakeCgroups(t)
 	earlier := exec.Command("/bin/sh", "-c", "exec cat >/dev/null")
@@ -491,9 +492,13 @@ func TestAdoptRunningAtStart(t *testing.T) {
 		<-done
 	})
 	cg.queries["olap/qold-1"] = []int{earlier.Process.Pid}
+	cg.queries["olap/qold-2"] = nil
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
 	if p := d.pool(t, "olap"); p.Running != 1 || p.Admitted != 0 {
 		t.Fatalf("pool %+v: want the earlier query counted as running, not admitted", p)
+	}
+	if cg.left() != 1 {
+		t.Fatalf("query cgroups %v: want the empty one removed at start", cg.queries)
 	}
 	c := startInProc(t, d.socket, "olap")
 	waitFor(t, "the new query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
