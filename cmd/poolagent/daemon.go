@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -83,6 +84,12 @@ func runDaemon(c *cli.Context) error {
 	}
 	for _, w := range warnings {
 		log.Warn("pool file", "warning", w.String())
+	}
+	if g := c.String("admin-group"); g != "" {
+		// Not refused: a directory group may be unreachable for a moment.
+		if _, err := user.LookupGroup(g); err != nil {
+			log.Warn("--admin-group: no such group in the user database yet; its members administer pools once it exists", "group", g, "err", err)
+		}
 	}
 	mounts, err := cgroupfs.Detect("/")
 	if err != nil {
