@@ -75,7 +75,7 @@ type nodeOrigin struct {
 // memoryFlag is --memory of plan, apply and daemon: the node's memory as
 // parseBytes reads it.
 func memoryFlag() cli.Flag {
-	return &cli.StringFlag{Name: "memory", Usage: "node memory in `BYTES`: a plain count, or with an IEC (GiB, powers of 1024) or SI (GB, powers of 1000) suffix, such as 16GiB (default: read from the host)"}
+	return &cli.StringFlag{Name: "memory", Usage: "node memory `SIZE`: plain bytes, or with an IEC suffix for powers of 1024 (16GiB, 16Gi) or an SI one for powers of 1000 (16GB) (default: read from the host)"}
 }
 
 // planNode builds the node from --cpus, --memory and --period, reading
