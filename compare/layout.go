@@ -60,7 +60,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 	queryOf := map[string]bool{} // derived query groups of the pools block
 	for _, g := range h.Groups {
 		if ps, ok := ddl[g.Parent]; ok {
-			l.Kernel.Groups = append(l.Kernel.Groups, exactGroup(g, ps.Query))
+			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Query))
 			l.Paths[g.Name] = g.Parent + "/" + g.Name
 			queryOf[g.Name] = true
 			continue
@@ -69,7 +69,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 			return nil, fmt.Errorf("%s: group %s has parent %s: compare runs every task in a query cgroup of its own below a pool; write pools and per-query limits in a pools block instead", sc.Name, g.Name, g.Parent)
 		}
 		if ps, ok := ddl[g.Name]; ok {
-			l.Kernel.Groups = append(l.Kernel.Groups, exactGroup(g, ps.Pool))
+			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Pool))
 		} else {
 			l.Kernel.Groups = append(l.Kernel.Groups, g)
 			l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(uint64(g.PeriodUsec))})
@@ -117,23 +117,6 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 		return nil, fmt.Errorf("%s: %w", sc.Name, err)
 	}
 	return l, nil
-}
-
-// exactGroup is g with the planner's exact values of c.
-func exactGroup(g simulate.Group, c planner.Cgroup) simulate.Group {
-	g.QuotaUsec, g.BurstUsec = simulate.QuotaMax, 0
-	if cpu := c.Resources.CPU; cpu != nil {
-		if cpu.Period != nil {
-			g.PeriodUsec = int64(*cpu.Period)
-		}
-		if cpu.Quota != nil && *cpu.Quota >= 0 {
-			g.QuotaUsec = *cpu.Quota
-			if cpu.Burst != nil {
-				g.BurstUsec = int64(*cpu.Burst)
-			}
-		}
-	}
-	return g
 }
 
 func hasMemoryLimit(c planner.Cgroup) bool {

@@ -181,6 +181,25 @@ func poolState(d planner.Desired, name string) (planner.PoolState, bool) {
 	return planner.PoolState{}, false
 }
 
+// CgroupGroup is the group of a planned cgroup c, exact to the µs: its
+// cpu.max (QuotaMax without a quota; DefaultPeriodUsec without a period),
+// cpu.max.burst (0 without a quota) and cpu.weight.
+func CgroupGroup(name, parent string, c planner.Cgroup) Group {
+	g := Group{Name: name, Parent: parent, QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: int(c.CPUWeight)}
+	if cpu := c.Resources.CPU; cpu != nil {
+		if cpu.Period != nil {
+			g.PeriodUsec = int64(*cpu.Period)
+		}
+		if cpu.Quota != nil && *cpu.Quota >= 0 {
+			g.QuotaUsec = *cpu.Quota
+			if cpu.Burst != nil {
+				g.BurstUsec = int64(*cpu.Burst)
+			}
+		}
+	}
+	return g
+}
+
 // groupOf turns a planned cgroup into a scenario group. The simple model
 // counts in ticks, so the planner's µs values are rounded to the tick: a
 // quota to at least one tick, a period to at least one tick; the exact
@@ -188,17 +207,11 @@ func poolState(d planner.Desired, name string) (planner.PoolState, bool) {
 func (p *scenarioParser) groupOf(name, parent string, c planner.Cgroup) Group {
 	tick := p.h.TickUsec
 	round := func(v, least int64) int64 { return max(least, (v+tick/2)/tick*tick) }
-	g := Group{Name: name, Parent: parent, QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: int(c.CPUWeight)}
-	if cpu := c.Resources.CPU; cpu != nil {
-		if cpu.Period != nil {
-			g.PeriodUsec = round(int64(*cpu.Period), tick)
-		}
-		if cpu.Quota != nil && *cpu.Quota >= 0 {
-			g.QuotaUsec = round(*cpu.Quota, tick)
-			if cpu.Burst != nil {
-				g.BurstUsec = round(int64(*cpu.Burst), 0)
-			}
-		}
+	g := CgroupGroup(name, parent, c)
+	g.PeriodUsec = round(g.PeriodUsec, tick)
+	if g.QuotaUsec != QuotaMax {
+		g.QuotaUsec = round(g.QuotaUsec, tick)
 	}
+	g.BurstUsec = round(g.BurstUsec, 0)
 	return g
 }
