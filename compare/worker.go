@@ -229,7 +229,7 @@ func pinProcess(cpus []int) error {
 // workerReport is what a worker said when it finished.
 type workerReport struct {
 	doneMono time.Duration // CLOCK_MONOTONIC when the need was burnt
-	burnt    time.Duration // CPU time burnt after the go signal
+	burnt    time.Duration // process CPU time from just before ready until done
 }
 
 // readReady waits for the worker's ready line.
