@@ -544,15 +544,6 @@ func (s *Server) poolState(pool string) (planner.PoolState, bool) {
 	return planner.PoolState{}, false
 }
 
-// cpuLimit is a cgroup's cpu.max in vCPUs: quota / period; 0 when unlimited.
-func cpuLimit(c planner.Cgroup) float64 {
-	cpu := c.Resources.CPU
-	if cpu == nil || cpu.Quota == nil || cpu.Period == nil || *cpu.Quota < 0 || *cpu.Period == 0 {
-		return 0
-	}
-	return float64(*cpu.Quota) / float64(*cpu.Period)
-}
-
 // waitEmpty returns once the query cgroup holds no process, or with ctx's
 // error. It looks at once on a value from wake (the client saw its child
 // exit), and otherwise polls, every millisecond at first and then less

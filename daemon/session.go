@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/sysview"
 )
 
 // session is one client connection: one query.
@@ -125,8 +126,9 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		se.fail(CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
 		return
 	}
-	s.admitted(se, name, queuedFor, cpuLimit(ps.Query))
-	se.send(Reply{Type: ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: cpuLimit(ps.Query)})
+	limit := max(sysview.Cores(ps.Query), 0) // 0: no cap
+	s.admitted(se, name, queuedFor, limit)
+	se.send(Reply{Type: ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
 	var r Request
 	for r.Op != OpStart {
 		var open bool

@@ -239,7 +239,7 @@ func WriteQueries(w io.Writer, rows []Query) error {
 	return t.flush()
 }
 
-// table is a tabwriter with a header and a rule.
+// table is a tabwriter whose first row is the header.
 type table struct{ tw *tabwriter.Writer }
 
 func newTable(w io.Writer, header ...string) table {
