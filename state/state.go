@@ -128,8 +128,10 @@ func (s *Store) Changes() []Change {
 
 // Append numbers c (its Seq is set to the next number; a zero Time becomes
 // now) and persists the log with c at its end. When Append returns nil the
-// change is on stable storage; on error the log, in memory and on disk, is
-// the one before the call.
+// change is on stable storage; on error the log in memory is the one before
+// the call, and so is the file, unless only the final sync of the directory
+// failed (the renamed file may then hold c; the next Append or Clear
+// rewrites it from memory).
 func (s *Store) Append(c Change) (Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,20 +172,23 @@ func (s *Store) write(changes []Change) error {
 		return fmt.Errorf("encode %s: %w", s.Path(), err)
 	}
 	data = append(data, '\n')
-	return writeAtomic(s.dir, FileName, data)
+	return writeAtomic(s.dir, data)
 }
 
-// writeAtomic makes dir/name hold data, all or nothing, durably.
-func writeAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-")
+// writeAtomic makes dir/changes.json hold data, all or nothing, durably,
+// through a temporary file named with tempPrefix (which Open removes when a
+// crash left one).
+func writeAtomic(dir string, data []byte) error {
+	path := filepath.Join(dir, FileName)
+	tmp, err := os.CreateTemp(dir, tempPrefix)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmpPath := tmp.Name()
 	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmpPath)
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := tmp.Write(data); err != nil {
 		return fail(err)
@@ -197,9 +202,9 @@ func writeAtomic(dir, name string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(tmpPath, filepath.Join(dir, name)); err != nil {
+	if err := os.Rename(tmpPath, path); err != nil {
 		os.Remove(tmpPath)
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
