@@ -94,13 +94,14 @@ func (a Access) Classify(id Identity, named string) (Placement, error) {
 			ErrUnknownPool, named, strings.Join(names, ", "))
 	}
 	if !a.CanUse(id, named) {
-		who := id.User
-		if who == "" {
-			who = "a user"
+		// A uid without a user entry can only be granted through a group.
+		to := id.User
+		if to == "" {
+			to = "'%GROUP'"
 		}
 		return Placement{}, fmt.Errorf("%w: resource pool %q refused %s: no grant to use it for the user, "+
 			"their groups (%s) or %s; an administrator can run GRANT USE ON RESOURCE POOL %s TO %s",
-			ErrAccessDenied, named, id, strings.Join(id.Groups, ", "), planner.AllUsers, named, who)
+			ErrAccessDenied, named, id, strings.Join(id.Groups, ", "), planner.AllUsers, named, to)
 	}
 	return Placement{Pool: named}, nil
 }

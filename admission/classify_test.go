@@ -101,19 +101,25 @@ func TestClassifyWithoutPoolFile(t *testing.T) {
 func TestRefusalMessages(t *testing.T) {
 	access := Access{Model: loadModel(t, classifyDDL)}
 	id := Identity{UID: 1003, GID: 1003, User: "user3", Groups: []string{"user3", "staff"}}
+	nameless := Identity{UID: 4242, GID: 100, Groups: []string{"users"}}
 	tests := []struct {
+		name  string
+		id    Identity
 		named string
 		want  string
 	}{
-		{named: "ceo", want: `access denied: resource pool "ceo" refused user3 (uid 1003): no grant to use it ` +
+		{name: "no grant", id: id, named: "ceo", want: `access denied: resource pool "ceo" refused user3 (uid 1003): no grant to use it ` +
 			`for the user, their groups (user3, staff) or all-users@well-known; an administrator can run ` +
 			`GRANT USE ON RESOURCE POOL ceo TO user3`},
-		{named: "nope", want: `unknown pool: resource pool "nope" does not exist ` +
+		{name: "no grant, uid without a user entry", id: nameless, named: "ceo", want: `access denied: resource pool "ceo" refused uid 4242: ` +
+			`no grant to use it for the user, their groups (users) or all-users@well-known; an administrator can run ` +
+			`GRANT USE ON RESOURCE POOL ceo TO '%GROUP'`},
+		{name: "unknown pool", id: id, named: "nope", want: `unknown pool: resource pool "nope" does not exist ` +
 			`(pools: default, batch, ceo, olap, olap1, olap2)`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.named, func(t *testing.T) {
-			if _, err := access.Classify(id, tt.named); err == nil || err.Error() != tt.want {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := access.Classify(tt.id, tt.named); err == nil || err.Error() != tt.want {
 				t.Fatalf("error %q, want %q", err, tt.want)
 			}
 		})
