@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -102,10 +103,18 @@ func runCompare(c *cli.Context) error {
 	case "json":
 		return compare.WriteJSON(c.App.Writer, report)
 	case "markdown":
-		if _, err := io.WriteString(c.App.Writer, compare.MarkdownHeader); err != nil {
+		// Rows first, so that a report without measurements prints
+		// nothing, not a header without rows.
+		var rows strings.Builder
+		label := "built-in default.scn"
+		if path := c.String("scenario"); path != "" {
+			label = filepath.Base(path)
+		}
+		if err := compare.WriteMarkdownRows(&rows, report, label); err != nil {
 			return err
 		}
-		return compare.WriteMarkdownRows(c.App.Writer, report, filepath.Base(sc.Name))
+		_, err := io.WriteString(c.App.Writer, compare.MarkdownHeader+rows.String())
+		return err
 	}
 	periods := c.Int("periods")
 	return compare.WriteText(c.App.Writer, report, periods)
