@@ -3,8 +3,6 @@ package observe
 import (
 	"fmt"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -27,15 +25,7 @@ const userHZ = 100
 // v1 cpu.stat has no usage; ReadUsageV1 reads it from cpuacct. Keys this
 // package does not know (wait_sum, …) are skipped.
 func ReadCPUStatV1(dir string) (CPUStat, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return CPUStat{}, fmt.Errorf("read cgroup v1 cpu.stat: %w", err)
-	}
-	st, err := parseCPUStatV1(b)
-	if err != nil {
-		return CPUStat{}, fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.stat"), err)
-	}
-	return st, nil
+	return readFile(dir, "cpu.stat", parseCPUStatV1)
 }
 
 // parseCPUStatV1 parses the text of a cgroup v1 cpu.stat file.
@@ -83,21 +73,13 @@ func ReadLocalThrottledUsecV1(dir string) (usec uint64, ok bool, err error) {
 //
 // The other fields of the result are zero.
 func ReadUsageV1(dir string) (CPUStat, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
+	usageNsec, err := readFile(dir, "cpuacct.usage", parseCPUAcctUsage)
 	if err != nil {
-		return CPUStat{}, fmt.Errorf("read cgroup v1 cpuacct.usage: %w", err)
+		return CPUStat{}, err
 	}
-	usageNsec, err := parseCPUAcctUsage(b)
+	st, err := readFile(dir, "cpuacct.stat", parseCPUAcctStat)
 	if err != nil {
-		return CPUStat{}, fmt.Errorf("%s: %w", filepath.Join(dir, "cpuacct.usage"), err)
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "cpuacct.stat"))
-	if err != nil {
-		return CPUStat{}, fmt.Errorf("read cgroup v1 cpuacct.stat: %w", err)
-	}
-	st, err := parseCPUAcctStat(b)
-	if err != nil {
-		return CPUStat{}, fmt.Errorf("%s: %w", filepath.Join(dir, "cpuacct.stat"), err)
+		return CPUStat{}, err
 	}
 	st.UsageUsec = usageNsec / 1000
 	return st, nil

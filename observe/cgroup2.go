@@ -3,7 +3,9 @@ package observe
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,15 +29,26 @@ import (
 // controller is enabled for the group; absent keys read as zero. Keys this
 // package does not know (nice_usec, core_sched.force_idle_usec, …) are skipped.
 func ReadCPUStatV2(dir string) (CPUStat, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	return readFile(dir, "cpu.stat", parseCPUStatV2)
+}
+
+// readFile reads dir/name and hands its bytes to parse. A read error keeps
+// the file's name and wraps the os error (fs.ErrNotExist for a missing
+// file or a cgroup removed meanwhile); a parse error is prefixed with the
+// file's path.
+func readFile[T any](dir, name string, parse func([]byte) (T, error)) (T, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return CPUStat{}, fmt.Errorf("read cgroup v2 cpu.stat: %w", err)
+		var zero T
+		return zero, fmt.Errorf("read %s: %w", name, err)
 	}
-	st, err := parseCPUStatV2(b)
+	v, err := parse(b)
 	if err != nil {
-		return CPUStat{}, fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.stat"), err)
+		var zero T
+		return zero, fmt.Errorf("%s: %w", path, err)
 	}
-	return st, nil
+	return v, nil
 }
 
 // parseCPUStatV2 parses the text of a cgroup v2 cpu.stat file.
@@ -75,19 +88,15 @@ func ReadLocalThrottledUsecV2(dir string) (usec uint64, ok bool, err error) {
 // readLocal reads key from dir/cpu.stat.local and divides it by div to get
 // microseconds.
 func readLocal(dir, key string, div uint64) (uint64, bool, error) {
-	path := filepath.Join(dir, "cpu.stat.local")
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
+	var ok bool
+	v, err := readFile(dir, "cpu.stat.local", func(b []byte) (v uint64, err error) {
+		v, ok, err = parseLocalStat(b, key)
+		return v, err
+	})
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read cpu.stat.local: %w", err)
-	}
-	v, ok, err := parseLocalStat(b, key)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return v / div, ok, nil
+	return v / div, ok, err
 }
 
 // parseLocalStat returns the value of key in the text of a cpu.stat.local

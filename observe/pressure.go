@@ -5,9 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,19 +40,11 @@ type PressureLine struct {
 // without CONFIG_PSI, or booted with psi=0) or refuses reads with
 // EOPNOTSUPP (PSI disabled for the group via cgroup.pressure).
 func ReadPressure(dir string) (p Pressure, ok bool, err error) {
-	path := filepath.Join(dir, "cpu.pressure")
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) || errors.Is(err, syscall.EOPNOTSUPP) {
+	p, err = readFile(dir, "cpu.pressure", parsePressure)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP) {
 		return Pressure{}, false, nil
 	}
-	if err != nil {
-		return Pressure{}, false, fmt.Errorf("read cpu.pressure: %w", err)
-	}
-	p, err = parsePressure(b)
-	if err != nil {
-		return Pressure{}, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, true, nil
+	return p, err == nil, err
 }
 
 // parsePressure parses the text of a PSI file. A "some" line is required;

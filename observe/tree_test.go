@@ -101,7 +101,7 @@ func TestTreeErrors(t *testing.T) {
 		group   string
 		wantErr string
 	}{
-		{name: "group missing", tree: Tree{Version: V2, Root: fixtures + "/v2/poolagent"}, group: "nope", wantErr: "read cgroup v2 cpu.stat: open " + fixtures + "/v2/poolagent/nope/cpu.stat: no such file"},
+		{name: "group missing", tree: Tree{Version: V2, Root: fixtures + "/v2/poolagent"}, group: "nope", wantErr: "read cpu.stat: open " + fixtures + "/v2/poolagent/nope/cpu.stat: no such file"},
 		{name: "bad cpu.stat keeps its path", tree: Tree{Version: V1, Root: bad}, group: ".", wantErr: bad + "/cpu.stat: line 1: nr_periods value \"x\""},
 		{name: "unknown version", tree: Tree{Root: fixtures + "/v2/poolagent"}, group: ".", wantErr: "cgroup version 0: want 1 or 2"},
 	}
