@@ -229,7 +229,9 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 		sampler.stop()
 		return res, err
 	}
-	res.windows = sampler.stop()
+	if res.windows, err = sampler.stop(); err != nil {
+		return res, err
+	}
 	final, err := readGroups(ot, l)
 	if err != nil {
 		return res, err
@@ -514,6 +516,7 @@ func readCPU(ot observe.Tree, p string) (observe.CPUStat, error) {
 type sampler struct {
 	stopped atomic.Bool
 	done    chan map[string][]Window
+	err     error // the read that ended sampling early; set before done
 	enabled bool
 }
 
@@ -533,6 +536,7 @@ func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Dura
 			}
 			cur, err := readGroups(ot, l)
 			if err != nil {
+				s.err = fmt.Errorf("sample window %d: %w", k, err)
 				return
 			}
 			for g, st := range cur {
@@ -545,13 +549,14 @@ func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Dura
 	return s
 }
 
-// stop ends sampling and returns the windows.
-func (s *sampler) stop() map[string][]Window {
+// stop ends sampling and returns the windows, or the error of a read
+// that ended it early.
+func (s *sampler) stop() (map[string][]Window, error) {
 	if s.enabled {
 		s.stopped.Store(true)
 		s.enabled = false
 	}
-	return <-s.done
+	return <-s.done, s.err
 }
 
 // errStopped ends a sleepUntil whose stop flag was raised.
