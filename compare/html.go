@@ -147,18 +147,9 @@ func writeTasksHTML(b *strings.Builder, r *Report) {
 		b.WriteString("<tr><th>task</th><th>group</th><th>arrive</th><th>need</th><th>threads</th><th>cpus</th><th>done kernel model</th><th>simple model</th></tr>\n")
 	}
 	for _, t := range r.Tasks {
-		cpus := "any"
-		if len(t.CPUs) > 0 {
-			cpus = formatCPUs(t.CPUs)
-		}
-		var m, k []uint64
-		for _, run := range t.Runs {
-			m = append(m, uint64(max(run.MeasuredDoneUsec, 0)))
-			k = append(k, uint64(run.KernelDoneUsec))
-		}
-		ms, ks := spread(m), spread(k)
+		ms, ks := t.doneSpreads()
 		fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td>", esc(t.Name), esc(t.Group),
-			msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, cpus)
+			msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, t.cpusText())
 		if r.Env.Measured {
 			fmt.Fprintf(b, "<td>%s</td><td>%s</td><td>%s</td>", msText(ms.Mean), msText(ks.Mean), signedMs(ks.Mean-ms.Mean))
 		} else {

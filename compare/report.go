@@ -197,6 +197,25 @@ type TaskRun struct {
 	KernelDoneUsec int64 `json:"kernel_done_usec"`
 }
 
+// doneSpreads returns the spread over the runs of the measured completion
+// (0 for a run that measured none) and of the kernel model's.
+func (t TaskResult) doneSpreads() (measured, kernel Spread) {
+	var m, k []uint64
+	for _, run := range t.Runs {
+		m = append(m, uint64(max(run.MeasuredDoneUsec, 0)))
+		k = append(k, uint64(run.KernelDoneUsec))
+	}
+	return spread(m), spread(k)
+}
+
+// cpusText renders the task's pinning for reports: "0,1", or "any".
+func (t TaskResult) cpusText() string {
+	if len(t.CPUs) == 0 {
+		return "any"
+	}
+	return formatCPUs(t.CPUs)
+}
+
 // FieldNames are the counters compared, in report order.
 var FieldNames = []string{"usage_usec", "nr_periods", "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec"}
 

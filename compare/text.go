@@ -95,17 +95,8 @@ func writeTasks(b *strings.Builder, r *Report) {
 		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tcpus\tdone kernel model\tsimple model")
 	}
 	for _, t := range r.Tasks {
-		cpus := "any"
-		if len(t.CPUs) > 0 {
-			cpus = formatCPUs(t.CPUs)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t", t.Name, t.Group, msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, cpus)
-		var m, k []uint64
-		for _, run := range t.Runs {
-			m = append(m, uint64(max(run.MeasuredDoneUsec, 0)))
-			k = append(k, uint64(run.KernelDoneUsec))
-		}
-		ms, ks := spread(m), spread(k)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t", t.Name, t.Group, msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, t.cpusText())
+		ms, ks := t.doneSpreads()
 		if r.Env.Measured {
 			fmt.Fprintf(tw, "%s [%s..%s]\t%s\t%s\t", msText(ms.Mean), msText(float64(ms.Min)), msText(float64(ms.Max)),
 				msText(ks.Mean), signedMs(ks.Mean-ms.Mean))
