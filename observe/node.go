@@ -153,47 +153,26 @@ func (n *NodeCapacity) readLimits(dir, top string, v2 bool) error {
 func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 	var cpus float64
 	var mem int64
+	var err error
 	if v2 {
-		s, ok, err := readOptional(filepath.Join(dir, "cpu.max"))
-		if err != nil {
+		if cpus, err = readLimit(dir, "cpu.max", parseCPUMax); err != nil {
 			return err
 		}
-		if ok {
-			if cpus, err = parseCPUMax(s); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.max"), err)
-			}
-		}
-		s, ok, err = readOptional(filepath.Join(dir, "memory.max"))
-		if err != nil {
+		if mem, err = readLimit(dir, "memory.max", parseMemoryMax); err != nil {
 			return err
-		}
-		if ok {
-			if mem, err = parseMemoryMax(s); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "memory.max"), err)
-			}
 		}
 	} else {
-		q, okQ, err := readOptional(filepath.Join(dir, "cpu.cfs_quota_us"))
+		period, err := readLimit(dir, "cpu.cfs_period_us", func(s string) (string, error) { return s, nil })
 		if err != nil {
 			return err
 		}
-		p, okP, err := readOptional(filepath.Join(dir, "cpu.cfs_period_us"))
-		if err != nil {
-			return err
-		}
-		if okQ && okP {
-			if cpus, err = parseCFSQuota(q, p); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "cpu.cfs_quota_us"), err)
+		if period != "" {
+			if cpus, err = readLimit(dir, "cpu.cfs_quota_us", func(q string) (float64, error) { return parseCFSQuota(q, period) }); err != nil {
+				return err
 			}
 		}
-		s, ok, err := readOptional(filepath.Join(dir, "memory.limit_in_bytes"))
-		if err != nil {
+		if mem, err = readLimit(dir, "memory.limit_in_bytes", parseMemoryMax); err != nil {
 			return err
-		}
-		if ok {
-			if mem, err = parseMemoryMax(s); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "memory.limit_in_bytes"), err)
-			}
 		}
 	}
 	if cpus > 0 && (n.CgroupCPUs == 0 || cpus < n.CgroupCPUs) {
@@ -205,17 +184,15 @@ func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 	return nil
 }
 
-// readOptional reads a small kernel file; ok is false when it does not
-// exist.
-func readOptional(path string) (s string, ok bool, err error) {
-	b, err := os.ReadFile(path)
+// readLimit reads the limit file dir/name with parse; a file that does not
+// exist is no limit there, the zero value.
+func readLimit[T any](dir, name string, parse func(string) (T, error)) (T, error) {
+	v, err := readFile(dir, name, func(b []byte) (T, error) { return parse(string(b)) })
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", false, nil
+		var zero T
+		return zero, nil
 	}
-	if err != nil {
-		return "", false, err
-	}
-	return string(b), true, nil
+	return v, err
 }
 
 // parseCPUList counts the CPUs in a kernel CPU list

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -164,4 +165,36 @@ func FuzzNodeLimits(f *testing.F) {
 			t.Fatalf("parseMemoryMax(%q) = %v", s, m)
 		}
 	})
+}
+
+// TestReadNodeCapacityBadLimit: a limit file the kernel would never write
+// is an error that names the file, not a silently ignored limit.
+func TestReadNodeCapacityBadLimit(t *testing.T) {
+	tests := []struct {
+		name, fixture, file, content, want string
+	}{
+		{"v1 quota", "legacy", "sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us", "0\n",
+			`sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us: cfs_quota_us "0": want -1 or a positive number of µs`},
+		{"v1 period", "legacy", "sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_period_us", "x\n",
+			`sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us: cfs_period_us "x": want a positive number of µs`},
+		{"v2 cpu.max", "unified", "sys/fs/cgroup/system.slice/cpu.max", "max\n",
+			`sys/fs/cgroup/system.slice/cpu.max: cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
+		{"v2 memory.max", "unified", "sys/fs/cgroup/system.slice/memory.max", "lots\n",
+			`sys/fs/cgroup/system.slice/memory.max: memory limit "lots": want "max" or bytes`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.CopyFS(root, os.DirFS(filepath.Join("..", "testdata", "node", tc.fixture))); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, tc.file), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadNodeCapacity(root)
+			if want := filepath.Join(root, tc.want); err == nil || err.Error() != want {
+				t.Errorf("err = %v\nwant %s", err, want)
+			}
+		})
+	}
 }
