@@ -34,7 +34,7 @@ func planCommand() *cli.Command {
 			&cli.StringFlag{Name: "active", Usage: "comma-separated `POOLS` with running queries (default: every pool with weight >= 0)"},
 			&cli.StringFlag{Name: "demand", Usage: "observed demand, `POOL=VCPU`[,POOL=VCPU…]: a pool using less than its share is held to it"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
-			&cli.StringFlag{Name: "root", Value: "/", Usage: "read the host's /proc and /sys below `DIR`"},
+			&cli.StringFlag{Name: "host-root", Value: "/", Usage: "read the host's /proc and /sys below `DIR` (a copy of another host's; --root is the pool root in every other command)"},
 		},
 		Action: runPlan,
 	}
@@ -45,7 +45,7 @@ func runPlan(c *cli.Context) error {
 	if format != "text" && format != "json" {
 		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
 	}
-	node, origin, err := planNode(c, c.String("root"))
+	node, origin, err := planNode(c, c.String("host-root"))
 	if err != nil {
 		return err
 	}

@@ -70,8 +70,8 @@ func TestPlanGolden(t *testing.T) {
 		{"host.json", []string{"plan", "--pools", poolsDir + "host.sql", "--cpus", "8", "--memory", "32GiB", "--format", "json"}},
 		{"demand.txt", append([]string{"plan", "--pools", poolsDir + "seed_weights.sql", "--active", "pool1, pool2,pool3",
 			"--demand", "pool1=0.5", "--period", "50ms"}, seedNode...)},
-		{"host_unified.txt", []string{"plan", "--pools", poolsDir + "seed_weights.sql", "--root", "../../testdata/node/unified"}},
-		{"host_cpus_given.txt", []string{"plan", "--pools", poolsDir + "seed_ceo.sql", "--cpus", "3", "--root", "../../testdata/node/hybrid"}},
+		{"host_unified.txt", []string{"plan", "--pools", poolsDir + "seed_weights.sql", "--host-root", "../../testdata/node/unified"}},
+		{"host_cpus_given.txt", []string{"plan", "--pools", poolsDir + "seed_ceo.sql", "--cpus", "3", "--host-root", "../../testdata/node/hybrid"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestPlanErrors(t *testing.T) {
 			`plan: active pool: pool "etl" does not exist`, ""},
 		{"missing file", []string{"plan", "--pools", poolsDir + "nope.sql", "--cpus", "1", "--memory", "1"},
 			"read pool file: open ../../testdata/pools/nope.sql: no such file or directory", ""},
-		{"unreadable host", []string{"plan", "--pools", seed, "--root", "/nonexistent"},
+		{"unreadable host", []string{"plan", "--pools", seed, "--host-root", "/nonexistent"},
 			"read the host (give --cpus and --memory instead): read online CPUs: open /nonexistent/sys/devices/system/cpu/online: no such file or directory", ""},
 		{"refused file", []string{"plan", "--pools", poolsDir + "bad.sql", "--cpus", "1", "--memory", "1"},
 			"../../testdata/pools/bad.sql: 8 errors, nothing applied",
