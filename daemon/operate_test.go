@@ -204,7 +204,8 @@ func TestViews(t *testing.T) {
 }
 
 // TestStopTellsQueuedClients: when the daemon stops, a queued client is
-// told so, and a running query goes on running.
+// told so, and so is one admitted that has not named its process yet (it
+// does not hold up the stop); a running query goes on running.
 func TestStopTellsQueuedClients(t *testing.T) {
 	cg := newFakeCgroups(t)
 	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond}
@@ -226,14 +227,27 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	waitFor(t, "the first query to start", running.isStarted)
 	queued := startInProc(t, cfg.Socket, "olap")
 	waitFor(t, "the second query to queue", func() bool { return srv.Pools()[1].Queued == 1 })
+	admitted := dialRaw(t, cfg.Socket)
+	admitted.send(t, Request{Op: OpRun})
+	if r := admitted.recv(t); r.Type != ReplyAdmitted {
+		t.Fatalf("reply %+v, want admitted", r)
+	}
 	cancel()
-	if err := <-served; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the daemon did not stop while a client was admitted but had not started")
 	}
 	<-queued.done
 	var refused *RefusedError
 	if !errors.As(queued.err, &refused) || refused.Code != CodeStopping {
 		t.Fatalf("queued client: %v, want %s", queued.err, CodeStopping)
+	}
+	if r := admitted.recv(t); r.Type != ReplyError || r.Code != CodeStopping {
+		t.Fatalf("admitted client: reply %+v, want %s", r, CodeStopping)
 	}
 	select {
 	case <-running.done:

@@ -131,9 +131,18 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 	se.send(Reply{Type: ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
 	var r Request
 	for r.Op != OpStart {
-		var open bool
-		if r, open = <-se.msgs; !open {
+		select {
+		case m, open := <-se.msgs:
+			if !open {
+				s.leave(qid)
+				return
+			}
+			r = m
+		case <-ctx.Done():
+			// Nothing runs yet: the client is told, as a queued one is,
+			// rather than holding up the daemon's stop.
 			s.leave(qid)
+			se.fail(CodeStopping, ErrStopping)
 			return
 		}
 	}
