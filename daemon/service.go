@@ -80,10 +80,15 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 	case err := <-served:
 		return err
 	}
-	s.cfg.Log.Info("ready", "socket", s.cfg.Socket, "status", s.Status())
-	if err := notify.Ready(s.Status()); err != nil {
-		s.cfg.Log.Warn("systemd notification", "err", err)
+	// A notification that cannot be sent does not stop the daemon; it is
+	// logged.
+	notified := func(err error) {
+		if err != nil {
+			s.cfg.Log.Warn("systemd notification", "err", err)
+		}
 	}
+	s.cfg.Log.Info("ready", "socket", s.cfg.Socket, "status", s.Status())
+	notified(notify.Ready(s.Status()))
 	wg.Go(func() {
 		report := func(err error) { s.cfg.Log.Error("watchdog", "err", err) }
 		if err := systemd.Watchdog(ctx, s.healthy, report); err != nil {
@@ -103,11 +108,11 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 		case sig := <-sigs:
 			if sig != syscall.SIGHUP {
 				s.cfg.Log.Info("stopping", "signal", sig.String(), "status", s.Status())
-				notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, s.Status()))
+				notified(notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, s.Status())))
 				cancel()
 				return <-served
 			}
-			notify.Reloading()
+			notified(notify.Reloading())
 			warns, err := s.Reload()
 			for _, w := range warns {
 				s.cfg.Log.Warn("pool file", "warning", w.String())
@@ -118,7 +123,7 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 			}
 			// READY=1 ends the reload either way: the daemon runs on,
 			// with the new pools or the old.
-			notify.Ready(status)
+			notified(notify.Ready(status))
 		}
 	}
 }
