@@ -162,11 +162,11 @@ func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 			return err
 		}
 	} else {
-		period, err := readLimit(dir, "cpu.cfs_period_us", func(s string) (string, error) { return s, nil })
+		period, err := readLimit(dir, "cpu.cfs_period_us", parseCFSPeriod)
 		if err != nil {
 			return err
 		}
-		if period != "" {
+		if period > 0 {
 			if cpus, err = readLimit(dir, "cpu.cfs_quota_us", func(q string) (float64, error) { return parseCFSQuota(q, period) }); err != nil {
 				return err
 			}
@@ -243,21 +243,26 @@ func parseCPUMax(s string) (float64, error) {
 	return float64(quota) / float64(period), nil
 }
 
-// parseCFSQuota reads cgroup v1 cpu.cfs_quota_us (µs, -1 = none) and
-// cpu.cfs_period_us as vCPU; 0 without a quota.
-func parseCFSQuota(quota, period string) (float64, error) {
+// parseCFSPeriod reads cgroup v1 cpu.cfs_period_us, µs > 0.
+func parseCFSPeriod(s string) (uint64, error) {
+	p, err := strconv.ParseUint(strings.TrimSpace(s), 10, 63)
+	if err != nil || p == 0 {
+		return 0, fmt.Errorf("cfs_period_us %q: want a positive number of µs", strings.TrimSpace(s))
+	}
+	return p, nil
+}
+
+// parseCFSQuota reads cgroup v1 cpu.cfs_quota_us (µs, -1 = none) as vCPU
+// of periodUsec (> 0); 0 without a quota.
+func parseCFSQuota(quota string, periodUsec uint64) (float64, error) {
 	q, err := strconv.ParseInt(strings.TrimSpace(quota), 10, 64)
 	if err != nil || q < -1 || q == 0 {
 		return 0, fmt.Errorf("cfs_quota_us %q: want -1 or a positive number of µs", strings.TrimSpace(quota))
 	}
-	p, err := strconv.ParseUint(strings.TrimSpace(period), 10, 63)
-	if err != nil || p == 0 {
-		return 0, fmt.Errorf("cfs_period_us %q: want a positive number of µs", strings.TrimSpace(period))
-	}
 	if q == -1 {
 		return 0, nil
 	}
-	return float64(q) / float64(p), nil
+	return float64(q) / float64(periodUsec), nil
 }
 
 // noMemoryLimit is where cgroup v1 memory.limit_in_bytes reads as

@@ -106,19 +106,35 @@ func TestNodeParsers(t *testing.T) {
 		}
 	}
 	cfs := []struct {
-		quota, period string
-		want          float64
-		err           string
+		quota  string
+		period uint64
+		want   float64
+		err    string
 	}{
-		{"-1\n", "100000\n", 0, ""},
-		{"250000\n", "100000\n", 2.5, ""},
-		{"0", "100000", 0, `cfs_quota_us "0": want -1 or a positive number of µs`},
-		{"100", "x", 0, `cfs_period_us "x": want a positive number of µs`},
+		{"-1\n", 100000, 0, ""},
+		{"250000\n", 100000, 2.5, ""},
+		{"0", 100000, 0, `cfs_quota_us "0": want -1 or a positive number of µs`},
+		{"x", 100000, 0, `cfs_quota_us "x": want -1 or a positive number of µs`},
 	}
 	for _, tc := range cfs {
 		got, err := parseCFSQuota(tc.quota, tc.period)
 		if got != tc.want || errString(err) != tc.err {
-			t.Errorf("parseCFSQuota(%q, %q) = %v, %v; want %v, %q", tc.quota, tc.period, got, err, tc.want, tc.err)
+			t.Errorf("parseCFSQuota(%q, %d) = %v, %v; want %v, %q", tc.quota, tc.period, got, err, tc.want, tc.err)
+		}
+	}
+	period := []struct {
+		in   string
+		want uint64
+		err  string
+	}{
+		{"100000\n", 100000, ""},
+		{"0", 0, `cfs_period_us "0": want a positive number of µs`},
+		{"x", 0, `cfs_period_us "x": want a positive number of µs`},
+	}
+	for _, tc := range period {
+		got, err := parseCFSPeriod(tc.in)
+		if got != tc.want || errString(err) != tc.err {
+			t.Errorf("parseCFSPeriod(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 	mem := []struct {
@@ -158,8 +174,10 @@ func FuzzNodeLimits(f *testing.F) {
 			t.Fatalf("parseCPUMax(%q) = %v", s, c)
 		}
 		q, p, _ := strings.Cut(s, "\n")
-		if c, err := parseCFSQuota(q, p); err == nil && (c < 0 || math.IsInf(c, 0) || math.IsNaN(c)) {
-			t.Fatalf("parseCFSQuota(%q, %q) = %v", q, p, c)
+		if period, err := parseCFSPeriod(p); err == nil {
+			if c, err := parseCFSQuota(q, period); err == nil && (c < 0 || math.IsInf(c, 0) || math.IsNaN(c)) {
+				t.Fatalf("parseCFSQuota(%q, %d) = %v", q, period, c)
+			}
 		}
 		if m, err := parseMemoryMax(s); err == nil && m < 0 {
 			t.Fatalf("parseMemoryMax(%q) = %v", s, m)
@@ -176,7 +194,7 @@ func TestReadNodeCapacityBadLimit(t *testing.T) {
 		{"v1 quota", "legacy", "sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us", "0\n",
 			`sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us: cfs_quota_us "0": want -1 or a positive number of µs`},
 		{"v1 period", "legacy", "sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_period_us", "x\n",
-			`sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_quota_us: cfs_period_us "x": want a positive number of µs`},
+			`sys/fs/cgroup/cpu,cpuacct/pools/cpu.cfs_period_us: cfs_period_us "x": want a positive number of µs`},
 		{"v2 cpu.max", "unified", "sys/fs/cgroup/system.slice/cpu.max", "max\n",
 			`sys/fs/cgroup/system.slice/cpu.max: cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
 		{"v2 memory.max", "unified", "sys/fs/cgroup/system.slice/memory.max", "lots\n",
