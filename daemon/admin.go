@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -117,12 +116,9 @@ func (s *Server) serveSQL(cred *unix.Ucred, req Request) AdminReply {
 // when empty) and returns its reply; a ReplyError comes back with a
 // *RefusedError carrying the daemon's code and text.
 func Admin(socket string, req Request) (AdminReply, error) {
-	if socket == "" {
-		socket = DefaultSocket
-	}
-	conn, err := net.Dial("unix", socket)
+	conn, err := dial(socket)
 	if err != nil {
-		return AdminReply{}, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
+		return AdminReply{}, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(time.Minute))

@@ -77,13 +77,9 @@ var ErrLeftQueue = errors.New("left the queue")
 // command in the query cgroup and waits until the daemon reports the
 // query's end (the command and every descendant gone).
 func Run(opts RunOptions) (Result, error) {
-	socket := opts.Socket
-	if socket == "" {
-		socket = DefaultSocket
-	}
-	conn, err := net.Dial("unix", socket)
+	conn, err := dial(opts.Socket)
 	if err != nil {
-		return Result{}, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
+		return Result{}, err
 	}
 	defer conn.Close()
 	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan Reply, 4)}
@@ -96,6 +92,18 @@ func Run(opts RunOptions) (Result, error) {
 		return res, err
 	}
 	return c.execute(admitted)
+}
+
+// dial connects to the daemon's socket (DefaultSocket when empty).
+func dial(socket string) (net.Conn, error) {
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
+	}
+	return conn, nil
 }
 
 type client struct {
