@@ -306,18 +306,11 @@ func (p *parser) drop() (Stmt, bool) {
 // settings parses ( KEY [= VALUE] {, KEY [= VALUE]} ); an empty list is
 // allowed.
 func (p *parser) settings(after string) ([]setting, bool) {
-	if _, ok := p.expect(tokLParen, " after "+after); !ok {
-		return nil, false
-	}
 	var out []setting
-	if p.peek().kind == tokRParen {
-		p.next()
-		return out, true
-	}
-	for {
+	ok := p.parenList(after, "the parameter list", true, func() bool {
 		key, ok := p.name("a parameter name")
 		if !ok {
-			return nil, false
+			return false
 		}
 		st := setting{key: key}
 		if p.peek().kind == tokEq {
@@ -330,36 +323,41 @@ func (p *parser) settings(after string) ([]setting, bool) {
 				st.hasValue = true
 			default:
 				p.fail(t, "expected a value after %s =, found %s", key.text, t.describe())
-				return nil, false
+				return false
 			}
 		}
 		out = append(out, st)
-		t := p.peek()
-		switch t.kind {
-		case tokComma:
-			p.next()
-			continue
-		case tokRParen:
-			p.next()
-			return out, true
-		}
-		p.fail(t, "expected ',' or ')' in the parameter list, found %s", t.describe())
-		return nil, false
-	}
+		return true
+	})
+	return out, ok
 }
 
 // keys parses ( KEY {, KEY} ) after RESET.
 func (p *parser) keys() ([]word, bool) {
-	if _, ok := p.expect(tokLParen, " after RESET"); !ok {
-		return nil, false
-	}
 	var out []word
-	for {
+	ok := p.parenList("RESET", "the RESET list", false, func() bool {
 		key, ok := p.name("a parameter name")
-		if !ok {
-			return nil, false
-		}
 		out = append(out, key)
+		return ok
+	})
+	return out, ok
+}
+
+// parenList parses ( ITEM {, ITEM} ) after the word after, calling item
+// for each ITEM; item reports a problem itself and returns false. empty
+// allows "()"; what names the list in messages.
+func (p *parser) parenList(after, what string, empty bool, item func() bool) bool {
+	if _, ok := p.expect(tokLParen, " after "+after); !ok {
+		return false
+	}
+	if empty && p.peek().kind == tokRParen {
+		p.next()
+		return true
+	}
+	for {
+		if !item() {
+			return false
+		}
 		t := p.peek()
 		switch t.kind {
 		case tokComma:
@@ -367,10 +365,10 @@ func (p *parser) keys() ([]word, bool) {
 			continue
 		case tokRParen:
 			p.next()
-			return out, true
+			return true
 		}
-		p.fail(t, "expected ',' or ')' in the RESET list, found %s", t.describe())
-		return nil, false
+		p.fail(t, "expected ',' or ')' in %s, found %s", what, t.describe())
+		return false
 	}
 }
 
