@@ -244,20 +244,6 @@ func (c *Controller) Tick(now time.Time) []Event {
 	return events
 }
 
-// NextDeadline is the earliest queue deadline, if any query has one.
-func (c *Controller) NextDeadline() (time.Time, bool) {
-	var next time.Time
-	for _, p := range c.pools {
-		for e := p.queue.Front(); e != nil; e = e.Next() {
-			d := e.Value.(*query).deadline
-			if !d.IsZero() && (next.IsZero() || d.Before(next)) {
-				next = d
-			}
-		}
-	}
-	return next, !next.IsZero()
-}
-
 // Sample records the host's CPU load, percent busy over the last sample
 // interval, and reports whether it refreshed. A refresh (the first sample,
 // then once per RefreshInterval) makes the load the window's mean, drops
