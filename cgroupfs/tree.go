@@ -265,6 +265,7 @@ func (st *state) busy(dir string) bool {
 // v1, memory is read only when the memory hierarchy is in use.
 func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 	var s settings
+	def := defaults() // what a file a kernel lacks reads as
 	if t.v2 {
 		f, err := t.fs(HierUnified)
 		if err != nil {
@@ -279,10 +280,10 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 			return s, fmt.Errorf("%s: %w", cg, err)
 		}
 		s.QuotaUsec, s.PeriodUsec = &q, &p
-		if s.BurstUsec, err = readUintOr(f, cg, fileCPUMaxBurst, 0); err != nil {
+		if s.BurstUsec, err = readUintOr(f, cg, fileCPUMaxBurst, *def.BurstUsec); err != nil {
 			return s, err
 		}
-		if s.Weight, err = readUintOr(f, cg, fileCPUWeight, 100); err != nil {
+		if s.Weight, err = readUintOr(f, cg, fileCPUWeight, *def.Weight); err != nil {
 			return s, err
 		}
 		if s.MemBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
@@ -307,12 +308,12 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		file string
 		dst  **uint64
 		def  uint64
-	}{{fileCFSPeriod, &s.PeriodUsec, 100000}, {fileCFSBurst, &s.BurstUsec, 0}, {fileShares, &s.Shares, 1024}} {
+	}{{fileCFSPeriod, &s.PeriodUsec, *def.PeriodUsec}, {fileCFSBurst, &s.BurstUsec, *def.BurstUsec}, {fileShares, &s.Shares, *def.Shares}} {
 		if *x.dst, err = readUintOr(f, cg, x.file, x.def); err != nil {
 			return s, err
 		}
 	}
-	s.MemBytes = ptr(int64(-1)) // no memory hierarchy in use: no limit
+	s.MemBytes = def.MemBytes // no memory hierarchy in use: no limit
 	if slices.Contains(hiers, HierMemory) {
 		mf, err := t.fs(HierMemory)
 		if err != nil {
