@@ -180,44 +180,17 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 		}
 	}
 
-	// Dropped pools: every cgroup holding processes gets a destination
-	// leaf in default ("default/<pool>" for the pool's own cgroup,
-	// "default/<pool>.<query>" for anything below a query).
-	desired := map[string]planner.PoolState{}
-	var def planner.PoolState
-	for _, p := range d.Pools {
-		desired[p.Name] = p
-		if p.Name == DefaultPool {
-			def = p
-		}
-	}
-	type move struct{ from, to string }
-	var moves []move
-	var dropped []string
-	dests := map[string]bool{}
-	for _, top := range st.children(".") {
-		if _, ok := desired[top]; ok {
-			continue
-		}
-		dropped = append(dropped, top)
-		for _, p := range st.subtree(top) {
-			if !hasOwnProcs(st.nodes[p]) {
-				continue
-			}
-			dest := path.Join(DefaultPool, top)
-			if rest := strings.TrimPrefix(p, top+"/"); rest != p {
-				dest = path.Join(DefaultPool, top+"."+strings.SplitN(rest, "/", 2)[0])
-			}
-			moves = append(moves, move{p, dest})
-			dests[dest] = true
-		}
-	}
+	dropped, moves, dests := st.dropped(d)
 
 	// Targets: desired pools, their busy query cgroups, and move
 	// destinations; empty query cgroups are stale.
 	var pools, queries []target
 	var stale []string
+	var def planner.PoolState
 	for _, p := range d.Pools {
+		if p.Name == DefaultPool {
+			def = p
+		}
 		tg, err := b.target(p.Name, fromDesired(p.Pool, t.v2))
 		if err != nil {
 			return Plan{}, err
@@ -292,6 +265,41 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 		b.rmdirTree(top)
 	}
 	return Plan{Ops: b.ops}, nil
+}
+
+// move is a cgroup whose processes go to another, both relative to the
+// pool root.
+type move struct{ from, to string }
+
+// dropped lists the pools in the tree that d does not have, the moves that
+// empty them (every cgroup holding processes gets a destination leaf in
+// default: "default/<pool>" for the pool's own cgroup,
+// "default/<pool>.<query>" for anything below a query) and the set of
+// destinations.
+func (st *state) dropped(d planner.Desired) (dropped []string, moves []move, dests map[string]bool) {
+	desired := map[string]bool{}
+	for _, p := range d.Pools {
+		desired[p.Name] = true
+	}
+	dests = map[string]bool{}
+	for _, top := range st.children(".") {
+		if desired[top] {
+			continue
+		}
+		dropped = append(dropped, top)
+		for _, p := range st.subtree(top) {
+			if !hasOwnProcs(st.nodes[p]) {
+				continue
+			}
+			dest := path.Join(DefaultPool, top)
+			if rest := strings.TrimPrefix(p, top+"/"); rest != p {
+				dest = path.Join(DefaultPool, top+"."+strings.SplitN(rest, "/", 2)[0])
+			}
+			moves = append(moves, move{p, dest})
+			dests[dest] = true
+		}
+	}
+	return dropped, moves, dests
 }
 
 // hasOwnProcs reports whether processes sit directly in the cgroup.
