@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -49,7 +50,7 @@ func loadPools(c *cli.Context, path string) (*planner.Model, error) {
 		return nil, fmt.Errorf("read pool file: %w", err)
 	}
 	m, warnings, err := planner.Load(path, src)
-	if list, ok := err.(planner.ErrorList); ok {
+	if list := planner.ErrorList(nil); errors.As(err, &list) {
 		for _, e := range list {
 			fmt.Fprintln(c.App.ErrWriter, e)
 		}
