@@ -31,11 +31,7 @@ func (t *Tree) QueryPopulated(pool, query string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	threads := fileTasks
-	if t.v2 {
-		threads = fileThreads
-	}
-	return populated(f, cg, threads)
+	return populated(f, cg, threadList(t.v2))
 }
 
 // Thread lists: every live thread of a cgroup, one TID per line.
@@ -43,6 +39,14 @@ const (
 	fileTasks   = "tasks"          // v1
 	fileThreads = "cgroup.threads" // v2
 )
+
+// threadList is the thread list's file name on cgroup v2 or v1.
+func threadList(v2 bool) string {
+	if v2 {
+		return fileThreads
+	}
+	return fileTasks
+}
 
 func populated(f FS, cg, threads string) (bool, error) {
 	b, err := f.ReadFile(path.Join(cg, threads))

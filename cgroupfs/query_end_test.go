@@ -41,7 +41,7 @@ func TestQueryEnd(t *testing.T) {
 			// kernel would show. The placed process's thread keeps the
 			// query populated, also after its leader left cgroup.procs
 			// (the exit race), and so does a thread in a nested cgroup.
-			threads := fileTasksFor(v2)
+			threads := threadList(v2)
 			q := filepath.Join(tr.Root(hiers[0]), "etl/q1")
 			w.must(os.WriteFile(filepath.Join(q, threads), []byte("300\n"), 0o644))
 			check(true)
@@ -86,11 +86,4 @@ func TestQueryEndRefusesBadNames(t *testing.T) {
 			t.Errorf("remove %q/%q: %v, want ErrInvalid", q[0], q[1], err)
 		}
 	}
-}
-
-func fileTasksFor(v2 bool) string {
-	if v2 {
-		return fileThreads
-	}
-	return fileTasks
 }
