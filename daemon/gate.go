@@ -13,7 +13,8 @@ package daemon
 // the command itself and the command's first instruction already runs
 // (and is accounted) in the query cgroup. If the pipe closes without a
 // newline (the daemon refused the process, the client died) the gate exits
-// with ExitGateAbandoned and the command never runs. The shell looks the
+// with 125 (`poolagent run`'s status for its own failures) and the
+// command never runs. The shell looks the
 // command up in PATH, and the command gets its argv exactly as typed.
 //
 // A shell costs far less than starting poolagent's own binary again (a
@@ -24,7 +25,3 @@ const gateShell = "/bin/sh"
 
 // gateScript waits for the release byte on fd 3 and execs "$@".
 const gateScript = `read -r _ <&3 || exit 125; exec 3<&-; exec "$@"`
-
-// ExitGateAbandoned is the gate's status when it was never released:
-// nothing was run.
-const ExitGateAbandoned = 125
