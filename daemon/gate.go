@@ -13,12 +13,12 @@ package daemon
 // the command itself and the command's first instruction already runs
 // (and is accounted) in the query cgroup. If the pipe closes without a
 // newline (the daemon refused the process, the client died) the gate exits
-// with 125 (`poolagent run`'s status for its own failures) and the
-// command never runs. The shell looks the
-// command up in PATH, and the command gets its argv exactly as typed.
+// with 125 (`poolagent run`'s status for its own failures) and the command
+// never runs. The shell looks the command up in PATH, and the command gets
+// its argv exactly as typed.
 //
-// A shell costs far less than starting poolagent's own binary again (a
-// dash or busybox shell starts in well under a millisecond).
+// A small shell (dash, busybox) costs one more exec, far less than starting
+// poolagent's own binary again would (README "Performance / Admission").
 
 // gateShell is the shell that runs the gate.
 const gateShell = "/bin/sh"
