@@ -23,7 +23,9 @@ const (
 	// Sent on arrival and, when Progress was asked for, whenever the
 	// position changes.
 	ReplyQueued = "queued"
-	// ReplyAdmitted: the query may start; its cgroup exists.
+	// ReplyAdmitted: the query holds a slot in its pool; the client starts
+	// its process and names it with OpStart, and only then does the daemon
+	// create the query cgroup and move the process into it.
 	ReplyAdmitted = "admitted"
 	// ReplyStarted: the process named by OpStart is in the query cgroup
 	// and may exec the command.
