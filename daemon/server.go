@@ -99,8 +99,9 @@ type Server struct {
 	users Users
 	load  LoadSource
 	procs procChecker
-	// start names this run of the daemon in query ids, so ids never
-	// repeat across restarts.
+	// start names this run of the daemon in query ids (its start time in
+	// seconds, base 36), so ids do not repeat across restarts a second or
+	// more apart.
 	start string
 
 	mu      sync.Mutex
