@@ -1,5 +1,5 @@
--- Pools for trying `poolagent daemon` and `poolagent run` by hand and for
--- scripts/bench-admission.sh: a small analytics pool that queues, and a
+-- Pools for trying `poolagent daemon` and `poolagent run` by hand (the
+-- README's examples run on it): a small analytics pool that queues, and a
 -- batch pool with a CPU-load threshold.
 
 CREATE RESOURCE POOL olap WITH (
