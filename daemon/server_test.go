@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,7 +76,7 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 			waitFor(t, fmt.Sprintf("client %d to start", next), clients[next].isStarted)
 			for _, later := range clients[next+1 : 5] {
 				if later.isStarted() {
-					t.Fatalf("client %d started before client %d", slicesIndex(clients, later), next)
+					t.Fatalf("client %d started before client %d", slices.Index(clients, later), next)
 				}
 			}
 		}
@@ -86,15 +87,6 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 	if n := leftover(); n != 0 {
 		t.Errorf("%d query cgroups left", n)
 	}
-}
-
-func slicesIndex(cs []*inProcClient, c *inProcClient) int {
-	for i := range cs {
-		if cs[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestTwoRunThreeQueueTenClients(t *testing.T) {
