@@ -31,7 +31,7 @@ func Effective(poolFile string, src []byte, logPath string, changes []Change) (*
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("run-time change %d (uid %d, %s) no longer applies after %s; "+
-				"change the pool file, or remove the change from %s while the daemon is stopped:\n%w",
+				"change the pool file, or, while the daemon is stopped, remove the change from %s and number the rest from 1:\n%w",
 				c.Seq, c.UID, c.Time.UTC().Format("2006-01-02 15:04:05Z"), poolFile, logPath, err)
 		}
 	}

@@ -130,8 +130,8 @@ func (s *Store) Changes() []Change {
 // now) and persists the log with c at its end. When Append returns nil the
 // change is on stable storage; on error the log in memory is the one before
 // the call, and so is the file, unless only the final sync of the directory
-// failed (the renamed file may then hold c; the next Append or Clear
-// rewrites it from memory).
+// failed (the renamed file may then hold c; the next Append rewrites it
+// from memory).
 func (s *Store) Append(c Change) (Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,25 +148,10 @@ func (s *Store) Append(c Change) (Change, error) {
 	return c, nil
 }
 
-// Clear persists an empty log: the effective model becomes the pool file
-// alone. It is how an administrator folds the changes into the pool file.
-func (s *Store) Clear() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.write(nil); err != nil {
-		return err
-	}
-	s.changes = nil
-	return nil
-}
-
 // write replaces changes.json with the log of changes: temporary file, fsync,
 // rename, fsync of the directory (without the last step a crash could
 // forget the rename even though the call returned).
 func (s *Store) write(changes []Change) error {
-	if changes == nil {
-		changes = []Change{}
-	}
 	data, err := json.MarshalIndent(Log{Format: Format, Changes: changes}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", s.Path(), err)

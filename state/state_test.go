@@ -56,44 +56,6 @@ func TestAppendSurvivesReopen(t *testing.T) {
 	}
 }
 
-func TestClearEmptiesLog(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(Change{DDL: "DROP RESOURCE POOL a;"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Clear(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(s.Changes()); n != 0 {
-		t.Fatalf("after Clear %d changes in memory", n)
-	}
-	s.Close()
-	got, err := Read(filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 0 {
-		t.Fatalf("after Clear the file holds %d changes", len(got))
-	}
-	// Numbering restarts: the log is the pool file's changes from now on.
-	s, err = Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.Append(Change{DDL: "DROP RESOURCE POOL b;"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Seq != 1 {
-		t.Errorf("first change after Clear has seq %d, want 1", c.Seq)
-	}
-}
-
 func TestOpenRefusesSecondHolder(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir)
