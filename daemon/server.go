@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,8 +101,8 @@ type Server struct {
 	load  LoadSource
 	procs procChecker
 	// start names this run of the daemon in query ids (its start time in
-	// seconds, base 36), so ids do not repeat across restarts a second or
-	// more apart.
+	// seconds, base 36, after every earlier daemon's whose query cgroups
+	// remain: see avoidNames), so ids do not repeat across restarts.
 	start string
 
 	mu      sync.Mutex
@@ -263,6 +264,7 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return fmt.Errorf("list running queries: %w", err)
 	}
+	s.avoidNames(queries)
 	for _, q := range queries {
 		pool, name := q[0], q[1]
 		busy, err := s.cg.Populated(pool, name)
@@ -300,6 +302,29 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		s.kickReplan()
 	}
 	return nil
+}
+
+// avoidNames makes the names of this daemon's queries differ from those of
+// the query cgroups found at start. A daemon restarted within the second an
+// earlier one started in would otherwise name its queries like the earlier
+// one's still running, and place new processes in their cgroups; it takes
+// a start after the latest one found instead. Called before serving.
+func (s *Server) avoidNames(queries [][2]string) {
+	start, err := strconv.ParseInt(s.start, 36, 64)
+	if err != nil {
+		return
+	}
+	latest := start - 1
+	for _, q := range queries {
+		rest, ok := strings.CutPrefix(q[1], "q")
+		prefix, _, cut := strings.Cut(rest, "-")
+		if v, err := strconv.ParseInt(prefix, 36, 64); ok && cut && err == nil {
+			latest = max(latest, v)
+		}
+	}
+	if latest >= start {
+		s.start = strconv.FormatInt(latest+1, 36)
+	}
 }
 
 // listen creates the socket, replacing a stale one left by a daemon that

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -458,6 +461,49 @@ func TestCPUThresholdOverSocket(t *testing.T) {
 	waitFor(t, "the query to start once the load fell", c.isStarted)
 	c.release.Close()
 	<-c.done
+}
+
+// TestQueryNamesAvoidEarlierDaemons: a daemon started within the second an
+// earlier one started in names its queries after the earlier one's that
+// still run, so no new query is placed in their cgroups.
+func TestQueryNamesAvoidEarlierDaemons(t *testing.T) {
+	cg := newFakeCgroups(t)
+	earlier := exec.Command("/bin/sh", "-c", "exec cat >/dev/null")
+	stdin, err := earlier.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := earlier.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		earlier.Wait()
+	})
+	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv, err := New(cfg, policyOf(t, olapPool(5, 5, "")), cg, SystemUsers{}, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier daemon's second query, by the name this daemon's first
+	// query would take (the adopted query is this daemon's query 1).
+	old := "q" + srv.start + "-2"
+	cg.queries["olap/"+old] = []int{earlier.Process.Pid}
+	d := serve(t, srv, cfg.Socket)
+	c := startInProc(t, d.socket, "olap")
+	waitFor(t, "the new query to start", func() bool { return c.isStarted() || c.isDone() })
+	if c.isDone() {
+		t.Fatalf("new query: %v", c.err)
+	}
+	if got := cg.left(); got != 2 {
+		t.Errorf("query cgroups %v: want the earlier one and a new one", cg.queries)
+	}
+	c.release.Close()
+	<-c.done
+	if c.err != nil {
+		t.Errorf("new query: %v", c.err)
+	}
 }
 
 // TestAdoptRunningAtStart: a query cgroup that still holds a process when

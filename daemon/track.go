@@ -91,8 +91,7 @@ func (s *Server) waits(pool string) *metrics.WaitRecorder {
 }
 
 // queryName is the id of query qid and the name of its cgroup below its
-// pool, unique across daemon restarts a second or more apart (see
-// Server.start).
+// pool, unique across daemon restarts (see Server.start).
 func (s *Server) queryName(qid admission.QueryID) string {
 	return "q" + s.start + "-" + strconv.FormatUint(uint64(qid), 10)
 }
