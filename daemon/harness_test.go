@@ -458,3 +458,29 @@ func killProc(t *testing.T, p *os.Process) {
 		t.Fatal(err)
 	}
 }
+
+// killQueuedAndRunning starts one client that runs holdingCommand in olap
+// (limit 1) and one that queues behind it, kills the queued one and checks
+// it leaves the queue, then kills the running one and checks its command
+// keeps the slot (for settle) until released, after which the slot frees.
+func killQueuedAndRunning(t *testing.T, d *testDaemon, exe string, settle time.Duration) {
+	t.Helper()
+	spec := clientSpec{Socket: d.socket, Pool: "olap", Argv: holdingCommand}
+	runner := startClientProc(t, exe, spec, nil)
+	runner.waitStarted(t)
+	queued := startClientProc(t, exe, spec, nil)
+	waitFor(t, "one queued", func() bool { return d.pool(t, "olap").Queued == 1 })
+	killProc(t, queued.proc)
+	waitFor(t, "the killed client to leave the queue", func() bool { return d.pool(t, "olap").Queued == 0 })
+
+	// Killed while running: the command outlives its client and keeps the
+	// slot until it exits.
+	killProc(t, runner.proc)
+	runner.proc.Wait()
+	time.Sleep(settle)
+	if p := d.pool(t, "olap"); p.Running != 1 {
+		t.Fatalf("pool %+v: the slot was freed while the command of the killed client runs", p)
+	}
+	runner.release.Close()
+	waitFor(t, "the killed runner's slot to free", func() bool { return d.pool(t, "olap").Running == 0 })
+}

@@ -119,22 +119,7 @@ func TestKernelNoSlotLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := clientSpec{Socket: d.socket, Pool: "olap", Argv: holdingCommand}
-	runner := startClientProc(t, exe, spec, nil)
-	runner.waitStarted(t)
-	queued := startClientProc(t, exe, spec, nil)
-	waitFor(t, "one queued", func() bool { return d.pool(t, "olap").Queued == 1 })
-	killProc(t, queued.proc)
-	waitFor(t, "the killed client to leave the queue", func() bool { return d.pool(t, "olap").Queued == 0 })
-
-	killProc(t, runner.proc)
-	runner.proc.Wait()
-	time.Sleep(100 * time.Millisecond)
-	if p := d.pool(t, "olap"); p.Running != 1 {
-		t.Fatalf("pool %+v: the slot was freed while the command of the killed client runs", p)
-	}
-	runner.release.Close()
-	waitFor(t, "the killed runner's slot to free", func() bool { return d.pool(t, "olap").Running == 0 })
+	killQueuedAndRunning(t, d, exe, 100*time.Millisecond)
 
 	// The shell exits at once; the grandchild it leaves holds the slot.
 	grand := clientSpec{Socket: d.socket, Pool: "olap", Argv: []string{"/bin/sh", "-c",

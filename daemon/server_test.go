@@ -335,27 +335,11 @@ func TestClientKilled(t *testing.T) {
 	}
 	cg := newFakeCgroups(t)
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
-	spec := clientSpec{Socket: d.socket, Pool: "olap", Argv: holdingCommand}
-	runner := startClientProc(t, exe, spec, nil)
-	runner.waitStarted(t)
-	queued := startClientProc(t, exe, spec, nil)
-	waitFor(t, "one queued", func() bool { return d.pool(t, "olap").Queued == 1 })
-
-	killProc(t, queued.proc)
-	waitFor(t, "the killed client to leave the queue", func() bool { return d.pool(t, "olap").Queued == 0 })
-
-	// Killed while running: the command outlives its client and keeps the
-	// slot until it exits.
-	killProc(t, runner.proc)
-	runner.proc.Wait()
-	time.Sleep(50 * time.Millisecond)
-	if p := d.pool(t, "olap"); p.Running != 1 {
-		t.Fatalf("pool %+v: the slot was freed while the command still runs", p)
-	}
-	runner.release.Close()
-	waitFor(t, "the slot to free", func() bool { return d.pool(t, "olap").Running == 0 && cg.left() == 0 })
+	killQueuedAndRunning(t, d, exe, 50*time.Millisecond)
+	waitFor(t, "the query cgroups to go", func() bool { return cg.left() == 0 })
 
 	// Nothing leaked: the next query runs at once.
+	spec := clientSpec{Socket: d.socket, Pool: "olap", Argv: holdingCommand}
 	next := startClientProc(t, exe, spec, nil)
 	next.waitStarted(t)
 	next.release.Close()
