@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -36,9 +37,31 @@ func TestMain(m *testing.M) {
 
 // poolagent returns a command running this binary as poolagent.
 func poolagent(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
+	return poolagentContext(context.Background(), args...)
+}
+
+// poolagentContext is poolagent, killed when ctx ends.
+func poolagentContext(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), envAsMain+"=1")
 	return cmd
+}
+
+// waitLimit bounds every wait of the daemon tests: a daemon or client
+// that hangs fails its test with what it logged, instead of holding up
+// the whole run until go test's own timeout.
+const waitLimit = 20 * time.Second
+
+// within waits at most waitLimit for a value from ch.
+func within[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		panic("unreachable")
+	}
 }
 
 func TestSQLRefusesBeforeAsking(t *testing.T) {
@@ -112,13 +135,13 @@ func startAgent(t *testing.T, notify *net.UnixConn, args ...string) *agent {
 	if got := recvNotify(t, notify); !strings.HasPrefix(got, "READY=1\n") {
 		t.Fatalf("first notification %q, want READY=1", got)
 	}
-	a.metrics = <-url
+	a.metrics = within(t, "the metrics endpoint in the daemon's log", url)
 	return a
 }
 
 func recvNotify(t *testing.T, conn *net.UnixConn) string {
 	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(waitLimit))
 	buf := make([]byte, 4096)
 	n, err := conn.Read(buf)
 	if err != nil {
@@ -134,15 +157,18 @@ func (a *agent) stop(t *testing.T, notify *net.UnixConn) {
 	if got := recvNotify(t, notify); !strings.HasPrefix(got, "STOPPING=1\n") {
 		t.Fatalf("on SIGTERM %q, want STOPPING=1", got)
 	}
-	if err := <-a.exited; err != nil {
+	if err := within(t, "the daemon to exit after STOPPING=1", a.exited); err != nil {
 		t.Fatalf("daemon exit: %v", err)
 	}
 }
 
-// output runs poolagent with args and returns its standard output.
+// output runs poolagent with args, for at most waitLimit, and returns its
+// standard output.
 func output(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := poolagent(args...).Output()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, err := poolagentContext(ctx, args...).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -212,7 +238,7 @@ func loopbackUp(t *testing.T) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -290,16 +316,24 @@ func TestKernelOperate(t *testing.T) {
 		t.Errorf("metrics lack olap's limit:\n%s", body)
 	}
 
-	// A query runs while the daemon restarts.
-	release := filepath.Join(dir, "release")
+	// A query runs while the daemon restarts. Its command runs only once
+	// the daemon has placed it in its query cgroup, so the file it makes
+	// says the restart finds a running query (an admitted query not yet
+	// placed would be told the daemon stops). It waits for the test's
+	// release at most 30 s, so a failed test leaves no process behind.
+	running, release := filepath.Join(dir, "running"), filepath.Join(dir, "release")
 	first := poolagent("run", "--socket", socket, "--pool", "olap", "--", "/bin/sh", "-c",
-		"while [ ! -e "+release+" ]; do sleep 0.05; done")
+		"touch "+running+"; n=0; while [ ! -e "+release+" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done")
 	firstDone := make(chan error, 1)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { first.Process.Kill() })
 	go func() { firstDone <- first.Wait() }()
-	waitUntil(t, "the first query to run", func() bool { return poolRow(t, socket, "olap").RunningQueries == 1 })
+	waitUntil(t, "the first query's command to run", func() bool {
+		_, err := os.Stat(running)
+		return err == nil
+	})
 	a.stop(t, notify)
 
 	a = startAgent(t, notify, args...)
@@ -311,6 +345,7 @@ func TestKernelOperate(t *testing.T) {
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { second.Process.Kill() })
 	go func() { secondDone <- second.Wait() }()
 	waitUntil(t, "the second query to queue behind the adopted one", func() bool { return poolRow(t, socket, "olap").QueuedQueries == 1 })
 	var rows []sysview.Query
@@ -321,10 +356,10 @@ func TestKernelOperate(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-firstDone; err != nil {
+	if err := within(t, "the first query to end", firstDone); err != nil {
 		t.Errorf("first query across the restart: %v", err)
 	}
-	if err := <-secondDone; err != nil {
+	if err := within(t, "the second query to end", secondDone); err != nil {
 		t.Errorf("second query: %v", err)
 	}
 	waitUntil(t, "the pool to be idle", func() bool {
