@@ -65,16 +65,17 @@ pkgs=$(cut -d' ' -f1 "$logs/want" | sort -u)
 sed 's/^/  /' "$logs/want"
 
 # One package at a time: the tests measure CPU time and must not compete
-# with each other for the two CPUs.
+# with each other for the two CPUs. No package needs a minute; -timeout 5m
+# turns a hang into a goroutine dump and a failure within minutes.
 echo "== real-kernel tests on this host"
-go test -count=1 -p 1 -v -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse ||
+go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse ||
 	failed+=("real-kernel tests on this host")
 
 echo "== real-kernel tests under cgroup v2 (qemu VM, one boot per package)"
 : >"$logs/vm"
 if scripts/vm/setup.sh; then
 	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
-		go test -count=1 -p 1 -v -exec "$PWD/scripts/vm/run.sh" -run "$kernel" $pkgs 2>&1 |
+		go test -count=1 -p 1 -v -timeout 5m -exec "$PWD/scripts/vm/run.sh" -run "$kernel" $pkgs 2>&1 |
 		tee "$logs/vm" | terse || failed+=("real-kernel tests under cgroup v2")
 else
 	failed+=("VM setup")

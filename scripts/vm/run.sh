@@ -11,12 +11,24 @@
 # package's folder, so ./testdata and the module's testdata/ are where tests
 # expect them. Its stdout and stderr stream to ours.
 #
-# Exit status: the binary's; 124 the VM hit the timeout; 125 the VM ended
-# without reporting a status (the console log is printed to stderr); 126 the
-# guest could not set up cgroup2 with the cpu and memory controllers.
+# A guest whose heartbeat (init writes its uptime every second) stops for
+# POOLAGENT_VM_STALL seconds has frozen: the VM is stopped, its console
+# tail printed, and it is booted again, POOLAGENT_VM_BOOTS times in all.
+# Only a frozen guest is booted again, never a job that failed or ran
+# past its time.
+#
+# Exit status: the binary's; 124 the VM hit its time limit, or froze on
+# its last boot; 125 the VM ended without reporting a status (the console
+# log is printed to stderr); 126 the guest could not set up cgroup2 with
+# the cpu and memory controllers.
 #
 # Env:
-#   POOLAGENT_VM_TIMEOUT   seconds before the VM is killed (default 900)
+#   POOLAGENT_VM_TIMEOUT   seconds before the VM is stopped (default: the
+#                          binary's -test.timeout plus 30 s, so its own
+#                          goroutine dump comes first; else 900)
+#   POOLAGENT_VM_STALL     seconds without a heartbeat that mean the guest
+#                          froze (default 60)
+#   POOLAGENT_VM_BOOTS     boots when the guest freezes (default 2)
 #   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
 #   POOLAGENT_VM_MEM_MIB   guest memory (default 1024)
 #   POOLAGENT_VM_ENV       extra variable names to pass into the guest
@@ -77,27 +89,116 @@ export POOLAGENT_KERNEL_MODE
 # into one rootfs, but refuses an uncompressed archive after a gzipped one.
 (cd "$stage" && find job src | busybox cpio -o -H newc 2>/dev/null) >"$work/initrd"
 cat "$lab/base.cpio.gz" >>"$work/initrd"
-: >"$work/status"
 
+# seconds DURATION: a Go duration ("10m0s", "90s", "1h0m0s") in whole
+# seconds.
+seconds() {
+	awk -v d="$1" 'BEGIN {
+		while (match(d, /^[0-9.]+(h|m|s|ms|us|µs|ns)/)) {
+			tok = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+			n = tok + 0; u = tok; sub(/^[0-9.]+/, "", u)
+			s += n * (u == "h" ? 3600 : u == "m" ? 60 : u == "s" ? 1 : 0)
+		}
+		printf "%d", s
+	}'
+}
+timeout=${POOLAGENT_VM_TIMEOUT:-}
+if [ -z "$timeout" ]; then
+	timeout=900
+	prev=
+	for a in "$@"; do
+		case $a in
+		-test.timeout=* | --test.timeout=*) d=${a#*=} ;;
+		*) [ "$prev" = -test.timeout ] || [ "$prev" = --test.timeout ] && d=$a || d= ;;
+		esac
+		prev=$a
+		if [ -n "$d" ] && [ "$(seconds "$d")" -gt 0 ]; then
+			timeout=$(($(seconds "$d") + 30))
+		fi
+	done
+fi
+stall=${POOLAGENT_VM_STALL:-60}
+boots=${POOLAGENT_VM_BOOTS:-2}
+
+# boot runs the VM once and sets qemu (its exit status), stopped
+# ("timeout", "froze" or empty) and status (the job's, or empty).
+#
 # tsc=reliable: TCG's TSC follows the host clock and is the same on every
 # vCPU; without it the guest falls back to a slow clocksource and every
 # time read becomes a trap, which scatters the throttling figures.
 # mitigations=off: nothing to protect in a throwaway VM, and faster under TCG.
 # panic=-1 with -no-reboot: a kernel panic ends qemu at once.
-timeout=${POOLAGENT_VM_TIMEOUT:-900}
+vm=
+boot() {
+	: >"$work/status"
+	: >"$work/heartbeat"
+	qemu-system-x86_64 \
+		-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
+		-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-1024}" \
+		-kernel "$kernel" -initrd "$work/initrd" \
+		-append "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}" \
+		-display none -monitor none -no-reboot \
+		-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
+		-serial "file:$work/heartbeat" \
+		</dev/null &
+	vm=$!
+	local begun=$SECONDS beat=$SECONDS last=0 size
+	stopped=
+	while running "$vm"; do
+		sleep 0.2
+		size=$(stat -c %s "$work/heartbeat")
+		if [ "$size" -gt "$last" ]; then
+			last=$size beat=$SECONDS
+		elif ((SECONDS - beat >= stall)); then
+			stopped=froze
+		fi
+		if ((SECONDS - begun >= timeout)); then
+			stopped=timeout
+		fi
+		if [ -n "$stopped" ]; then
+			kill -KILL "$vm" 2>/dev/null
+			break
+		fi
+	done
+	set +e
+	{ wait "$vm"; } 2>/dev/null # not bash's own "Killed" line
+	qemu=$?
+	set -e
+	vm=
+	status=$(tr -dc 0-9 <"$work/status")
+}
+
+# running PID: the process is there and not a zombie (kill -0 cannot
+# tell an exited child that is not yet waited for).
+running() {
+	local state
+	read -r _ _ state _ 2>/dev/null <"/proc/$1/stat" && [ "$state" != Z ]
+}
+
+# go test stops a runner that outlives its -timeout with SIGQUIT: say what
+# the guest was doing, and stop it.
+interrupted() {
+	if [ -n "$vm" ]; then
+		kill -KILL "$vm" 2>/dev/null
+		{ wait "$vm"; } 2>/dev/null
+	fi
+	echo "vm run: stopped by SIG$1; console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	exit 124
+}
+for sig in INT TERM QUIT; do
+	trap "interrupted $sig" "$sig"
+done
+
 started=$(date +%s.%N)
-set +e
-timeout -k 10 "$timeout" qemu-system-x86_64 \
-	-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
-	-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-1024}" \
-	-kernel "$kernel" -initrd "$work/initrd" \
-	-append "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}" \
-	-display none -monitor none -no-reboot \
-	-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
-	</dev/null
-qemu=$?
-set -e
-status=$(tr -dc 0-9 <"$work/status")
+for ((n = 1; ; n++)); do
+	boot
+	[ "$stopped" = froze ] && [ -z "$status" ] || break
+	echo "vm run: the guest froze: no heartbeat for ${stall}s (last guest uptime: $(tail -1 "$work/heartbeat" | tr -dc 0-9.)s); console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	[ "$n" -lt "$boots" ] || exit 124
+	echo "vm run: booting again ($((n + 1)) of $boots)" >&2
+done
 if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
 	# init logs "booted in Bs" and "exited with status N at Es" (guest uptime)
 	awk -v name="${bin##*/}" -v wall="$(echo "$(date +%s.%N) $started" | awk '{printf "%.1f", $1-$2}')" '
@@ -107,8 +208,8 @@ if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
 	' "$work/console.log" >&2
 fi
 [ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
-if [ $qemu = 124 ] || [ $qemu = 137 ]; then
-	echo "vm run: killed after ${timeout}s (POOLAGENT_VM_TIMEOUT); console tail:" >&2
+if [ "$stopped" = timeout ] && [ -z "$status" ]; then
+	echo "vm run: stopped after ${timeout}s (POOLAGENT_VM_TIMEOUT, or the binary's -test.timeout plus 30 s); console tail:" >&2
 	tail -30 "$work/console.log" >&2
 	exit 124
 fi
