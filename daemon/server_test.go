@@ -45,6 +45,9 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 		clients = append(clients, c)
 		// Arrivals one after the other, so their order is known.
 		waitFor(t, fmt.Sprintf("client %d to be counted", i), func() bool {
+			if i < 5 && c.isDone() {
+				t.Fatalf("client %d ended before it was counted: exit %d, %v", i, c.res.ExitCode, c.err)
+			}
 			p := d.pool(t, "olap")
 			return p.Running+p.Queued+int(p.Rejected) == i+1
 		})

@@ -14,8 +14,11 @@
 # A guest whose heartbeat (init writes its uptime every second) stops for
 # POOLAGENT_VM_STALL seconds has frozen: the VM is stopped, its console
 # tail printed, and it is booted again, POOLAGENT_VM_BOOTS times in all.
-# Only a frozen guest is booted again, never a job that failed or ran
-# past its time.
+# A pause of POOLAGENT_VM_PAUSE seconds or more between heartbeats is
+# reported; a job that failed in a guest that paused so is run again
+# too, since its timeouts may have run out while the guest stood still.
+# A job that failed in a guest that ran on, or that ran past its time,
+# reports as it is.
 #
 # Exit status: the binary's; 124 the VM hit its time limit, or froze on
 # its last boot; 125 the VM ended without reporting a status (the console
@@ -28,7 +31,10 @@
 #                          goroutine dump comes first; else 900)
 #   POOLAGENT_VM_STALL     seconds without a heartbeat that mean the guest
 #                          froze (default 60)
-#   POOLAGENT_VM_BOOTS     boots when the guest freezes (default 2)
+#   POOLAGENT_VM_PAUSE     seconds between heartbeats that count as a
+#                          stall (default 5)
+#   POOLAGENT_VM_BOOTS     boots in all when the guest freezes, or a job
+#                          fails after a stall (default 2)
 #   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
 #   POOLAGENT_VM_MEM_MIB   guest memory (default 1024)
 #   POOLAGENT_VM_ENV       extra variable names to pass into the guest
@@ -118,6 +124,7 @@ if [ -z "$timeout" ]; then
 	done
 fi
 stall=${POOLAGENT_VM_STALL:-60}
+pausing=${POOLAGENT_VM_PAUSE:-5}
 boots=${POOLAGENT_VM_BOOTS:-2}
 
 # boot runs the VM once and sets qemu (its exit status), stopped
@@ -190,13 +197,34 @@ for sig in INT TERM QUIT; do
 	trap "interrupted $sig" "$sig"
 done
 
+# pause prints the longest gap between two heartbeats and the guest's
+# uptime when it began, in seconds: a guest whose vCPUs did not run for a
+# while (an overloaded host, an emulator hiccup) shows one, and a test's
+# timeouts may have run out in it.
+pause() {
+	tr -d '\r' <"$work/heartbeat" |
+		awk 'NR > 1 && $1 - prev > gap { gap = $1 - prev; at = prev } { prev = $1 } END { printf "%.1f %.1f\n", gap, at }'
+}
 started=$(date +%s.%N)
 for ((n = 1; ; n++)); do
 	boot
-	[ "$stopped" = froze ] && [ -z "$status" ] || break
-	echo "vm run: the guest froze: no heartbeat for ${stall}s (last guest uptime: $(tail -1 "$work/heartbeat" | tr -dc 0-9.)s); console tail:" >&2
-	tail -30 "$work/console.log" >&2
-	[ "$n" -lt "$boots" ] || exit 124
+	read -r gap at <<<"$(pause)"
+	paused=
+	if awk -v g="$gap" -v p="$pausing" 'BEGIN { exit !(g >= p) }'; then
+		paused=1
+		echo "vm run: the guest stalled: no heartbeat for ${gap}s from its uptime ${at}s" >&2
+		grep -E 'lockup|stall|hung|BUG|WARNING' "$work/console.log" | tail -5 >&2 || true
+	fi
+	if [ "$stopped" = froze ] && [ -z "$status" ]; then
+		echo "vm run: the guest froze: no heartbeat for ${stall}s (last guest uptime: $(tail -1 "$work/heartbeat" | tr -dc 0-9.)s); console tail:" >&2
+		tail -30 "$work/console.log" >&2
+		[ "$n" -lt "$boots" ] || exit 124
+	elif [ -n "$paused" ] && [ -n "$status" ] && [ "$status" != 0 ] && [ "$status" != 126 ]; then
+		echo "vm run: the job failed (status $status) in a guest that stalled" >&2
+		[ "$n" -lt "$boots" ] || break
+	else
+		break
+	fi
 	echo "vm run: booting again ($((n + 1)) of $boots)" >&2
 done
 if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
