@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/observe"
 )
 
 // world is an emulated cgroup filesystem for logic tests: plain
@@ -219,7 +221,12 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 	case fileSubtreeControl:
 		return nil, w.subtree(cg, v)
 	case fileCPUMax:
-		q, p, err := parseCPUMax(v)
+		// A write without a period keeps the current one.
+		if f := strings.Fields(v); len(f) == 1 {
+			v = f[0] + " " + strings.Fields(cur(fileCPUMax))[1]
+		}
+		m, err := observe.ParseCPUMax(v)
+		q, p := m.QuotaUsec, m.PeriodUsec
 		if err != nil || (q >= 0 && q < minQuotaUsec) || p < minPeriodUsec || p > maxPeriodUsec {
 			return nil, unix.EINVAL
 		}
@@ -302,8 +309,8 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 
 func (w *world) quota(cg string) int64 {
 	if w.v2 {
-		q, _, _ := parseCPUMax(w.read(filepath.Join(cg, fileCPUMax)))
-		return q
+		m, _ := observe.ParseCPUMax(w.read(filepath.Join(cg, fileCPUMax)))
+		return m.QuotaUsec
 	}
 	q, _ := strconv.ParseInt(w.read(filepath.Join(cg, fileCFSQuota)), 10, 64)
 	return q

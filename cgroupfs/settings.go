@@ -113,27 +113,6 @@ func formatCPUMax(quotaUsec int64, periodUsec uint64) string {
 	return string(cgroup2.NewCPUMax(q, &periodUsec))
 }
 
-// parseCPUMax parses cpu.max: "max" or a quota, then an optional period.
-func parseCPUMax(s string) (quotaUsec int64, periodUsec uint64, err error) {
-	f := strings.Fields(s)
-	if len(f) < 1 || len(f) > 2 {
-		return 0, 0, fmt.Errorf("cpu.max %q: want \"max|QUOTA [PERIOD]\"", s)
-	}
-	quotaUsec = -1
-	if f[0] != "max" {
-		if quotaUsec, err = strconv.ParseInt(f[0], 10, 64); err != nil || quotaUsec < 0 {
-			return 0, 0, fmt.Errorf("cpu.max %q: quota want \"max\" or microseconds", s)
-		}
-	}
-	periodUsec = 100000
-	if len(f) == 2 {
-		if periodUsec, err = strconv.ParseUint(f[1], 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("cpu.max %q: period want microseconds", s)
-		}
-	}
-	return quotaUsec, periodUsec, nil
-}
-
 func parseUint(file, s string) (uint64, error) {
 	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil {
@@ -146,28 +125,6 @@ func parseInt(file, s string) (int64, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%s %q: want an integer", file, strings.TrimSpace(s))
-	}
-	return v, nil
-}
-
-// v1UnlimitedMem is the smallest memory.limit_in_bytes treated as
-// unlimited: v1 reads back PAGE_COUNTER_MAX pages (9223372036854771712 with
-// 4 KiB pages) after "-1" is written.
-const v1UnlimitedMem = math.MaxInt64 / 2
-
-// parseMemory parses memory.max ("max" or bytes) and v1's
-// memory.limit_in_bytes (bytes, huge for unlimited) to -1 or bytes.
-func parseMemory(file, s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "max" {
-		return -1, nil
-	}
-	v, err := parseInt(file, s)
-	if err != nil {
-		return 0, err
-	}
-	if v >= v1UnlimitedMem || v < 0 {
-		return -1, nil
 	}
 	return v, nil
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/poolagent/poolagent/observe"
 )
 
 // Hierarchy names used in [Op.Hier].
@@ -275,11 +277,11 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if err != nil {
 			return s, err
 		}
-		q, p, err := parseCPUMax(string(b))
+		m, err := observe.ParseCPUMax(string(b))
 		if err != nil {
-			return s, fmt.Errorf("%s: %w", cg, err)
+			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
 		}
-		s.QuotaUsec, s.PeriodUsec = &q, &p
+		s.QuotaUsec, s.PeriodUsec = &m.QuotaUsec, &m.PeriodUsec
 		if s.BurstUsec, err = readUintOr(f, cg, fileCPUMaxBurst, *def.BurstUsec); err != nil {
 			return s, err
 		}
@@ -353,9 +355,9 @@ func readMemOr(f FS, cg, file string) (*int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := parseMemory(file, string(b))
+	v, err := observe.ParseMemoryLimit(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cg, err)
+		return nil, fmt.Errorf("%s: %w", path.Join(cg, file), err)
 	}
 	return &v, nil
 }

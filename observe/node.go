@@ -155,10 +155,12 @@ func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 	var mem int64
 	var err error
 	if v2 {
-		if cpus, err = readLimit(dir, "cpu.max", parseCPUMax); err != nil {
+		var limit CPUMax
+		if limit, err = readLimit(dir, "cpu.max", ParseCPUMax); err != nil {
 			return err
 		}
-		if mem, err = readLimit(dir, "memory.max", parseMemoryMax); err != nil {
+		cpus = limit.VCPU()
+		if mem, err = readLimit(dir, "memory.max", ParseMemoryLimit); err != nil {
 			return err
 		}
 	} else {
@@ -171,7 +173,7 @@ func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 				return err
 			}
 		}
-		if mem, err = readLimit(dir, "memory.limit_in_bytes", parseMemoryMax); err != nil {
+		if mem, err = readLimit(dir, "memory.limit_in_bytes", ParseMemoryLimit); err != nil {
 			return err
 		}
 	}
@@ -222,27 +224,6 @@ func parseCPUList(s string) (int, error) {
 	return count, nil
 }
 
-// parseCPUMax reads a cgroup v2 cpu.max line, "max PERIOD" or
-// "QUOTA PERIOD" (µs), as vCPU; 0 for "max".
-func parseCPUMax(s string) (float64, error) {
-	f := strings.Fields(s)
-	if len(f) != 2 {
-		return 0, fmt.Errorf("cpu.max %q: want \"max PERIOD\" or \"QUOTA PERIOD\"", strings.TrimSpace(s))
-	}
-	period, err := strconv.ParseUint(f[1], 10, 63)
-	if err != nil || period == 0 {
-		return 0, fmt.Errorf("cpu.max %q: period %q is not a positive number of µs", strings.TrimSpace(s), f[1])
-	}
-	if f[0] == "max" {
-		return 0, nil
-	}
-	quota, err := strconv.ParseUint(f[0], 10, 63)
-	if err != nil || quota == 0 {
-		return 0, fmt.Errorf("cpu.max %q: quota %q is neither \"max\" nor a positive number of µs", strings.TrimSpace(s), f[0])
-	}
-	return float64(quota) / float64(period), nil
-}
-
 // parseCFSPeriod reads cgroup v1 cpu.cfs_period_us, µs > 0.
 func parseCFSPeriod(s string) (uint64, error) {
 	p, err := strconv.ParseUint(strings.TrimSpace(s), 10, 63)
@@ -265,26 +246,3 @@ func parseCFSQuota(quota string, periodUsec uint64) (float64, error) {
 	return float64(q) / float64(periodUsec), nil
 }
 
-// noMemoryLimit is where cgroup v1 memory.limit_in_bytes reads as
-// unlimited: the kernel reports PAGE_COUNTER_MAX pages in bytes
-// (9223372036854771712 with 4 KiB pages), never a real limit.
-const noMemoryLimit = 1 << 62
-
-// parseMemoryMax reads cgroup v2 memory.max ("max" or bytes) or v1
-// memory.limit_in_bytes (bytes) as bytes; 0 when unlimited. (A limit of
-// 0 reads as unlimited too: no process, this one included, could run
-// under it.)
-func parseMemoryMax(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	if t == "max" {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("memory limit %q: want \"max\" or bytes", t)
-	}
-	if v >= noMemoryLimit {
-		return 0, nil
-	}
-	return int64(v), nil
-}

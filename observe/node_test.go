@@ -89,20 +89,24 @@ func TestNodeParsers(t *testing.T) {
 	}
 	cpuMax := []struct {
 		in   string
-		want float64
+		want CPUMax
+		vcpu float64
 		err  string
 	}{
-		{"max 100000\n", 0, ""},
-		{"150000 100000\n", 1.5, ""},
-		{"1000 1000", 1, ""},
-		{"max", 0, `cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
-		{"max 0", 0, `cpu.max "max 0": period "0" is not a positive number of µs`},
-		{"-5 100000", 0, `cpu.max "-5 100000": quota "-5" is neither "max" nor a positive number of µs`},
+		{"max 100000\n", CPUMax{-1, 100000}, 0, ""},
+		{"150000 100000\n", CPUMax{150000, 100000}, 1.5, ""},
+		{"1000 1000", CPUMax{1000, 1000}, 1, ""},
+		{"max", CPUMax{}, 0, `cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
+		{"1 2 3", CPUMax{}, 0, `cpu.max "1 2 3": want "max PERIOD" or "QUOTA PERIOD"`},
+		{"max 0", CPUMax{}, 0, `cpu.max "max 0": period "0" is not a positive number of µs`},
+		{"MAX 100000", CPUMax{}, 0, `cpu.max "MAX 100000": quota "MAX" is neither "max" nor a positive number of µs`},
+		{"-5 100000", CPUMax{}, 0, `cpu.max "-5 100000": quota "-5" is neither "max" nor a positive number of µs`},
+		{"0 100000", CPUMax{}, 0, `cpu.max "0 100000": quota "0" is neither "max" nor a positive number of µs`},
 	}
 	for _, tc := range cpuMax {
-		got, err := parseCPUMax(tc.in)
-		if got != tc.want || errString(err) != tc.err {
-			t.Errorf("parseCPUMax(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
+		got, err := ParseCPUMax(tc.in)
+		if got != tc.want || got.VCPU() != tc.vcpu || errString(err) != tc.err {
+			t.Errorf("ParseCPUMax(%q) = %+v (%v vCPU), %v; want %+v (%v), %q", tc.in, got, got.VCPU(), err, tc.want, tc.vcpu, tc.err)
 		}
 	}
 	cfs := []struct {
@@ -142,15 +146,17 @@ func TestNodeParsers(t *testing.T) {
 		want int64
 		err  string
 	}{
-		{"max\n", 0, ""},
+		{"max\n", -1, ""},
 		{"1073741824\n", 1 << 30, ""},
-		{"9223372036854771712\n", 0, ""},
+		{"9223372036854771712\n", -1, ""}, // v1 unlimited
+		{"0", 0, ""},
 		{"1G", 0, `memory limit "1G": want "max" or bytes`},
+		{"-1", 0, `memory limit "-1": want "max" or bytes`},
 	}
 	for _, tc := range mem {
-		got, err := parseMemoryMax(tc.in)
+		got, err := ParseMemoryLimit(tc.in)
 		if got != tc.want || errString(err) != tc.err {
-			t.Errorf("parseMemoryMax(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("ParseMemoryLimit(%q) = %v, %v; want %v, %q", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }
@@ -170,8 +176,9 @@ func FuzzNodeLimits(f *testing.F) {
 		if n, err := parseCPUList(s); err == nil && n < 1 {
 			t.Fatalf("parseCPUList(%q) = %d CPUs", s, n)
 		}
-		if c, err := parseCPUMax(s); err == nil && (c < 0 || math.IsInf(c, 0) || math.IsNaN(c)) {
-			t.Fatalf("parseCPUMax(%q) = %v", s, c)
+		if c, err := ParseCPUMax(s); err == nil && (c.QuotaUsec < -1 || c.QuotaUsec == 0 || c.PeriodUsec == 0 ||
+			c.VCPU() < 0 || math.IsInf(c.VCPU(), 0) || math.IsNaN(c.VCPU())) {
+			t.Fatalf("ParseCPUMax(%q) = %+v (%v vCPU)", s, c, c.VCPU())
 		}
 		q, p, _ := strings.Cut(s, "\n")
 		if period, err := parseCFSPeriod(p); err == nil {
@@ -179,8 +186,8 @@ func FuzzNodeLimits(f *testing.F) {
 				t.Fatalf("parseCFSQuota(%q, %d) = %v", q, period, c)
 			}
 		}
-		if m, err := parseMemoryMax(s); err == nil && m < 0 {
-			t.Fatalf("parseMemoryMax(%q) = %v", s, m)
+		if m, err := ParseMemoryLimit(s); err == nil && m < -1 {
+			t.Fatalf("ParseMemoryLimit(%q) = %v", s, m)
 		}
 	})
 }
