@@ -19,7 +19,7 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 	}
 	r := &Report{Scenario: name, Env: env, Target: TargetFor(l.Pinned(), env.Emulated, env.TickUsec), WindowUsec: window}
 	for i, g := range l.Kernel.Groups {
-		r.Groups = append(r.Groups, GroupResult{Name: g.Name, Path: l.Paths[g.Name], Limit: LimitText(g), Simple: simple.Groups[i].Stat})
+		r.Groups = append(r.Groups, GroupResult{Name: g.Name, Path: l.Paths[g.Name], Limit: LimitText(g), QuotaUsec: g.QuotaUsec, Simple: simple.Groups[i].Stat})
 	}
 	for i, t := range l.Kernel.Tasks {
 		r.Tasks = append(r.Tasks, TaskResult{Name: t.Name, Group: l.PoolOf[t.Name], ArriveUsec: t.ArriveUsec, NeedUsec: t.NeedUsec,

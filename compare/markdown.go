@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/poolagent/poolagent/simulate"
 )
 
 // MarkdownHeader is the header of the accuracy table WriteMarkdownRows
@@ -24,7 +26,7 @@ func WriteMarkdownRows(w io.Writer, r *Report, scenario string) error {
 	}
 	var b strings.Builder
 	for _, g := range r.Groups {
-		if strings.HasPrefix(g.Limit, "max/") {
+		if g.QuotaUsec == simulate.QuotaMax {
 			continue
 		}
 		f := map[string]FieldCompare{}

@@ -32,12 +32,12 @@ func fixtureReport(measured bool) *Report {
 		WindowUsec: 100000,
 		Runs:       []RunInfo{{TickPhaseUsec: 1200}, {TickPhaseUsec: 3100}},
 		Groups: []GroupResult{
-			{Name: "olap", Path: "olap", Limit: "max/100ms", Simple: stat(60000, 0, 0, 0, 0, 0),
+			{Name: "olap", Path: "olap", Limit: "max/100ms", QuotaUsec: -1, Simple: stat(60000, 0, 0, 0, 0, 0),
 				Runs: []GroupRun{
 					{Measured: stat(60400, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0), MeasuredWindows: win(40100, 0, 20300, 0)},
 					{Measured: stat(60300, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0)},
 				}},
-			{Name: "q1", Path: "olap/q1", Limit: "20ms/100ms burst 20ms", Simple: stat(60000, 2, 1, 60000, 1, 20000),
+			{Name: "q1", Path: "olap/q1", Limit: "20ms/100ms burst 20ms", QuotaUsec: 20000, Simple: stat(60000, 2, 1, 60000, 1, 20000),
 				Runs: []GroupRun{
 					{Measured: stat(60400, 4, 2, 59000, 1, 20000), Kernel: stat(60000, 4, 2, 60000, 1, 20000), PhaseUsec: 31000,
 						KernelWindows: win(40000, 0, 20000, 60000), MeasuredWindows: win(40100, 0, 20300, 59000)},

@@ -120,6 +120,9 @@ type GroupResult struct {
 	Path string `json:"path"`
 	// Limit renders the group's cpu.max and burst, e.g. "20ms/100ms".
 	Limit string `json:"limit"`
+	// QuotaUsec is the group's quota per period, µs; -1 when it has none
+	// ("max").
+	QuotaUsec int64 `json:"quota_usec"`
 	// Runs has one entry per run.
 	Runs []GroupRun `json:"runs"`
 	// Simple is the simple model's prediction; it does not depend on the
