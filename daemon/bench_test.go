@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
@@ -167,7 +168,7 @@ func benchDial(socket, pool string) (*benchClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, _ := json.Marshal(Request{Op: OpRun, Pool: pool})
+	req, _ := json.Marshal(client.Request{Op: client.OpRun, Pool: pool})
 	if _, err := conn.Write(append(req, '\n')); err != nil {
 		conn.Close()
 		return nil, err
@@ -175,12 +176,12 @@ func benchDial(socket, pool string) (*benchClient, error) {
 	return &benchClient{conn: conn, r: bufio.NewReader(conn)}, nil
 }
 
-func (c *benchClient) reply() (Reply, error) {
+func (c *benchClient) reply() (client.Reply, error) {
 	line, err := c.r.ReadBytes('\n')
 	if err != nil {
-		return Reply{}, err
+		return client.Reply{}, err
 	}
-	var r Reply
+	var r client.Reply
 	return r, json.Unmarshal(line, &r)
 }
 
@@ -201,7 +202,7 @@ func BenchmarkAdmissions(b *testing.B) {
 			}
 			r, err := c.reply()
 			c.conn.Close()
-			if err != nil || r.Type != ReplyAdmitted {
+			if err != nil || r.Type != client.ReplyAdmitted {
 				b.Errorf("reply %+v, %v", r, err)
 				return
 			}
@@ -230,9 +231,9 @@ func BenchmarkQueuedRSS(b *testing.B) {
 			}
 			clients = append(clients, c)
 			r, err := c.reply()
-			want := ReplyQueued
+			want := client.ReplyQueued
 			if i < 100 {
-				want = ReplyAdmitted
+				want = client.ReplyAdmitted
 			}
 			if err != nil || r.Type != want {
 				b.Fatalf("client %d: reply %+v, %v; want %s", i, r, err, want)
@@ -263,7 +264,7 @@ func BenchmarkQueuedRSS(b *testing.B) {
 				}
 				defer c.conn.Close()
 				r, err := c.reply()
-				return err == nil && r.Type == ReplyAdmitted
+				return err == nil && r.Type == client.ReplyAdmitted
 			})
 		}
 	}

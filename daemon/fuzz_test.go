@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/poolagent/poolagent/client"
 )
 
 // FuzzRequest sends arbitrary bytes as a client's side of the protocol:
@@ -24,10 +26,10 @@ func FuzzRequest(f *testing.F) {
 		conn.Write(in)
 		conn.(*net.UnixConn).CloseWrite()
 		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		known := []string{ReplyQueued, ReplyAdmitted, ReplyStarted, ReplyDone, ReplyError}
+		known := []string{client.ReplyQueued, client.ReplyAdmitted, client.ReplyStarted, client.ReplyDone, client.ReplyError}
 		sc := bufio.NewScanner(conn)
 		for sc.Scan() {
-			var r Reply
+			var r client.Reply
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || !slices.Contains(known, r.Type) {
 				t.Fatalf("reply %q: %v", sc.Bytes(), err)
 			}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -76,7 +77,7 @@ type clientSpec struct {
 
 // clientOutcome is what a client process reports on file descriptor 3.
 type clientOutcome struct {
-	Result Result
+	Result client.Result
 	Code   string // RefusedError code
 	Error  string
 }
@@ -91,14 +92,14 @@ func testClientMain(spec string) int {
 	report := os.NewFile(3, "report")
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	res, err := Run(RunOptions{
+	res, err := client.Run(client.RunOptions{
 		Socket: s.Socket, Pool: s.Pool, Args: s.Argv, Env: os.Environ(),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
 	})
 	out := clientOutcome{Result: res}
 	if err != nil {
 		out.Error = err.Error()
-		var refused *RefusedError
+		var refused *client.RefusedError
 		if errors.As(err, &refused) {
 			out.Code = refused.Code
 		}
@@ -323,7 +324,7 @@ type inProcClient struct {
 	started chan struct{}
 	done    chan struct{}
 	signals chan os.Signal
-	res     Result
+	res     client.Result
 	err     error
 }
 
@@ -345,7 +346,7 @@ func startInProc(t *testing.T, socket, pool string) *inProcClient {
 		defer close(c.done)
 		defer stdinR.Close()
 		defer stdoutW.Close()
-		c.res, c.err = Run(RunOptions{
+		c.res, c.err = client.Run(client.RunOptions{
 			Socket: socket, Pool: pool, Args: holdingCommand, Env: os.Environ(),
 			Stdin: stdinR, Stdout: stdoutW, Stderr: os.Stderr, Signals: c.signals,
 		})

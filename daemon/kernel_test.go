@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -77,7 +78,7 @@ func TestKernelQueryCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(RunOptions{Socket: d.socket, Pool: "olap", Args: []string{exe},
+	res, err := client.Run(client.RunOptions{Socket: d.socket, Pool: "olap", Args: []string{exe},
 		Env: append(os.Environ(), envTestSpin+"=100ms"), Stdout: out, Stderr: os.Stderr})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("run: exit %d, %v", res.ExitCode, err)
@@ -173,14 +174,14 @@ func TestKernelLoad(t *testing.T) {
 	for range clients {
 		wg.Go(func() {
 			argv := []string{"/bin/sh", "-c", "sleep 0.05"}
-			res, err := Run(RunOptions{Socket: d.socket, Pool: "olap", Args: argv, Env: os.Environ()})
+			res, err := client.Run(client.RunOptions{Socket: d.socket, Pool: "olap", Args: argv, Env: os.Environ()})
 			mu.Lock()
 			defer mu.Unlock()
-			var refused *RefusedError
+			var refused *client.RefusedError
 			switch {
 			case err == nil && res.ExitCode == 0:
 				admitted++
-			case errors.As(err, &refused) && refused.Code == CodeQueueFull:
+			case errors.As(err, &refused) && refused.Code == client.CodeQueueFull:
 				rejected++
 			default:
 				others = append(others, fmt.Errorf("exit %d: %v", res.ExitCode, err))
@@ -499,8 +500,8 @@ GRANT USE ON RESOURCE POOL batch TO %[2]s;
 				t.Fatal("client reported nothing")
 			}
 			if tt.wantErr != "" {
-				if out.Code != CodeAccessDenied || !strings.HasPrefix(out.Error, tt.wantErr) {
-					t.Fatalf("outcome %+v, want %s: %q...", out, CodeAccessDenied, tt.wantErr)
+				if out.Code != client.CodeAccessDenied || !strings.HasPrefix(out.Error, tt.wantErr) {
+					t.Fatalf("outcome %+v, want %s: %q...", out, client.CodeAccessDenied, tt.wantErr)
 				}
 				return
 			}

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/client/admin"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/sysview"
 )
@@ -104,7 +106,7 @@ func (u oneUser) Identity(*unix.Ucred) (admission.Identity, error) { return admi
 // administrator is refused.
 func TestSQL(t *testing.T) {
 	d, _, _, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
-	r, err := Admin(d.socket, Request{Op: OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
+	r, err := admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,19 +120,19 @@ func TestSQL(t *testing.T) {
 		t.Errorf("persisted %+v", got)
 	}
 
-	_, err = Admin(d.socket, Request{Op: OpSQL, Source: "change.sql", SQL: "ALTER RESOURCE POOL olap\n  SET (QUEUE_SIZE=-5);"})
-	var refused *RefusedError
-	if !errors.As(err, &refused) || refused.Code != CodeInvalidDDL || !strings.HasPrefix(refused.Message, "change.sql:2:") {
-		t.Fatalf("invalid DDL: %v, want %s at change.sql:2:col", err, CodeInvalidDDL)
+	_, err = admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "change.sql", SQL: "ALTER RESOURCE POOL olap\n  SET (QUEUE_SIZE=-5);"})
+	var refused *client.RefusedError
+	if !errors.As(err, &refused) || refused.Code != client.CodeInvalidDDL || !strings.HasPrefix(refused.Message, "change.sql:2:") {
+		t.Fatalf("invalid DDL: %v, want %s at change.sql:2:col", err, client.CodeInvalidDDL)
 	}
 	if len(store.Changes()) != 1 {
 		t.Error("a refused change was persisted")
 	}
 
 	other, _, _, store2 := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
-	_, err = Admin(other.socket, Request{Op: OpSQL, Source: "-e", SQL: "DROP RESOURCE POOL olap;"})
-	if !errors.As(err, &refused) || refused.Code != CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
-		t.Fatalf("non-administrator: %v, want %s naming alice", err, CodeAccessDenied)
+	_, err = admin.Ask(other.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "DROP RESOURCE POOL olap;"})
+	if !errors.As(err, &refused) || refused.Code != client.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
+		t.Fatalf("non-administrator: %v, want %s naming alice", err, client.CodeAccessDenied)
 	}
 	if len(store2.Changes()) != 0 {
 		t.Error("a refused user's change was persisted")
@@ -140,7 +142,7 @@ func TestSQL(t *testing.T) {
 // TestSQLSurvivesRestart: the change log is the model after a restart.
 func TestSQLSurvivesRestart(t *testing.T) {
 	d, _, file, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
-	if _, err := Admin(d.socket, Request{Op: OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
+	if _, err := admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
 		t.Fatal(err)
 	}
 	m, _, err := Sources{PoolFile: file, Store: store}.Load()
@@ -162,7 +164,7 @@ func TestViews(t *testing.T) {
 	queued := startInProc(t, d.socket, "")
 	waitFor(t, "the second query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 
-	r, err := Admin(d.socket, Request{Op: OpPools})
+	r, err := admin.Ask(d.socket, client.Request{Op: client.OpPools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +177,14 @@ func TestViews(t *testing.T) {
 	if olap.ConcurrentQueryLimit != 1 || olap.RunningQueries != 1 || olap.QueuedQueries != 1 {
 		t.Errorf("olap row %+v", olap)
 	}
-	r, err = Admin(d.socket, Request{Op: OpClassifiers})
+	r, err = admin.Ask(d.socket, client.Request{Op: client.OpClassifiers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Classifiers) != 1 || r.Classifiers[0].Rank != 1000 || r.Classifiers[0].ResourcePool != "olap" {
 		t.Errorf("classifiers %+v", r.Classifiers)
 	}
-	r, err = Admin(d.socket, Request{Op: OpQueries})
+	r, err = admin.Ask(d.socket, client.Request{Op: client.OpQueries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +230,8 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	queued := startInProc(t, cfg.Socket, "olap")
 	waitFor(t, "the second query to queue", func() bool { return srv.Pools()[1].Queued == 1 })
 	admitted := dialRaw(t, cfg.Socket)
-	admitted.send(t, Request{Op: OpRun})
-	if r := admitted.recv(t); r.Type != ReplyAdmitted {
+	admitted.send(t, client.Request{Op: client.OpRun})
+	if r := admitted.recv(t); r.Type != client.ReplyAdmitted {
 		t.Fatalf("reply %+v, want admitted", r)
 	}
 	cancel()
@@ -242,12 +244,12 @@ func TestStopTellsQueuedClients(t *testing.T) {
 		t.Fatal("the daemon did not stop while a client was admitted but had not started")
 	}
 	<-queued.done
-	var refused *RefusedError
-	if !errors.As(queued.err, &refused) || refused.Code != CodeStopping {
-		t.Fatalf("queued client: %v, want %s", queued.err, CodeStopping)
+	var refused *client.RefusedError
+	if !errors.As(queued.err, &refused) || refused.Code != client.CodeStopping {
+		t.Fatalf("queued client: %v, want %s", queued.err, client.CodeStopping)
 	}
-	if r := admitted.recv(t); r.Type != ReplyError || r.Code != CodeStopping {
-		t.Fatalf("admitted client: reply %+v, want %s", r, CodeStopping)
+	if r := admitted.recv(t); r.Type != client.ReplyError || r.Code != client.CodeStopping {
+		t.Fatalf("admitted client: reply %+v, want %s", r, client.CodeStopping)
 	}
 	select {
 	case <-running.done:

@@ -24,12 +24,10 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
-
-// DefaultSocket is where the daemon listens unless told otherwise.
-const DefaultSocket = "/run/poolagent/agent.sock"
 
 // Cgroups is the cgroup work the daemon needs. The production
 // implementation ([HostCgroups]) writes through package cgroupfs and reads
@@ -132,7 +130,7 @@ type Server struct {
 // active), so that every pool cgroup exists before the first query.
 func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*Server, error) {
 	if cfg.Socket == "" {
-		cfg.Socket = DefaultSocket
+		cfg.Socket = client.DefaultSocket
 	}
 	if cfg.LoadSample == 0 {
 		cfg.LoadSample = admission.DefaultSampleInterval

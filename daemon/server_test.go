@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/client"
 )
 
 // olapPool is a pool file with one pool olap of the given limits, open to
@@ -57,8 +58,8 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 	}
 	for i, c := range clients[5:] {
 		<-c.done
-		var refused *RefusedError
-		if !errors.As(c.err, &refused) || refused.Code != CodeQueueFull || c.err.Error() != wantErr {
+		var refused *client.RefusedError
+		if !errors.As(c.err, &refused) || refused.Code != client.CodeQueueFull || c.err.Error() != wantErr {
 			t.Errorf("client %d: error %v, want %q", i+5, c.err, wantErr)
 		}
 	}
@@ -137,7 +138,7 @@ func TestSignalWhileQueuedLeavesQueue(t *testing.T) {
 	waitFor(t, "one queued", func() bool { return d.pool(t, "olap").Queued == 1 })
 	waiting.signals <- syscall.SIGINT
 	<-waiting.done
-	if !errors.Is(waiting.err, ErrLeftQueue) || waiting.res.ExitCode != 130 {
+	if !errors.Is(waiting.err, client.ErrLeftQueue) || waiting.res.ExitCode != 130 {
 		t.Fatalf("exit %d, error %v; want 130 and ErrLeftQueue", waiting.res.ExitCode, waiting.err)
 	}
 	waitFor(t, "the queue to empty", func() bool { return d.pool(t, "olap").Queued == 0 })
@@ -158,7 +159,7 @@ func TestProgressLine(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(RunOptions{Socket: d.socket, Pool: "olap", Args: []string{"true"},
+		_, err := client.Run(client.RunOptions{Socket: d.socket, Pool: "olap", Args: []string{"true"},
 			Env: os.Environ(), Progress: &progress, Signals: sigs})
 		done <- err
 	}()
@@ -199,8 +200,8 @@ func TestQueueTimeoutOverSocket(t *testing.T) {
 	late := startInProc(t, d.socket, "olap")
 	<-late.done
 	want := "Delay deadline exceeded in pool olap\nQuery failed during adding/waiting in workload pool olap"
-	var refused *RefusedError
-	if !errors.As(late.err, &refused) || refused.Code != CodeDelayDeadline || late.err.Error() != want {
+	var refused *client.RefusedError
+	if !errors.As(late.err, &refused) || refused.Code != client.CodeDelayDeadline || late.err.Error() != want {
 		t.Fatalf("error %v, want %q", late.err, want)
 	}
 	if p := d.pool(t, "olap"); p.TimedOut != 1 || p.Queued != 0 {
@@ -229,17 +230,17 @@ GRANT USE ON RESOURCE POOL ceo TO ceo;
 		code string
 		msg  string
 	}{
-		{pool: "off", code: CodePoolDisabled, msg: "Resource pool off was disabled due to zero concurrent query limit\n" +
+		{pool: "off", code: client.CodePoolDisabled, msg: "Resource pool off was disabled due to zero concurrent query limit\n" +
 			"Query failed during adding/waiting in workload pool off"},
-		{pool: "ceo", code: CodeAccessDenied, msg: `access denied: resource pool "ceo" refused alice (uid 1000): ` +
+		{pool: "ceo", code: client.CodeAccessDenied, msg: `access denied: resource pool "ceo" refused alice (uid 1000): ` +
 			"no grant to use it for the user, their groups (alice) or all-users@well-known; " +
 			"an administrator can run GRANT USE ON RESOURCE POOL ceo TO alice"},
-		{pool: "nope", code: CodeUnknownPool, msg: `unknown pool: resource pool "nope" does not exist (pools: default, ceo, off)`},
+		{pool: "nope", code: client.CodeUnknownPool, msg: `unknown pool: resource pool "nope" does not exist (pools: default, ceo, off)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pool, func(t *testing.T) {
-			res, err := Run(RunOptions{Socket: d.socket, Pool: tt.pool, Args: []string{"true"}})
-			var refused *RefusedError
+			res, err := client.Run(client.RunOptions{Socket: d.socket, Pool: tt.pool, Args: []string{"true"}})
+			var refused *client.RefusedError
 			if !errors.As(err, &refused) || refused.Code != tt.code || err.Error() != tt.msg || res.Ran {
 				t.Fatalf("error %v, want %s: %q", err, tt.code, tt.msg)
 			}
@@ -265,16 +266,16 @@ func dialRaw(t *testing.T, socket string) *rawClient {
 	return &rawClient{conn: conn, enc: json.NewEncoder(conn), dec: json.NewDecoder(conn)}
 }
 
-func (r *rawClient) send(t *testing.T, req Request) {
+func (r *rawClient) send(t *testing.T, req client.Request) {
 	t.Helper()
 	if err := r.enc.Encode(req); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (r *rawClient) recv(t *testing.T) Reply {
+func (r *rawClient) recv(t *testing.T) client.Reply {
 	t.Helper()
-	var rep Reply
+	var rep client.Reply
 	if err := r.dec.Decode(&rep); err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +290,13 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 	for _, pid := range []int{1, os.Getppid(), os.Getpid(), unix.Gettid(), -5} {
 		t.Run(fmt.Sprint(pid), func(t *testing.T) {
 			c := dialRaw(t, d.socket)
-			c.send(t, Request{Op: OpRun})
-			if r := c.recv(t); r.Type != ReplyAdmitted {
+			c.send(t, client.Request{Op: client.OpRun})
+			if r := c.recv(t); r.Type != client.ReplyAdmitted {
 				t.Fatalf("reply %+v, want admitted", r)
 			}
-			c.send(t, Request{Op: OpStart, PID: pid})
+			c.send(t, client.Request{Op: client.OpStart, PID: pid})
 			r := c.recv(t)
-			if r.Type != ReplyError || r.Code != CodeBadRequest || !strings.Contains(r.Error, "not the client's own child") {
+			if r.Type != client.ReplyError || r.Code != client.CodeBadRequest || !strings.Contains(r.Error, "not the client's own child") {
 				t.Fatalf("reply %+v, want a refusal naming the process", r)
 			}
 		})
@@ -306,13 +307,13 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 func TestBadFirstRequest(t *testing.T) {
 	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
 	c := dialRaw(t, d.socket)
-	c.send(t, Request{Op: OpStart, PID: 1})
-	if r := c.recv(t); r.Type != ReplyError || r.Code != CodeBadRequest {
+	c.send(t, client.Request{Op: client.OpStart, PID: 1})
+	if r := c.recv(t); r.Type != client.ReplyError || r.Code != client.CodeBadRequest {
 		t.Fatalf("reply %+v, want bad_request", r)
 	}
 	c = dialRaw(t, d.socket)
 	c.conn.Write([]byte("not json\n"))
-	if r := c.recv(t); r.Type != ReplyError || r.Code != CodeBadRequest {
+	if r := c.recv(t); r.Type != client.ReplyError || r.Code != client.CodeBadRequest {
 		t.Fatalf("reply %+v, want bad_request", r)
 	}
 }
@@ -323,8 +324,8 @@ func TestClientGoneAfterAdmission(t *testing.T) {
 	cg := newFakeCgroups(t)
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), cg, SystemUsers{})
 	c := dialRaw(t, d.socket)
-	c.send(t, Request{Op: OpRun, Pool: "olap"})
-	if r := c.recv(t); r.Type != ReplyAdmitted {
+	c.send(t, client.Request{Op: client.OpRun, Pool: "olap"})
+	if r := c.recv(t); r.Type != client.ReplyAdmitted {
 		t.Fatalf("reply %+v", r)
 	}
 	c.conn.Close()
@@ -365,11 +366,34 @@ func TestExitStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
-			res, err := Run(RunOptions{Socket: d.socket, Args: tt.argv, Env: os.Environ()})
+			res, err := client.Run(client.RunOptions{Socket: d.socket, Args: tt.argv, Env: os.Environ()})
 			if err != nil || res.ExitCode != tt.want || res.Pool != admission.DefaultPool || !res.Ran {
 				t.Fatalf("exit %d in %q (ran: %v), %v; want %d in default", res.ExitCode, res.Pool, res.Ran, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRunCommand runs the whole run command, flags to statistics, against
+// a daemon: the command's status passes through and --stats json prints
+// the query's statistics after the command's own output.
+func TestRunCommand(t *testing.T) {
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 1, "")), newFakeCgroups(t), SystemUsers{})
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	status := client.RunCommand("poolagent-run", []string{"--socket", d.socket, "-p", "olap", "--stats", "json", "--",
+		"sh", "-c", "echo own output >&2; exit 3"}, nil, nil, stderr)
+	out, err := os.ReadFile(stderr.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, stats, _ := strings.Cut(string(out), "\n")
+	var st client.Stats
+	if status != 3 || own != "own output" || json.Unmarshal([]byte(stats), &st) != nil || st.ResourcePoolID != "olap" {
+		t.Fatalf("status %d, stderr %q; want 3, the command's line, then olap's statistics as JSON", status, out)
 	}
 }
 
@@ -378,11 +402,11 @@ func TestSignalPassedToCommand(t *testing.T) {
 	stdoutR, stdoutW, _ := os.Pipe()
 	defer stdoutR.Close()
 	sigs := make(chan os.Signal, 1)
-	done := make(chan Result, 1)
+	done := make(chan client.Result, 1)
 	go func() {
 		// The shell reports SIGUSR1 through its exit status.
 		argv := []string{"/bin/sh", "-c", "trap 'exit 42' USR1; echo started; while :; do sleep 0.01; done"}
-		res, _ := Run(RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: stdoutW, Signals: sigs})
+		res, _ := client.Run(client.RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: stdoutW, Signals: sigs})
 		stdoutW.Close()
 		done <- res
 	}()
@@ -404,13 +428,13 @@ func TestCPULimitInEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{"/bin/sh", "-c", "echo $" + EnvCPULimit}
-	if _, err := Run(RunOptions{Socket: d.socket, Pool: "p", Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
+	argv := []string{"/bin/sh", "-c", "echo $" + client.EnvCPULimit}
+	if _, err := client.Run(client.RunOptions{Socket: d.socket, Pool: "p", Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(out.Name())
 	if string(b) != "1.5\n" {
-		t.Errorf("command saw %s=%q, want 1.5", EnvCPULimit, b)
+		t.Errorf("command saw %s=%q, want 1.5", client.EnvCPULimit, b)
 	}
 }
 
@@ -423,7 +447,7 @@ func TestArgvAsTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv := []string{"cat", "/proc/self/cmdline"}
-	if _, err := Run(RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
+	if _, err := client.Run(client.RunOptions{Socket: d.socket, Args: argv, Env: os.Environ(), Stdout: out}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(out.Name())

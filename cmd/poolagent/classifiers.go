@@ -5,7 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/client/admin"
 	"github.com/poolagent/poolagent/sysview"
 )
 
@@ -19,7 +20,7 @@ func classifiersCommand() *cli.Command {
 			"all-users@well-known) and ResourcePool. Any local user may look.",
 		Flags: viewFlags(),
 		Action: func(c *cli.Context) error {
-			return showView(c, daemon.OpClassifiers, func(r daemon.AdminReply) error {
+			return showView(c, client.OpClassifiers, func(r admin.Reply) error {
 				if c.String("format") == "json" {
 					return sysview.WriteJSON(c.App.Writer, r.Classifiers)
 				}
@@ -33,16 +34,16 @@ func classifiersCommand() *cli.Command {
 func viewFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json"},
-		&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+		&cli.StringFlag{Name: "socket", Value: client.DefaultSocket, Usage: "the daemon's socket `PATH`"},
 	}
 }
 
 // showView asks the daemon for a view and writes it.
-func showView(c *cli.Context, op string, write func(daemon.AdminReply) error) error {
+func showView(c *cli.Context, op string, write func(admin.Reply) error) error {
 	if f := c.String("format"); f != "text" && f != "json" {
 		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", f)
 	}
-	r, err := daemon.Admin(c.String("socket"), daemon.Request{Op: op})
+	r, err := admin.Ask(c.String("socket"), client.Request{Op: op})
 	if err != nil {
 		return err
 	}

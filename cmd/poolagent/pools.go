@@ -3,7 +3,8 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/client/admin"
 	"github.com/poolagent/poolagent/sysview"
 )
 
@@ -19,7 +20,7 @@ func poolsCommand() *cli.Command {
 			"json adds every parameter and the cgroup's cpu.weight. Any local user may look.",
 		Flags: viewFlags(),
 		Action: func(c *cli.Context) error {
-			return showView(c, daemon.OpPools, func(r daemon.AdminReply) error {
+			return showView(c, client.OpPools, func(r admin.Reply) error {
 				if c.String("format") == "json" {
 					return sysview.WriteJSON(c.App.Writer, r.Pools)
 				}

@@ -9,7 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/client/admin"
 )
 
 // sqlCommand is `poolagent sql`: run-time DDL sent to the daemon.
@@ -27,14 +28,14 @@ func sqlCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "execute", Aliases: []string{"e"}, Usage: "the `DDL` to run"},
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the DDL from `FILE` ('-': standard input)"},
-			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+			&cli.StringFlag{Name: "socket", Value: client.DefaultSocket, Usage: "the daemon's socket `PATH`"},
 		},
 		Action: runSQL,
 	}
 }
 
 func runSQL(c *cli.Context) error {
-	req := daemon.Request{Op: daemon.OpSQL}
+	req := client.Request{Op: client.OpSQL}
 	switch e, f := c.String("execute"), c.String("file"); {
 	case c.NArg() > 0:
 		return fmt.Errorf("sql: unexpected argument %q (give the DDL with -e 'DDL' or -f FILE)", c.Args().First())
@@ -55,12 +56,12 @@ func runSQL(c *cli.Context) error {
 		}
 		req.SQL, req.Source = string(b), f
 	}
-	r, err := daemon.Admin(c.String("socket"), req)
+	r, err := admin.Ask(c.String("socket"), req)
 	for _, w := range r.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, w)
 	}
-	var refused *daemon.RefusedError
-	if errors.As(err, &refused) && refused.Code == daemon.CodeInvalidDDL {
+	var refused *client.RefusedError
+	if errors.As(err, &refused) && refused.Code == client.CodeInvalidDDL {
 		fmt.Fprintln(c.App.ErrWriter, refused.Message)
 		n := strings.Count(refused.Message, "\n") + 1
 		return fmt.Errorf("%s: %d %s, nothing changed", req.Source, n, plural(n, "error", "errors"))

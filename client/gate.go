@@ -1,4 +1,4 @@
-package daemon
+package client
 
 // The gate is how a client starts its command inside the query cgroup
 // without privileges. `poolagent run` forks a POSIX shell as its child

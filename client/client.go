@@ -1,4 +1,4 @@
-package daemon
+package client
 
 import (
 	"encoding/json"
@@ -77,7 +77,7 @@ var ErrLeftQueue = errors.New("left the queue")
 // command in the query cgroup and waits until the daemon reports the
 // query's end (the command and every descendant gone).
 func Run(opts RunOptions) (Result, error) {
-	conn, err := dial(opts.Socket)
+	conn, err := Dial(opts.Socket)
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,8 +94,9 @@ func Run(opts RunOptions) (Result, error) {
 	return c.execute(admitted)
 }
 
-// dial connects to the daemon's socket (DefaultSocket when empty).
-func dial(socket string) (net.Conn, error) {
+// Dial connects to the daemon's socket (DefaultSocket when empty); its
+// error names the socket and asks whether the daemon runs.
+func Dial(socket string) (net.Conn, error) {
 	if socket == "" {
 		socket = DefaultSocket
 	}

@@ -1,9 +1,18 @@
-package daemon
+// Package client is the client side of the poolagent daemon's socket
+// protocol and the whole `run` command, shared by `poolagent run` and the
+// slim `poolagent-run` binary. It links only the standard library and
+// golang.org/x/sys, so that a query's client starts in a few milliseconds.
+//
+// The protocol: JSON objects, one per line, over the daemon's Unix socket.
+// docs/admission.md shows a whole exchange. The caller's identity is never
+// part of a message: the daemon takes it from the socket's peer
+// credentials.
+package client
 
-// The protocol between `poolagent run` and the daemon: JSON objects, one
-// per line, over the daemon's Unix socket. docs/admission.md shows a whole
-// exchange. The caller's identity is never part of a message: the daemon
-// takes it from the socket's peer credentials.
+import "errors"
+
+// DefaultSocket is where the daemon listens unless told otherwise.
+const DefaultSocket = "/run/poolagent/agent.sock"
 
 // Client operations.
 const (
@@ -47,6 +56,35 @@ const (
 	CodeBadRequest    = "bad_request"
 	CodeInternal      = "internal"
 )
+
+// Operator operations: the first and only request of a connection,
+// answered by one admin reply (package client/admin). The views are open
+// to every local user; OpSQL needs an administrator (root, the admin
+// group, or an admin grant), identified like a query's caller by the
+// socket's peer credentials.
+const (
+	// OpSQL carries DDL in Request.SQL; Request.Source names it in error
+	// positions ("-e" or the file's name).
+	OpSQL = "sql"
+	// OpPools, OpClassifiers and OpQueries read the system views.
+	OpPools       = "pools"
+	OpClassifiers = "classifiers"
+	OpQueries     = "queries"
+)
+
+// Error codes of operator replies and of queries cut short by a stop.
+const (
+	// CodeInvalidDDL: the DDL was refused; Error lists every problem as
+	// source:line:col: message.
+	CodeInvalidDDL = "invalid_ddl"
+	// CodeStopping: the daemon is shutting down; a queued query left the
+	// queue without running.
+	CodeStopping = "stopping"
+)
+
+// ErrStopping is what queued clients are told (the Error of a ReplyError
+// with CodeStopping) when the daemon stops.
+var ErrStopping = errors.New("poolagent is stopping: the query left the queue without running; run it again once the daemon is back")
 
 // Request is a message from the client.
 type Request struct {

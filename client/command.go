@@ -1,0 +1,144 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exit statuses of the run command for its own failures, in the range
+// `env` and `timeout` use; the command's own status passes through.
+const (
+	ExitRefused     = 125 // not admitted, a usage error, or the client failed
+	ExitCannotStart = 126 // the command could not be started
+	ExitNotFound    = 127 // no such command
+)
+
+// RunSummary is the run command's one-line summary, RunArgsUsage its
+// arguments and RunHelp its description: `poolagent help run` and
+// `poolagent-run --help` both show them.
+const (
+	RunSummary   = "run a command as a query in a resource pool, admitted by the poolagent daemon"
+	RunArgsUsage = "[--pool NAME] [--stats text|json] [--socket PATH] -- CMD [ARGS...]"
+	RunHelp      = "Asks the daemon to admit a query: in the pool named by --pool if the caller may use it,\n" +
+		"else where the classifiers put the caller, else default. While the query waits in the\n" +
+		"pool's queue a terminal shows its position and the time waited; a signal (Ctrl-C) leaves\n" +
+		"the queue. Once admitted, CMD runs as the calling user in its own query cgroup\n" +
+		"<root>/<pool>/<query> with the pool's per-query limits, signals are passed to it, and\n" +
+		"the client exits with CMD's status (128+N when signal N ended it) after CMD and every\n" +
+		"process it started have exited. POOLAGENT_CPU_LIMIT in CMD's environment is its CPU cap\n" +
+		"in vCPUs. When the client itself fails or the query is refused (YDB's message), it exits\n" +
+		"125; 126 when CMD cannot be started, 127 when it is not found. `poolagent run` and the\n" +
+		"slim `poolagent-run` behave alike; poolagent-run starts faster. See docs/admission.md.\n" +
+		"\n" +
+		"Options:\n" +
+		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
+		"   --stats FORMAT        after CMD, print the query's statistics to stderr as FORMAT text or json\n" +
+		"   --socket PATH         the daemon's socket PATH (default: " + DefaultSocket + ")\n" +
+		"   --help, -h            show this help"
+)
+
+// RunCommand is the whole run command: it parses args (the arguments
+// after the program's name: flags, then "--" and the command), runs the
+// command as a query and returns the exit status. name is the command as
+// typed ("poolagent run" or "poolagent-run"); messages start with its
+// first word, usage errors with the whole name.
+func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int {
+	prog, _, _ := strings.Cut(name, " ")
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "%s: %s (usage: %s [--pool P] -- CMD [ARGS...])\n",
+			strings.ReplaceAll(name, " ", ": "), fmt.Sprintf(format, a...), name)
+		return ExitRefused
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var pool, format, socket string
+	fs.StringVar(&pool, "pool", "", "")
+	fs.StringVar(&pool, "p", "", "")
+	fs.StringVar(&format, "stats", "", "")
+	fs.StringVar(&socket, "socket", DefaultSocket, "")
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
+		return 0
+	case err != nil:
+		return usageErr("%v", err)
+	}
+	if format != "" && format != "text" && format != "json" {
+		fmt.Fprintf(stderr, "%s: --stats %q is not accepted (accepted: text, json)\n", prog, format)
+		return ExitRefused
+	}
+	cmdArgs := fs.Args()
+	if len(cmdArgs) == 0 {
+		return usageErr("no command given")
+	}
+	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		if errors.Is(err, exec.ErrNotFound) {
+			return ExitNotFound
+		}
+		return ExitCannotStart
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	opts := RunOptions{
+		Socket: socket, Pool: pool, Args: cmdArgs, Env: os.Environ(),
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs,
+	}
+	if isTerminal(stderr) {
+		opts.Progress = stderr
+	}
+	res, err := Run(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		if res.Ran || errors.Is(err, ErrLeftQueue) {
+			return res.ExitCode
+		}
+		return ExitRefused
+	}
+	if format != "" {
+		if res.Stats == nil {
+			fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
+		} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			return ExitRefused
+		}
+	}
+	return res.ExitCode
+}
+
+// WriteStats prints a query's statistics as format "text" (a table: YDB's
+// names first, then the query cgroup's cpu.stat counters in µs) or "json"
+// (one Stats object).
+func WriteStats(w io.Writer, s Stats, format string) error {
+	if format == "json" {
+		return json.NewEncoder(w).Encode(s)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ResourcePoolId\t%s\n", s.ResourcePoolID)
+	fmt.Fprintf(tw, "QueuedTimeUs\t%d\n", s.QueuedTimeUs)
+	fmt.Fprintf(tw, "TotalDurationUs\t%d\n", s.TotalDurationUs)
+	fmt.Fprintf(tw, "usage_usec\t%d\n", s.UsageUsec)
+	fmt.Fprintf(tw, "nr_periods\t%d\n", s.NrPeriods)
+	fmt.Fprintf(tw, "nr_throttled\t%d\n", s.NrThrottled)
+	fmt.Fprintf(tw, "throttled_usec\t%d\n", s.ThrottledUsec)
+	return tw.Flush()
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
