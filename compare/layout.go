@@ -50,7 +50,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 		l.Desired = *sc.Pools
 		for _, ps := range sc.Pools.Pools {
 			if hasMemoryLimit(ps.Pool) || hasMemoryLimit(ps.Query) {
-				return nil, fmt.Errorf("%s: pool %s has a memory limit; compare measures CPU only, remove the memory limits", sc.Name, ps.Name)
+				return nil, fmt.Errorf("%s: pool %s has a memory limit; compare measures CPU only, remove the memory limits", sc.GroupAt(slices.IndexFunc(h.Groups, func(g simulate.Group) bool { return g.Name == ps.Name })), ps.Name)
 			}
 			ddl[ps.Name] = ps
 		}
@@ -58,7 +58,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 		l.Desired.Node = planner.Node{CPUs: float64(h.CPUs), MemoryBytes: simulate.ScenarioMemoryBytes, PeriodUsec: planner.DefaultPeriodUsec}
 	}
 	queryOf := map[string]bool{} // derived query groups of the pools block
-	for _, g := range h.Groups {
+	for i, g := range h.Groups {
 		if ps, ok := ddl[g.Parent]; ok {
 			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Query))
 			l.Paths[g.Name] = g.Parent + "/" + g.Name
@@ -66,7 +66,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 			continue
 		}
 		if g.Parent != "" {
-			return nil, fmt.Errorf("%s: group %s has parent %s: compare runs every task in a query cgroup of its own below a pool; write pools and per-query limits in a pools block instead", sc.Name, g.Name, g.Parent)
+			return nil, fmt.Errorf("%s: group %s has parent %s: compare runs every task in a query cgroup of its own below a pool; write pools and per-query limits in a pools block instead", sc.GroupAt(i), g.Name, g.Parent)
 		}
 		if ps, ok := ddl[g.Name]; ok {
 			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Pool))
@@ -84,14 +84,14 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 		return a == DefaultPool || (b != DefaultPool && a < b)
 	})
 	var simpleGroups []simulate.Group
-	for _, t := range h.Tasks {
+	for i, t := range h.Tasks {
 		if queryOf[t.Group] {
 			l.PoolOf[t.Name] = groupByName(h, t.Group).Parent
 			l.Kernel.Tasks = append(l.Kernel.Tasks, t)
 			continue
 		}
 		if _, dup := l.Paths[t.Name]; dup {
-			return nil, fmt.Errorf("%s: task %s has the name of a group; compare names each task's query cgroup after the task, so rename one", sc.Name, t.Name)
+			return nil, fmt.Errorf("%s: task %s has the name of a group; compare names each task's query cgroup after the task, so rename one", sc.TaskAt(i), t.Name)
 		}
 		pool := t.Group
 		q := simulate.Group{Name: t.Name, Parent: pool, QuotaUsec: simulate.QuotaMax, PeriodUsec: groupByName(h, pool).PeriodUsec}

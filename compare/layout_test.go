@@ -73,9 +73,9 @@ task q1 group olap need 100ms threads 2
 
 func TestLayoutErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
-		{"nested group lines", "cpus 1\ngroup p\ngroup c parent p\ntask t group c need 1ms\n", "group c has parent p"},
-		{"memory limit", "cpus 1\npools\nCREATE RESOURCE POOL p WITH (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=10);\nend\ntask t group p need 1ms\n", "memory limit"},
-		{"task named like a group", "cpus 1\ngroup t\ntask t group t need 1ms\n", "has the name of a group"},
+		{"nested group lines", "cpus 1\ngroup p\ngroup c parent p\ntask t group c need 1ms\n", ":3: group c has parent p"},
+		{"memory limit", "cpus 1\npools\nCREATE RESOURCE POOL p WITH (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=10);\nend\ntask t group p need 1ms\n", ":2: pool p has a memory limit"},
+		{"task named like a group", "cpus 1\ngroup t\ntask t group t need 1ms\n", ":3: task t has the name of a group"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,25 @@ type Scenario struct {
 	// setting). The simple model ignores placement; the kernel-faithful
 	// model and a real run honour it.
 	TaskCPUs map[string][]int
+	// GroupLines and TaskLines are the 1-based lines of the file that
+	// declared Host.Groups[i] and Host.Tasks[i]; a group a pools block
+	// made has the line of its "pools" keyword (a per-query group, its
+	// task's line). Nil for a built-in scenario.
+	GroupLines, TaskLines []int
+}
+
+// GroupAt names where group i of the host was declared, for errors:
+// "web.scn:3", or the scenario's name when no line is known.
+func (s *Scenario) GroupAt(i int) string { return s.at(s.GroupLines, i) }
+
+// TaskAt names where task i of the host was declared, as GroupAt.
+func (s *Scenario) TaskAt(i int) string { return s.at(s.TaskLines, i) }
+
+func (s *Scenario) at(lines []int, i int) string {
+	if i < 0 || i >= len(lines) || lines[i] == 0 {
+		return s.Name
+	}
+	return fmt.Sprintf("%s:%d", s.Name, lines[i])
 }
 
 // ScenarioError is one problem of a scenario file. ParseScenario joins all
@@ -110,7 +129,8 @@ func ParseScenario(name string, src []byte) (*Scenario, error) {
 		p.locate(err)
 		return nil, errors.Join(p.errs...)
 	}
-	return &Scenario{Name: name, Host: p.h, Pools: p.pools.desired, TaskCPUs: p.pools.taskCPUs}, nil
+	return &Scenario{Name: name, Host: p.h, Pools: p.pools.desired, TaskCPUs: p.pools.taskCPUs,
+		GroupLines: p.groupLines, TaskLines: p.taskLines}, nil
 }
 
 // scenarioParser collects a Host and the lines its parts came from.

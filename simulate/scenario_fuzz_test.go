@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,15 @@ func FuzzParseScenario(f *testing.F) {
 		}
 		if err := s.Host.Validate(); err != nil {
 			t.Fatalf("parsed host does not validate: %v", err)
+		}
+		lines := strings.Count(string(src), "\n") + 1
+		if len(s.GroupLines) != len(s.Host.Groups) || len(s.TaskLines) != len(s.Host.Tasks) {
+			t.Fatalf("%d group lines for %d groups, %d task lines for %d tasks", len(s.GroupLines), len(s.Host.Groups), len(s.TaskLines), len(s.Host.Tasks))
+		}
+		for _, l := range append(slices.Clone(s.GroupLines), s.TaskLines...) {
+			if l < 1 || l > lines {
+				t.Fatalf("declaration line %d outside the file's %d lines", l, lines)
+			}
 		}
 		again, err := ParseScenario("f.scn", []byte(formatScenario(s.Host)))
 		if err != nil {
