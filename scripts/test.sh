@@ -37,12 +37,16 @@ passed() {
 
 failed=()
 
-# systemd-analyze checks the unit (systemd/unit_test.go); a fresh machine
-# may lack it.
-if ! command -v systemd-analyze >/dev/null; then
-	echo "== installing systemd (for systemd-analyze)"
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends systemd >/dev/null ||
-		failed+=("installing systemd-analyze")
+# Tools the tests run that a fresh machine may lack: systemd-analyze
+# checks the unit (systemd/unit_test.go), curl scrapes the metrics
+# endpoint as an operator would (metrics/metrics_test.go).
+tools=()
+command -v systemd-analyze >/dev/null || tools+=(systemd)
+command -v curl >/dev/null || tools+=(curl)
+if [ ${#tools[@]} -gt 0 ]; then
+	echo "== installing ${tools[*]}"
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null ||
+		failed+=("installing ${tools[*]}")
 fi
 
 echo "== gofmt and go vet"
