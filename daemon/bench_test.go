@@ -24,30 +24,30 @@ import (
 // scripts/bench-admission.sh runs them and prints the README's figures.
 
 var (
-	benchBinOnce sync.Once
-	benchBin     string
-	benchBinErr  error
+	benchBinMu sync.Mutex
+	benchBins  = map[string]string{}
 )
 
-// poolagentBinary builds cmd/poolagent once per benchmark run.
-func poolagentBinary(b *testing.B) string {
+// benchBinary builds cmd/NAME (poolagent or poolagent-run) once per
+// benchmark run and returns the binary's path.
+func benchBinary(b *testing.B, name string) string {
 	b.Helper()
-	benchBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "poolagent-bench-")
-		if err != nil {
-			benchBinErr = err
-			return
-		}
-		benchBin = filepath.Join(dir, "poolagent")
-		out, err := exec.Command("go", "build", "-o", benchBin, "github.com/poolagent/poolagent/cmd/poolagent").CombinedOutput()
-		if err != nil {
-			benchBinErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if benchBinErr != nil {
-		b.Fatal(benchBinErr)
+	benchBinMu.Lock()
+	defer benchBinMu.Unlock()
+	if bin, ok := benchBins[name]; ok {
+		return bin
 	}
-	return benchBin
+	dir, err := os.MkdirTemp("", "poolagent-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/poolagent/poolagent/cmd/"+name).CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build %s: %v: %s", name, err, out)
+	}
+	benchBins[name] = bin
+	return bin
 }
 
 // benchDaemon starts `poolagent daemon` serving pools below a fresh test
@@ -56,7 +56,7 @@ func benchDaemon(b *testing.B, pools string) (socket string, pid int) {
 	b.Helper()
 	h := kerneltest.Require(b, bothModes)
 	root := h.NewRoot(b, bothModes)
-	bin := poolagentBinary(b)
+	bin := benchBinary(b, "poolagent")
 	dir, err := os.MkdirTemp("", "poolagent-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -98,45 +98,53 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// BenchmarkRunTrue times `poolagent run -- /bin/true` (client start,
-// admission, gate, query cgroup created, process moved, cgroup found empty
-// and removed, statistics read) against `/bin/true` alone, interleaved,
-// and reports both wall-clock medians and their difference; and, since
+// BenchmarkRunTrue times `poolagent run -- /bin/true` and the slim
+// `poolagent-run -- /bin/true` (client start, admission, gate, query cgroup
+// created, process moved, cgroup found empty and removed, statistics read)
+// against `/bin/true` alone, interleaved, and reports the three wall-clock
+// medians and each client's overhead (difference of medians); and, since
 // wall time on a shared host is mostly waiting for a CPU, the CPU time per
-// run of the client (with the gate and the command, its children) and of
-// the daemon.
+// run of each client (with the gate and the command, its children) and of
+// the daemon per query (two queries an iteration).
 func BenchmarkRunTrue(b *testing.B) {
 	socket, pid := benchDaemon(b, "")
-	bin := poolagentBinary(b)
-	var viaRun, direct []time.Duration
-	var clientCPU, trueCPU time.Duration
+	full, slim := benchBinary(b, "poolagent"), benchBinary(b, "poolagent-run")
+	// timed runs argv and returns its wall time and CPU time (its own and
+	// its children's).
+	timed := func(argv ...string) (wall, cpu time.Duration) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
+		}
+		wall = time.Since(start)
+		return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	var viaRun, viaSlim, direct []time.Duration
+	var runCPU, slimCPU, trueCPU time.Duration
 	daemonBefore := processCPU(b, pid)
 	b.ResetTimer()
 	for range b.N {
-		cmd := exec.Command(bin, "run", "--socket", socket, "--", "/bin/true")
-		start := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("poolagent run: %v: %s", err, out)
-		}
-		viaRun = append(viaRun, time.Since(start))
-		clientCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		cmd = exec.Command("/bin/true")
-		start = time.Now()
-		if err := cmd.Run(); err != nil {
-			b.Fatal(err)
-		}
-		direct = append(direct, time.Since(start))
-		trueCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		wall, cpu := timed(full, "run", "--socket", socket, "--", "/bin/true")
+		viaRun, runCPU = append(viaRun, wall), runCPU+cpu
+		wall, cpu = timed(slim, "--socket", socket, "--", "/bin/true")
+		viaSlim, slimCPU = append(viaSlim, wall), slimCPU+cpu
+		wall, cpu = timed("/bin/true")
+		direct, trueCPU = append(direct, wall), trueCPU+cpu
 	}
 	b.StopTimer()
 	daemonCPU := processCPU(b, pid) - daemonBefore
-	mr, md := median(viaRun), median(direct)
-	perRun := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
-	b.ReportMetric(float64(mr.Microseconds())/1000, "ms-run-median")
-	b.ReportMetric(float64(md.Microseconds())/1000, "ms-true-median")
-	b.ReportMetric(float64((mr-md).Microseconds())/1000, "ms-overhead-median")
-	b.ReportMetric(perRun(clientCPU), "ms-cpu-client")
-	b.ReportMetric(perRun(daemonCPU), "ms-cpu-daemon")
+	mr, ms, md := median(viaRun), median(viaSlim), median(direct)
+	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	perRun := func(d time.Duration) float64 { return msec(d) / float64(b.N) }
+	b.ReportMetric(msec(mr), "ms-run-median")
+	b.ReportMetric(msec(ms), "ms-slim-median")
+	b.ReportMetric(msec(md), "ms-true-median")
+	b.ReportMetric(msec(mr-md), "ms-overhead-median")
+	b.ReportMetric(msec(ms-md), "ms-slim-overhead-median")
+	b.ReportMetric(perRun(runCPU), "ms-cpu-client")
+	b.ReportMetric(perRun(slimCPU), "ms-cpu-slim-client")
+	b.ReportMetric(perRun(daemonCPU)/2, "ms-cpu-daemon")
 	b.ReportMetric(perRun(trueCPU), "ms-cpu-true")
 }
 
