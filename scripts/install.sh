@@ -1,5 +1,6 @@
 #!/bin/bash
-# install.sh - build poolagent and install it as a systemd service.
+# install.sh - build poolagent and install it as a systemd service, with
+# the slim query client poolagent-run beside it.
 #
 #   sudo scripts/install.sh            build, install, enable and start
 #   sudo scripts/install.sh --no-start install and enable only
@@ -7,11 +8,12 @@
 #                                      install the files below a staging
 #                                      directory only (no systemctl)
 #
-# Installs PREFIX/bin/poolagent (PREFIX defaults to /usr/local), the unit
-# /etc/systemd/system/poolagent.service, and /etc/poolagent/pools.sql when
-# there is none yet (an existing pool file is never overwritten). Checks the
-# unit with systemd-analyze verify before it starts anything. POOLAGENT_BINARY
-# names a binary to install instead of building one.
+# Installs PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX
+# defaults to /usr/local), the unit /etc/systemd/system/poolagent.service,
+# and /etc/poolagent/pools.sql when there is none yet (an existing pool file
+# is never overwritten). Checks the unit with systemd-analyze verify before
+# it starts anything. POOLAGENT_BINARY and POOLAGENT_RUN_BINARY name
+# binaries to install instead of building them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,11 +33,11 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# sudo's PATH often lacks Go's own directory.
+gobin=$(command -v go || echo /usr/local/go/bin/go)
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
 else
-	# sudo's PATH often lacks Go's own directory.
-	gobin=$(command -v go || echo /usr/local/go/bin/go)
 	echo "== $gobin build ./cmd/poolagent"
 	# With a C compiler (cgo) the daemon looks users and groups up through
 	# the C library's NSS, so directory users (LDAP, sssd) and their groups
@@ -48,11 +50,20 @@ else
 		echo "   users and groups: /etc/passwd and /etc/group only (no C compiler: static build)" >&2
 	fi
 fi
+if [ -n "${POOLAGENT_RUN_BINARY:-}" ]; then
+	cp "$POOLAGENT_RUN_BINARY" "$tmp/poolagent-run"
+else
+	# The client looks nobody up (the daemon takes the caller from the
+	# socket), so it is a static binary either way.
+	echo "== $gobin build ./cmd/poolagent-run"
+	"$gobin" build -trimpath -o "$tmp/poolagent-run" ./cmd/poolagent-run
+fi
 
 bin="$PREFIX/bin/poolagent"
 unit=/etc/systemd/system/poolagent.service
 install -d -m 0755 "$DESTDIR$PREFIX/bin" "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
 install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
+install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
 sed "s#/usr/local/bin/poolagent#$bin#g" scripts/poolagent.service > "$tmp/poolagent.service"
 install -m 0644 "$tmp/poolagent.service" "$DESTDIR$unit"
 if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
@@ -70,7 +81,7 @@ if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
 SQL
 	install -m 0644 "$tmp/pools.sql" "$DESTDIR/etc/poolagent/pools.sql"
 fi
-echo "installed $DESTDIR$bin and $DESTDIR$unit"
+echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$unit"
 
 # systemd-analyze checks that ExecStart= is executable, so a staged unit is
 # verified as a copy that points at the staged binary.
@@ -80,6 +91,7 @@ if command -v systemd-analyze >/dev/null; then
 	systemd-analyze verify "$tmp/verify/poolagent.service"
 fi
 "$DESTDIR$bin" check --pools "$DESTDIR/etc/poolagent/pools.sql"
+"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
 
 if [ -n "$DESTDIR" ]; then
 	exit 0

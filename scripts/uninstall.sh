@@ -1,7 +1,7 @@
 #!/bin/bash
 # uninstall.sh - stop and remove the poolagent service.
 #
-#   sudo scripts/uninstall.sh          remove the unit and the binary; keep
+#   sudo scripts/uninstall.sh          remove the unit and the binaries; keep
 #                                      /etc/poolagent and /var/lib/poolagent
 #   sudo scripts/uninstall.sh --purge  remove those too
 #   DESTDIR=/tmp/stage scripts/uninstall.sh
@@ -29,7 +29,7 @@ unit=/etc/systemd/system/poolagent.service
 if [ -z "$DESTDIR" ] && [ -e "$unit" ]; then
 	systemctl disable --now poolagent.service || true
 fi
-rm -f "$DESTDIR$unit" "$DESTDIR$PREFIX/bin/poolagent"
+rm -f "$DESTDIR$unit" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run"
 if [ -z "$DESTDIR" ]; then
 	systemctl daemon-reload
 fi

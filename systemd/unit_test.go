@@ -146,22 +146,24 @@ func systemdVersion(t *testing.T, analyze string) int {
 }
 
 // TestInstallScripts stages an install with scripts/install.sh (DESTDIR:
-// files only, no systemctl), which builds nothing here (POOLAGENT_BINARY),
-// verifies the unit and checks the pool file with the installed binary;
-// then removes it with scripts/uninstall.sh.
+// files only, no systemctl), which builds nothing here (POOLAGENT_BINARY,
+// POOLAGENT_RUN_BINARY), verifies the unit and checks the pool file with
+// the installed binary; then removes it with scripts/uninstall.sh.
 func TestInstallScripts(t *testing.T) {
 	requireTool(t, "systemd-analyze")
 	gobin := requireTool(t, "go")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "poolagent")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/poolagent").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, runBin := filepath.Join(dir, "poolagent"), filepath.Join(dir, "poolagent-run")
+	for b, pkg := range map[string]string{bin: "../cmd/poolagent", runBin: "../cmd/poolagent-run"} {
+		if out, err := exec.Command(gobin, "build", "-o", b, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
 	}
 	stage := filepath.Join(dir, "stage")
 	run := func(script string, args ...string) {
 		t.Helper()
 		cmd := exec.Command("../scripts/"+script, args...)
-		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin, "POOLAGENT_RUN_BINARY="+runBin)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s %v: %v\n%s", script, args, err, out)
 		}
@@ -174,8 +176,10 @@ func TestInstallScripts(t *testing.T) {
 	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/poolagent daemon") || strings.Contains(string(unit), stage) {
 		t.Errorf("installed unit's ExecStart is not /usr/local/bin/poolagent:\n%s", unit)
 	}
-	if info, err := os.Stat(filepath.Join(stage, "usr/local/bin/poolagent")); err != nil || info.Mode().Perm() != 0o755 {
-		t.Errorf("installed binary: %v %v", info, err)
+	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run"} {
+		if info, err := os.Stat(filepath.Join(stage, f)); err != nil || info.Mode().Perm() != 0o755 {
+			t.Errorf("installed binary %s: %v %v", f, info, err)
+		}
 	}
 	pools := filepath.Join(stage, "etc/poolagent/pools.sql")
 	mine := []byte("CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=2);\n")
@@ -187,7 +191,7 @@ func TestInstallScripts(t *testing.T) {
 		t.Errorf("a second install overwrote the pool file: %q", got)
 	}
 	run("uninstall.sh")
-	for _, f := range []string{"usr/local/bin/poolagent", "etc/systemd/system/poolagent.service"} {
+	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)
 		}
