@@ -20,6 +20,11 @@ type HostCgroups struct {
 	mu    sync.Mutex
 	tree  *cgroupfs.Tree
 	stats observe.Tree
+	// empties tells when query cgroups empty (cgroup v2); nil on v1,
+	// whose cgroups raise no such event, and emptiesErr says why when
+	// it could not start.
+	empties    *emptyWatcher
+	emptiesErr error
 }
 
 // OpenHostCgroups opens the pool tree at root (see cgroupfs.Open).
@@ -36,14 +41,32 @@ func OpenHostCgroups(m cgroupfs.Mounts, root string) (*HostCgroups, error) {
 		// cpu and cpuacct mounted together: usage is in the same directory.
 		st.CPUAcctRoot = st.Root
 	}
-	return &HostCgroups{tree: tree, stats: st}, nil
+	h := &HostCgroups{tree: tree, stats: st}
+	if tree.V2() {
+		h.empties, h.emptiesErr = newEmptyWatcher(st.Root)
+	} else {
+		h.emptiesErr = errors.New("cgroup v1 raises no event when a cgroup empties")
+	}
+	return h, nil
 }
 
 // Close releases the pool tree.
 func (h *HostCgroups) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.tree.Close()
+	var err error
+	if h.empties != nil {
+		err = h.empties.close()
+	}
+	return errors.Join(err, h.tree.Close())
+}
+
+// NotifyEmpty implements emptyNotifier on cgroup v2.
+func (h *HostCgroups) NotifyEmpty(pool, query string, wake chan<- struct{}) (func(), error) {
+	if h.empties == nil {
+		return nil, h.emptiesErr
+	}
+	return h.empties.watch(pool, query, wake)
 }
 
 // Apply implements Cgroups with cgroupfs's reconcile.

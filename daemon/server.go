@@ -568,12 +568,28 @@ func (s *Server) poolState(pool string) (planner.PoolState, bool) {
 	return planner.PoolState{}, false
 }
 
+// Polling intervals of waitEmpty for long queries: with the kernel's
+// notice of an emptied cgroup the poll is only a safety net.
+const (
+	maxPoll         = 100 * time.Millisecond
+	maxPollNotified = 2 * time.Second
+)
+
 // waitEmpty returns once the query cgroup holds no process, or with ctx's
 // error. It looks at once on a value from wake (the client saw its child
-// exit), and otherwise polls, every millisecond at first and then less
-// often, up to every 100 ms for long queries.
+// exit) and on the kernel's notice that the cgroup may have emptied
+// (cgroup v2), and otherwise polls, every millisecond at first and then
+// less often, up to every maxPoll (maxPollNotified with the notice).
 func (s *Server) waitEmpty(ctx context.Context, pool, query string, wake <-chan struct{}) error {
-	const maxPoll = 100 * time.Millisecond
+	longest := maxPoll
+	emptied := make(chan struct{}, 1)
+	if n, ok := s.cg.(emptyNotifier); ok {
+		// Watch before the first look, so no change falls in between.
+		if stop, err := n.NotifyEmpty(pool, query, emptied); err == nil {
+			defer stop()
+			longest = maxPollNotified
+		}
+	}
 	poll := time.Millisecond
 	t := time.NewTimer(poll)
 	defer t.Stop()
@@ -589,8 +605,9 @@ func (s *Server) waitEmpty(ctx context.Context, pool, query string, wake <-chan 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
+		case <-emptied:
 		case <-t.C:
-			poll = min(2*poll, maxPoll)
+			poll = min(2*poll, longest)
 			t.Reset(poll)
 		}
 	}

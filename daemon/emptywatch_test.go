@@ -1,0 +1,136 @@
+package daemon
+
+import (
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/kerneltest"
+)
+
+// TestKernelNotifyEmpty: on cgroup v2 the kernel tells the daemon that a
+// query cgroup emptied (cgroup.events), so waitEmpty need not poll for
+// it; the notice comes once the query's last process has exited.
+func TestKernelNotifyEmpty(t *testing.T) {
+	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
+	d, cg := kernelDaemon(t, need, Config{}, olapPool(1, 0, ""), rootIdentity)
+	ps, ok := d.srv.poolState("olap")
+	if !ok {
+		t.Fatal("no pool olap in the daemon's plan")
+	}
+	cmd := exec.Command("/bin/sh", "-c", "read -r _ || true")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	const query = "qnotify-1"
+	if err := cg.PlaceQuery(ps, query, cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cg.RemoveQuery("olap", query) })
+
+	wake := make(chan struct{}, 1)
+	stop, err := cg.NotifyEmpty("olap", query, wake)
+	if err != nil {
+		t.Fatalf("NotifyEmpty on cgroup v2: %v", err)
+	}
+	defer stop()
+	select {
+	case <-wake:
+		t.Fatal("a notice while the query's process still runs")
+	case <-time.After(100 * time.Millisecond):
+	}
+	stdin.Close() // the shell's read ends, and so does the shell
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("query process: %v", err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice within 10 s of the query's last process exiting")
+	}
+	if busy, err := cg.Populated("olap", query); err != nil || busy {
+		t.Errorf("after the notice: populated %v, %v; want empty", busy, err)
+	}
+}
+
+// TestWaitEmptyWatchesFirst: waitEmpty registers for the kernel's notice
+// before it first looks at the cgroup (so no change falls in between),
+// wakes on the notice, and deregisters when it returns.
+func TestWaitEmptyWatchesFirst(t *testing.T) {
+	f := &notifyingCgroups{fakeCgroups: newFakeCgroups(t)}
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), f, rootIdentity)
+	done := make(chan error, 1)
+	go func() { done <- d.srv.waitEmpty(t.Context(), "olap", "q1", nil) }()
+	waitFor(t, "the watch", func() bool { return f.watching() })
+	f.notify()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waitEmpty did not return after the notice")
+	}
+	if f.watching() {
+		t.Error("still watching after waitEmpty returned")
+	}
+	if f.lookedBeforeWatch {
+		t.Error("looked at the cgroup before watching it")
+	}
+}
+
+// notifyingCgroups is a fake whose query cgroups stay populated until
+// notify, and which gives the kernel's notice through NotifyEmpty.
+type notifyingCgroups struct {
+	*fakeCgroups
+	mu                sync.Mutex
+	wake              chan<- struct{}
+	notified          bool
+	lookedBeforeWatch bool
+}
+
+func (f *notifyingCgroups) NotifyEmpty(_, _ string, wake chan<- struct{}) (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wake = wake
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.wake = nil
+	}, nil
+}
+
+func (f *notifyingCgroups) Populated(string, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.wake == nil && !f.notified {
+		f.lookedBeforeWatch = true
+	}
+	return !f.notified, nil
+}
+
+func (f *notifyingCgroups) watching() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wake != nil
+}
+
+// notify empties the cgroups and gives the notice.
+func (f *notifyingCgroups) notify() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notified = true
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
