@@ -1,9 +1,9 @@
 package client
 
 // The gate is how a client starts its command inside the query cgroup
-// without privileges. `poolagent run` forks a POSIX shell as its child
-// (running as the caller, like the command will) with the read end of a
-// pipe as file descriptor 3:
+// without privileges. The client (`poolagent run`, `poolagent-run`) forks
+// a POSIX shell as its child (running as the caller, like the command
+// will) with the read end of a pipe as file descriptor 3:
 //
 //	sh -c 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"' poolagent-gate CMD ARGS...
 //
@@ -13,7 +13,7 @@ package client
 // the command itself and the command's first instruction already runs
 // (and is accounted) in the query cgroup. If the pipe closes without a
 // newline (the daemon refused the process, the client died) the gate exits
-// with 125 (`poolagent run`'s status for its own failures) and the command
+// with 125 (the run command's status for its own failures) and the command
 // never runs. The shell looks the command up in PATH, and the command gets
 // its argv exactly as typed.
 //

@@ -3,8 +3,8 @@
 // classifies and admits their queries (package admission), places each
 // admitted query's process in its own cgroup <root>/<pool>/<query>, holds
 // the slot until that cgroup is empty, and re-plans the pools' CPU shares
-// (weighted max-min) as pools become active or idle. The client side,
-// used by `poolagent run`, is in this package too (client.go, gate.go).
+// (weighted max-min) as pools become active or idle. The client side and
+// the protocol's messages are package client.
 package daemon
 
 import (
