@@ -1,7 +1,8 @@
 // Package client is the client side of the poolagent daemon's socket
 // protocol and the whole `run` command, shared by `poolagent run` and the
 // slim `poolagent-run` binary. It links only the standard library and
-// golang.org/x/sys, so that a query's client starts in a few milliseconds.
+// golang.org/x/sys, so that a query's client starts fast (README
+// "Performance / Admission").
 //
 // The protocol: JSON objects, one per line, over the daemon's Unix socket.
 // docs/admission.md shows a whole exchange. The caller's identity is never

@@ -1,9 +1,10 @@
 // Command poolagent-run is the slim client of the poolagent daemon: it runs
 // a command as a query in a resource pool exactly like `poolagent run`
 // (same flags, messages and exit statuses), but links only the standard
-// library, golang.org/x/sys and package client, so it starts in a few
-// milliseconds where the full poolagent binary needs tens. Use it where a
-// query's start cost matters: many short commands, scripts, build steps.
+// library, golang.org/x/sys and package client, so it starts much faster
+// than the full poolagent binary (README "Performance / Admission"). Use
+// it where a query's start cost matters: many short commands, scripts,
+// build steps.
 package main
 
 import (
