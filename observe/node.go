@@ -245,4 +245,3 @@ func parseCFSQuota(quota string, periodUsec uint64) (float64, error) {
 	}
 	return float64(q) / float64(periodUsec), nil
 }
-
