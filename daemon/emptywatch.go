@@ -24,8 +24,11 @@ type emptyNotifier interface {
 // emptyWatcher watches the cgroup.events files of query cgroups on cgroup
 // v2, where the kernel raises a file-modified event when the "populated"
 // line changes (Documentation/admin-guide/cgroup-v2.rst, cgroup.events).
-// One inotify instance serves every query: one per query would soon run
-// into fs.inotify.max_user_instances (128 by default).
+// A notice only says "look": the kernel delays one that comes within 10 ms
+// of the file's last (CGROUP_FILE_NOTIFY_MIN_INTV), so a notice of the
+// cgroup filling may arrive after the watch began. One inotify instance
+// serves every query: one per query would soon run into
+// fs.inotify.max_user_instances (128 by default).
 type emptyWatcher struct {
 	root string   // the pool root on the unified hierarchy
 	f    *os.File // the inotify instance, read by run
