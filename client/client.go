@@ -37,6 +37,9 @@ type RunOptions struct {
 	// query is queued (position and time waited), redrawn in place: give
 	// it a terminal.
 	Progress io.Writer
+	// Name starts the progress line, as it starts the client's messages:
+	// "poolagent" or "poolagent-run"; "poolagent" when empty.
+	Name string
 	// Signals are the signals the client caught. While queued any of them
 	// makes the client leave the queue; while running each is passed to
 	// the command, except SIGINT and SIGQUIT when the client is in the
@@ -191,8 +194,12 @@ func (c *client) drawProgress(q Reply, arrived time.Time) {
 	if c.opts.Progress == nil || q.Type != ReplyQueued {
 		return
 	}
-	fmt.Fprintf(c.opts.Progress, "\r\033[Kpoolagent: queued in pool %s, position %d, waited %s",
-		q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond))
+	name := c.opts.Name
+	if name == "" {
+		name = "poolagent"
+	}
+	fmt.Fprintf(c.opts.Progress, "\r\033[K%s: queued in pool %s, position %d, waited %s",
+		name, q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond))
 }
 
 func (c *client) clearProgress(q Reply) {

@@ -95,7 +95,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	defer signal.Stop(sigs)
 	opts := RunOptions{
 		Socket: socket, Pool: pool, Args: cmdArgs, Env: os.Environ(),
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Name: prog,
 	}
 	if isTerminal(stderr) {
 		opts.Progress = stderr

@@ -160,11 +160,11 @@ func TestProgressLine(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := client.Run(client.RunOptions{Socket: d.socket, Pool: "olap", Args: []string{"true"},
-			Env: os.Environ(), Progress: &progress, Signals: sigs})
+			Env: os.Environ(), Progress: &progress, Signals: sigs, Name: "poolagent-run"})
 		done <- err
 	}()
 	waitFor(t, "a progress line", func() bool {
-		return strings.Contains(progress.String(), "queued in pool olap, position 1, waited")
+		return strings.Contains(progress.String(), "\r\033[Kpoolagent-run: queued in pool olap, position 1, waited")
 	})
 	runner.release.Close()
 	if err := <-done; err != nil {

@@ -58,7 +58,7 @@ fi
 go vet ./... || failed+=("go vet")
 
 echo "== unit tests"
-go test -count=1 -skip "$kernel" ./... || failed+=("unit tests")
+go test -count=1 -timeout 5m -skip "$kernel" ./... || failed+=("unit tests")
 
 echo "== real-kernel tests: which packages have them"
 go test -list "$kernel" ./... >"$logs/list" || failed+=("listing real-kernel tests")
