@@ -275,11 +275,15 @@ func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users User
 	return d
 }
 
-// serve runs srv until the test ends.
+// serve runs srv until the test ends. It returns once the daemon serves:
+// after it adopted the queries of an earlier daemon, as a client would
+// first see it (the socket file exists before that).
 func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
+	listening := make(chan struct{})
+	srv.cfg.Listening = func() { close(listening) }
 	go func() { served <- srv.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -287,10 +291,14 @@ func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	waitFor(t, "the socket", func() bool {
-		_, err := os.Stat(socket)
-		return err == nil
-	})
+	select {
+	case <-listening:
+	case err := <-served:
+		served <- err // for the cleanup
+		t.Fatalf("the daemon did not start serving on %s: %v", socket, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the daemon did not start serving on %s within 10 s", socket)
+	}
 	return &testDaemon{srv: srv, socket: socket}
 }
 
