@@ -314,7 +314,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func (d *testDaemon) pool(t *testing.T, name string) admission.PoolStats {
+func (d *testDaemon) pool(t testing.TB, name string) admission.PoolStats {
 	t.Helper()
 	for _, p := range d.srv.Pools() {
 		if p.Name == name {
