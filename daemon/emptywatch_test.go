@@ -5,16 +5,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
 // TestKernelNotifyEmpty: on cgroup v2 the kernel tells the daemon that a
 // query cgroup emptied (cgroup.events), so waitEmpty need not poll for
 // it; the notice comes once the query's last process has exited.
 func TestKernelNotifyEmpty(t *testing.T) {
-	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
-	d, cg := kernelDaemon(t, need, Config{}, olapPool(1, 0, ""), rootIdentity)
+	d, cg := kernelDaemon(t, v2Only, Config{}, olapPool(1, 0, ""), rootIdentity)
 	ps, ok := d.srv.poolState("olap")
 	if !ok {
 		t.Fatal("no pool olap in the daemon's plan")

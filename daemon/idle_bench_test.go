@@ -25,11 +25,10 @@ import (
 //	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -run '^$' -bench IdleQueries -benchtime 1x \
 //		-exec "$PWD/scripts/vm/run.sh" ./daemon
 func BenchmarkIdleQueries(b *testing.B) {
-	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
-	h := kerneltest.Require(b, need)
+	h := kerneltest.Require(b, v2Only)
 	for _, mode := range []string{"notice", "poll"} {
 		b.Run(mode, func(b *testing.B) {
-			root := h.NewRoot(b, need)
+			root := h.NewRoot(b, v2Only)
 			host, err := OpenHostCgroups(h.Mounts, root.Path)
 			if err != nil {
 				b.Fatal(err)

@@ -30,6 +30,9 @@ import (
 
 var bothModes = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 
+// v2Only is the need of tests of what only cgroup v2 has (cgroup.events).
+var v2Only = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
+
 // rootIdentity is the test process's identity without a user database
 // (the VM has none).
 var rootIdentity = fixedUsers{UID: 0, GID: 0, User: "root", Groups: []string{"root"}}
