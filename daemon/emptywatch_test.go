@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -16,20 +15,9 @@ func TestKernelNotifyEmpty(t *testing.T) {
 	if !ok {
 		t.Fatal("no pool olap in the daemon's plan")
 	}
-	cmd := exec.Command("/bin/sh", "-c", "read -r _ || true")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	held := startHeld(t)
 	const query = "qnotify-1"
-	if err := cg.PlaceQuery(ps, query, cmd.Process.Pid); err != nil {
+	if err := cg.PlaceQuery(ps, query, held.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cg.RemoveQuery("olap", query) })
@@ -48,8 +36,7 @@ func TestKernelNotifyEmpty(t *testing.T) {
 	case <-wake:
 	default:
 	}
-	stdin.Close() // the shell's read ends, and so does the shell
-	if err := cmd.Wait(); err != nil {
+	if err := held.end(); err != nil {
 		t.Fatalf("query process: %v", err)
 	}
 	select {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -334,6 +335,39 @@ type inProcClient struct {
 	signals chan os.Signal
 	res     client.Result
 	err     error
+}
+
+// heldProcess is a process of the test that runs until end: a shell
+// reading its standard input, which exits when the input closes.
+type heldProcess struct {
+	*exec.Cmd
+	stdin io.WriteCloser
+	once  sync.Once
+	err   error
+}
+
+// startHeld starts a heldProcess, ended at the latest when the test ends.
+func startHeld(t testing.TB) *heldProcess {
+	t.Helper()
+	h := &heldProcess{Cmd: exec.Command("/bin/sh", "-c", "exec cat >/dev/null")}
+	var err error
+	if h.stdin, err = h.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.end() })
+	return h
+}
+
+// end closes the process's input and waits for it to exit.
+func (h *heldProcess) end() error {
+	h.once.Do(func() {
+		h.stdin.Close()
+		h.err = h.Wait()
+	})
+	return h.err
 }
 
 // holdingCommand prints "started" and waits for stdin to close.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -479,18 +478,7 @@ func TestCPUThresholdOverSocket(t *testing.T) {
 // still run, so no new query is placed in their cgroups.
 func TestQueryNamesAvoidEarlierDaemons(t *testing.T) {
 	cg := newFakeCgroups(t)
-	earlier := exec.Command("/bin/sh", "-c", "exec cat >/dev/null")
-	stdin, err := earlier.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := earlier.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		earlier.Wait()
-	})
+	earlier := startHeld(t)
 	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	srv, err := New(cfg, policyOf(t, olapPool(5, 5, "")), cg, SystemUsers{}, &fixedLoad{})
@@ -523,23 +511,7 @@ func TestQueryNamesAvoidEarlierDaemons(t *testing.T) {
 // removed at start and takes no slot.
 func TestAdoptRunningAtStart(t *testing.T) {
 	cg := newFakeCgroups(t)
-	earlier := exec.Command("/bin/sh", "-c", "exec cat >/dev/null")
-	stdin, err := earlier.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := earlier.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		earlier.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		<-done
-	})
+	earlier := startHeld(t)
 	cg.queries["olap/qold-1"] = []int{earlier.Process.Pid}
 	cg.queries["olap/qold-2"] = nil
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
@@ -551,8 +523,7 @@ func TestAdoptRunningAtStart(t *testing.T) {
 	}
 	c := startInProc(t, d.socket, "olap")
 	waitFor(t, "the new query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
-	stdin.Close()
-	<-done
+	earlier.end()
 	waitFor(t, "the new query to start", c.isStarted)
 	c.release.Close()
 	<-c.done
