@@ -137,6 +137,9 @@ func (lx *lexer) advance() rune {
 func (lx *lexer) atEnd() bool { return lx.off >= len(lx.src) }
 
 // next scans one token.
+// punctuation is the token kind of each one-character token.
+var punctuation = map[rune]tokenKind{'(': tokLParen, ')': tokRParen, ',': tokComma, '=': tokEq, ';': tokSemi}
+
 func (lx *lexer) next() token {
 	lx.skipSpaceAndComments()
 	start := lx.pos()
@@ -144,22 +147,11 @@ func (lx *lexer) next() token {
 		return token{kind: tokEOF, pos: start}
 	}
 	r := lx.peek()
+	if kind, ok := punctuation[r]; ok {
+		lx.advance()
+		return token{kind: kind, text: string(r), pos: start}
+	}
 	switch {
-	case r == '(':
-		lx.advance()
-		return token{kind: tokLParen, text: "(", pos: start}
-	case r == ')':
-		lx.advance()
-		return token{kind: tokRParen, text: ")", pos: start}
-	case r == ',':
-		lx.advance()
-		return token{kind: tokComma, text: ",", pos: start}
-	case r == '=':
-		lx.advance()
-		return token{kind: tokEq, text: "=", pos: start}
-	case r == ';':
-		lx.advance()
-		return token{kind: tokSemi, text: ";", pos: start}
 	case r == '\'' || r == '"':
 		return lx.quoted(tokString, start)
 	case r == '`':
