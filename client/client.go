@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ type Result struct {
 	Query string
 	// Stats are the query's statistics; nil when the daemon went away
 	// before the query ended.
-	Stats *Stats
+	Stats *protocol.Stats
 }
 
 // RefusedError is the daemon refusing the query: Code is a Code* constant,
@@ -84,9 +85,9 @@ func Run(opts RunOptions) (Result, error) {
 		return Result{}, err
 	}
 	defer conn.Close()
-	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan Reply, 4)}
+	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
 	go c.read(json.NewDecoder(conn))
-	if err := c.enc.Encode(Request{Op: OpRun, Pool: opts.Pool, Progress: opts.Progress != nil}); err != nil {
+	if err := c.enc.Encode(protocol.Request{Op: protocol.OpRun, Pool: opts.Pool, Progress: opts.Progress != nil}); err != nil {
 		return Result{}, fmt.Errorf("send request: %w", err)
 	}
 	admitted, res, err := c.wait()
@@ -103,7 +104,7 @@ func Run(opts RunOptions) (Result, error) {
 // Admission" has the figures).
 func Dial(socket string) (*os.File, error) {
 	if socket == "" {
-		socket = DefaultSocket
+		socket = protocol.DefaultSocket
 	}
 	fail := func(err error) (*os.File, error) {
 		return nil, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
@@ -134,13 +135,13 @@ type client struct {
 	opts    RunOptions
 	conn    *os.File
 	enc     *json.Encoder
-	replies chan Reply
+	replies chan protocol.Reply
 }
 
 func (c *client) read(dec *json.Decoder) {
 	defer close(c.replies)
 	for {
-		var r Reply
+		var r protocol.Reply
 		if err := dec.Decode(&r); err != nil {
 			return
 		}
@@ -151,7 +152,7 @@ func (c *client) read(dec *json.Decoder) {
 var errDaemonGone = errors.New("the daemon closed the connection")
 
 // wait waits in the queue until admitted.
-func (c *client) wait() (Reply, Result, error) {
+func (c *client) wait() (protocol.Reply, Result, error) {
 	arrived := time.Now()
 	var redraw <-chan time.Time
 	if c.opts.Progress != nil {
@@ -159,7 +160,7 @@ func (c *client) wait() (Reply, Result, error) {
 		defer t.Stop()
 		redraw = t.C
 	}
-	var queued Reply
+	var queued protocol.Reply
 	for {
 		select {
 		case r, open := <-c.replies:
@@ -168,13 +169,13 @@ func (c *client) wait() (Reply, Result, error) {
 				return r, Result{}, errDaemonGone
 			}
 			switch r.Type {
-			case ReplyQueued:
+			case protocol.ReplyQueued:
 				queued = r
 				c.drawProgress(queued, arrived)
-			case ReplyAdmitted:
+			case protocol.ReplyAdmitted:
 				c.clearProgress(queued)
 				return r, Result{Pool: r.Pool, Query: r.Query}, nil
-			case ReplyError:
+			case protocol.ReplyError:
 				c.clearProgress(queued)
 				return r, Result{Pool: r.Pool}, &RefusedError{Code: r.Code, Message: r.Error}
 			}
@@ -183,15 +184,15 @@ func (c *client) wait() (Reply, Result, error) {
 		case sig := <-c.opts.Signals:
 			c.clearProgress(queued)
 			c.conn.Close()
-			return Reply{}, Result{ExitCode: 128 + signalNumber(sig), Pool: queued.Pool},
+			return protocol.Reply{}, Result{ExitCode: 128 + signalNumber(sig), Pool: queued.Pool},
 				fmt.Errorf("%w of pool %s after %s: %v", ErrLeftQueue, queued.Pool,
 					time.Since(arrived).Round(100*time.Millisecond), sig)
 		}
 	}
 }
 
-func (c *client) drawProgress(q Reply, arrived time.Time) {
-	if c.opts.Progress == nil || q.Type != ReplyQueued {
+func (c *client) drawProgress(q protocol.Reply, arrived time.Time) {
+	if c.opts.Progress == nil || q.Type != protocol.ReplyQueued {
 		return
 	}
 	name := c.opts.Name
@@ -202,15 +203,15 @@ func (c *client) drawProgress(q Reply, arrived time.Time) {
 		name, q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond))
 }
 
-func (c *client) clearProgress(q Reply) {
-	if c.opts.Progress != nil && q.Type == ReplyQueued {
+func (c *client) clearProgress(q protocol.Reply) {
+	if c.opts.Progress != nil && q.Type == protocol.ReplyQueued {
 		fmt.Fprint(c.opts.Progress, "\r\033[K")
 	}
 }
 
 // execute starts the gate, has the daemon adopt it, releases it and waits
 // for the command and then for the daemon's report.
-func (c *client) execute(admitted Reply) (Result, error) {
+func (c *client) execute(admitted protocol.Reply) (Result, error) {
 	res := Result{Pool: admitted.Pool, Query: admitted.Query}
 	release, releaseW, err := os.Pipe()
 	if err != nil {
@@ -235,7 +236,7 @@ func (c *client) execute(admitted Reply) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("start the gate for %s: %w", c.opts.Args[0], err)
 	}
-	if err := c.enc.Encode(Request{Op: OpStart, PID: cmd.Process.Pid}); err != nil {
+	if err := c.enc.Encode(protocol.Request{Op: protocol.OpStart, PID: cmd.Process.Pid}); err != nil {
 		releaseW.Close()
 		cmd.Wait()
 		return res, fmt.Errorf("send start: %w", err)
@@ -269,13 +270,13 @@ func (c *client) execute(admitted Reply) (Result, error) {
 		}
 	}
 	res.ExitCode = exitCode(cmd.ProcessState)
-	c.enc.Encode(Request{Op: OpExited})
+	c.enc.Encode(protocol.Request{Op: protocol.OpExited})
 	for r := range c.replies {
 		switch r.Type {
-		case ReplyDone:
+		case protocol.ReplyDone:
 			res.Stats = r.Stats
 			return res, nil
-		case ReplyError:
+		case protocol.ReplyError:
 			return res, &RefusedError{Code: r.Code, Message: r.Error}
 		}
 	}
@@ -285,9 +286,9 @@ func (c *client) execute(admitted Reply) (Result, error) {
 func (c *client) awaitStarted() error {
 	for r := range c.replies {
 		switch r.Type {
-		case ReplyStarted:
+		case protocol.ReplyStarted:
 			return nil
-		case ReplyError:
+		case protocol.ReplyError:
 			return &RefusedError{Code: r.Code, Message: r.Error}
 		}
 	}

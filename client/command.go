@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ const (
 		"Options:\n" +
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
 		"   --stats FORMAT        after CMD, print the query's statistics to stderr as FORMAT text or json\n" +
-		"   --socket PATH         the daemon's socket PATH (default: " + DefaultSocket + ")\n" +
+		"   --socket PATH         the daemon's socket PATH (default: " + protocol.DefaultSocket + ")\n" +
 		"   --help, -h            show this help"
 )
 
@@ -67,7 +68,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	fs.StringVar(&pool, "pool", "", "")
 	fs.StringVar(&pool, "p", "", "")
 	fs.StringVar(&format, "stats", "", "")
-	fs.StringVar(&socket, "socket", DefaultSocket, "")
+	fs.StringVar(&socket, "socket", protocol.DefaultSocket, "")
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
@@ -122,7 +123,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 // WriteStats prints a query's statistics as format "text" (a table: YDB's
 // names first, then the query cgroup's cpu.stat counters in µs) or "json"
 // (one Stats object).
-func WriteStats(w io.Writer, s Stats, format string) error {
+func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	if format == "json" {
 		return json.NewEncoder(w).Encode(s)
 	}

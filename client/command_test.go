@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"github.com/poolagent/poolagent/protocol"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,7 +82,7 @@ func TestRunCommandHelp(t *testing.T) {
 }
 
 func TestWriteStats(t *testing.T) {
-	s := Stats{ResourcePoolID: "olap", QueuedTimeUs: 1200, TotalDurationUs: 53000,
+	s := protocol.Stats{ResourcePoolID: "olap", QueuedTimeUs: 1200, TotalDurationUs: 53000,
 		UsageUsec: 99314, NrPeriods: 9, NrThrottled: 9, ThrottledUsec: 945083}
 	tests := []struct {
 		format string

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // Benchmarks of the real daemon binary on real cgroups (root needed):
@@ -176,7 +176,7 @@ func benchDial(socket, pool string) (*benchClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, _ := json.Marshal(client.Request{Op: client.OpRun, Pool: pool})
+	req, _ := json.Marshal(protocol.Request{Op: protocol.OpRun, Pool: pool})
 	if _, err := conn.Write(append(req, '\n')); err != nil {
 		conn.Close()
 		return nil, err
@@ -184,12 +184,12 @@ func benchDial(socket, pool string) (*benchClient, error) {
 	return &benchClient{conn: conn, r: bufio.NewReader(conn)}, nil
 }
 
-func (c *benchClient) reply() (client.Reply, error) {
+func (c *benchClient) reply() (protocol.Reply, error) {
 	line, err := c.r.ReadBytes('\n')
 	if err != nil {
-		return client.Reply{}, err
+		return protocol.Reply{}, err
 	}
-	var r client.Reply
+	var r protocol.Reply
 	return r, json.Unmarshal(line, &r)
 }
 
@@ -210,7 +210,7 @@ func BenchmarkAdmissions(b *testing.B) {
 			}
 			r, err := c.reply()
 			c.conn.Close()
-			if err != nil || r.Type != client.ReplyAdmitted {
+			if err != nil || r.Type != protocol.ReplyAdmitted {
 				b.Errorf("reply %+v, %v", r, err)
 				return
 			}
@@ -239,9 +239,9 @@ func BenchmarkQueuedRSS(b *testing.B) {
 			}
 			clients = append(clients, c)
 			r, err := c.reply()
-			want := client.ReplyQueued
+			want := protocol.ReplyQueued
 			if i < 100 {
-				want = client.ReplyAdmitted
+				want = protocol.ReplyAdmitted
 			}
 			if err != nil || r.Type != want {
 				b.Fatalf("client %d: reply %+v, %v; want %s", i, r, err, want)
@@ -272,7 +272,7 @@ func BenchmarkQueuedRSS(b *testing.B) {
 				}
 				defer c.conn.Close()
 				r, err := c.reply()
-				return err == nil && r.Type == client.ReplyAdmitted
+				return err == nil && r.Type == protocol.ReplyAdmitted
 			})
 		}
 	}

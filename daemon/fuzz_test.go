@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // FuzzRequest sends arbitrary bytes as a client's side of the protocol:
@@ -26,10 +26,10 @@ func FuzzRequest(f *testing.F) {
 		conn.Write(in)
 		conn.(*net.UnixConn).CloseWrite()
 		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		known := []string{client.ReplyQueued, client.ReplyAdmitted, client.ReplyStarted, client.ReplyDone, client.ReplyError}
+		known := []string{protocol.ReplyQueued, protocol.ReplyAdmitted, protocol.ReplyStarted, protocol.ReplyDone, protocol.ReplyError}
 		sc := bufio.NewScanner(conn)
 		for sc.Scan() {
-			var r client.Reply
+			var r protocol.Reply
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || !slices.Contains(known, r.Type) {
 				t.Fatalf("reply %q: %v", sc.Bytes(), err)
 			}

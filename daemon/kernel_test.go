@@ -22,6 +22,7 @@ import (
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // Real-kernel tests of the daemon: queries placed in real query cgroups
@@ -184,7 +185,7 @@ func TestKernelLoad(t *testing.T) {
 			switch {
 			case err == nil && res.ExitCode == 0:
 				admitted++
-			case errors.As(err, &refused) && refused.Code == client.CodeQueueFull:
+			case errors.As(err, &refused) && refused.Code == protocol.CodeQueueFull:
 				rejected++
 			default:
 				others = append(others, fmt.Errorf("exit %d: %v", res.ExitCode, err))
@@ -503,8 +504,8 @@ GRANT USE ON RESOURCE POOL batch TO %[2]s;
 				t.Fatal("client reported nothing")
 			}
 			if tt.wantErr != "" {
-				if out.Code != client.CodeAccessDenied || !strings.HasPrefix(out.Error, tt.wantErr) {
-					t.Fatalf("outcome %+v, want %s: %q...", out, client.CodeAccessDenied, tt.wantErr)
+				if out.Code != protocol.CodeAccessDenied || !strings.HasPrefix(out.Error, tt.wantErr) {
+					t.Fatalf("outcome %+v, want %s: %q...", out, protocol.CodeAccessDenied, tt.wantErr)
 				}
 				return
 			}

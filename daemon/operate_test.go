@@ -15,9 +15,8 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/client/admin"
+	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/state"
-	"github.com/poolagent/poolagent/sysview"
 )
 
 // operated starts a daemon on a pool file with a state directory, both in
@@ -106,7 +105,7 @@ func (u oneUser) Identity(*unix.Ucred) (admission.Identity, error) { return admi
 // administrator is refused.
 func TestSQL(t *testing.T) {
 	d, _, _, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
-	r, err := admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
+	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,19 +119,19 @@ func TestSQL(t *testing.T) {
 		t.Errorf("persisted %+v", got)
 	}
 
-	_, err = admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "change.sql", SQL: "ALTER RESOURCE POOL olap\n  SET (QUEUE_SIZE=-5);"})
+	_, err = client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "change.sql", SQL: "ALTER RESOURCE POOL olap\n  SET (QUEUE_SIZE=-5);"})
 	var refused *client.RefusedError
-	if !errors.As(err, &refused) || refused.Code != client.CodeInvalidDDL || !strings.HasPrefix(refused.Message, "change.sql:2:") {
-		t.Fatalf("invalid DDL: %v, want %s at change.sql:2:col", err, client.CodeInvalidDDL)
+	if !errors.As(err, &refused) || refused.Code != protocol.CodeInvalidDDL || !strings.HasPrefix(refused.Message, "change.sql:2:") {
+		t.Fatalf("invalid DDL: %v, want %s at change.sql:2:col", err, protocol.CodeInvalidDDL)
 	}
 	if len(store.Changes()) != 1 {
 		t.Error("a refused change was persisted")
 	}
 
 	other, _, _, store2 := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
-	_, err = admin.Ask(other.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "DROP RESOURCE POOL olap;"})
-	if !errors.As(err, &refused) || refused.Code != client.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
-		t.Fatalf("non-administrator: %v, want %s naming alice", err, client.CodeAccessDenied)
+	_, err = client.Ask(other.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: "DROP RESOURCE POOL olap;"})
+	if !errors.As(err, &refused) || refused.Code != protocol.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
+		t.Fatalf("non-administrator: %v, want %s naming alice", err, protocol.CodeAccessDenied)
 	}
 	if len(store2.Changes()) != 0 {
 		t.Error("a refused user's change was persisted")
@@ -142,7 +141,7 @@ func TestSQL(t *testing.T) {
 // TestSQLSurvivesRestart: the change log is the model after a restart.
 func TestSQLSurvivesRestart(t *testing.T) {
 	d, _, file, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
-	if _, err := admin.Ask(d.socket, client.Request{Op: client.OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
+	if _, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
 		t.Fatal(err)
 	}
 	m, _, err := Sources{PoolFile: file, Store: store}.Load()
@@ -164,11 +163,11 @@ func TestViews(t *testing.T) {
 	queued := startInProc(t, d.socket, "")
 	waitFor(t, "the second query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 
-	r, err := admin.Ask(d.socket, client.Request{Op: client.OpPools})
+	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpPools})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var olap sysview.Pool
+	var olap protocol.Pool
 	for _, p := range r.Pools {
 		if p.Name == "olap" {
 			olap = p
@@ -177,14 +176,14 @@ func TestViews(t *testing.T) {
 	if olap.ConcurrentQueryLimit != 1 || olap.RunningQueries != 1 || olap.QueuedQueries != 1 {
 		t.Errorf("olap row %+v", olap)
 	}
-	r, err = admin.Ask(d.socket, client.Request{Op: client.OpClassifiers})
+	r, err = client.Ask(d.socket, protocol.Request{Op: protocol.OpClassifiers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Classifiers) != 1 || r.Classifiers[0].Rank != 1000 || r.Classifiers[0].ResourcePool != "olap" {
 		t.Errorf("classifiers %+v", r.Classifiers)
 	}
-	r, err = admin.Ask(d.socket, client.Request{Op: client.OpQueries})
+	r, err = client.Ask(d.socket, protocol.Request{Op: protocol.OpQueries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +191,10 @@ func TestViews(t *testing.T) {
 		t.Fatalf("queries %+v, want one running and one queued", r.Queries)
 	}
 	run, wait := r.Queries[0], r.Queries[1]
-	if run.State != sysview.Running || run.User != "root" || run.ResourcePoolId != "olap" || run.ClientPid != os.Getpid() {
+	if run.State != protocol.StateRunning || run.User != "root" || run.ResourcePoolId != "olap" || run.ClientPid != os.Getpid() {
 		t.Errorf("running row %+v", run)
 	}
-	if wait.State != sysview.Queued || wait.QueuePosition != 1 || wait.Classifier != "c" {
+	if wait.State != protocol.StateQueued || wait.QueuePosition != 1 || wait.Classifier != "c" {
 		t.Errorf("queued row %+v", wait)
 	}
 	running.release.Close()
@@ -230,8 +229,8 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	queued := startInProc(t, cfg.Socket, "olap")
 	waitFor(t, "the second query to queue", func() bool { return srv.Pools()[1].Queued == 1 })
 	admitted := dialRaw(t, cfg.Socket)
-	admitted.send(t, client.Request{Op: client.OpRun})
-	if r := admitted.recv(t); r.Type != client.ReplyAdmitted {
+	admitted.send(t, protocol.Request{Op: protocol.OpRun})
+	if r := admitted.recv(t); r.Type != protocol.ReplyAdmitted {
 		t.Fatalf("reply %+v, want admitted", r)
 	}
 	cancel()
@@ -245,11 +244,11 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	}
 	<-queued.done
 	var refused *client.RefusedError
-	if !errors.As(queued.err, &refused) || refused.Code != client.CodeStopping {
-		t.Fatalf("queued client: %v, want %s", queued.err, client.CodeStopping)
+	if !errors.As(queued.err, &refused) || refused.Code != protocol.CodeStopping {
+		t.Fatalf("queued client: %v, want %s", queued.err, protocol.CodeStopping)
 	}
-	if r := admitted.recv(t); r.Type != client.ReplyError || r.Code != client.CodeStopping {
-		t.Fatalf("admitted client: reply %+v, want %s", r, client.CodeStopping)
+	if r := admitted.recv(t); r.Type != protocol.ReplyError || r.Code != protocol.CodeStopping {
+		t.Fatalf("admitted client: reply %+v, want %s", r, protocol.CodeStopping)
 	}
 	select {
 	case <-running.done:

@@ -3,8 +3,8 @@
 // classifies and admits their queries (package admission), places each
 // admitted query's process in its own cgroup <root>/<pool>/<query>, holds
 // the slot until that cgroup is empty, and re-plans the pools' CPU shares
-// (weighted max-min) as pools become active or idle. The client side and
-// the protocol's messages are package client.
+// (weighted max-min) as pools become active or idle. The messages are
+// package protocol, the client side package client.
 package daemon
 
 import (
@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
-	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // Cgroups is the cgroup work the daemon needs. The production
@@ -130,7 +130,7 @@ type Server struct {
 // active), so that every pool cgroup exists before the first query.
 func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*Server, error) {
 	if cfg.Socket == "" {
-		cfg.Socket = client.DefaultSocket
+		cfg.Socket = protocol.DefaultSocket
 	}
 	if cfg.LoadSample == 0 {
 		cfg.LoadSample = admission.DefaultSampleInterval

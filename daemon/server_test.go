@@ -21,6 +21,7 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // olapPool is a pool file with one pool olap of the given limits, open to
@@ -58,7 +59,7 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 	for i, c := range clients[5:] {
 		<-c.done
 		var refused *client.RefusedError
-		if !errors.As(c.err, &refused) || refused.Code != client.CodeQueueFull || c.err.Error() != wantErr {
+		if !errors.As(c.err, &refused) || refused.Code != protocol.CodeQueueFull || c.err.Error() != wantErr {
 			t.Errorf("client %d: error %v, want %q", i+5, c.err, wantErr)
 		}
 	}
@@ -200,7 +201,7 @@ func TestQueueTimeoutOverSocket(t *testing.T) {
 	<-late.done
 	want := "Delay deadline exceeded in pool olap\nQuery failed during adding/waiting in workload pool olap"
 	var refused *client.RefusedError
-	if !errors.As(late.err, &refused) || refused.Code != client.CodeDelayDeadline || late.err.Error() != want {
+	if !errors.As(late.err, &refused) || refused.Code != protocol.CodeDelayDeadline || late.err.Error() != want {
 		t.Fatalf("error %v, want %q", late.err, want)
 	}
 	if p := d.pool(t, "olap"); p.TimedOut != 1 || p.Queued != 0 {
@@ -229,12 +230,12 @@ GRANT USE ON RESOURCE POOL ceo TO ceo;
 		code string
 		msg  string
 	}{
-		{pool: "off", code: client.CodePoolDisabled, msg: "Resource pool off was disabled due to zero concurrent query limit\n" +
+		{pool: "off", code: protocol.CodePoolDisabled, msg: "Resource pool off was disabled due to zero concurrent query limit\n" +
 			"Query failed during adding/waiting in workload pool off"},
-		{pool: "ceo", code: client.CodeAccessDenied, msg: `access denied: resource pool "ceo" refused alice (uid 1000): ` +
+		{pool: "ceo", code: protocol.CodeAccessDenied, msg: `access denied: resource pool "ceo" refused alice (uid 1000): ` +
 			"no grant to use it for the user, their groups (alice) or all-users@well-known; " +
 			"an administrator can run GRANT USE ON RESOURCE POOL ceo TO alice"},
-		{pool: "nope", code: client.CodeUnknownPool, msg: `unknown pool: resource pool "nope" does not exist (pools: default, ceo, off)`},
+		{pool: "nope", code: protocol.CodeUnknownPool, msg: `unknown pool: resource pool "nope" does not exist (pools: default, ceo, off)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pool, func(t *testing.T) {
@@ -265,16 +266,16 @@ func dialRaw(t *testing.T, socket string) *rawClient {
 	return &rawClient{conn: conn, enc: json.NewEncoder(conn), dec: json.NewDecoder(conn)}
 }
 
-func (r *rawClient) send(t *testing.T, req client.Request) {
+func (r *rawClient) send(t *testing.T, req protocol.Request) {
 	t.Helper()
 	if err := r.enc.Encode(req); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (r *rawClient) recv(t *testing.T) client.Reply {
+func (r *rawClient) recv(t *testing.T) protocol.Reply {
 	t.Helper()
-	var rep client.Reply
+	var rep protocol.Reply
 	if err := r.dec.Decode(&rep); err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +290,13 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 	for _, pid := range []int{1, os.Getppid(), os.Getpid(), unix.Gettid(), -5} {
 		t.Run(fmt.Sprint(pid), func(t *testing.T) {
 			c := dialRaw(t, d.socket)
-			c.send(t, client.Request{Op: client.OpRun})
-			if r := c.recv(t); r.Type != client.ReplyAdmitted {
+			c.send(t, protocol.Request{Op: protocol.OpRun})
+			if r := c.recv(t); r.Type != protocol.ReplyAdmitted {
 				t.Fatalf("reply %+v, want admitted", r)
 			}
-			c.send(t, client.Request{Op: client.OpStart, PID: pid})
+			c.send(t, protocol.Request{Op: protocol.OpStart, PID: pid})
 			r := c.recv(t)
-			if r.Type != client.ReplyError || r.Code != client.CodeBadRequest || !strings.Contains(r.Error, "not the client's own child") {
+			if r.Type != protocol.ReplyError || r.Code != protocol.CodeBadRequest || !strings.Contains(r.Error, "not the client's own child") {
 				t.Fatalf("reply %+v, want a refusal naming the process", r)
 			}
 		})
@@ -306,13 +307,13 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 func TestBadFirstRequest(t *testing.T) {
 	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
 	c := dialRaw(t, d.socket)
-	c.send(t, client.Request{Op: client.OpStart, PID: 1})
-	if r := c.recv(t); r.Type != client.ReplyError || r.Code != client.CodeBadRequest {
+	c.send(t, protocol.Request{Op: protocol.OpStart, PID: 1})
+	if r := c.recv(t); r.Type != protocol.ReplyError || r.Code != protocol.CodeBadRequest {
 		t.Fatalf("reply %+v, want bad_request", r)
 	}
 	c = dialRaw(t, d.socket)
 	c.conn.Write([]byte("not json\n"))
-	if r := c.recv(t); r.Type != client.ReplyError || r.Code != client.CodeBadRequest {
+	if r := c.recv(t); r.Type != protocol.ReplyError || r.Code != protocol.CodeBadRequest {
 		t.Fatalf("reply %+v, want bad_request", r)
 	}
 }
@@ -323,8 +324,8 @@ func TestClientGoneAfterAdmission(t *testing.T) {
 	cg := newFakeCgroups(t)
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), cg, SystemUsers{})
 	c := dialRaw(t, d.socket)
-	c.send(t, client.Request{Op: client.OpRun, Pool: "olap"})
-	if r := c.recv(t); r.Type != client.ReplyAdmitted {
+	c.send(t, protocol.Request{Op: protocol.OpRun, Pool: "olap"})
+	if r := c.recv(t); r.Type != protocol.ReplyAdmitted {
 		t.Fatalf("reply %+v", r)
 	}
 	c.conn.Close()
@@ -390,7 +391,7 @@ func TestRunCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	own, stats, _ := strings.Cut(string(out), "\n")
-	var st client.Stats
+	var st protocol.Stats
 	if status != 3 || own != "own output" || json.Unmarshal([]byte(stats), &st) != nil || st.ResourcePoolID != "olap" {
 		t.Fatalf("status %d, stderr %q; want 3, the command's line, then olap's statistics as JSON", status, out)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/sysview"
 )
 
@@ -20,14 +20,14 @@ type session struct {
 	enc  *json.Encoder
 	// msgs carries the client's requests after the first; it is closed
 	// when the client hangs up.
-	msgs chan client.Request
+	msgs chan protocol.Request
 	done chan struct{}
 }
 
-func (se *session) send(r client.Reply) error { return se.enc.Encode(r) }
+func (se *session) send(r protocol.Reply) error { return se.enc.Encode(r) }
 
 func (se *session) fail(code string, err error) {
-	se.send(client.Reply{Type: client.ReplyError, Code: code, Error: err.Error()})
+	se.send(protocol.Reply{Type: protocol.ReplyError, Code: code, Error: err.Error()})
 }
 
 // firstRequestTimeout bounds how long a connection may stay silent before
@@ -36,18 +36,18 @@ const firstRequestTimeout = 10 * time.Second
 
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
-	se := &session{s: s, conn: conn, enc: json.NewEncoder(conn), msgs: make(chan client.Request, 4), done: make(chan struct{})}
+	se := &session{s: s, conn: conn, enc: json.NewEncoder(conn), msgs: make(chan protocol.Request, 4), done: make(chan struct{})}
 	defer close(se.done)
 	cred, err := peerCred(conn)
 	if err != nil {
-		se.fail(client.CodeInternal, err)
+		se.fail(protocol.CodeInternal, err)
 		return
 	}
 	dec := json.NewDecoder(conn)
 	conn.SetReadDeadline(time.Now().Add(firstRequestTimeout))
-	var req client.Request
+	var req protocol.Request
 	if err := dec.Decode(&req); err != nil {
-		se.fail(client.CodeBadRequest, fmt.Errorf("read request: %w", err))
+		se.fail(protocol.CodeBadRequest, fmt.Errorf("read request: %w", err))
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
@@ -55,14 +55,14 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		s.serveAdmin(se, cred, req)
 		return
 	}
-	if req.Op != client.OpRun {
-		se.fail(client.CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, client.OpRun))
+	if req.Op != protocol.OpRun {
+		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, protocol.OpRun))
 		return
 	}
 	go se.read(dec)
 	id, err := s.users.Identity(cred)
 	if err != nil {
-		se.fail(client.CodeInternal, err)
+		se.fail(protocol.CodeInternal, err)
 		return
 	}
 	place, err := s.Access().Classify(id, req.Pool)
@@ -80,7 +80,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 func (se *session) read(dec *json.Decoder) {
 	defer close(se.msgs)
 	for {
-		var r client.Request
+		var r protocol.Request
 		if err := dec.Decode(&r); err != nil {
 			return
 		}
@@ -97,19 +97,19 @@ func errorCode(err error) string {
 		err  error
 		code string
 	}{
-		{admission.ErrQueueFull, client.CodeQueueFull},
-		{admission.ErrPoolDisabled, client.CodePoolDisabled},
-		{admission.ErrDelayDeadline, client.CodeDelayDeadline},
-		{admission.ErrPoolDropped, client.CodePoolDropped},
-		{admission.ErrUnknownPool, client.CodeUnknownPool},
-		{admission.ErrAccessDenied, client.CodeAccessDenied},
-		{ErrNotYourChild, client.CodeBadRequest},
+		{admission.ErrQueueFull, protocol.CodeQueueFull},
+		{admission.ErrPoolDisabled, protocol.CodePoolDisabled},
+		{admission.ErrDelayDeadline, protocol.CodeDelayDeadline},
+		{admission.ErrPoolDropped, protocol.CodePoolDropped},
+		{admission.ErrUnknownPool, protocol.CodeUnknownPool},
+		{admission.ErrAccessDenied, protocol.CodeAccessDenied},
+		{ErrNotYourChild, protocol.CodeBadRequest},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code
 		}
 	}
-	return client.CodeInternal
+	return protocol.CodeInternal
 }
 
 // run takes a classified query through admission, start and end.
@@ -124,14 +124,14 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 	ps, ok := s.poolState(place.Pool)
 	if !ok {
 		s.leave(qid)
-		se.fail(client.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
+		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
 		return
 	}
 	limit := max(sysview.Cores(ps.Query), 0) // 0: no cap
 	s.admitted(se, name, queuedFor, limit)
-	se.send(client.Reply{Type: client.ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
-	var r client.Request
-	for r.Op != client.OpStart {
+	se.send(protocol.Reply{Type: protocol.ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
+	var r protocol.Request
+	for r.Op != protocol.OpStart {
 		select {
 		case m, open := <-se.msgs:
 			if !open {
@@ -143,7 +143,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 			// Nothing runs yet: the client is told, as a queued one is,
 			// rather than holding up the daemon's stop.
 			s.leave(qid)
-			se.fail(client.CodeStopping, client.ErrStopping)
+			se.fail(protocol.CodeStopping, protocol.ErrStopping)
 			return
 		}
 	}
@@ -154,7 +154,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
 		return
 	}
-	se.send(client.Reply{Type: client.ReplyStarted})
+	se.send(protocol.Reply{Type: protocol.ReplyStarted})
 	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
 	if err != nil && ctx.Err() != nil {
 		// The daemon stops: the query runs on, and the next daemon
@@ -162,10 +162,10 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		return
 	}
 	if err != nil {
-		se.fail(client.CodeInternal, err)
+		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	se.send(client.Reply{Type: client.ReplyDone, Pool: place.Pool, Query: name, Stats: &stats})
+	se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: place.Pool, Query: name, Stats: &stats})
 }
 
 // admit submits the query and waits for its start. It reports false when
@@ -200,7 +200,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 	if deadline != nil {
 		defer deadline.Stop()
 	}
-	se.send(client.Reply{Type: client.ReplyQueued, Pool: pool, Position: position})
+	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position})
 	var tick <-chan time.Time
 	if progress {
 		t := time.NewTicker(s.cfg.Progress)
@@ -224,7 +224,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 			s.mu.Unlock()
 			if p != position && p > 0 {
 				position = p
-				se.send(client.Reply{Type: client.ReplyQueued, Pool: pool, Position: p})
+				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p})
 			}
 		case _, open := <-se.msgs:
 			if !open {
@@ -233,8 +233,8 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 			}
 		case <-ctx.Done():
 			s.leave(qid)
-			s.decided(se, pool, qid, "failed", time.Since(arrived), client.ErrStopping)
-			se.fail(client.CodeStopping, client.ErrStopping)
+			s.decided(se, pool, qid, "failed", time.Since(arrived), protocol.ErrStopping)
+			se.fail(protocol.CodeStopping, protocol.ErrStopping)
 			return 0, 0, false
 		}
 	}
@@ -244,7 +244,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 // accounting, removes the cgroup and frees the slot. The client's OpExited
 // makes it look at once; the client hanging up does not end the query
 // while processes remain in its cgroup.
-func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration) (client.Stats, error) {
+func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration) (protocol.Stats, error) {
 	s := se.s
 	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
@@ -256,7 +256,7 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 				if !open {
 					return
 				}
-				if r.Op == client.OpExited {
+				if r.Op == protocol.OpExited {
 					select {
 					case wake <- struct{}{}:
 					default:
@@ -273,15 +273,15 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 			// slot is freed rather than held for ever.
 			s.leave(qid)
 		}
-		return client.Stats{}, fmt.Errorf("query %s: %w", name, err)
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
 	}
 	st, statErr := s.cg.QueryStat(pool, name)
 	rmErr := s.cg.RemoveQuery(pool, name)
 	s.leave(qid)
 	if err := errors.Join(statErr, rmErr); err != nil {
-		return client.Stats{}, fmt.Errorf("query %s: %w", name, err)
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
 	}
-	return client.Stats{
+	return protocol.Stats{
 		ResourcePoolID:  pool,
 		QueuedTimeUs:    queuedFor.Microseconds(),
 		TotalDurationUs: time.Since(arrived).Microseconds(),

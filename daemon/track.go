@@ -9,7 +9,7 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/metrics"
-	"github.com/poolagent/poolagent/sysview"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // tracked is one query of a connected client, as `poolagent queries`
@@ -99,7 +99,7 @@ func (s *Server) queryName(qid admission.QueryID) string {
 // queryRows builds the queries view: the queries of connected clients,
 // and the query cgroups no client of this daemon owns (queries adopted at
 // start), running first, oldest first.
-func (s *Server) queryRows() []sysview.Query {
+func (s *Server) queryRows() []protocol.Query {
 	s.ops.tmu.Lock()
 	var all []tracked
 	for _, t := range s.ops.sessions {
@@ -109,10 +109,10 @@ func (s *Server) queryRows() []sysview.Query {
 	}
 	s.ops.tmu.Unlock()
 	now := time.Now()
-	var rows []sysview.Query
+	var rows []protocol.Query
 	owned := map[[2]string]bool{}
 	for _, t := range all {
-		r := sysview.Query{
+		r := protocol.Query{
 			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
 		}
@@ -120,10 +120,10 @@ func (s *Server) queryRows() []sysview.Query {
 			s.mu.Lock()
 			r.QueuePosition = s.ctl.Position(t.qid)
 			s.mu.Unlock()
-			r.State, r.QueuedTimeUs = sysview.Queued, now.Sub(t.arrived).Microseconds()
+			r.State, r.QueuedTimeUs = protocol.StateQueued, now.Sub(t.arrived).Microseconds()
 		} else {
 			owned[[2]string{t.pool, t.name}] = true
-			r.State, r.QueuedTimeUs, r.RunningTimeUs = sysview.Running, t.queuedFor.Microseconds(), now.Sub(t.admitted).Microseconds()
+			r.State, r.QueuedTimeUs, r.RunningTimeUs = protocol.StateRunning, t.queuedFor.Microseconds(), now.Sub(t.admitted).Microseconds()
 			if t.cpuLimit > 0 {
 				r.CpuLimitCores = t.cpuLimit
 			}
@@ -139,12 +139,12 @@ func (s *Server) queryRows() []sysview.Query {
 			if busy, err := s.cg.Populated(q[0], q[1]); err != nil || !busy {
 				continue
 			}
-			r := sysview.Query{QueryId: q[1], ResourcePoolId: q[0], State: sysview.Running, CpuLimitCores: -1, Adopted: true}
+			r := protocol.Query{QueryId: q[1], ResourcePoolId: q[0], State: protocol.StateRunning, CpuLimitCores: -1, Adopted: true}
 			s.readQueryStat(&r)
 			rows = append(rows, r)
 		}
 	}
-	slices.SortStableFunc(rows, func(a, b sysview.Query) int {
+	slices.SortStableFunc(rows, func(a, b protocol.Query) int {
 		if a.State != b.State {
 			return strings.Compare(b.State, a.State) // RUNNING before QUEUED
 		}
@@ -155,7 +155,7 @@ func (s *Server) queryRows() []sysview.Query {
 
 // readQueryStat fills r's CPU columns from its query cgroup; a cgroup just
 // removed leaves them zero.
-func (s *Server) readQueryStat(r *sysview.Query) {
+func (s *Server) readQueryStat(r *protocol.Query) {
 	if st, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId); err == nil {
 		r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
 	}

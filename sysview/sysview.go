@@ -18,94 +18,13 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/protocol"
 )
-
-// Pool is one row of `poolagent pools`. The first eight columns are YDB's
-// .sys/resource_pools; -1 means "not set", as there.
-type Pool struct {
-	Name                           string  `json:"Name"`
-	ConcurrentQueryLimit           int64   `json:"ConcurrentQueryLimit"`
-	QueueSize                      int64   `json:"QueueSize"`
-	DatabaseLoadCpuThreshold       float64 `json:"DatabaseLoadCpuThreshold"`
-	ResourceWeight                 int64   `json:"ResourceWeight"`
-	TotalCpuLimitPercentPerNode    float64 `json:"TotalCpuLimitPercentPerNode"`
-	QueryCpuLimitPercentPerNode    float64 `json:"QueryCpuLimitPercentPerNode"`
-	QueryMemoryLimitPercentPerNode float64 `json:"QueryMemoryLimitPercentPerNode"`
-	// TotalMemoryLimitPercentPerNode and QueryCancelAfterSeconds are YDB
-	// parameters its view does not show; CpuPeriodUsec and CpuBurstPercent
-	// are poolagent's extensions.
-	TotalMemoryLimitPercentPerNode float64 `json:"TotalMemoryLimitPercentPerNode"`
-	QueryCancelAfterSeconds        int64   `json:"QueryCancelAfterSeconds"`
-	CpuPeriodUsec                  int64   `json:"CpuPeriodUsec"`
-	CpuBurstPercent                float64 `json:"CpuBurstPercent"`
-	// RunningQueries and QueuedQueries are the queries in the pool now.
-	RunningQueries int `json:"RunningQueries"`
-	QueuedQueries  int `json:"QueuedQueries"`
-	// Active is whether the last plan counted the pool as active.
-	Active bool `json:"Active"`
-	// CpuLimitCores is the pool cgroup's cpu.max in vCPUs as planned now
-	// (quota/period); -1 when it is "max".
-	CpuLimitCores float64 `json:"CpuLimitCores"`
-	// CpuWeight is the pool cgroup's cpu.weight (1..10000).
-	CpuWeight uint64 `json:"CpuWeight"`
-	// Dropped pools are gone from the model but still have queries
-	// running; they disappear when the last one ends.
-	Dropped bool `json:"Dropped,omitempty"`
-}
-
-// Classifier is one row of `poolagent classifiers`: YDB's
-// .sys/resource_pool_classifiers.
-type Classifier struct {
-	Name         string `json:"Name"`
-	Rank         int64  `json:"Rank"`
-	MemberName   string `json:"MemberName"`
-	ResourcePool string `json:"ResourcePool"`
-}
-
-// Query states.
-const (
-	Queued  = "QUEUED"
-	Running = "RUNNING"
-)
-
-// Query is one row of `poolagent queries`. ResourcePoolId and QueuedTimeUs
-// are named as in YDB's query statistics; the CPU columns are the query
-// cgroup's cpu.stat (µs).
-type Query struct {
-	// QueryId is the query's id, the name of its cgroup below the pool
-	// once admitted.
-	QueryId        string `json:"QueryId"`
-	ResourcePoolId string `json:"ResourcePoolId"`
-	// Classifier is the classifier that chose the pool; "" when named
-	// explicitly or none matched.
-	Classifier string `json:"Classifier,omitempty"`
-	State      string `json:"State"`
-	// QueuePosition counts from 1 while QUEUED; 0 once running.
-	QueuePosition int    `json:"QueuePosition,omitempty"`
-	User          string `json:"User"`
-	Uid           uint32 `json:"Uid"`
-	// ClientPid is the `poolagent run` process that asked for the query.
-	ClientPid int `json:"ClientPid"`
-	// QueuedTimeUs is the time spent queued: so far while QUEUED, in total
-	// once RUNNING.
-	QueuedTimeUs int64 `json:"QueuedTimeUs"`
-	// RunningTimeUs is the time since admission; 0 while queued.
-	RunningTimeUs int64 `json:"RunningTimeUs"`
-	// CpuLimitCores is the query's cpu.max in vCPUs; -1 when uncapped.
-	CpuLimitCores float64 `json:"CpuLimitCores"`
-	UsageUsec     uint64  `json:"UsageUsec"`
-	NrPeriods     uint64  `json:"NrPeriods"`
-	NrThrottled   uint64  `json:"NrThrottled"`
-	ThrottledUsec uint64  `json:"ThrottledUsec"`
-	// Adopted queries were running when the daemon started; their client
-	// belongs to an earlier daemon, so User and ClientPid are unknown.
-	Adopted bool `json:"Adopted,omitempty"`
-}
 
 // Pools builds the pools view: every pool of m (default first, then by
 // name) with its admission state from adm and its cgroup from d, then the
 // dropped pools adm still holds.
-func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []Pool {
+func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []protocol.Pool {
 	stats := map[string]admission.PoolStats{}
 	for _, s := range adm {
 		stats[s.Name] = s
@@ -114,11 +33,11 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []Poo
 	for _, p := range d.Pools {
 		planned[p.Name] = p
 	}
-	var rows []Pool
+	var rows []protocol.Pool
 	for _, p := range m.Pools() {
 		st := stats[p.Name]
 		delete(stats, p.Name)
-		row := Pool{
+		row := protocol.Pool{
 			Name:                           p.Name,
 			ConcurrentQueryLimit:           p.ConcurrentQueryLimit,
 			QueueSize:                      p.QueueSize,
@@ -149,7 +68,7 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []Poo
 	slices.Sort(dropped)
 	for _, name := range dropped {
 		st := stats[name]
-		rows = append(rows, Pool{
+		rows = append(rows, protocol.Pool{
 			Name: name, ConcurrentQueryLimit: -1, QueueSize: -1, DatabaseLoadCpuThreshold: -1, ResourceWeight: -1,
 			TotalCpuLimitPercentPerNode: -1, QueryCpuLimitPercentPerNode: -1, QueryMemoryLimitPercentPerNode: -1,
 			TotalMemoryLimitPercentPerNode: -1, QueryCancelAfterSeconds: -1, CpuPeriodUsec: -1, CpuBurstPercent: -1,
@@ -160,10 +79,10 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []Poo
 }
 
 // Classifiers builds the classifiers view, by ascending rank.
-func Classifiers(m *planner.Model) []Classifier {
-	var rows []Classifier
+func Classifiers(m *planner.Model) []protocol.Classifier {
+	var rows []protocol.Classifier
 	for _, c := range m.Classifiers() {
-		rows = append(rows, Classifier{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
+		rows = append(rows, protocol.Classifier{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
 	}
 	return rows
 }
@@ -189,7 +108,7 @@ func WriteJSON[T any](w io.Writer, rows []T) error {
 }
 
 // WritePools writes the pools view as a table.
-func WritePools(w io.Writer, rows []Pool) error {
+func WritePools(w io.Writer, rows []protocol.Pool) error {
 	t := newTable(w, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
 		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
 		"RunningQueries", "QueuedQueries", "CpuLimitCores")
@@ -206,7 +125,7 @@ func WritePools(w io.Writer, rows []Pool) error {
 }
 
 // WriteClassifiers writes the classifiers view as a table.
-func WriteClassifiers(w io.Writer, rows []Classifier) error {
+func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
 	t := newTable(w, "Name", "Rank", "MemberName", "ResourcePool")
 	for _, r := range rows {
 		t.row(r.Name, itoa(r.Rank), r.MemberName, r.ResourcePool)
@@ -215,7 +134,7 @@ func WriteClassifiers(w io.Writer, rows []Classifier) error {
 }
 
 // WriteQueries writes the queries view as a table, times in seconds.
-func WriteQueries(w io.Writer, rows []Query) error {
+func WriteQueries(w io.Writer, rows []protocol.Query) error {
 	t := newTable(w, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
 		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled")
 	for _, r := range rows {
@@ -229,7 +148,7 @@ func WriteQueries(w io.Writer, rows []Query) error {
 			user = strconv.FormatUint(uint64(r.Uid), 10)
 		}
 		running, limit := usec(r.RunningTimeUs), cores(r.CpuLimitCores)
-		if r.State == Queued {
+		if r.State == protocol.StateQueued {
 			running, limit = "-", "-"
 		}
 		t.row(r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,

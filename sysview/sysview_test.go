@@ -9,6 +9,7 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -42,13 +43,13 @@ func fixture(t *testing.T) (*planner.Model, []admission.PoolStats, planner.Desir
 	return m, adm, d
 }
 
-var queries = []Query{
-	{QueryId: "qt8k2a-7", ResourcePoolId: "olap", Classifier: "olap_classifier", State: Running, User: "alice", Uid: 1001, ClientPid: 4242,
+var queries = []protocol.Query{
+	{QueryId: "qt8k2a-7", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateRunning, User: "alice", Uid: 1001, ClientPid: 4242,
 		QueuedTimeUs: 1_500_000, RunningTimeUs: 12_345_678, CpuLimitCores: 3.5,
 		UsageUsec: 30_000_000, NrPeriods: 120, NrThrottled: 40, ThrottledUsec: 2_000_000},
-	{QueryId: "qt8k2a-9", ResourcePoolId: "olap", Classifier: "olap_classifier", State: Queued, QueuePosition: 1, User: "bob", Uid: 1002, ClientPid: 4300,
+	{QueryId: "qt8k2a-9", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateQueued, QueuePosition: 1, User: "bob", Uid: 1002, ClientPid: 4300,
 		QueuedTimeUs: 800_000, CpuLimitCores: 3.5},
-	{QueryId: "qt8k00-3", ResourcePoolId: "default", State: Running, Adopted: true, RunningTimeUs: 60_000_000, CpuLimitCores: -1, UsageUsec: 59_000_000},
+	{QueryId: "qt8k00-3", ResourcePoolId: "default", State: protocol.StateRunning, Adopted: true, RunningTimeUs: 60_000_000, CpuLimitCores: -1, UsageUsec: 59_000_000},
 }
 
 func TestViewsGolden(t *testing.T) {
@@ -63,7 +64,7 @@ func TestViewsGolden(t *testing.T) {
 		{"classifiers.json", func(b *bytes.Buffer) error { return WriteJSON(b, Classifiers(m)) }},
 		{"queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, queries) }},
 		{"queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, queries) }},
-		{"no-queries.json", func(b *bytes.Buffer) error { return WriteJSON[Query](b, nil) }},
+		{"no-queries.json", func(b *bytes.Buffer) error { return WriteJSON[protocol.Query](b, nil) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestViewsGolden(t *testing.T) {
 func TestPoolsRowValues(t *testing.T) {
 	m, adm, d := fixture(t)
 	rows := Pools(m, adm, d)
-	byName := map[string]Pool{}
+	byName := map[string]protocol.Pool{}
 	for _, r := range rows {
 		byName[r.Name] = r
 	}

@@ -21,9 +21,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestSlimDependencies keeps the binary slim: everything it links must be
-// the standard library, golang.org/x/sys or package client, and not
-// package net, whose initialisation alone would add much of a start's
-// cost (README "Performance / Admission").
+// the standard library, golang.org/x/sys, package client or package
+// protocol, and not package net, whose initialisation alone would add
+// much of a start's cost (README "Performance / Admission").
 func TestSlimDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if or (not .Standard) (eq .ImportPath \"net\")}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
@@ -38,13 +38,14 @@ func TestSlimDependencies(t *testing.T) {
 		switch {
 		case pkg == "github.com/poolagent/poolagent/cmd/poolagent-run",
 			pkg == "github.com/poolagent/poolagent/client",
+			pkg == "github.com/poolagent/poolagent/protocol",
 			pkg == "golang.org/x/sys" || strings.HasPrefix(pkg, "golang.org/x/sys/"):
 		default:
 			offenders = append(offenders, pkg)
 		}
 	}
 	if len(offenders) > 0 {
-		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/client may be linked", strings.Join(offenders, ", "))
+		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/{client,protocol} may be linked", strings.Join(offenders, ", "))
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/client/admin"
+	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/sysview"
 )
 
@@ -20,7 +20,7 @@ func classifiersCommand() *cli.Command {
 			"all-users@well-known) and ResourcePool. Any local user may look.",
 		Flags: viewFlags(),
 		Action: func(c *cli.Context) error {
-			return showView(c, client.OpClassifiers, func(r admin.Reply) error {
+			return showView(c, protocol.OpClassifiers, func(r protocol.AdminReply) error {
 				if c.String("format") == "json" {
 					return sysview.WriteJSON(c.App.Writer, r.Classifiers)
 				}
@@ -34,16 +34,16 @@ func classifiersCommand() *cli.Command {
 func viewFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json"},
-		&cli.StringFlag{Name: "socket", Value: client.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+		&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "the daemon's socket `PATH`"},
 	}
 }
 
 // showView asks the daemon for a view and writes it.
-func showView(c *cli.Context, op string, write func(admin.Reply) error) error {
+func showView(c *cli.Context, op string, write func(protocol.AdminReply) error) error {
 	if f := c.String("format"); f != "text" && f != "json" {
 		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", f)
 	}
-	r, err := admin.Ask(c.String("socket"), client.Request{Op: op})
+	r, err := client.Ask(c.String("socket"), protocol.Request{Op: op})
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
 )
@@ -43,7 +43,7 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
-			&cli.StringFlag{Name: "socket", Value: client.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
+			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
 			memoryFlag(),

@@ -3,8 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/client/admin"
+	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/sysview"
 )
 
@@ -20,7 +19,7 @@ func queriesCommand() *cli.Command {
 			"(adopted). --format json gives the times and counters in µs. Any local user may look.",
 		Flags: viewFlags(),
 		Action: func(c *cli.Context) error {
-			return showView(c, client.OpQueries, func(r admin.Reply) error {
+			return showView(c, protocol.OpQueries, func(r protocol.AdminReply) error {
 				if c.String("format") == "json" {
 					return sysview.WriteJSON(c.App.Writer, r.Queries)
 				}

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/client/admin"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // sqlCommand is `poolagent sql`: run-time DDL sent to the daemon.
@@ -28,14 +28,14 @@ func sqlCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "execute", Aliases: []string{"e"}, Usage: "the `DDL` to run"},
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the DDL from `FILE` ('-': standard input)"},
-			&cli.StringFlag{Name: "socket", Value: client.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "the daemon's socket `PATH`"},
 		},
 		Action: runSQL,
 	}
 }
 
 func runSQL(c *cli.Context) error {
-	req := client.Request{Op: client.OpSQL}
+	req := protocol.Request{Op: protocol.OpSQL}
 	switch e, f := c.String("execute"), c.String("file"); {
 	case c.NArg() > 0:
 		return fmt.Errorf("sql: unexpected argument %q (give the DDL with -e 'DDL' or -f FILE)", c.Args().First())
@@ -56,12 +56,12 @@ func runSQL(c *cli.Context) error {
 		}
 		req.SQL, req.Source = string(b), f
 	}
-	r, err := admin.Ask(c.String("socket"), req)
+	r, err := client.Ask(c.String("socket"), req)
 	for _, w := range r.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, w)
 	}
 	var refused *client.RefusedError
-	if errors.As(err, &refused) && refused.Code == client.CodeInvalidDDL {
+	if errors.As(err, &refused) && refused.Code == protocol.CodeInvalidDDL {
 		fmt.Fprintln(c.App.ErrWriter, refused.Message)
 		n := strings.Count(refused.Message, "\n") + 1
 		return fmt.Errorf("%s: %d %s, nothing changed", req.Source, n, plural(n, "error", "errors"))

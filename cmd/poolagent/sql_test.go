@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
-	"github.com/poolagent/poolagent/sysview"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // envAsMain makes this test binary run poolagent's main, so tests can
@@ -179,9 +179,9 @@ func output(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-func poolRow(t *testing.T, socket, name string) sysview.Pool {
+func poolRow(t *testing.T, socket, name string) protocol.Pool {
 	t.Helper()
-	var rows []sysview.Pool
+	var rows []protocol.Pool
 	if err := json.Unmarshal([]byte(output(t, "pools", "--socket", socket, "--format", "json")), &rows); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func poolRow(t *testing.T, socket, name string) sysview.Pool {
 		}
 	}
 	t.Fatalf("no pool %s in %+v", name, rows)
-	return sysview.Pool{}
+	return protocol.Pool{}
 }
 
 // userDatabase gives a host without a user database (the test VM) one
@@ -348,9 +348,9 @@ func TestKernelOperate(t *testing.T) {
 	t.Cleanup(func() { second.Process.Kill() })
 	go func() { secondDone <- second.Wait() }()
 	waitUntil(t, "the second query to queue behind the adopted one", func() bool { return poolRow(t, socket, "olap").QueuedQueries == 1 })
-	var rows []sysview.Query
+	var rows []protocol.Query
 	json.Unmarshal([]byte(output(t, "queries", "--socket", socket, "--format", "json")), &rows)
-	if len(rows) != 2 || !rows[0].Adopted || rows[1].State != sysview.Queued {
+	if len(rows) != 2 || !rows[0].Adopted || rows[1].State != protocol.StateQueued {
 		t.Errorf("queries %+v, want the adopted query running and the new one queued", rows)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {

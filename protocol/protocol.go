@@ -1,14 +1,15 @@
-// Package client is the client side of the poolagent daemon's socket
-// protocol and the whole `run` command, shared by `poolagent run` and the
-// slim `poolagent-run` binary. It links only the standard library and
-// golang.org/x/sys, so that a query's client starts fast (README
-// "Performance / Admission").
+// Package protocol is the poolagent daemon's socket protocol: the
+// messages both ends exchange, imported by the daemon (package daemon) and
+// by its clients (package client, the CLI). It imports only the standard
+// library, so the slim `poolagent-run` binary links it (README
+// "Performance / Admission"), and its reply types carry only their own
+// fields, never the daemon's internal types.
 //
 // The protocol: JSON objects, one per line, over the daemon's Unix socket.
 // docs/admission.md shows a whole exchange. The caller's identity is never
 // part of a message: the daemon takes it from the socket's peer
 // credentials.
-package client
+package protocol
 
 import "errors"
 
@@ -59,7 +60,7 @@ const (
 )
 
 // Operator operations: the first and only request of a connection,
-// answered by one admin reply (package client/admin). The views are open
+// answered by one [AdminReply]. The views are open
 // to every local user; OpSQL needs an administrator (root, the admin
 // group, or an admin grant), identified like a query's caller by the
 // socket's peer credentials.

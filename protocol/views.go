@@ -1,0 +1,88 @@
+package protocol
+
+// The rows of the system views, as the daemon sends them in an
+// [AdminReply] and the CLI prints them (package sysview builds and renders
+// them). Columns that exist in YDB's views keep YDB's names; poolagent's
+// own follow them.
+
+// Pool is one row of `poolagent pools`. The first eight columns are YDB's
+// .sys/resource_pools; -1 means "not set", as there.
+type Pool struct {
+	Name                           string  `json:"Name"`
+	ConcurrentQueryLimit           int64   `json:"ConcurrentQueryLimit"`
+	QueueSize                      int64   `json:"QueueSize"`
+	DatabaseLoadCpuThreshold       float64 `json:"DatabaseLoadCpuThreshold"`
+	ResourceWeight                 int64   `json:"ResourceWeight"`
+	TotalCpuLimitPercentPerNode    float64 `json:"TotalCpuLimitPercentPerNode"`
+	QueryCpuLimitPercentPerNode    float64 `json:"QueryCpuLimitPercentPerNode"`
+	QueryMemoryLimitPercentPerNode float64 `json:"QueryMemoryLimitPercentPerNode"`
+	// TotalMemoryLimitPercentPerNode and QueryCancelAfterSeconds are YDB
+	// parameters its view does not show; CpuPeriodUsec and CpuBurstPercent
+	// are poolagent's extensions.
+	TotalMemoryLimitPercentPerNode float64 `json:"TotalMemoryLimitPercentPerNode"`
+	QueryCancelAfterSeconds        int64   `json:"QueryCancelAfterSeconds"`
+	CpuPeriodUsec                  int64   `json:"CpuPeriodUsec"`
+	CpuBurstPercent                float64 `json:"CpuBurstPercent"`
+	// RunningQueries and QueuedQueries are the queries in the pool now.
+	RunningQueries int `json:"RunningQueries"`
+	QueuedQueries  int `json:"QueuedQueries"`
+	// Active is whether the last plan counted the pool as active.
+	Active bool `json:"Active"`
+	// CpuLimitCores is the pool cgroup's cpu.max in vCPUs as planned now
+	// (quota/period); -1 when it is "max".
+	CpuLimitCores float64 `json:"CpuLimitCores"`
+	// CpuWeight is the pool cgroup's cpu.weight (1..10000).
+	CpuWeight uint64 `json:"CpuWeight"`
+	// Dropped pools are gone from the model but still have queries
+	// running; they disappear when the last one ends.
+	Dropped bool `json:"Dropped,omitempty"`
+}
+
+// Classifier is one row of `poolagent classifiers`: YDB's
+// .sys/resource_pool_classifiers.
+type Classifier struct {
+	Name         string `json:"Name"`
+	Rank         int64  `json:"Rank"`
+	MemberName   string `json:"MemberName"`
+	ResourcePool string `json:"ResourcePool"`
+}
+
+// Query states: the State column of a [Query].
+const (
+	StateQueued  = "QUEUED"
+	StateRunning = "RUNNING"
+)
+
+// Query is one row of `poolagent queries`. ResourcePoolId and QueuedTimeUs
+// are named as in YDB's query statistics; the CPU columns are the query
+// cgroup's cpu.stat (µs).
+type Query struct {
+	// QueryId is the query's id, the name of its cgroup below the pool
+	// once admitted.
+	QueryId        string `json:"QueryId"`
+	ResourcePoolId string `json:"ResourcePoolId"`
+	// Classifier is the classifier that chose the pool; "" when named
+	// explicitly or none matched.
+	Classifier string `json:"Classifier,omitempty"`
+	State      string `json:"State"`
+	// QueuePosition counts from 1 while QUEUED; 0 once running.
+	QueuePosition int    `json:"QueuePosition,omitempty"`
+	User          string `json:"User"`
+	Uid           uint32 `json:"Uid"`
+	// ClientPid is the `poolagent run` process that asked for the query.
+	ClientPid int `json:"ClientPid"`
+	// QueuedTimeUs is the time spent queued: so far while QUEUED, in total
+	// once RUNNING.
+	QueuedTimeUs int64 `json:"QueuedTimeUs"`
+	// RunningTimeUs is the time since admission; 0 while queued.
+	RunningTimeUs int64 `json:"RunningTimeUs"`
+	// CpuLimitCores is the query's cpu.max in vCPUs; -1 when uncapped.
+	CpuLimitCores float64 `json:"CpuLimitCores"`
+	UsageUsec     uint64  `json:"UsageUsec"`
+	NrPeriods     uint64  `json:"NrPeriods"`
+	NrThrottled   uint64  `json:"NrThrottled"`
+	ThrottledUsec uint64  `json:"ThrottledUsec"`
+	// Adopted queries were running when the daemon started; their client
+	// belongs to an earlier daemon, so User and ClientPid are unknown.
+	Adopted bool `json:"Adopted,omitempty"`
+}
