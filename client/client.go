@@ -209,8 +209,8 @@ func (c *client) clearProgress(q protocol.Reply) {
 	}
 }
 
-// execute starts the gate, has the daemon adopt it, releases it and waits
-// for the command and then for the daemon's report.
+// execute starts the gate, has the daemon place it in the query cgroup,
+// releases it and waits for the command and then for the daemon's report.
 func (c *client) execute(admitted protocol.Reply) (Result, error) {
 	res := Result{Pool: admitted.Pool, Query: admitted.Query}
 	release, releaseW, err := os.Pipe()

@@ -11,7 +11,7 @@ import (
 // it; the notice comes once the query's last process has exited.
 func TestKernelNotifyEmpty(t *testing.T) {
 	d, cg := kernelDaemon(t, v2Only, Config{}, olapPool(1, 0, ""), rootIdentity)
-	ps, ok := d.srv.poolState("olap")
+	ps, ok := d.srv.rp.poolState("olap")
 	if !ok {
 		t.Fatal("no pool olap in the daemon's plan")
 	}

@@ -59,7 +59,7 @@ func idleQueries(b *testing.B, cg Cgroups, counted *countedCgroups, n int) {
 	if err := cg.Apply(srv.Desired()); err != nil {
 		b.Fatal(err)
 	}
-	ps, ok := srv.poolState("olap")
+	ps, ok := srv.rp.poolState("olap")
 	if !ok {
 		b.Fatal("no pool olap in the plan")
 	}

@@ -382,14 +382,14 @@ CREATE RESOURCE POOL b WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=75, RESOURCES_WEIG
 	waitFor(t, "a back at its cap", quotas(150000, 150000))
 
 	// Demand: a refresh measures a's idle query; a new query forgets it.
-	d.srv.mu.Lock()
-	d.srv.lastPoolStats = nil
-	d.srv.mu.Unlock()
+	d.srv.rp.mu.Lock()
+	d.srv.rp.lastPoolStats = nil
+	d.srv.rp.mu.Unlock()
 	now := time.Now()
-	d.srv.observeDemand(now)
+	d.srv.rp.observeDemand(now)
 	time.Sleep(200 * time.Millisecond)
-	d.srv.observeDemand(now.Add(200 * time.Millisecond))
-	d.srv.kickReplan()
+	d.srv.rp.observeDemand(now.Add(200 * time.Millisecond))
+	d.srv.rp.request()
 	waitFor(t, "a held to its idle demand", func() bool { return poolQuotaUsec(t, cg, "a") == 1000 })
 	t.Logf("demand after a refresh: %v", d.srv.Demand())
 	qa2 := startInProc(t, d.socket, "a")

@@ -38,7 +38,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,
 			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
 			QueueWait:              s.waits(p.Name).Snapshot(),
-			PredictedThrottledUsec: s.predictor().ThrottledUsec(p.Name),
+			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
 		}
 		if i, ok := planned[p.Name]; ok {
 			mp.CPULimitCores = max(sysview.Cores(d.Pools[i].Pool), 0)
@@ -50,16 +50,6 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 		snap.Pools = append(snap.Pools, mp)
 	}
 	return snap, nil
-}
-
-// predictor returns the server's throttling predictor.
-func (s *Server) predictor() *metrics.Predictor {
-	s.ops.tmu.Lock()
-	defer s.ops.tmu.Unlock()
-	if s.ops.predictor == nil {
-		s.ops.predictor = metrics.NewPredictor()
-	}
-	return s.ops.predictor
 }
 
 // RunPredictor closes a prediction interval every period until ctx ends:
@@ -101,6 +91,6 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 				Running: running[p.Name], CPU: st,
 			})
 		}
-		s.predictor().Step(d.Node.CPUs, samples)
+		s.predictor.Step(d.Node.CPUs, samples)
 	}
 }

@@ -3,11 +3,12 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/poolagent/poolagent/admission"
-	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/state"
 )
@@ -43,54 +44,66 @@ func (src Sources) Load() (*planner.Model, []planner.Warning, error) {
 // directory, where it could not survive a restart.
 var ErrNoState = errors.New("run-time changes need a state directory (poolagent daemon --state-dir)")
 
-// operations is the daemon's operator-facing state: where the model comes
-// from, the queries for `poolagent queries`, and what the metrics need
-// besides the admission controller.
-type operations struct {
-	// mu serialises reloads and run-time changes.
+// changes is the daemon's run-time changes: where the model comes from,
+// the policy in force, and reloads and `poolagent sql`, one at a time. Its
+// lock is "ops" in the lock order (see Server): a change holds it while it
+// installs the new policy in the registry and re-plans.
+type changes struct {
+	log *slog.Logger
+	reg *registry
+	rp  *replanner
+	// policy is the policy in force, readable without the lock.
+	policy atomic.Pointer[Policy]
+
 	mu  sync.Mutex
 	src *Sources
+}
 
-	// tmu guards sessions and predictor.
-	tmu       sync.Mutex
-	sessions  map[*session]*tracked
-	predictor *metrics.Predictor
+// current returns the policy in force.
+func (c *changes) current() Policy { return *c.policy.Load() }
 
-	waits sync.Map // pool name -> *metrics.WaitRecorder
+// set makes p the policy in force: its limits apply at once and the pools
+// are re-planned soon.
+func (c *changes) set(p Policy) {
+	c.policy.Store(&p)
+	c.reg.configure(p)
+	c.rp.request()
 }
 
 // Operate gives the server the sources of its model, which enables Reload
 // and run-time DDL (`poolagent sql`).
 func (s *Server) Operate(src Sources) {
-	s.ops.mu.Lock()
-	defer s.ops.mu.Unlock()
-	s.ops.src = &src
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	s.changes.src = &src
 }
 
 // Model returns the pool model in force.
-func (s *Server) Model() *planner.Model {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.policy.Model
-}
+func (s *Server) Model() *planner.Model { return s.changes.current().Model }
+
+// SetPolicy replaces the pool model at run time: limits apply at once
+// (see admission.Backend.Configure) and the pools are re-planned.
+func (s *Server) SetPolicy(p Policy) { s.changes.set(p) }
 
 // Reload re-reads the pool file and the persisted changes and, when they
 // are valid, makes them the running model and reconciles the cgroups at
 // once (only files whose value differs are written). When they are not,
 // nothing changes: the running pools stay as they are and the error says
 // why, with file:line:col.
-func (s *Server) Reload() ([]planner.Warning, error) {
-	s.ops.mu.Lock()
-	defer s.ops.mu.Unlock()
-	if s.ops.src == nil {
+func (s *Server) Reload() ([]planner.Warning, error) { return s.changes.reload() }
+
+func (c *changes) reload() ([]planner.Warning, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.src == nil {
 		return nil, errors.New("reload: the daemon was started without sources (Operate)")
 	}
-	m, warns, err := s.ops.src.Load()
+	m, warns, err := c.src.Load()
 	if err != nil {
-		s.cfg.Log.Error("reload refused; the running pools are kept", "reason", err.Error())
+		c.log.Error("reload refused; the running pools are kept", "reason", err.Error())
 		return nil, fmt.Errorf("reload refused, running pools kept: %w", err)
 	}
-	return warns, s.install(m, "reload")
+	return warns, c.install(m, "reload")
 }
 
 // ExecSQL carries out DDL an administrator sent: parsed (source names it
@@ -99,9 +112,13 @@ func (s *Server) Reload() ([]planner.Warning, error) {
 // any statement is refused nothing is persisted or applied; when it cannot
 // be persisted nothing is applied.
 func (s *Server) ExecSQL(id admission.Identity, source, ddl string) (state.Change, []planner.Warning, error) {
-	s.ops.mu.Lock()
-	defer s.ops.mu.Unlock()
-	if s.ops.src == nil || s.ops.src.Store == nil {
+	return s.changes.execSQL(id, source, ddl)
+}
+
+func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Change, []planner.Warning, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.src == nil || c.src.Store == nil {
 		return state.Change{}, nil, ErrNoState
 	}
 	stmts, err := planner.Parse(source, []byte(ddl))
@@ -111,30 +128,28 @@ func (s *Server) ExecSQL(id admission.Identity, source, ddl string) (state.Chang
 	if len(stmts) == 0 {
 		return state.Change{}, nil, fmt.Errorf("%s: no statement (accepted: CREATE, ALTER, DROP RESOURCE POOL [CLASSIFIER], GRANT, REVOKE)", source)
 	}
-	m, warns, err := planner.Apply(s.Model(), stmts)
+	m, warns, err := planner.Apply(c.current().Model, stmts)
 	if err != nil {
 		return state.Change{}, warns, err
 	}
-	c, err := s.ops.src.Store.Append(state.Change{UID: id.UID, User: id.User, DDL: ddl})
+	ch, err := c.src.Store.Append(state.Change{UID: id.UID, User: id.User, DDL: ddl})
 	if err != nil {
 		return state.Change{}, warns, fmt.Errorf("change not applied: %w", err)
 	}
-	s.cfg.Log.Info("run-time change accepted", "seq", c.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
-	return c, warns, s.install(m, fmt.Sprintf("change %d", c.Seq))
+	c.log.Info("run-time change accepted", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
+	return ch, warns, c.install(m, fmt.Sprintf("change %d", ch.Seq))
 }
 
-// install makes m the running model and reconciles; ops.mu is held.
-func (s *Server) install(m *planner.Model, reason string) error {
-	s.mu.Lock()
-	p := s.policy
-	s.mu.Unlock()
+// install makes m the running model and reconciles; c.mu is held.
+func (c *changes) install(m *planner.Model, reason string) error {
+	p := c.current()
 	p.Model = m
-	s.SetPolicy(p)
-	if err := s.plan(); err != nil {
-		s.cfg.Log.Error("apply failed", "reason", reason, "err", err)
+	c.set(p)
+	if err := c.rp.plan(); err != nil {
+		c.log.Error("apply failed", "reason", reason, "err", err)
 		return fmt.Errorf("%s accepted but not fully applied (the next re-plan retries): %w", reason, err)
 	}
-	s.cfg.Log.Info("model in force", "reason", reason, "pools", len(m.Pools()))
+	c.log.Info("model in force", "reason", reason, "pools", len(m.Pools()))
 	return nil
 }
 

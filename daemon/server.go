@@ -12,18 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
@@ -77,8 +75,13 @@ type Config struct {
 	// LoadSample is the host load sampling interval;
 	// admission.DefaultSampleInterval when 0.
 	LoadSample time.Duration
-	// Load tunes CPU-load admission (refresh interval, reservation).
+	// Load tunes CPU-load admission (refresh interval, reservation) of
+	// the single-host admission.Controller.
 	Load admission.LoadConfig
+	// Admission is the admission state; nil makes a single-host
+	// admission.Controller with Load. New configures it with the
+	// policy's limits.
+	Admission admission.Backend
 	// Progress is how often a queued client that asked for progress is
 	// told its position if it changed; 1 s when 0.
 	Progress time.Duration
@@ -91,39 +94,37 @@ type Config struct {
 	Listening func()
 }
 
-// Server is a running admission service.
+// Server is a running admission service, made of parts that each own one
+// lock and one job:
+//
+//   - changes: reloads and run-time DDL, and the policy in force;
+//   - replanner: dividing the CPU among the pools and applying it;
+//   - registry: the admission backend and the queries of connected
+//     clients;
+//   - the cgroups (Cgroups; HostCgroups serialises its writes).
+//
+// Lock order: ops → plan → state → cgroups, that is changes.mu, then
+// replanner.mu, then registry.mu, then the Cgroups' own lock. A part holding
+// its lock may call into a part after it in this order, never into one
+// before it, and no lock is held while waiting on a client or a channel.
+// The socket service (Serve, the sessions) holds none of these while it
+// talks to a client.
 type Server struct {
-	cfg   Config
-	cg    Cgroups
-	users Users
-	load  LoadSource
-	procs procChecker
+	cfg     Config
+	cg      Cgroups
+	users   Users
+	load    LoadSource
+	procs   procChecker
+	changes *changes
+	rp      *replanner
+	reg     *registry
 	// start names this run of the daemon in query ids (its start time in
 	// seconds, base 36, after every earlier daemon's whose query cgroups
 	// remain: see avoidNames), so ids do not repeat across restarts.
 	start string
-
-	mu      sync.Mutex
-	ctl     *admission.Controller
-	policy  Policy
-	access  admission.Access
-	waiters map[admission.QueryID]chan admission.Event
-	desired planner.Desired
-	applied bool
-	// planned is what desired was planned from.
-	planned planInput
-	demand  map[string]float64
-	// lastPoolStats and lastPoolStatsAt are the previous refresh's reading
-	// of the pool cgroups, for demand.
-	lastPoolStats   map[string]observe.CPUStat
-	lastPoolStatsAt time.Time
-
-	replan chan struct{}
-	// planMu serialises plan: a reload applies at once while the re-plan
-	// loop may be applying too.
-	planMu sync.Mutex
-	// ops is what operators see and change (operate.go).
-	ops operations
+	// predictor and waitHists feed the metrics (metrics.go).
+	predictor *metrics.Predictor
+	waitHists sync.Map // pool name -> *metrics.WaitRecorder
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -147,73 +148,54 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	ctl, err := admission.NewController(cfg.Load, admission.LimitsFromModel(policy.Model))
-	if err != nil {
-		return nil, err
+	backend := cfg.Admission
+	if backend == nil {
+		ctl, err := admission.NewController(cfg.Load, admission.LimitsFromModel(policy.Model))
+		if err != nil {
+			return nil, err
+		}
+		backend = ctl
 	}
 	procs, err := newProcChecker(cfg.ProcRoot)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		cg:      cg,
-		users:   users,
-		load:    load,
-		procs:   procs,
-		start:   strconv.FormatInt(time.Now().Unix(), 36),
-		ctl:     ctl,
-		policy:  policy,
-		access:  admission.Access{Model: policy.Model, AdminGroup: policy.AdminGroup},
-		waiters: map[admission.QueryID]chan admission.Event{},
-		replan:  make(chan struct{}, 1),
+		cfg:       cfg,
+		cg:        cg,
+		users:     users,
+		load:      load,
+		procs:     procs,
+		start:     strconv.FormatInt(time.Now().Unix(), 36),
+		predictor: metrics.NewPredictor(),
 	}
-	if err := s.plan(); err != nil {
+	s.reg = newRegistry(backend, policy)
+	s.changes = &changes{log: cfg.Log, reg: s.reg}
+	s.rp = newReplanner(cg, cfg.Log, s.reg, s.changes.current)
+	s.changes.rp = s.rp
+	s.changes.set(policy)
+	if err := s.rp.plan(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// SetPolicy replaces the pool model at run time (reload, ALTER): limits
-// apply at once (see admission.Controller.Configure) and the pools are
-// re-planned.
-func (s *Server) SetPolicy(p Policy) {
-	s.mu.Lock()
-	s.policy = p
-	s.access = admission.Access{Model: p.Model, AdminGroup: p.AdminGroup}
-	s.dispatch(s.ctl.Configure(admission.LimitsFromModel(p.Model), time.Now()))
-	s.mu.Unlock()
-	s.kickReplan()
-}
-
 // Access returns the classification and access rules in force, for
 // administrative requests (IsAdmin).
-func (s *Server) Access() admission.Access {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.access
-}
+func (s *Server) Access() admission.Access { return s.reg.rules() }
 
 // Pools returns every pool's admission state.
-func (s *Server) Pools() []admission.PoolStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ctl.Pools()
-}
+func (s *Server) Pools() []admission.PoolStats { return s.reg.pools() }
 
 // Load returns the state of CPU-load admission.
-func (s *Server) Load() admission.LoadStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ctl.Load()
-}
+func (s *Server) Load() admission.LoadStats { return s.reg.load() }
 
 // Desired returns the plan last applied to the cgroups.
-func (s *Server) Desired() planner.Desired {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.desired
-}
+func (s *Server) Desired() planner.Desired { return s.rp.desired() }
+
+// Demand returns the demand per pool (vCPUs) observed at the last load
+// refresh.
+func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 
 // Serve listens on the socket and serves clients until ctx ends. Query
 // cgroups that still hold processes when it starts (queries of an earlier
@@ -233,7 +215,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	wg.Go(func() { s.sampleLoop(ctx) })
-	wg.Go(func() { s.replanLoop(ctx) })
+	wg.Go(func() { s.rp.loop(ctx) })
+	wg.Go(func() { s.reg.deliver(ctx) })
 	wg.Go(func() {
 		<-ctx.Done()
 		ln.Close()
@@ -276,9 +259,7 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			continue
 		}
-		s.mu.Lock()
-		id := s.ctl.Adopt(pool, time.Now())
-		s.mu.Unlock()
+		id := s.reg.adopt(pool)
 		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
 		wg.Go(func() {
 			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
@@ -297,9 +278,16 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		})
 	}
 	if len(queries) > 0 {
-		s.kickReplan()
+		s.rp.request()
 	}
 	return nil
+}
+
+// leave ends a query in the registry, starting whoever may start next,
+// and re-plans: the set of active pools may have changed.
+func (s *Server) leave(id admission.QueryID) {
+	s.reg.leave(id)
+	s.rp.request()
 }
 
 // avoidNames makes the names of this daemon's queries differ from those of
@@ -358,32 +346,6 @@ func listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// dispatch hands events to their waiting sessions; s.mu is held.
-func (s *Server) dispatch(events []admission.Event) {
-	for _, ev := range events {
-		if ch, ok := s.waiters[ev.ID]; ok {
-			delete(s.waiters, ev.ID)
-			ch <- ev
-		}
-	}
-}
-
-// leave ends a query in the controller, starting whoever may start next.
-func (s *Server) leave(id admission.QueryID) {
-	s.mu.Lock()
-	delete(s.waiters, id)
-	s.dispatch(s.ctl.Leave(id, time.Now()))
-	s.mu.Unlock()
-	s.kickReplan()
-}
-
-// tick fails queued queries past their deadline.
-func (s *Server) tick() {
-	s.mu.Lock()
-	s.dispatch(s.ctl.Tick(time.Now()))
-	s.mu.Unlock()
-}
-
 func (s *Server) sampleLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.LoadSample)
 	defer t.Stop()
@@ -400,172 +362,12 @@ func (s *Server) sampleLoop(ctx context.Context) {
 				s.cfg.Log.Error("host load sample", "err", err)
 				continue
 			}
-			s.mu.Lock()
-			events, refreshed := s.ctl.Sample(now, 100*busy)
-			s.dispatch(events)
-			s.mu.Unlock()
-			if refreshed {
-				s.observeDemand(now)
-				s.kickReplan()
+			if s.reg.sample(now, 100*busy) {
+				s.rp.observeDemand(now)
+				s.rp.request()
 			}
 		}
 	}
-}
-
-// observeDemand takes each pool's demand over the last refresh interval:
-// (usage + throttled time) / wall time, in vCPUs.
-func (s *Server) observeDemand(now time.Time) {
-	s.mu.Lock()
-	var pools []string
-	for _, p := range s.policy.Model.Pools() {
-		pools = append(pools, p.Name)
-	}
-	s.mu.Unlock()
-	stats, err := s.cg.PoolStats(pools)
-	if err != nil {
-		s.cfg.Log.Error("read pool CPU accounting for demand", "err", err)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lastPoolStats != nil {
-		elapsedUsec := float64(now.Sub(s.lastPoolStatsAt).Microseconds())
-		demand := map[string]float64{}
-		for pool, cur := range stats {
-			prev, ok := s.lastPoolStats[pool]
-			if !ok || elapsedUsec <= 0 {
-				continue
-			}
-			d := cur.Sub(prev)
-			demand[pool] = float64(d.UsageUsec+d.ThrottledUsec) / elapsedUsec
-		}
-		s.demand = demand
-	}
-	s.lastPoolStats = stats
-	s.lastPoolStatsAt = now
-}
-
-// Demand returns the demand per pool (vCPUs) observed at the last load
-// refresh.
-func (s *Server) Demand() map[string]float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.demand)
-}
-
-// started notes a query start in pool: the pool's observed demand is
-// forgotten until the next refresh measures it again, so a new query is
-// never held to what the pool used while it was idle; and the pools are
-// re-planned, since the active set may have changed.
-func (s *Server) started(pool string) {
-	s.mu.Lock()
-	delete(s.demand, pool)
-	s.mu.Unlock()
-	s.kickReplan()
-}
-
-func (s *Server) kickReplan() {
-	select {
-	case s.replan <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Server) replanLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.replan:
-			if err := s.plan(); err != nil {
-				s.cfg.Log.Error("re-plan pools", "err", err)
-			}
-		}
-	}
-}
-
-// plan computes the desired state for the current active set and demand
-// and applies it when it differs from the last one applied. Pools the
-// model no longer has (dropped while queries ran) take no part.
-func (s *Server) plan() error {
-	s.planMu.Lock()
-	defer s.planMu.Unlock()
-	s.mu.Lock()
-	m, node := s.policy.Model, s.policy.Node
-	active := []string{}
-	for _, name := range s.ctl.Active() {
-		if _, ok := m.Pool(name); ok {
-			active = append(active, name)
-		}
-	}
-	demand := map[string]float64{}
-	for name, d := range s.demand {
-		if _, ok := m.Pool(name); ok {
-			demand[name] = d
-		}
-	}
-	last, applied := s.desired, s.applied
-	in := planInput{model: m, node: node, active: active, demand: demand}
-	if applied && in.equal(s.planned) {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	d, err := planner.Plan(m, node, planner.Activity{Active: active, DemandCPUs: demand})
-	if err != nil {
-		return fmt.Errorf("plan for active pools %v: %w", active, err)
-	}
-	if !applied || !sameCgroups(d, last) {
-		if err := s.cg.Apply(d); err != nil {
-			return err
-		}
-		s.cfg.Log.Info("pools applied", "active", active, "pools", len(d.Pools))
-	}
-	s.mu.Lock()
-	s.desired, s.applied, s.planned = d, true, in
-	s.mu.Unlock()
-	return nil
-}
-
-// planInput is what a plan is made from; the same input gives the same
-// plan, so it is not made again.
-type planInput struct {
-	model  *planner.Model
-	node   planner.Node
-	active []string
-	demand map[string]float64
-}
-
-func (a planInput) equal(b planInput) bool {
-	return a.model == b.model && a.node == b.node && slices.Equal(a.active, b.active) && maps.Equal(a.demand, b.demand)
-}
-
-// sameCgroups reports whether a and b ask for the same cgroup tree: the
-// same pools with the same pool and query cgroup values. Whether a pool is
-// active, and the allocation figures beside the values, change no file.
-func sameCgroups(a, b planner.Desired) bool {
-	if a.Node != b.Node || len(a.Pools) != len(b.Pools) {
-		return false
-	}
-	for i := range a.Pools {
-		pa, pb := a.Pools[i], b.Pools[i]
-		if pa.Name != pb.Name || !reflect.DeepEqual(pa.Pool, pb.Pool) || !reflect.DeepEqual(pa.Query, pb.Query) {
-			return false
-		}
-	}
-	return true
-}
-
-// poolState returns pool's state in the last applied plan.
-func (s *Server) poolState(pool string) (planner.PoolState, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.desired.Pools {
-		if p.Name == pool {
-			return p, true
-		}
-	}
-	return planner.PoolState{}, false
 }
 
 // Polling intervals of waitEmpty for long queries: with the kernel's

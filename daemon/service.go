@@ -134,8 +134,8 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 func (s *Server) healthy() error {
 	done := make(chan struct{})
 	go func() {
-		s.mu.Lock()
-		s.mu.Unlock()
+		s.reg.mu.Lock()
+		s.reg.mu.Unlock()
 		close(done)
 	}()
 	select {

@@ -71,8 +71,8 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(errorCode(err), err)
 		return
 	}
-	s.begin(se, id, cred.Pid, place)
-	defer s.end(se)
+	s.reg.begin(se, &tracked{id: id, clientPID: int(cred.Pid), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()})
+	defer s.reg.end(se)
 	se.run(ctx, id, cred.Pid, place, req.Progress)
 }
 
@@ -121,7 +121,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		return
 	}
 	name := s.queryName(qid)
-	ps, ok := s.poolState(place.Pool)
+	ps, ok := s.rp.poolState(place.Pool)
 	if !ok {
 		s.leave(qid)
 		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
@@ -147,7 +147,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 			return
 		}
 	}
-	if err := s.adopt(peerPID, id.UID, r.PID, ps, name); err != nil {
+	if err := s.place(peerPID, id.UID, r.PID, ps, name); err != nil {
 		se.fail(errorCode(err), err)
 		// A move whose check failed afterwards may have placed a process:
 		// the slot stays held until the cgroup (if made) is empty.
@@ -172,32 +172,21 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 // the query was refused or the client went away (having told the client).
 func (se *session) admit(ctx context.Context, pool string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
 	s := se.s
-	s.mu.Lock()
-	qid, started, err := s.ctl.Submit(pool, arrived)
-	var wait chan admission.Event
-	var position int
-	var deadline *time.Timer
-	if err == nil && !started {
-		wait = make(chan admission.Event, 1)
-		s.waiters[qid] = wait
-		position = s.ctl.Position(qid)
-		if p, ok := s.ctl.PoolLimits(pool); ok && p.CancelAfter > 0 {
-			deadline = time.AfterFunc(p.CancelAfter, s.tick)
-		}
-	}
-	s.mu.Unlock()
+	sub, err := s.reg.submit(pool, arrived)
+	qid, position := sub.id, sub.position
 	if err != nil {
 		s.decided(se, pool, 0, "rejected", 0, err)
 		se.fail(errorCode(err), err)
 		return 0, 0, false
 	}
-	if started {
+	if sub.started {
 		s.decided(se, pool, qid, "started", 0, nil)
-		s.started(pool)
+		s.rp.started(pool)
 		return qid, 0, true
 	}
 	s.decided(se, pool, qid, "queued", 0, nil)
-	if deadline != nil {
+	if sub.cancelAfter > 0 {
+		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
 		defer deadline.Stop()
 	}
 	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position})
@@ -209,19 +198,17 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 	}
 	for {
 		select {
-		case ev := <-wait:
+		case ev := <-sub.wait:
 			if ev.Err != nil {
 				s.decided(se, pool, qid, "failed", ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, 0, false
 			}
 			s.decided(se, pool, qid, "started", ev.QueuedFor, nil)
-			s.started(pool)
+			s.rp.started(pool)
 			return qid, ev.QueuedFor, true
 		case <-tick:
-			s.mu.Lock()
-			p := s.ctl.Position(qid)
-			s.mu.Unlock()
+			p := s.reg.position(qid)
 			if p != position && p > 0 {
 				position = p
 				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p})

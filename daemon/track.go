@@ -27,23 +27,8 @@ type tracked struct {
 	admitted  time.Time
 	queuedFor time.Duration
 	cpuLimit  float64
-}
-
-// begin tracks session se's classified query until end.
-func (s *Server) begin(se *session, id admission.Identity, clientPID int32, place admission.Placement) {
-	s.ops.tmu.Lock()
-	defer s.ops.tmu.Unlock()
-	if s.ops.sessions == nil {
-		s.ops.sessions = map[*session]*tracked{}
-	}
-	s.ops.sessions[se] = &tracked{id: id, clientPID: int(clientPID), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()}
-}
-
-// end forgets session se's query.
-func (s *Server) end(se *session) {
-	s.ops.tmu.Lock()
-	defer s.ops.tmu.Unlock()
-	delete(s.ops.sessions, se)
+	// position is the queue position while queued (registry.submitted).
+	position int
 }
 
 // decided records an admission decision about session se's query in pool
@@ -53,11 +38,7 @@ func (s *Server) end(se *session) {
 // histogram.
 func (s *Server) decided(se *session, pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
 	if qid != 0 {
-		s.ops.tmu.Lock()
-		if t := s.ops.sessions[se]; t != nil {
-			t.qid = qid
-		}
-		s.ops.tmu.Unlock()
+		s.reg.update(se, func(t *tracked) { t.qid = qid })
 	}
 	if decision == "started" {
 		s.waits(pool).Observe(queuedFor)
@@ -77,16 +58,15 @@ func (s *Server) decided(se *session, pool string, qid admission.QueryID, decisi
 
 // admitted records that session se's query got its cgroup.
 func (s *Server) admitted(se *session, name string, queuedFor time.Duration, cpuLimit float64) {
-	s.ops.tmu.Lock()
-	defer s.ops.tmu.Unlock()
-	if t := s.ops.sessions[se]; t != nil {
-		t.name, t.admitted, t.queuedFor, t.cpuLimit = name, time.Now(), queuedFor, cpuLimit
-	}
+	now := time.Now()
+	s.reg.update(se, func(t *tracked) {
+		t.name, t.admitted, t.queuedFor, t.cpuLimit = name, now, queuedFor, cpuLimit
+	})
 }
 
 // waits is pool's queue wait histogram.
 func (s *Server) waits(pool string) *metrics.WaitRecorder {
-	w, _ := s.ops.waits.LoadOrStore(pool, &metrics.WaitRecorder{})
+	w, _ := s.waitHists.LoadOrStore(pool, &metrics.WaitRecorder{})
 	return w.(*metrics.WaitRecorder)
 }
 
@@ -100,14 +80,7 @@ func (s *Server) queryName(qid admission.QueryID) string {
 // and the query cgroups no client of this daemon owns (queries adopted at
 // start), running first, oldest first.
 func (s *Server) queryRows() []protocol.Query {
-	s.ops.tmu.Lock()
-	var all []tracked
-	for _, t := range s.ops.sessions {
-		if t.qid != 0 {
-			all = append(all, *t)
-		}
-	}
-	s.ops.tmu.Unlock()
+	all := s.reg.submitted()
 	now := time.Now()
 	var rows []protocol.Query
 	owned := map[[2]string]bool{}
@@ -117,9 +90,7 @@ func (s *Server) queryRows() []protocol.Query {
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
 		}
 		if t.name == "" {
-			s.mu.Lock()
-			r.QueuePosition = s.ctl.Position(t.qid)
-			s.mu.Unlock()
+			r.QueuePosition = t.position
 			r.State, r.QueuedTimeUs = protocol.StateQueued, now.Sub(t.arrived).Microseconds()
 		} else {
 			owned[[2]string{t.pool, t.name}] = true

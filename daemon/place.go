@@ -54,7 +54,7 @@ func (p procChecker) check(pid int, peerPID int32, uid uint32) error {
 	return nil
 }
 
-// adopt creates the query cgroup and moves the client's child pid into
+// place creates the query cgroup and moves the client's child pid into
 // it, after checking that it is the client's own direct child.
 //
 // The race: a pid names whatever process holds it at the moment of the
@@ -68,7 +68,7 @@ func (p procChecker) check(pid int, peerPID int32, uid uint32) error {
 // during the move, and a pid recycled in that instant, could make the
 // write hit another process. The daemon then reports the client's error,
 // and the slot stays held until the query cgroup is empty.
-func (s *Server) adopt(peerPID int32, uid uint32, pid int, ps planner.PoolState, query string) error {
+func (s *Server) place(peerPID int32, uid uint32, pid int, ps planner.PoolState, query string) error {
 	if pid <= 0 {
 		return fmt.Errorf("%w: pid %d", ErrNotYourChild, pid)
 	}

@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+)
+
+// registry is the daemon's admission state: the admission backend, the
+// rules that classify callers, the sessions waiting for an event, and the
+// queries of connected clients as `poolagent queries` shows them. Its lock
+// is "state" in the lock order (see Server).
+type registry struct {
+	mu      sync.Mutex
+	backend admission.Backend
+	access  admission.Access
+	waiters map[admission.QueryID]chan admission.Event
+	// sessions holds the classified query of each connected client.
+	sessions map[*session]*tracked
+}
+
+func newRegistry(backend admission.Backend, p Policy) *registry {
+	return &registry{
+		backend:  backend,
+		access:   admission.Access{Model: p.Model, AdminGroup: p.AdminGroup},
+		waiters:  map[admission.QueryID]chan admission.Event{},
+		sessions: map[*session]*tracked{},
+	}
+}
+
+// configure makes p's limits and access rules the ones in force; limits
+// apply at once (see admission.Backend.Configure).
+func (r *registry) configure(p Policy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.access = admission.Access{Model: p.Model, AdminGroup: p.AdminGroup}
+	r.dispatch(r.backend.Configure(admission.LimitsFromModel(p.Model), time.Now()))
+}
+
+// rules returns the classification and access rules in force.
+func (r *registry) rules() admission.Access {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.access
+}
+
+// submission is the outcome of submit.
+type submission struct {
+	id      admission.QueryID
+	started bool
+	// wait receives the queued query's event; position is its place in
+	// the queue and cancelAfter its pool's queue-wait deadline (0: none).
+	wait        <-chan admission.Event
+	position    int
+	cancelAfter time.Duration
+}
+
+// submit asks the backend to run a query in pool.
+func (r *registry) submit(pool string, now time.Time) (submission, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, started, err := r.backend.Submit(pool, now)
+	if err != nil {
+		return submission{}, err
+	}
+	sub := submission{id: id, started: started}
+	if !started {
+		wait := make(chan admission.Event, 1)
+		r.waiters[id] = wait
+		sub.wait, sub.position = wait, r.backend.Position(id)
+		if l, ok := r.backend.PoolLimits(pool); ok {
+			sub.cancelAfter = l.CancelAfter
+		}
+	}
+	return sub, nil
+}
+
+// dispatch hands events to their waiting sessions; r.mu is held. Each
+// waiter's channel has room for its one event.
+func (r *registry) dispatch(events []admission.Event) {
+	for _, ev := range events {
+		if ch, ok := r.waiters[ev.ID]; ok {
+			delete(r.waiters, ev.ID)
+			ch <- ev
+		}
+	}
+}
+
+// leave ends a query, starting whoever may start next.
+func (r *registry) leave(id admission.QueryID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiters, id)
+	r.dispatch(r.backend.Leave(id, time.Now()))
+}
+
+// tick fails queued queries past their deadline.
+func (r *registry) tick() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dispatch(r.backend.Tick(time.Now()))
+}
+
+// sample records the host's load and reports whether load admission
+// refreshed.
+func (r *registry) sample(now time.Time, busyPercent float64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	events, refreshed := r.backend.Sample(now, busyPercent)
+	r.dispatch(events)
+	return refreshed
+}
+
+// deliver hands the events the backend sends by itself (admission.Backend
+// Events) to their sessions until ctx ends.
+func (r *registry) deliver(ctx context.Context) {
+	events := r.backend.Events()
+	if events == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			r.mu.Lock()
+			r.dispatch([]admission.Event{ev})
+			r.mu.Unlock()
+		}
+	}
+}
+
+// adopt counts a query of an earlier daemon, found running in pool.
+func (r *registry) adopt(pool string) admission.QueryID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backend.Adopt(pool, time.Now())
+}
+
+func (r *registry) position(id admission.QueryID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backend.Position(id)
+}
+
+func (r *registry) pools() []admission.PoolStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backend.Pools()
+}
+
+func (r *registry) load() admission.LoadStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backend.Load()
+}
+
+func (r *registry) active() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backend.Active()
+}
+
+// begin registers session se's classified query until end.
+func (r *registry) begin(se *session, t *tracked) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sessions[se] = t
+}
+
+// end forgets session se's query.
+func (r *registry) end(se *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sessions, se)
+}
+
+// update changes session se's registered query, if it has one.
+func (r *registry) update(se *session, change func(*tracked)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.sessions[se]; t != nil {
+		change(t)
+	}
+}
+
+// submitted returns the registered queries that were submitted, each with
+// its queue position (0 once admitted).
+func (r *registry) submitted() []tracked {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var all []tracked
+	for _, t := range r.sessions {
+		if t.qid == 0 {
+			continue
+		}
+		c := *t
+		if c.name == "" {
+			c.position = r.backend.Position(t.qid)
+		}
+		all = append(all, c)
+	}
+	return all
+}

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// replanner divides the CPU among the pools (weighted max-min) and applies
+// the result to the pool cgroups: at start, whenever the set of active
+// pools or their demand changes, and after every change of the model. Its
+// lock is "plan" in the lock order (see Server): held across a whole plan,
+// from reading the inputs to the last cgroup write, so plans never
+// interleave.
+type replanner struct {
+	cg     Cgroups
+	log    *slog.Logger
+	reg    *registry
+	policy func() Policy
+	kick   chan struct{}
+	// current is the plan last applied, readable without the lock.
+	current atomic.Pointer[planner.Desired]
+
+	mu sync.Mutex
+	// planned is what current was planned from.
+	planned planInput
+	demand  map[string]float64
+	// lastPoolStats and lastPoolStatsAt are the previous refresh's reading
+	// of the pool cgroups, for demand.
+	lastPoolStats   map[string]observe.CPUStat
+	lastPoolStatsAt time.Time
+}
+
+func newReplanner(cg Cgroups, log *slog.Logger, reg *registry, policy func() Policy) *replanner {
+	return &replanner{cg: cg, log: log, reg: reg, policy: policy, kick: make(chan struct{}, 1)}
+}
+
+// request asks the loop for a plan soon; requests made while one is
+// pending are one request.
+func (rp *replanner) request() {
+	select {
+	case rp.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop plans on every request until ctx ends.
+func (rp *replanner) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rp.kick:
+			if err := rp.plan(); err != nil {
+				rp.log.Error("re-plan pools", "err", err)
+			}
+		}
+	}
+}
+
+// desired returns the plan last applied to the cgroups.
+func (rp *replanner) desired() planner.Desired {
+	if d := rp.current.Load(); d != nil {
+		return *d
+	}
+	return planner.Desired{}
+}
+
+// poolState returns pool's state in the last applied plan.
+func (rp *replanner) poolState(pool string) (planner.PoolState, bool) {
+	for _, p := range rp.desired().Pools {
+		if p.Name == pool {
+			return p, true
+		}
+	}
+	return planner.PoolState{}, false
+}
+
+// plan computes the desired state for the current active set and demand
+// and applies it when it differs from the last one applied. Pools the
+// model no longer has (dropped while queries ran) take no part.
+func (rp *replanner) plan() error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	p := rp.policy()
+	m := p.Model
+	active := []string{}
+	for _, name := range rp.reg.active() {
+		if _, ok := m.Pool(name); ok {
+			active = append(active, name)
+		}
+	}
+	demand := map[string]float64{}
+	for name, d := range rp.demand {
+		if _, ok := m.Pool(name); ok {
+			demand[name] = d
+		}
+	}
+	last := rp.current.Load()
+	in := planInput{model: m, node: p.Node, active: active, demand: demand}
+	if last != nil && in.equal(rp.planned) {
+		return nil
+	}
+	d, err := planner.Plan(m, p.Node, planner.Activity{Active: active, DemandCPUs: demand})
+	if err != nil {
+		return fmt.Errorf("plan for active pools %v: %w", active, err)
+	}
+	if last == nil || !sameCgroups(d, *last) {
+		if err := rp.cg.Apply(d); err != nil {
+			return err
+		}
+		rp.log.Info("pools applied", "active", active, "pools", len(d.Pools))
+	}
+	rp.current.Store(&d)
+	rp.planned = in
+	return nil
+}
+
+// observeDemand takes each pool's demand over the last refresh interval:
+// (usage + throttled time) / wall time, in vCPUs.
+func (rp *replanner) observeDemand(now time.Time) {
+	var pools []string
+	for _, p := range rp.policy().Model.Pools() {
+		pools = append(pools, p.Name)
+	}
+	stats, err := rp.cg.PoolStats(pools)
+	if err != nil {
+		rp.log.Error("read pool CPU accounting for demand", "err", err)
+		return
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.lastPoolStats != nil {
+		elapsedUsec := float64(now.Sub(rp.lastPoolStatsAt).Microseconds())
+		demand := map[string]float64{}
+		for pool, cur := range stats {
+			prev, ok := rp.lastPoolStats[pool]
+			if !ok || elapsedUsec <= 0 {
+				continue
+			}
+			d := cur.Sub(prev)
+			demand[pool] = float64(d.UsageUsec+d.ThrottledUsec) / elapsedUsec
+		}
+		rp.demand = demand
+	}
+	rp.lastPoolStats = stats
+	rp.lastPoolStatsAt = now
+}
+
+// demandNow returns the demand per pool (vCPUs) observed at the last load
+// refresh.
+func (rp *replanner) demandNow() map[string]float64 {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return maps.Clone(rp.demand)
+}
+
+// started notes a query start in pool: the pool's observed demand is
+// forgotten until the next refresh measures it again, so a new query is
+// never held to what the pool used while it was idle; and the pools are
+// re-planned, since the active set may have changed.
+func (rp *replanner) started(pool string) {
+	rp.mu.Lock()
+	delete(rp.demand, pool)
+	rp.mu.Unlock()
+	rp.request()
+}
+
+// planInput is what a plan is made from; the same input gives the same
+// plan, so it is not made again.
+type planInput struct {
+	model  *planner.Model
+	node   planner.Node
+	active []string
+	demand map[string]float64
+}
+
+func (a planInput) equal(b planInput) bool {
+	return a.model == b.model && a.node == b.node && slices.Equal(a.active, b.active) && maps.Equal(a.demand, b.demand)
+}
+
+// sameCgroups reports whether a and b ask for the same cgroup tree: the
+// same pools with the same pool and query cgroup values. Whether a pool is
+// active, and the allocation figures beside the values, change no file.
+func sameCgroups(a, b planner.Desired) bool {
+	if a.Node != b.Node || len(a.Pools) != len(b.Pools) {
+		return false
+	}
+	for i := range a.Pools {
+		pa, pb := a.Pools[i], b.Pools[i]
+		if pa.Name != pb.Name || !reflect.DeepEqual(pa.Pool, pb.Pool) || !reflect.DeepEqual(pa.Query, pb.Query) {
+			return false
+		}
+	}
+	return true
+}
