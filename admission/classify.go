@@ -12,6 +12,20 @@ import (
 // ErrAccessDenied: the caller may not use the pool they named.
 var ErrAccessDenied = errors.New("access denied")
 
+// ErrRejected: a classifier with ACTION='reject' matched the query.
+var ErrRejected = errors.New("rejected by classifier")
+
+// RejectedError is a query refused by an ACTION='reject' classifier. Its
+// text is YDB's: "Request is rejected by classifier '<name>' (rank=<rank>)".
+type RejectedError struct {
+	Classifier planner.Classifier
+}
+
+func (e *RejectedError) Error() string { return e.Classifier.RejectMessage() }
+
+// Unwrap returns ErrRejected.
+func (e *RejectedError) Unwrap() error { return ErrRejected }
+
 // Identity is who starts a query. UID, GID and PID come from the kernel
 // (the socket's peer credentials, never from what the client says); User
 // and Groups are names from the host's user database.
@@ -77,13 +91,23 @@ func (a Access) CanUse(id Identity, pool string) bool {
 // Classify places a query. A pool the caller names must exist and be
 // usable by them; otherwise the error says which pool refused them and
 // why. Without a name, the model's classifiers decide by rank, lowest
-// first, skipping those whose pool is missing or not granted to the
-// caller (grants only: administrators name a pool to use one they hold no
-// grant for); no match places the query in default.
-func (a Access) Classify(id Identity, named string) (Placement, error) {
+// first: the first whose predicates all hold (MEMBER_NAME includes the
+// caller, HAS_APP_NAME equals app) either refuses the query
+// (ACTION='reject': a *RejectedError) or places it in its pool, skipping
+// those whose pool is missing or not granted to the caller (grants only:
+// administrators name a pool to use one they hold no grant for); no match
+// places the query in default. app is the application name the client
+// gives, the base name of its command's executable; nothing checks it.
+func (a Access) Classify(id Identity, named, app string) (Placement, error) {
 	if named == "" {
-		pool, classifier := a.Model.Classify(id.member())
-		return Placement{Pool: pool, Classifier: classifier}, nil
+		c, ok := a.Model.Classify(planner.Query{Identity: id.member(), AppName: app})
+		switch {
+		case !ok:
+			return Placement{Pool: planner.DefaultPool}, nil
+		case c.Action == planner.ActionReject:
+			return Placement{}, &RejectedError{Classifier: c}
+		}
+		return Placement{Pool: c.ResourcePool, Classifier: c.Name}, nil
 	}
 	if _, ok := a.Model.Pool(named); !ok {
 		var names []string

@@ -80,7 +80,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := access.Classify(tt.id, tt.named)
+			got, err := access.Classify(tt.id, tt.named, "")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
@@ -92,7 +92,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestClassifyWithoutPoolFile(t *testing.T) {
-	got, err := Access{Model: planner.NewModel()}.Classify(user("u", 1000), "")
+	got, err := Access{Model: planner.NewModel()}.Classify(user("u", 1000), "", "")
 	if err != nil || got != (Placement{Pool: DefaultPool}) {
 		t.Fatalf("got %+v, %v; want the default pool", got, err)
 	}
@@ -119,7 +119,7 @@ func TestRefusalMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := access.Classify(tt.id, tt.named); err == nil || err.Error() != tt.want {
+			if _, err := access.Classify(tt.id, tt.named, ""); err == nil || err.Error() != tt.want {
 				t.Fatalf("error %q, want %q", err, tt.want)
 			}
 		})
@@ -169,5 +169,25 @@ CREATE RESOURCE POOL zero WITH (CONCURRENT_QUERY_LIMIT=0, QUERY_CANCEL_AFTER_SEC
 		if got[name] != w {
 			t.Errorf("%s: %+v, want %+v", name, got[name], w)
 		}
+	}
+}
+
+// TestClassifyReject: a matching ACTION='reject' classifier refuses the
+// query with YDB's message; HAS_APP_NAME sees the app name the client
+// gives; a named pool skips the classifiers, as in YDB.
+func TestClassifyReject(t *testing.T) {
+	access := Access{Model: loadModel(t, classifyDDL+`
+CREATE RESOURCE POOL CLASSIFIER no_curl WITH (ACTION='reject', HAS_APP_NAME='curl', RANK=1);`)}
+	_, err := access.Classify(user("user3", 1003), "", "curl")
+	var rejected *RejectedError
+	if !errors.Is(err, ErrRejected) || !errors.As(err, &rejected) ||
+		err.Error() != "Request is rejected by classifier 'no_curl' (rank=1)" {
+		t.Fatalf("error %v, want YDB's rejection by no_curl", err)
+	}
+	if got, err := access.Classify(user("user3", 1003), "", "wget"); err != nil || got.Classifier != "everyone_olap" {
+		t.Errorf("another app: %+v, %v; want everyone_olap", got, err)
+	}
+	if got, err := access.Classify(user("user3", 1003), "olap", "curl"); err != nil || got != (Placement{Pool: "olap"}) {
+		t.Errorf("named pool: %+v, %v; want olap without a classifier", got, err)
 	}
 }

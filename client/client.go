@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -30,6 +31,9 @@ type RunOptions struct {
 	// looks Args[0] up in the PATH of Env (the caller checks first that it
 	// is there, so that a typo fails before the query waits).
 	Args []string
+	// App is the application name sent for classifiers' HAS_APP_NAME: the
+	// base name of the command's executable (AppName gives it).
+	App string
 	// Env is the command's environment; EnvCPULimit is added to it.
 	Env []string
 	// Stdin, Stdout and Stderr are given to the command as they are.
@@ -87,7 +91,7 @@ func Run(opts RunOptions) (Result, error) {
 	defer conn.Close()
 	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
 	go c.read(json.NewDecoder(conn))
-	if err := c.enc.Encode(protocol.Request{Op: protocol.OpRun, Pool: opts.Pool, Progress: opts.Progress != nil}); err != nil {
+	if err := c.enc.Encode(protocol.Request{Op: protocol.OpRun, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}); err != nil {
 		return Result{}, fmt.Errorf("send request: %w", err)
 	}
 	admitted, res, err := c.wait()
@@ -95,6 +99,18 @@ func Run(opts RunOptions) (Result, error) {
 		return res, err
 	}
 	return c.execute(admitted)
+}
+
+// AppName is the application name of a command found at path (where
+// exec.LookPath found it): the base name of the executable, symbolic links
+// resolved, as /proc/PID/exe shows it and libcgroup's cgrules matches
+// commands (/usr/bin/python3 → python3.11). A path whose links cannot be
+// resolved gives its own base name.
+func AppName(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return filepath.Base(path)
 }
 
 // Dial connects to the daemon's socket (DefaultSocket when empty); its

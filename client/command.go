@@ -84,7 +84,8 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	if len(cmdArgs) == 0 {
 		return usageErr("no command given")
 	}
-	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
+	path, err := exec.LookPath(cmdArgs[0])
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		if errors.Is(err, exec.ErrNotFound) {
 			return ExitNotFound
@@ -95,7 +96,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	opts := RunOptions{
-		Socket: socket, Pool: pool, Args: cmdArgs, Env: os.Environ(),
+		Socket: socket, Pool: pool, Args: cmdArgs, App: AppName(path), Env: os.Environ(),
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Name: prog,
 	}
 	if isTerminal(stderr) {

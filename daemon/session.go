@@ -65,7 +65,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	place, err := s.Access().Classify(id, req.Pool)
+	place, err := s.Access().Classify(id, req.Pool, req.App)
 	if err != nil {
 		s.decided(se, req.Pool, 0, "refused", 0, err)
 		se.fail(errorCode(err), err)
@@ -103,6 +103,7 @@ func errorCode(err error) string {
 		{admission.ErrPoolDropped, protocol.CodePoolDropped},
 		{admission.ErrUnknownPool, protocol.CodeUnknownPool},
 		{admission.ErrAccessDenied, protocol.CodeAccessDenied},
+		{admission.ErrRejected, protocol.CodeRejected},
 		{ErrNotYourChild, protocol.CodeBadRequest},
 	} {
 		if errors.Is(err, c.err) {

@@ -60,22 +60,60 @@ func newPool(name string, at Pos) Pool {
 	return p
 }
 
-// Classifier routes a member's queries to a pool. Classifiers are tried
-// by ascending Rank; the first whose member matches and whose pool exists
-// and is usable wins.
+// Classifier routes matching queries to a pool, or rejects them. A query
+// matches when every predicate the classifier has holds (YDB's AND; a
+// classifier without predicates matches every query). Classifiers are
+// tried by ascending Rank; the first that matches and either rejects or
+// routes to a pool that exists and is usable wins.
 type Classifier struct {
 	Name string
 	// Rank orders classifiers, lowest first; unique. RANK, 0..2^63-1;
 	// omitted, it is the largest rank + 1000 (first 1000).
 	Rank int64
 	// MemberName is a user, %group or AllUsers; "" matches everyone.
+	// MEMBER_NAME.
 	MemberName string
-	// ResourcePool is the pool the classifier routes to.
+	// AppName must equal the query's application name: the base name of
+	// the command's executable, as the client gives it (not checked:
+	// YDB's warning applies). "" matches every query. HAS_APP_NAME.
+	AppName string
+	// ResourcePool is the pool the classifier routes to; "" when Action
+	// is ActionReject (exactly one of the two is set).
 	ResourcePool string
+	// Action is ActionReject for a classifier that refuses the queries it
+	// matches, "" for one that routes them to ResourcePool. ACTION.
+	Action string
 	// Created is where the classifier was created; PoolAt where its
 	// RESOURCE_POOL was last set.
 	Created Pos
 	PoolAt  Pos
+}
+
+// ActionReject is YDB's only classifier ACTION: the query is refused with
+// [Classifier.RejectMessage].
+const ActionReject = "reject"
+
+// RejectMessage is YDB's refusal of a query by an ACTION='reject'
+// classifier: "Request is rejected by classifier '<name>' (rank=<rank>)".
+func (c Classifier) RejectMessage() string {
+	return fmt.Sprintf("Request is rejected by classifier '%s' (rank=%d)", c.Name, c.Rank)
+}
+
+// Query is what classifiers test: who runs the query (from the kernel) and
+// the application name its client gives.
+type Query struct {
+	Identity
+	// AppName is HAS_APP_NAME's subject: the base name of the command's
+	// executable, symbolic links resolved, as the client names it; "" when
+	// the client names none. Nothing checks it: a client can claim any
+	// name, as a YDB client can send any x-ydb-application-name.
+	AppName string
+}
+
+// matches reports whether every predicate of c holds for q.
+func (c Classifier) matches(q Query) bool {
+	return (c.MemberName == "" || q.matches(c.MemberName)) &&
+		(c.AppName == "" || c.AppName == q.AppName)
 }
 
 // Model is the pools, classifiers and grants of a host: what a pool file
@@ -134,16 +172,17 @@ func (m *Model) Classifiers() []Classifier {
 	return out
 }
 
-// Classify returns the pool id's queries go to and the classifier that
-// chose it: the lowest-ranked classifier whose member includes id and
-// whose pool exists and id may use; `default` and "" when none does.
-func (m *Model) Classify(id Identity) (pool, classifier string) {
+// Classify returns the classifier that decides q's pool: the lowest-ranked
+// one whose predicates all hold for q and that either rejects
+// (ACTION='reject') or routes to a pool that exists and q's user may use.
+// ok is false when none does: the query goes to `default`.
+func (m *Model) Classify(q Query) (c Classifier, ok bool) {
 	for _, c := range m.Classifiers() {
-		if (c.MemberName == "" || id.matches(c.MemberName)) && m.MayUse(id, c.ResourcePool) {
-			return c.ResourcePool, c.Name
+		if c.matches(q) && (c.Action == ActionReject || m.MayUse(q.Identity, c.ResourcePool)) {
+			return c, true
 		}
 	}
-	return DefaultPool, ""
+	return Classifier{}, false
 }
 
 // Load parses a pool file and applies it to a model with only `default`.
@@ -186,7 +225,7 @@ func Apply(m *Model, stmts []Stmt) (*Model, []Warning, error) {
 		}
 	}
 	for _, c := range a.m.Classifiers() {
-		if _, ok := a.m.pools[c.ResourcePool]; !ok {
+		if _, ok := a.m.pools[c.ResourcePool]; !ok && c.Action != ActionReject {
 			a.warnf(c.PoolAt, "classifier %q routes to pool %q, which does not exist; it is skipped until the pool is created", c.Name, c.ResourcePool)
 		}
 	}
@@ -346,8 +385,7 @@ func (a *applier) createClassifier(s *createStmt) {
 		return
 	}
 	c := Classifier{Name: name, Rank: -1, Created: s.name.pos}
-	if !a.setClassifierParams(&c, s.settings)[paramResourcePool] {
-		a.errs.errorf(s.name.pos, "classifier %q needs RESOURCE_POOL = 'pool'", name)
+	if !a.checkTarget(c, s.name.pos, a.setClassifierParams(&c, s.settings)) {
 		return
 	}
 	if c.Rank == -1 {
@@ -363,20 +401,49 @@ func (a *applier) alterClassifier(s *alterStmt) {
 		a.errs.errorf(s.name.pos, "ALTER: classifier %q does not exist", name)
 		return
 	}
-	a.setClassifierParams(&c, s.set)
+	given := a.setClassifierParams(&c, s.set)
+	at := s.name.pos
 	for _, k := range s.reset {
 		switch strings.ToUpper(k.text) {
 		case paramRank:
 			c.Rank = a.autoRank(k.pos, name)
 		case paramMemberName:
 			c.MemberName = ""
+		case paramHasAppName:
+			c.AppName = ""
 		case paramResourcePool:
-			a.errs.errorf(k.pos, "RESOURCE_POOL cannot be reset: a classifier needs a pool; accepted: SET (RESOURCE_POOL = 'pool') or DROP RESOURCE POOL CLASSIFIER %s", name)
+			c.ResourcePool, at = "", k.pos
+		case paramAction:
+			c.Action, at = "", k.pos
 		default:
-			a.errs.errorf(k.pos, "%s", unknownParam("classifier", k.text, classifierParamNames))
+			a.errs.errorf(k.pos, "%s", unknownClassifierParam(k.text))
 		}
 	}
+	a.checkTarget(c, at, given)
 	a.m.classifiers[name] = c
+}
+
+// checkTarget applies YDB's rule that a classifier has exactly one of
+// RESOURCE_POOL and ACTION, reporting a break at at. given is where the
+// statement's SET named either: a value refused there was reported already.
+func (a *applier) checkTarget(c Classifier, at Pos, given map[string]Pos) bool {
+	const accepted = "accepted: exactly one of RESOURCE_POOL = 'pool' and ACTION = 'reject'"
+	switch {
+	case c.ResourcePool != "" && c.Action != "":
+		if p, ok := given[paramAction]; ok {
+			at = p
+		} else if p, ok := given[paramResourcePool]; ok {
+			at = p
+		}
+		a.errs.errorf(at, "classifier %q has both RESOURCE_POOL and ACTION, which exclude each other (as in YDB); %s", c.Name, accepted)
+		return false
+	case c.ResourcePool == "" && c.Action == "":
+		if len(given) == 0 {
+			a.errs.errorf(at, "classifier %q needs RESOURCE_POOL = 'pool' (where its queries go) or ACTION = 'reject'; %s", c.Name, accepted)
+		}
+		return false
+	}
+	return true
 }
 
 func (a *applier) dropClassifier(s *dropStmt) {
@@ -387,24 +454,36 @@ func (a *applier) dropClassifier(s *dropStmt) {
 	delete(a.m.classifiers, s.name.text)
 }
 
-// setClassifierParams applies RESOURCE_POOL, MEMBER_NAME and RANK to c
-// and returns which of them the settings name, valid or not.
-func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[string]bool {
-	given := map[string]bool{}
+// unknownClassifierParam is the message for a classifier parameter
+// poolagent does not take: YDB's predicates without a host meaning with
+// their reason, pool parameters, and typos.
+func unknownClassifierParam(name string) string {
+	key := strings.ToUpper(name)
+	accepted := strings.Join(classifierParamNames, ", ")
+	if why, ok := refusedClassifierParams[key]; ok {
+		return fmt.Sprintf("%s is refused: %s; accepted: %s", name, why, accepted)
+	}
+	if paramByName[key] != nil {
+		return fmt.Sprintf("%s is a pool parameter, not a classifier's; accepted: %s", name, accepted)
+	}
+	return unknownParam("classifier", name, classifierParamNames)
+}
+
+// setClassifierParams applies RESOURCE_POOL, ACTION, MEMBER_NAME,
+// HAS_APP_NAME and RANK to c and returns where the settings name
+// RESOURCE_POOL or ACTION, valid or not.
+func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[string]Pos {
+	given := map[string]Pos{}
 	seen := map[string]Pos{}
 	for _, st := range settings {
 		key := strings.ToUpper(st.key.text)
 		if !slices.Contains(classifierParamNames, key) {
-			msg := unknownParam("classifier", st.key.text, classifierParamNames)
-			if slices.Contains(ydbOnlyClassifierParams, key) {
-				msg = fmt.Sprintf("%s is a YDB classifier parameter with no meaning on a host; accepted: %s", st.key.text, strings.Join(classifierParamNames, ", "))
-			} else if paramByName[key] != nil {
-				msg = fmt.Sprintf("%s is a pool parameter, not a classifier's; accepted: %s", st.key.text, strings.Join(classifierParamNames, ", "))
-			}
-			a.errs.errorf(st.key.pos, "%s", msg)
+			a.errs.errorf(st.key.pos, "%s", unknownClassifierParam(st.key.text))
 			continue
 		}
-		given[key] = true
+		if key == paramResourcePool || key == paramAction {
+			given[key] = st.key.pos
+		}
 		if first, dup := seen[key]; dup {
 			a.errs.errorf(st.key.pos, "%s is given twice (first at %s)", key, first)
 			continue
@@ -426,6 +505,12 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 				continue
 			}
 			c.ResourcePool, c.PoolAt = v.text, v.pos
+		case paramAction:
+			if v.kind == tokNumber || !strings.EqualFold(v.text, ActionReject) {
+				a.errs.errorf(v.pos, "ACTION=%s: unknown action; accepted: 'reject' (YDB's only action: refuse the queries the classifier matches)", v.shown())
+				continue
+			}
+			c.Action = ActionReject
 		case paramMemberName:
 			if v.kind == tokNumber {
 				a.errs.errorf(v.pos, "MEMBER_NAME=%s: expected a user or group such as '%s'", v.text, AllUsers)
@@ -436,6 +521,16 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 				continue
 			}
 			c.MemberName = v.text
+		case paramHasAppName:
+			if v.kind == tokNumber {
+				a.errs.errorf(v.pos, "HAS_APP_NAME=%s: expected an executable's name in quotes such as 'make'", v.text)
+				continue
+			}
+			if why := checkAppName(v.text); why != "" {
+				a.errs.errorf(v.pos, "HAS_APP_NAME: %s", why)
+				continue
+			}
+			c.AppName = v.text
 		case paramRank:
 			a.setRank(c, v)
 		}

@@ -57,8 +57,8 @@ func TestLoadSeed(t *testing.T) {
 	if got, want := strings.Join(grants, "; "), `admin "" user1; use "" user1; use "olap" all-users@well-known`; got != want {
 		t.Errorf("grants: %s\nwant:   %s", got, want)
 	}
-	if pool, c := m.Classify(Identity{User: "bob"}); pool != "olap" || c != "olap_classifier" {
-		t.Errorf("bob goes to %s via %q, want olap via olap_classifier", pool, c)
+	if c, ok := m.Classify(Query{Identity: Identity{User: "bob"}}); !ok || c.ResourcePool != "olap" || c.Name != "olap_classifier" {
+		t.Errorf("bob goes to %s via %q, want olap via olap_classifier", c.ResourcePool, c.Name)
 	}
 	if !m.IsAdmin(Identity{User: "user1"}) || m.IsAdmin(Identity{User: "bob"}) {
 		t.Error("user1 should be the only administrator")
@@ -176,19 +176,32 @@ func TestApplyErrors(t *testing.T) {
 		{"no rank left for auto", "CREATE RESOURCE POOL CLASSIFIER a WITH (RESOURCE_POOL='default', RANK=9223372036854775000);\nCREATE RESOURCE POOL CLASSIFIER b WITH (RESOURCE_POOL='default');",
 			"f.sql:2:33: no rank is left above 9223372036854775000 for an automatic RANK; give RANK explicitly"},
 		{"classifier without pool", "CREATE RESOURCE POOL CLASSIFIER c WITH (MEMBER_NAME='alice');",
-			`f.sql:1:33: classifier "c" needs RESOURCE_POOL = 'pool'`},
+			`f.sql:1:33: classifier "c" needs RESOURCE_POOL = 'pool' (where its queries go) or ACTION = 'reject'; accepted: exactly one of RESOURCE_POOL = 'pool' and ACTION = 'reject'`},
+		{"classifier with pool and action", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', ACTION='reject');",
+			`f.sql:1:66: classifier "c" has both RESOURCE_POOL and ACTION, which exclude each other (as in YDB); accepted: exactly one of RESOURCE_POOL = 'pool' and ACTION = 'reject'`},
+		{"action on a routing classifier", setupSrc + "\nALTER RESOURCE POOL CLASSIFIER olap_classifier SET (ACTION='reject');",
+			`f.sql:3:53: classifier "olap_classifier" has both RESOURCE_POOL and ACTION, which exclude each other (as in YDB); accepted: exactly one of RESOURCE_POOL = 'pool' and ACTION = 'reject'`},
+		{"unknown action", "CREATE RESOURCE POOL CLASSIFIER c WITH (ACTION='drop');",
+			"f.sql:1:48: ACTION='drop': unknown action; accepted: 'reject' (YDB's only action: refuse the queries the classifier matches)"},
+		{"app name with a path", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', HAS_APP_NAME='/usr/bin/make');",
+			`f.sql:1:79: HAS_APP_NAME: app name "/usr/bin/make" contains '/': it is compared with the base name of the executable, never a path; accepted: the base name of an executable, such as 'make' or 'python3.11', 1 to 255 bytes without '/' or control characters`},
+		{"empty app name", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', HAS_APP_NAME='');",
+			"f.sql:1:79: HAS_APP_NAME: app name is empty; accepted: the base name of an executable, such as 'make' or 'python3.11', 1 to 255 bytes without '/' or control characters"},
+		{"app name as a number", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', HAS_APP_NAME=7);",
+			"f.sql:1:79: HAS_APP_NAME=7: expected an executable's name in quotes such as 'make'"},
 		{"classifier pool name refused", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='../x');",
 			`f.sql:1:55: RESOURCE_POOL: pool name "../x" is refused: it contains '/', which would address another directory; accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-'`},
 		{"classifier member refused", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', MEMBER_NAME='a b');",
 			`f.sql:1:78: MEMBER_NAME: member "a b" is refused; accepted: a Unix user name (alice, user1@domain), %group for a Unix group (%analysts), or all-users@well-known`},
-		{"YDB-only classifier parameter", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', HAS_APP_NAME='ydb-ui');",
-			"f.sql:1:66: HAS_APP_NAME is a YDB classifier parameter with no meaning on a host; accepted: RESOURCE_POOL, MEMBER_NAME, RANK"},
+		{"YDB predicate without a host meaning", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', HAS_STREAM=true);",
+			"f.sql:1:66: HAS_STREAM is refused: YDB's streaming queries are a kind of query (continuous reads and writes over topics) declared to the server; " +
+				"a command has no such kind, and how long it will run is not known when it is classified; accepted: RESOURCE_POOL, ACTION, MEMBER_NAME, HAS_APP_NAME, RANK"},
 		{"pool parameter on a classifier", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', QUEUE_SIZE=1);",
-			"f.sql:1:66: QUEUE_SIZE is a pool parameter, not a classifier's; accepted: RESOURCE_POOL, MEMBER_NAME, RANK"},
+			"f.sql:1:66: QUEUE_SIZE is a pool parameter, not a classifier's; accepted: RESOURCE_POOL, ACTION, MEMBER_NAME, HAS_APP_NAME, RANK"},
 		{"unknown classifier parameter", "CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='default', MEMBER='x');",
 			"f.sql:1:66: unknown classifier parameter MEMBER; did you mean MEMBER_NAME?"},
 		{"resetting a classifier's pool", setupSrc + "\nALTER RESOURCE POOL CLASSIFIER olap_classifier RESET (RESOURCE_POOL);",
-			"f.sql:3:55: RESOURCE_POOL cannot be reset: a classifier needs a pool; accepted: SET (RESOURCE_POOL = 'pool') or DROP RESOURCE POOL CLASSIFIER olap_classifier"},
+			`f.sql:3:55: classifier "olap_classifier" needs RESOURCE_POOL = 'pool' (where its queries go) or ACTION = 'reject'; accepted: exactly one of RESOURCE_POOL = 'pool' and ACTION = 'reject'`},
 		{"altering a missing classifier", "ALTER RESOURCE POOL CLASSIFIER nope SET (RANK=1);",
 			`f.sql:1:32: ALTER: classifier "nope" does not exist`},
 		{"dropping a missing classifier", "DROP RESOURCE POOL CLASSIFIER nope;",
@@ -376,14 +389,14 @@ func TestClassifyAndAccess(t *testing.T) {
 		{Identity{User: "eve"}, "olap", "everyone"},
 	}
 	for _, tc := range tests {
-		pool, c := m.Classify(tc.id)
-		if pool != tc.pool || c != tc.classifier {
-			t.Errorf("%+v → %s via %q, want %s via %q", tc.id, pool, c, tc.pool, tc.classifier)
+		c, _ := m.Classify(Query{Identity: tc.id})
+		if c.ResourcePool != tc.pool || c.Name != tc.classifier {
+			t.Errorf("%+v → %s via %q, want %s via %q", tc.id, c.ResourcePool, c.Name, tc.pool, tc.classifier)
 		}
 	}
 	m = mustApply(t, m, "DROP RESOURCE POOL CLASSIFIER everyone;")
-	if pool, c := m.Classify(Identity{User: "eve"}); pool != DefaultPool || c != "" {
-		t.Errorf("no classifier: %s via %q, want default", pool, c)
+	if c, ok := m.Classify(Query{Identity: Identity{User: "eve"}}); ok {
+		t.Errorf("no classifier should match eve, %q did", c.Name)
 	}
 	if !m.MayUse(Identity{User: "eve"}, DefaultPool) {
 		t.Error("everyone may use default")

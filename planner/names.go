@@ -146,3 +146,25 @@ func (id Identity) matches(member string) bool {
 		return member == id.User
 	}
 }
+
+// maxAppNameBytes is the longest file name Linux takes (NAME_MAX).
+const maxAppNameBytes = 255
+
+// checkAppName returns why a HAS_APP_NAME value is refused, or "". It is
+// compared with the base name of the command's executable, so it is one
+// file name: not empty, at most 255 bytes, without '/' and, so that it
+// prints safely in tables and logs, without control characters.
+func checkAppName(s string) string {
+	const accepted = "accepted: the base name of an executable, such as 'make' or 'python3.11', 1 to 255 bytes without '/' or control characters"
+	switch {
+	case s == "":
+		return fmt.Sprintf("app name is empty; %s", accepted)
+	case len(s) > maxAppNameBytes:
+		return fmt.Sprintf("app name %q is longer than %d bytes; %s", s, maxAppNameBytes, accepted)
+	case strings.Contains(s, "/"):
+		return fmt.Sprintf("app name %q contains '/': it is compared with the base name of the executable, never a path; %s", s, accepted)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return fmt.Sprintf("app name %q contains a control character; %s", s, accepted)
+	}
+	return ""
+}

@@ -188,17 +188,28 @@ func poolParamNames() []string {
 // classifier parameter names.
 const (
 	paramResourcePool = "RESOURCE_POOL"
+	paramAction       = "ACTION"
 	paramMemberName   = "MEMBER_NAME"
+	paramHasAppName   = "HAS_APP_NAME"
 	paramRank         = "RANK"
 )
 
 // classifierParamNames are the classifier parameters poolagent supports.
-var classifierParamNames = []string{paramResourcePool, paramMemberName, paramRank}
+var classifierParamNames = []string{paramResourcePool, paramAction, paramMemberName, paramHasAppName, paramRank}
 
-// ydbOnlyClassifierParams are YDB classifier parameters with no meaning
-// on a host: requests there carry no application name, scheme paths or
-// streams.
-var ydbOnlyClassifierParams = []string{"ACTION", "HAS_APP_NAME", "HAS_PATH", "HAS_FULL_SCAN", "HAS_STREAM"}
+// refusedClassifierParams are YDB's classifier predicates that have no
+// faithful meaning on a host, each with the reason. YDB evaluates them on
+// the compiled query plan; a command has no plan, and what it will touch is
+// known only while it runs, after its pool was chosen.
+var refusedClassifierParams = map[string]string{
+	"HAS_PATH": "YDB matches it against the objects in the query's plan, known before the query runs; " +
+		"a command has no plan (the files it will open are known only once it runs, after its pool was chosen), " +
+		"its executable is HAS_APP_NAME's subject, and its working directory is not an object it touches",
+	"HAS_FULL_SCAN": "a full scan is a table read without a key range in YDB's query plan; " +
+		"a command reads no tables through poolagent and has no plan",
+	"HAS_STREAM": "YDB's streaming queries are a kind of query (continuous reads and writes over topics) declared to the server; " +
+		"a command has no such kind, and how long it will run is not known when it is classified",
+}
 
 // unknownParam builds the message for a parameter name that is not in
 // known: the nearest known name when it is close, the accepted list

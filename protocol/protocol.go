@@ -57,6 +57,8 @@ const (
 	CodeAccessDenied  = "access_denied"
 	CodeBadRequest    = "bad_request"
 	CodeInternal      = "internal"
+	// CodeRejected: a classifier with ACTION='reject' matched the query.
+	CodeRejected = "rejected"
 )
 
 // Operator operations: the first and only request of a connection,
@@ -95,6 +97,10 @@ type Request struct {
 	Pool string `json:"pool,omitempty"`
 	// Progress asks for a ReplyQueued on every change of position (OpRun).
 	Progress bool `json:"progress,omitempty"`
+	// App is the application name classifiers match with HAS_APP_NAME
+	// (OpRun): the base name of the command's executable, symbolic links
+	// resolved. The client's claim; nothing checks it.
+	App string `json:"app,omitempty"`
 	// PID is the client's child that waits to exec the command (OpStart).
 	PID int `json:"pid,omitempty"`
 	// SQL is the DDL of an OpSQL request; Source names it in error

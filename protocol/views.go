@@ -41,10 +41,16 @@ type Pool struct {
 // Classifier is one row of `poolagent classifiers`: YDB's
 // .sys/resource_pool_classifiers.
 type Classifier struct {
-	Name         string `json:"Name"`
-	Rank         int64  `json:"Rank"`
-	MemberName   string `json:"MemberName"`
+	Name       string `json:"Name"`
+	Rank       int64  `json:"Rank"`
+	MemberName string `json:"MemberName"`
+	// HasAppName is HAS_APP_NAME: the executable's base name the query's
+	// client must give; "" matches every query.
+	HasAppName   string `json:"HasAppName,omitempty"`
 	ResourcePool string `json:"ResourcePool"`
+	// Action is "reject" for a classifier that refuses what it matches
+	// (ResourcePool is then "").
+	Action string `json:"Action,omitempty"`
 }
 
 // Query states: the State column of a [Query].

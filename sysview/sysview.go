@@ -82,7 +82,8 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []pro
 func Classifiers(m *planner.Model) []protocol.Classifier {
 	var rows []protocol.Classifier
 	for _, c := range m.Classifiers() {
-		rows = append(rows, protocol.Classifier{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
+		rows = append(rows, protocol.Classifier{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, HasAppName: c.AppName,
+			ResourcePool: c.ResourcePool, Action: c.Action})
 	}
 	return rows
 }
@@ -126,9 +127,9 @@ func WritePools(w io.Writer, rows []protocol.Pool) error {
 
 // WriteClassifiers writes the classifiers view as a table.
 func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
-	t := newTable(w, "Name", "Rank", "MemberName", "ResourcePool")
+	t := newTable(w, "Name", "Rank", "MemberName", "HasAppName", "ResourcePool", "Action")
 	for _, r := range rows {
-		t.row(r.Name, itoa(r.Rank), r.MemberName, r.ResourcePool)
+		t.row(r.Name, itoa(r.Rank), r.MemberName, r.HasAppName, r.ResourcePool, r.Action)
 	}
 	return t.flush()
 }

@@ -17,7 +17,8 @@ func classifiersCommand() *cli.Command {
 		Name:  "classifiers",
 		Usage: "show the pool classifiers in force, lowest rank (tried first) first (YDB's .sys/resource_pool_classifiers)",
 		Description: "Asks the daemon for every classifier: Name, Rank, MemberName (a user, %group or\n" +
-			"all-users@well-known) and ResourcePool. Any local user may look.",
+			"all-users@well-known), HasAppName (the executable's base name), and ResourcePool or\n" +
+			"Action (reject). Any local user may look.",
 		Flags: viewFlags(),
 		Action: func(c *cli.Context) error {
 			return showView(c, protocol.OpClassifiers, func(r protocol.AdminReply) error {

@@ -183,7 +183,9 @@ type classifierJSON struct {
 	Name         string `json:"name"`
 	Rank         int64  `json:"rank"`
 	MemberName   string `json:"member_name"`
+	HasAppName   string `json:"has_app_name,omitempty"`
 	ResourcePool string `json:"resource_pool"`
+	Action       string `json:"action,omitempty"`
 }
 
 // memoryJSON is a memory.max value for JSON: a number of bytes, or "max".
@@ -207,7 +209,8 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	}
 	out.Classifiers = make([]classifierJSON, 0, len(classifiers))
 	for _, c := range classifiers {
-		out.Classifiers = append(out.Classifiers, classifierJSON{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName, ResourcePool: c.ResourcePool})
+		out.Classifiers = append(out.Classifiers, classifierJSON{Name: c.Name, Rank: c.Rank, MemberName: c.MemberName,
+			HasAppName: c.AppName, ResourcePool: c.ResourcePool, Action: c.Action})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -237,13 +240,16 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASSIFIER\tRANK\tMEMBER_NAME\tRESOURCE_POOL")
+	fmt.Fprintln(tw, "CLASSIFIER\tRANK\tMEMBER_NAME\tHAS_APP_NAME\tRESOURCE_POOL\tACTION")
 	for _, c := range classifiers {
-		member := c.MemberName
+		member, app := c.MemberName, c.AppName
 		if member == "" {
 			member = "(everyone)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.Name, c.Rank, member, c.ResourcePool)
+		if app == "" {
+			app = "(any)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", c.Name, c.Rank, member, app, c.ResourcePool, c.Action)
 	}
 	return tw.Flush()
 }
