@@ -1,40 +1,79 @@
 #!/bin/bash
 # install.sh - build poolagent and install it as a systemd service, with
 # the slim query client poolagent-run beside it.
-#
-#   sudo scripts/install.sh            build, install, enable and start
-#   sudo scripts/install.sh --no-start install and enable only
-#   DESTDIR=/tmp/stage scripts/install.sh
-#                                      install the files below a staging
-#                                      directory only (no systemctl)
-#
-# Installs PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX
-# defaults to /usr/local), the unit /etc/systemd/system/poolagent.service,
-# and /etc/poolagent/pools.sql when there is none yet (an existing pool file
-# is never overwritten). Checks the unit with systemd-analyze verify before
-# it starts anything. POOLAGENT_BINARY and POOLAGENT_RUN_BINARY name
-# binaries to install instead of building them.
+usage() {
+	cat <<'USAGE'
+Usage: scripts/install.sh [--no-start | --no-service | --help]
+
+  (no flag)     build, install, verify the unit, enable and start the service
+  --no-start    the same, but only enable the service
+  --no-service  build and install the two binaries only: no unit, no pool
+                file, no systemd needed (to try poolagent by hand)
+  --help        show this help
+
+Run it as root (sudo scripts/install.sh when you are not). It installs
+PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX defaults to
+/usr/local), the unit /etc/systemd/system/poolagent.service, and
+/etc/poolagent/pools.sql when there is none yet (an existing pool file is
+never overwritten). It checks the unit with systemd-analyze verify and the
+pool file with poolagent check before it starts anything.
+
+Environment:
+  PREFIX=DIR            install the binaries in DIR/bin (default /usr/local)
+  DESTDIR=DIR           stage every file below DIR and stop there (no root,
+                        no systemctl): DESTDIR=/tmp/stage scripts/install.sh
+  POOLAGENT_BINARY=F, POOLAGENT_RUN_BINARY=F
+                        install these binaries instead of building them
+
+Before it writes anything it checks what it needs (root, Go, and for the
+service systemd as the init system with systemctl) and says what is missing.
+On systemd older than 254, systemd-analyze verify warns
+"Unknown key 'DelegateSubgroup'": expected there; the daemon then moves
+itself into its agent/ leaf (docs/operate.md).
+USAGE
+}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
 start=1
+service=1
 for arg in "$@"; do
 	case $arg in
 	--no-start) start=0 ;;
-	*) echo "install.sh: unknown argument $arg (accepted: --no-start)" >&2; exit 2 ;;
+	--no-service) service=0 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "install.sh: unknown argument $arg (accepted: --no-start, --no-service, --help)" >&2; exit 2 ;;
 	esac
 done
+
+# Preflight: say everything that is missing before writing anything.
+# sudo's PATH often lacks Go's own directory.
+gobin=$(command -v go || echo /usr/local/go/bin/go)
+missing=()
 if [ -z "$DESTDIR" ] && [ "$(id -u)" != 0 ]; then
-	echo "install.sh: run as root (or set DESTDIR to stage the files)" >&2
+	missing+=("root: run it as root, with sudo, or set DESTDIR=DIR to stage the files")
+fi
+if { [ -z "${POOLAGENT_BINARY:-}" ] || [ -z "${POOLAGENT_RUN_BINARY:-}" ]; } && [ ! -x "$gobin" ]; then
+	missing+=("go: Go 1.26 in PATH or /usr/local/go/bin (or POOLAGENT_BINARY and POOLAGENT_RUN_BINARY)")
+fi
+if [ -z "$DESTDIR" ] && [ "$service" = 1 ]; then
+	if [ ! -d /run/systemd/system ]; then
+		missing+=("systemd as the init system (/run/systemd/system): without it use --no-service")
+	fi
+	if ! command -v systemctl >/dev/null; then
+		missing+=("systemctl: without systemd use --no-service")
+	fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install.sh: cannot install, nothing written; missing:" >&2
+	printf '  %s\n' "${missing[@]}" >&2
 	exit 1
 fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# sudo's PATH often lacks Go's own directory.
-gobin=$(command -v go || echo /usr/local/go/bin/go)
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
 else
@@ -61,9 +100,15 @@ fi
 
 bin="$PREFIX/bin/poolagent"
 unit=/etc/systemd/system/poolagent.service
-install -d -m 0755 "$DESTDIR$PREFIX/bin" "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
+install -d -m 0755 "$DESTDIR$PREFIX/bin"
 install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
 install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
+if [ "$service" = 0 ]; then
+	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
+	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run (no service)"
+	exit 0
+fi
+install -d -m 0755 "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
 sed "s#/usr/local/bin/poolagent#$bin#g" scripts/poolagent.service > "$tmp/poolagent.service"
 install -m 0644 "$tmp/poolagent.service" "$DESTDIR$unit"
 if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
@@ -88,7 +133,10 @@ echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$uni
 if command -v systemd-analyze >/dev/null; then
 	mkdir "$tmp/verify"
 	sed "s#$bin#$DESTDIR$bin#g" "$DESTDIR$unit" > "$tmp/verify/poolagent.service"
-	systemd-analyze verify "$tmp/verify/poolagent.service"
+	systemd-analyze verify "$tmp/verify/poolagent.service" 2>&1 | tee "$tmp/verify.log"
+	if grep -q "Unknown key 'DelegateSubgroup'" "$tmp/verify.log"; then
+		echo "   (expected before systemd 254: it ignores DelegateSubgroup= and the daemon moves itself into agent/, docs/operate.md)"
+	fi
 fi
 "$DESTDIR$bin" check --pools "$DESTDIR/etc/poolagent/pools.sql"
 "$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null

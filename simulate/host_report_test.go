@@ -67,17 +67,17 @@ func TestReportGolden(t *testing.T) {
 	}
 }
 
-// TestReadmeExcerpt keeps the output excerpt in the README's
+// TestDocsExcerpt keeps the output excerpt in docs/commands.md's
 // "poolagent simulate" section true: its lines must appear, in order, in
 // the built-in scenario's golden text.
-func TestReadmeExcerpt(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestDocsExcerpt(t *testing.T) {
+	doc, err := os.ReadFile("../docs/commands.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "### poolagent simulate\n")
+	_, section, ok := strings.Cut(string(doc), "## poolagent simulate\n")
 	if !ok {
-		t.Fatal(`README.md has no "### poolagent simulate" section`)
+		t.Fatal(`docs/commands.md has no "## poolagent simulate" section`)
 	}
 	blocks := strings.Split(section, "```")
 	if len(blocks) < 4 {
@@ -91,7 +91,7 @@ func TestReadmeExcerpt(t *testing.T) {
 	for _, line := range strings.Split(strings.Trim(blocks[3], "\n"), "\n") {
 		i := strings.Index(rest, line+"\n")
 		if i < 0 {
-			t.Fatalf("README excerpt line %q is not in builtin.txt (in order)", line)
+			t.Fatalf("docs/commands.md excerpt line %q is not in builtin.txt (in order)", line)
 		}
 		rest = rest[i+len(line)+1:]
 	}

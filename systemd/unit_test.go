@@ -160,13 +160,28 @@ func TestInstallScripts(t *testing.T) {
 		}
 	}
 	stage := filepath.Join(dir, "stage")
-	run := func(script string, args ...string) {
+	run := func(script string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command("../scripts/"+script, args...)
 		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin, "POOLAGENT_RUN_BINARY="+runBin)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			t.Fatalf("%s %v: %v\n%s", script, args, err, out)
 		}
+		return string(out)
+	}
+	if out := run("install.sh", "--help"); !strings.Contains(out, "--no-service") || !strings.Contains(out, "DESTDIR=DIR") {
+		t.Errorf("install.sh --help does not list --no-service and DESTDIR:\n%s", out)
+	}
+	if _, err := os.Stat(stage); !os.IsNotExist(err) {
+		t.Errorf("install.sh --help wrote %s (%v)", stage, err)
+	}
+	run("install.sh", "--no-service")
+	if _, err := os.Stat(filepath.Join(stage, "etc")); !os.IsNotExist(err) {
+		t.Errorf("install.sh --no-service wrote etc/ (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(stage, "usr/local/bin/poolagent-run")); err != nil {
+		t.Errorf("install.sh --no-service: %v", err)
 	}
 	run("install.sh")
 	unit, err := os.ReadFile(filepath.Join(stage, "etc/systemd/system/poolagent.service"))

@@ -41,7 +41,7 @@ func runApply(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := loadPools(c, c.String("pools"))
+	m, err := loadPools(c, c.String("pools"), "nothing applied")
 	if err != nil {
 		return err
 	}

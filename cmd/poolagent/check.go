@@ -29,7 +29,7 @@ func checkCommand() *cli.Command {
 
 func runCheck(c *cli.Context) error {
 	path := c.String("pools")
-	m, err := loadPools(c, path)
+	m, err := loadPools(c, path, "file refused")
 	if err != nil {
 		return err
 	}
@@ -43,8 +43,9 @@ func runCheck(c *cli.Context) error {
 
 // loadPools reads and applies a pool file. Each refused statement, or
 // else each warning, goes to stderr as one "FILE:LINE:COL: …" line; the
-// error returned then only sums the problems up.
-func loadPools(c *cli.Context, path string) (*planner.Model, error) {
+// error returned then only sums the problems up and ends with outcome,
+// what the command did not do because of them ("nothing applied").
+func loadPools(c *cli.Context, path, outcome string) (*planner.Model, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read pool file: %w", err)
@@ -54,7 +55,7 @@ func loadPools(c *cli.Context, path string) (*planner.Model, error) {
 		for _, e := range list {
 			fmt.Fprintln(c.App.ErrWriter, e)
 		}
-		return nil, fmt.Errorf("%s: %d %s, nothing applied", path, len(list), plural(len(list), "error", "errors"))
+		return nil, fmt.Errorf("%s: %d %s, %s", path, len(list), plural(len(list), "error", "errors"), outcome)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

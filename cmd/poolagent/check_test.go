@@ -12,8 +12,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{"valid file", "seed.sql", "testdata/pools/seed.sql: ok: 2 pools, 1 classifier, 3 grants\n", "", "seed.check.stderr"},
 		{"valid with warnings", "seed_ranks.sql", "testdata/pools/seed_ranks.sql: ok: 1 pool, 2 classifiers, 0 grants\n", "", "seed_ranks.check.stderr"},
-		{"every problem, nothing applied", "bad.sql", "", "../../testdata/pools/bad.sql: 8 errors, nothing applied", "bad.check.stderr"},
-		{"syntax errors", "bad_syntax.sql", "", "../../testdata/pools/bad_syntax.sql: 3 errors, nothing applied", "bad_syntax.check.stderr"},
+		{"every problem, file refused", "bad.sql", "", "../../testdata/pools/bad.sql: 8 errors, file refused", "bad.check.stderr"},
+		{"syntax errors", "bad_syntax.sql", "", "../../testdata/pools/bad_syntax.sql: 3 errors, file refused", "bad_syntax.check.stderr"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,7 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := loadPools(c, c.String("pools"))
+	m, err := loadPools(c, c.String("pools"), "nothing planned")
 	if err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func TestPlanErrors(t *testing.T) {
 		{"unreadable host", []string{"plan", "--pools", seed, "--host-root", "/nonexistent"},
 			"read the host (give --cpus and --memory instead): read online CPUs: open /nonexistent/sys/devices/system/cpu/online: no such file or directory", ""},
 		{"refused file", []string{"plan", "--pools", poolsDir + "bad.sql", "--cpus", "1", "--memory", "1"},
-			"../../testdata/pools/bad.sql: 8 errors, nothing applied",
+			"../../testdata/pools/bad.sql: 8 errors, nothing planned",
 			"../../testdata/pools/bad.sql:5:28: CONCURRENT_QUERY_LIMIT=2000"},
 	}
 	for _, tc := range tests {

@@ -214,9 +214,9 @@ func writeFixture(t *testing.T, root, name, text string) {
 	}
 }
 
-// TestStatReadmeExcerpt keeps the README's example output true.
-func TestStatReadmeExcerpt(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestStatDocsExcerpt keeps docs/commands.md's example output true.
+func TestStatDocsExcerpt(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/commands.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestStatReadmeExcerpt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```\n"+string(want)+"```\n") {
-		t.Errorf("README.md's poolagent stat example is not %sstat-v2.txt:\n%s", statGolden, want)
+	if !strings.Contains(string(doc), "```\n"+string(want)+"```\n") {
+		t.Errorf("docs/commands.md's poolagent stat example is not %sstat-v2.txt:\n%s", statGolden, want)
 	}
 }
