@@ -4,22 +4,39 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 )
 
-// SVG geometry of one group's chart, in px.
+// SVG geometry of one group's chart, in px: a plot of chartPlotW ×
+// chartPlotH with room for the y labels on the left, the legend above and
+// the x labels below.
 const (
-	svgBarWidth = 14 // one period
-	svgBarGap   = 4
-	svgLaneH    = 60 // height of a full window (all CPUs busy)
-	svgLeft     = 78 // room for lane labels
-	svgTop      = 8
+	chartPlotW  = 720
+	chartPlotH  = 220
+	chartLeft   = 72
+	chartRight  = 96 // room for the quota line's label
+	chartTop    = 40
+	chartBottom = 48
+	chartBarMax = 28 // widest bar
 )
 
-// WriteHTML renders r as one self-contained HTML page: the counters table
-// of every group and, when r has windows, an inline SVG chart per group
-// with periods on the x axis and, per period, the time the group ran
-// (dark) and was throttled (light), kernel model above measured. It loads
+// Colours of the chart: predicted in blues, measured in oranges, the
+// quota in red. The screenshot test looks for the bar colours.
+const (
+	colourPredictedRan = "#1f4e79"
+	colourPredictedThr = "#9ecae1"
+	colourMeasuredRan  = "#b35806"
+	colourMeasuredThr  = "#fdb863"
+	colourQuota        = "#c00000"
+)
+
+// WriteHTML renders r as one self-contained HTML page: a one-line verdict
+// per group at the top, then per group its counters table and, when r has
+// windows, one chart with the kernel model's prediction and the
+// measurement side by side in every period (CPU time ran and throttled,
+// in ms, against the quota), each period's values on hover. It loads
 // nothing from the network.
 func WriteHTML(w io.Writer, r *Report) error {
 	var b strings.Builder
@@ -27,14 +44,19 @@ func WriteHTML(w io.Writer, r *Report) error {
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	fmt.Fprintf(&b, "<title>poolagent compare: %s</title>\n", esc(r.Scenario))
 	b.WriteString(`<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+body{font:15px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}
 .miss{color:#b00020}.ok{color:#1b5e20}
-.ran{fill:#1f4e79}.thr{fill:#9ecae1}.axis{stroke:#999;stroke-width:1}
-svg text{font:11px system-ui,sans-serif;fill:#444}
+ul.verdicts{padding-left:1.2em}
+svg{display:block;margin:.5em 0}
+svg text{font:12px system-ui,sans-serif;fill:#333}
+svg .grid{stroke:#e3e3e3;stroke-width:1}
+svg .axis{stroke:#666;stroke-width:1}
+svg .hover{fill:transparent}
+svg .hover:hover{fill:rgba(0,0,0,.06)}
 </style>
 </head>
 <body>
@@ -42,13 +64,18 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 	fmt.Fprintf(&b, "<h1>poolagent compare: %s</h1>\n", esc(r.Scenario))
 	e := r.Env
 	if e.Measured {
-		fmt.Fprintf(&b, "<p>Measured on Linux %s, cgroup %s, %d CPU(s), %d run(s), load %.2f → %.2f. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
+		fmt.Fprintf(&b, "<p>Measured on Linux %s, cgroup %s, the scenario's %d CPU(s), %d run(s), host load %.2f → %.2f. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			esc(e.Kernel), esc(e.Cgroup), e.CPUs, e.Runs, e.Load1Start, e.Load1End, e.SliceUsec, e.TickUsec, esc(e.TickSource))
-		fmt.Fprintf(&b, "<p>Target (%s): %s.</p>\n", esc(r.Target.Class), esc(r.Target.Text()))
+		fmt.Fprintf(&b, "<p>Target (%s): %s. Diff = kernel model − measured mean, in %% of measured.</p>\n", esc(r.Target.Class), esc(r.Target.Text()))
 	} else {
-		fmt.Fprintf(&b, "<p>Simulation only, %d CPU(s): %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
+		fmt.Fprintf(&b, "<p>Simulation only, the scenario's %d CPU(s): %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			e.CPUs, esc(e.Why), e.SliceUsec, e.TickUsec, esc(e.TickSource))
 	}
+	b.WriteString("<ul class=\"verdicts\">\n")
+	for _, g := range r.Groups {
+		fmt.Fprintf(&b, "<li>%s</li>\n", verdictHTML(r, g))
+	}
+	b.WriteString("</ul>\n")
 	for _, g := range r.Groups {
 		writeGroupHTML(&b, r, g)
 	}
@@ -58,9 +85,49 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 	return err
 }
 
+// verdictHTML is the one-line verdict of g: whether the kernel model met
+// its target, with the throttled time (or, for a group without a quota of
+// its own that never throttled, the CPU time used) measured and predicted.
+func verdictHTML(r *Report, g GroupResult) string {
+	esc := html.EscapeString
+	f := map[string]FieldCompare{}
+	for _, fc := range g.Fields {
+		f[fc.Field] = fc
+	}
+	usage, thr, nrThr, periods := f["usage_usec"], f["throttled_usec"], f["nr_throttled"], f["nr_periods"]
+	unthrottled := g.QuotaUsec < 0 && nrThr.Measured.Max == 0 && nrThr.Kernel.Max == 0
+	var figures string
+	switch {
+	case unthrottled && r.Env.Measured:
+		figures = fmt.Sprintf("no quota of its own; used %s of CPU measured, %s predicted (%s)",
+			msText(usage.Measured.Mean), msText(usage.Kernel.Mean), pctText(usage))
+	case unthrottled:
+		figures = fmt.Sprintf("no quota of its own; predicted to use %s of CPU (not measured)", msText(usage.Kernel.Mean))
+	case r.Env.Measured:
+		figures = fmt.Sprintf("throttled %s measured, %s predicted (%s); throttled in %s of %s periods measured, %s predicted",
+			msText(thr.Measured.Mean), msText(thr.Kernel.Mean), pctText(thr),
+			meanText(nrThr.Measured), meanText(periods.Measured), meanText(nrThr.Kernel))
+	default:
+		figures = fmt.Sprintf("predicted throttled %s in %s of %s periods (not measured)",
+			msText(thr.Kernel.Mean), meanText(nrThr.Kernel), meanText(periods.Kernel))
+	}
+	verdict := ""
+	switch {
+	case !r.Env.Measured:
+	case len(g.Misses) == 0:
+		verdict = "<span class=\"ok\">kernel model within target</span> — "
+	default:
+		verdict = "<span class=\"miss\">kernel model missed: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
+	}
+	return fmt.Sprintf("<b>%s</b> (cpu.max %s): %s%s", esc(g.Path), esc(g.Limit), verdict, esc(figures))
+}
+
 func writeGroupHTML(b *strings.Builder, r *Report, g GroupResult) {
 	esc := html.EscapeString
 	fmt.Fprintf(b, "<h2>%s <small>(%s, cpu.max %s)</small></h2>\n", esc(g.Name), esc(g.Path), esc(g.Limit))
+	if r.WindowUsec > 0 && len(g.Runs) > 0 {
+		writeChart(b, r, g)
+	}
 	if r.Env.Measured {
 		b.WriteString("<table>\n<tr><th>counter</th><th>measured mean</th><th>min</th><th>max</th><th>kernel model</th><th>diff</th><th>simple model</th></tr>\n")
 		for _, f := range g.Fields {
@@ -68,11 +135,6 @@ func writeGroupHTML(b *strings.Builder, r *Report, g GroupResult) {
 				f.Field, meanText(f.Measured), f.Measured.Min, f.Measured.Max, meanText(f.Kernel), esc(diffText(f)), f.Simple)
 		}
 		b.WriteString("</table>\n")
-		if len(g.Misses) == 0 {
-			b.WriteString("<p class=\"ok\">Kernel model within target.</p>\n")
-		} else {
-			fmt.Fprintf(b, "<p class=\"miss\">Kernel model missed: %s.</p>\n", esc(strings.Join(g.Misses, "; ")))
-		}
 	} else {
 		b.WriteString("<table>\n<tr><th>counter</th><th>kernel model</th><th>simple model</th></tr>\n")
 		for _, f := range g.Fields {
@@ -80,62 +142,138 @@ func writeGroupHTML(b *strings.Builder, r *Report, g GroupResult) {
 		}
 		b.WriteString("</table>\n")
 	}
-	if r.WindowUsec > 0 && len(g.Runs) > 0 {
-		writeChart(b, r, g)
-	}
 }
 
-// writeChart draws run 1 of g: one lane per source, one bar per period.
+// writeChart draws run 1 of g as one chart: per period a bar of the
+// kernel model's prediction beside one of the measurement, each stacked
+// from the CPU time the group ran and the time it was throttled (summed
+// over CPUs, as cpu.stat counts it), in ms on the y axis, time since the
+// run's start in ms on the x axis, and the group's quota as a line.
 func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 	run := g.Runs[0]
-	type lane struct {
-		label string
-		ws    []Window
+	predicted, measured := run.KernelWindows, run.MeasuredWindows
+	n := max(len(predicted), len(measured))
+	if n == 0 {
+		return
 	}
-	lanes := []lane{{"kernel", run.KernelWindows}}
-	if r.Env.Measured && len(run.MeasuredWindows) > 0 {
-		lanes = append(lanes, lane{"measured", run.MeasuredWindows})
-	}
-	n := 0
-	for _, l := range lanes {
-		n = max(n, len(l.ws))
-	}
-	width := svgLeft + n*(svgBarWidth+svgBarGap) + 10
-	laneStep := svgLaneH + 24
-	height := svgTop + len(lanes)*laneStep + 14
-	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"%s: ran and throttled per period\">\n",
-		width, height, html.EscapeString(g.Name))
-	capacity := float64(r.WindowUsec) * float64(max(r.Env.CPUs, 1))
-	for li, l := range lanes {
-		base := svgTop + li*laneStep + svgLaneH
-		fmt.Fprintf(b, "<text x=\"0\" y=\"%d\">%s</text>\n", base-svgLaneH/2, l.label)
-		fmt.Fprintf(b, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", svgLeft-2, base, width-10, base)
-		for i, w := range l.ws {
-			x := svgLeft + i*(svgBarWidth+svgBarGap)
-			ranH := barHeight(w.RanUsec, capacity)
-			thrH := min(barHeight(w.ThrottledUsec, capacity), svgLaneH-ranH)
-			fmt.Fprintf(b, "<rect class=\"ran\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>period %d: ran %s</title></rect>\n",
-				x, base-ranH, svgBarWidth, ranH, i, msText(float64(w.RanUsec)))
-			fmt.Fprintf(b, "<rect class=\"thr\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>period %d: throttled %s</title></rect>\n",
-				x, base-ranH-thrH, svgBarWidth, thrH, i, msText(float64(w.ThrottledUsec)))
+	windowMs := float64(r.WindowUsec) / 1000
+	top := 0.0
+	for _, ws := range [][]Window{predicted, measured} {
+		for _, w := range ws {
+			top = max(top, float64(w.RanUsec+w.ThrottledUsec)/1000)
 		}
 	}
-	axisY := svgTop + len(lanes)*laneStep + 8
-	for i := 0; i < n; i += 5 {
-		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\">%d</text>\n", svgLeft+i*(svgBarWidth+svgBarGap), axisY, i)
+	if g.QuotaUsec > 0 {
+		top = max(top, float64(g.QuotaUsec)/1000)
+	}
+	yMax := niceCeil(max(top, 1))
+	y := func(ms float64) float64 { return chartTop + chartPlotH - ms/yMax*chartPlotH }
+	width, height := chartLeft+chartPlotW+chartRight, chartTop+chartPlotH+chartBottom
+	esc := html.EscapeString
+
+	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s: CPU time ran and throttled per period, predicted beside measured\">\n",
+		width, height, width, height, esc(g.Name))
+	// Legend.
+	legend := []struct{ colour, label string }{{colourPredictedRan, "predicted ran"}, {colourPredictedThr, "predicted throttled"}}
+	if len(measured) > 0 {
+		legend = append(legend, struct{ colour, label string }{colourMeasuredRan, "measured ran"}, struct{ colour, label string }{colourMeasuredThr, "measured throttled"})
+	}
+	x := float64(chartLeft)
+	for _, l := range legend {
+		fmt.Fprintf(b, "<rect x=\"%.0f\" y=\"10\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"%.0f\" y=\"22\">%s</text>\n", x, l.colour, x+19, l.label)
+		x += 19 + 7.5*float64(len(l.label)) + 18
+	}
+	if g.QuotaUsec > 0 {
+		fmt.Fprintf(b, "<line x1=\"%.0f\" y1=\"17\" x2=\"%.0f\" y2=\"17\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.0f\" y=\"22\">quota</text>\n",
+			x, x+22, colourQuota, x+27)
+	}
+	// Y axis: grid lines and labels in ms.
+	steps := niceSteps(yMax)
+	for i := 0; i <= steps; i++ {
+		v := yMax * float64(i) / float64(steps)
+		fmt.Fprintf(b, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+			chartLeft, y(v), chartLeft+chartPlotW, y(v), chartLeft-6, y(v)+4, numText(v))
+	}
+	fmt.Fprintf(b, "<text transform=\"translate(14 %d) rotate(-90)\" text-anchor=\"middle\">CPU time per period (ms)</text>\n", chartTop+chartPlotH/2)
+	// Bars, one slot per period, predicted left of measured.
+	slot := float64(chartPlotW) / float64(n)
+	bar := min(float64(chartBarMax), slot*0.4)
+	labelEvery := (n + 9) / 10
+	for i := range n {
+		x0 := chartLeft + slot*float64(i)
+		fmt.Fprintf(b, "<g><title>%s</title>\n", periodTitle(i, windowMs, predicted, measured))
+		fmt.Fprintf(b, "<rect class=\"hover\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"/>\n", x0, chartTop, slot, chartPlotH)
+		mid := x0 + slot/2
+		if i < len(predicted) {
+			writeBar(b, mid-bar-1, bar, predicted[i], y, colourPredictedRan, colourPredictedThr)
+		}
+		if i < len(measured) {
+			writeBar(b, mid+1, bar, measured[i], y, colourMeasuredRan, colourMeasuredThr)
+		}
+		b.WriteString("</g>\n")
+		if i%labelEvery == 0 {
+			fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x0, chartTop+chartPlotH+16, numText(windowMs*float64(i)))
+		}
+	}
+	fmt.Fprintf(b, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", chartLeft, chartTop+chartPlotH, chartLeft+chartPlotW, chartTop+chartPlotH)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the run's start (ms); one slot per %s ms period</text>\n",
+		chartLeft+chartPlotW/2, chartTop+chartPlotH+38, numText(windowMs))
+	if g.QuotaUsec > 0 {
+		qy := y(float64(g.QuotaUsec) / 1000)
+		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%d\" y=\"%.1f\">quota %s ms</text>\n",
+			chartLeft, qy, chartLeft+chartPlotW, qy, colourQuota, chartLeft+chartPlotW+6, qy+4, numText(float64(g.QuotaUsec)/1000))
 	}
 	b.WriteString("</svg>\n")
-	fmt.Fprintf(b, "<p><small>Periods of %s on the x axis (run 1); dark: CPU time the group ran, light: throttled time summed over CPUs; full height = %d CPU(s) for the whole period.</small></p>\n",
-		msText(float64(r.WindowUsec)), r.Env.CPUs)
+	note := ""
+	if r.Env.Measured && len(measured) == 0 {
+		note = " The measurement was not sampled per period: run compare with --timeline."
+	}
+	fmt.Fprintf(b, "<p><small>Run 1. Throttled time is summed over the CPUs that waited, as cpu.stat counts it, so a bar can rise above one period; the scenario has %d CPU(s). Hover over a period for its values.%s</small></p>\n",
+		r.Env.CPUs, note)
 }
 
-// barHeight scales usec of capacity to the lane height, at least 1 px for
-// any non-zero time.
-func barHeight(usec uint64, capacity float64) int {
-	if usec == 0 {
-		return 0
+// writeBar draws one stacked bar: ran at the bottom, throttled above.
+func writeBar(b *strings.Builder, x, width float64, w Window, y func(float64) float64, ran, thr string) {
+	ranMs, thrMs := float64(w.RanUsec)/1000, float64(w.ThrottledUsec)/1000
+	fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, y(ranMs), width, y(0)-y(ranMs), ran)
+	fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, y(ranMs+thrMs), width, y(ranMs)-y(ranMs+thrMs), thr)
+}
+
+// periodTitle is the hover text of period i.
+func periodTitle(i int, windowMs float64, predicted, measured []Window) string {
+	s := fmt.Sprintf("period %d, %s–%s ms", i+1, numText(windowMs*float64(i)), numText(windowMs*float64(i+1)))
+	if i < len(predicted) {
+		s += fmt.Sprintf("; predicted: ran %s, throttled %s", msText(float64(predicted[i].RanUsec)), msText(float64(predicted[i].ThrottledUsec)))
 	}
-	return min(svgLaneH, max(1, int(float64(usec)/capacity*svgLaneH+0.5)))
+	if i < len(measured) {
+		s += fmt.Sprintf("; measured: ran %s, throttled %s", msText(float64(measured[i].RanUsec)), msText(float64(measured[i].ThrottledUsec)))
+	}
+	return s
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// niceSteps is how many grid steps divide a niceCeil value into round
+// numbers: 1 → 5 steps of 0.2, 2 → 4 of 0.5, 5 → 5 of 1.
+func niceSteps(v float64) int {
+	if m := v / math.Pow(10, math.Floor(math.Log10(v))); m > 1.5 && m < 2.5 {
+		return 4
+	}
+	return 5
+}
+
+// numText renders a number of ms without a needless fraction: "40", "2.5".
+func numText(v float64) string {
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
 }
 
 func writeTasksHTML(b *strings.Builder, r *Report) {

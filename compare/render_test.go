@@ -135,7 +135,8 @@ func TestCellCounts(t *testing.T) {
 	}{
 		{"chapter: 40 of 100 ran, 60 throttled", Window{RanUsec: 40000, ThrottledUsec: 60000}, 1, 4, 6},
 		{"two CPUs halve the share", Window{RanUsec: 40000, ThrottledUsec: 60000}, 2, 2, 3},
-		{"a sliver still shows", Window{RanUsec: 100, ThrottledUsec: 0}, 1, 1, 0},
+		{"a sliver below half a mark is not drawn", Window{RanUsec: 500, ThrottledUsec: 0}, 1, 0, 0},
+		{"half a mark is drawn", Window{RanUsec: 5000, ThrottledUsec: 0}, 1, 1, 0},
 		{"throttled over all CPUs is clipped", Window{RanUsec: 50000, ThrottledUsec: 150000}, 1, 5, 5},
 		{"idle", Window{}, 1, 0, 0},
 	}

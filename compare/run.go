@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -243,7 +244,8 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	for g, st := range final {
 		res.measured[g] = st.Sub(base[g])
 	}
-	progress(opt, "measured %d groups, phases %v µs, tick phase %d µs", len(final), res.phases, res.tickPhase)
+	progress(opt, "measured %d groups; period timers first expired at %s; first tick at %dµs (from the run's start)",
+		len(final), phasesText(res.phases), res.tickPhase)
 	return res, nil
 }
 
@@ -625,3 +627,13 @@ func posMod(d, m time.Duration) time.Duration {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// phasesText renders group → phase (µs) as "olap 93091µs, q1 12000µs",
+// groups in name order.
+func phasesText(phases map[string]int64) string {
+	var parts []string
+	for _, g := range slices.Sorted(maps.Keys(phases)) {
+		parts = append(parts, fmt.Sprintf("%s %dµs", g, phases[g]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -19,14 +19,15 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 	fmt.Fprintf(&b, "scenario %s\n", r.Scenario)
 	e := r.Env
 	if e.Measured {
-		fmt.Fprintf(&b, "measured on Linux %s, cgroup %s, %d CPU(s), %d run(s), load %.2f → %.2f\n", e.Kernel, e.Cgroup, e.CPUs, e.Runs, e.Load1Start, e.Load1End)
+		fmt.Fprintf(&b, "measured on Linux %s, cgroup %s, scenario's CPUs: %d, %d run(s), host load %.2f → %.2f\n", e.Kernel, e.Cgroup, e.CPUs, e.Runs, e.Load1Start, e.Load1End)
 	} else {
-		fmt.Fprintf(&b, "simulation only, %d CPU(s): %s\n", e.CPUs, e.Why)
+		fmt.Fprintf(&b, "simulation only, scenario's CPUs: %d: %s\n", e.CPUs, e.Why)
 	}
 	fmt.Fprintf(&b, "kernel model: slice %dus, tick %dus (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
 	if e.Measured {
 		t := r.Target
 		fmt.Fprintf(&b, "target (%s): %s\n", t.Class, t.Text())
+		b.WriteString("diff = kernel model − measured mean (in % of measured): + means the model predicts more\n")
 	}
 	for _, g := range r.Groups {
 		b.WriteString("\n")
@@ -62,7 +63,7 @@ func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
 	switch {
 	case !r.Env.Measured:
 	case len(g.Misses) == 0:
-		b.WriteString("  kernel model within target\n")
+		b.WriteString("  kernel model within target (nr_periods, nr_bursts and burst_usec are shown, not held to it)\n")
 	default:
 		fmt.Fprintf(b, "  kernel model missed: %s\n", strings.Join(g.Misses, "; "))
 	}
@@ -106,6 +107,25 @@ func writeTasks(b *strings.Builder, r *Report) {
 		fmt.Fprintf(tw, "%s\n", msText(float64(t.SimpleDoneUsec)))
 	}
 	tw.Flush()
+	if wideSpread(r) {
+		b.WriteString("A task's measured done time varies from run to run with where the run starts in its groups'\n" +
+			"periods (the period timers' phase) and with other load on the host; each run's kernel model\n" +
+			"uses that run's measured phases, so its own spread follows.\n")
+	}
+}
+
+// wideSpread says whether a task's measured done time spread over more
+// than a scheduler tick across the runs.
+func wideSpread(r *Report) bool {
+	if !r.Env.Measured || r.Env.Runs < 2 {
+		return false
+	}
+	for _, t := range r.Tasks {
+		if ms, _ := t.doneSpreads(); int64(ms.Max-ms.Min) > r.Env.TickUsec {
+			return true
+		}
+	}
+	return false
 }
 
 // msText renders microseconds as milliseconds with one decimal.
@@ -115,8 +135,9 @@ func signedMs(usec float64) string { return fmt.Sprintf("%+.1fms", usec/1000) }
 
 // writeTimeline draws the first periods of run 1 of every group.
 func writeTimeline(b *strings.Builder, r *Report, periods int) {
-	fmt.Fprintf(b, "timeline of run 1, one cell per %s period: ■ ran, · throttled (summed over CPUs, share of %d CPU(s)), blank idle\n",
-		msText(float64(r.WindowUsec)), r.Env.CPUs)
+	fmt.Fprintf(b, "timeline of run 1, one cell per %s period: ■ ran, · throttled (summed over CPUs, share of the scenario's %d CPU(s)), blank idle;\n"+
+		"one mark = %s, less than half a mark is not drawn\n",
+		msText(float64(r.WindowUsec)), r.Env.CPUs, msText(float64(r.WindowUsec)*float64(max(r.Env.CPUs, 1))/timelineCell))
 	width := 0
 	for _, g := range r.Groups {
 		width = max(width, len(g.Name))
@@ -153,16 +174,12 @@ func cells(ws []Window, periods int, windowUsec int64, cpus int) string {
 
 // cellCounts converts a window into how many of width characters show run
 // time and throttled time: each is its share of the window's capacity
-// (windowUsec × cpus), rounded, and the two never exceed width; a
-// non-zero time shows as at least one character.
+// (windowUsec × cpus), rounded to the nearest character (so a sliver, say
+// a worker's start before its arrival, is not drawn as a full mark), and
+// the two never exceed width.
 func cellCounts(w Window, windowUsec int64, cpus, width int) (ran, throttled int) {
 	capacity := float64(windowUsec) * float64(max(cpus, 1))
-	scale := func(usec uint64) int {
-		if usec == 0 {
-			return 0
-		}
-		return max(1, int(float64(usec)/capacity*float64(width)+0.5))
-	}
+	scale := func(usec uint64) int { return int(float64(usec)/capacity*float64(width) + 0.5) }
 	ran = min(scale(w.RanUsec), width)
 	throttled = min(scale(w.ThrottledUsec), width-ran)
 	return ran, throttled

@@ -46,11 +46,11 @@ func WriteText(w io.Writer, s *Scenario, run HostRun, periods int) error {
 			continue
 		}
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "period\tstart\tused\tthrottled\tcarried\texhausted\t\n")
+		fmt.Fprintf(tw, "period\tstart\tused\tthrottled\tcarried\texhausted after\t\n")
 		for n, p := range rows[:shown] {
 			exhausted := "-"
 			if p.Exhausted >= 0 {
-				exhausted = tick(p.Exhausted)
+				exhausted = tick(p.Exhausted - p.Start)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", n+1, tick(p.Start), tick(p.Used), tick(p.Stalled), tick(p.Carried), exhausted)
 		}
@@ -60,6 +60,9 @@ func WriteText(w io.Writer, s *Scenario, run HostRun, periods int) error {
 		bucket := ticksPerMark(periodTicks)
 		fmt.Fprintf(bw, "\n  cpu.max = %s   %c ran   %c throttled   %c waiting for a CPU   1 mark = %s\n",
 			cpuMax(g, " / "), markRan, markThrottled, markWaiting, tick(bucket))
+		if g.Parent != "" {
+			fmt.Fprintf(bw, "  %c also when an ancestor's quota is spent: then this group's own throttled column stays 0\n", markThrottled)
+		}
 		labels := make([]string, shown)
 		width := 0
 		for n := range labels {

@@ -1,0 +1,124 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestHTMLReportInChromium renders a report as people see it, in Debian's
+// headless Chromium, and checks the picture: the group's chart is readable
+// (hundreds of pixels wide and tall), shows the predicted and the measured
+// bars together in one chart, and draws the quota line.
+func TestHTMLReportInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
+			t.Fatalf("chromium not found (scripts/test.sh installs it): %v", err)
+		}
+		t.Skipf("chromium not found: %v", err)
+	}
+	// One capped group over eight periods, throttled in most of them.
+	r := fixtureReport(true)
+	r.Groups = r.Groups[1:]
+	var predicted, measured []Window
+	for i := range 8 {
+		predicted = append(predicted, Window{RanUsec: 20000, ThrottledUsec: uint64(10000 * i)})
+		measured = append(measured, Window{RanUsec: 19500, ThrottledUsec: uint64(9000*i + 500)})
+	}
+	r.Groups[0].Runs[0].KernelWindows, r.Groups[0].Runs[0].MeasuredWindows = predicted, measured
+	r.Finish()
+
+	dir := t.TempDir()
+	page, shot := filepath.Join(dir, "report.html"), filepath.Join(dir, "shot.png")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(f, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--hide-scrollbars", "--window-size=1100,900",
+		"--screenshot="+shot, "file://"+page)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	if keep := os.Getenv("POOLAGENT_SCREENSHOT"); keep != "" {
+		if png, err := os.ReadFile(shot); err == nil {
+			err = os.WriteFile(keep, png, 0o644)
+			t.Logf("screenshot kept in %s (%v)", keep, err)
+		}
+	}
+	img := readPNG(t, shot)
+
+	// The legend comes first, with a swatch of each colour; the bars are
+	// below it.
+	legend := boxOf(img, colourPredictedRan, 0)
+	below := legend.Min.Y + 20
+	predictedRan := boxOf(img, colourPredictedRan, below)
+	measuredRan := boxOf(img, colourMeasuredRan, below)
+	bars := predictedRan.Union(measuredRan).Union(boxOf(img, colourPredictedThr, below)).Union(boxOf(img, colourMeasuredThr, below))
+	quota := boxOf(img, colourQuota, below)
+	t.Logf("screenshot %v: legend at y=%d, bars %v, predicted ran %v, measured ran %v, quota %v", img.Bounds(), legend.Min.Y, bars, predictedRan, measuredRan, quota)
+	if predictedRan.Empty() || measuredRan.Empty() {
+		t.Fatalf("the predicted (%v) or the measured (%v) bars are not drawn", predictedRan, measuredRan)
+	}
+	if bars.Dx() < 600 || bars.Dy() < 150 {
+		t.Errorf("the chart's bars cover %dx%d px; want at least 600x150 to be readable", bars.Dx(), bars.Dy())
+	}
+	// Together: both kinds of bar stand on the same baseline, in one chart.
+	if predictedRan.Max.Y != measuredRan.Max.Y {
+		t.Errorf("predicted bars end at y=%d, measured at y=%d: not one chart", predictedRan.Max.Y, measuredRan.Max.Y)
+	}
+	if quota.Dx() < 600 || quota.Dy() > 4 {
+		t.Errorf("the quota line covers %dx%d px; want a line across the chart", quota.Dx(), quota.Dy())
+	}
+}
+
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// boxOf is the bounding box of the pixels of img from row minY down that
+// have exactly the colour hex ("#rrggbb").
+func boxOf(img image.Image, hex string, minY int) image.Rectangle {
+	var want color.RGBA
+	if _, err := fmt.Sscanf(hex, "#%02x%02x%02x", &want.R, &want.G, &want.B); err != nil {
+		panic(err)
+	}
+	var box image.Rectangle
+	b := img.Bounds()
+	for y := max(b.Min.Y, minY); y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if uint8(r>>8) == want.R && uint8(g>>8) == want.G && uint8(bl>>8) == want.B {
+				box = box.Union(image.Rect(x, y, x+1, y+1))
+			}
+		}
+	}
+	return box
+}
