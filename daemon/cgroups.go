@@ -130,8 +130,8 @@ func (h *HostCgroups) Queries() ([][2]string, error) {
 }
 
 // PoolStats implements Cgroups; a pool without a cgroup is left out.
-func (h *HostCgroups) PoolStats(pools []string) (map[string]observe.CPUStat, error) {
-	out := map[string]observe.CPUStat{}
+func (h *HostCgroups) PoolStats(pools []string) (map[string]observe.Sample, error) {
+	out := map[string]observe.Sample{}
 	for _, p := range pools {
 		s, err := h.stats.Read(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -140,7 +140,7 @@ func (h *HostCgroups) PoolStats(pools []string) (map[string]observe.CPUStat, err
 		if err != nil {
 			return nil, fmt.Errorf("pool %s: %w", p, err)
 		}
-		out[p] = s.CPU
+		out[p] = s
 	}
 	return out, nil
 }

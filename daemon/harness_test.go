@@ -194,7 +194,7 @@ func (f *fakeCgroups) Queries() ([][2]string, error) {
 	return out, nil
 }
 
-func (f *fakeCgroups) PoolStats([]string) (map[string]observe.CPUStat, error) { return nil, nil }
+func (f *fakeCgroups) PoolStats([]string) (map[string]observe.Sample, error) { return nil, nil }
 
 // left is the number of query cgroups not removed.
 func (f *fakeCgroups) left() int {

@@ -45,7 +45,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			mp.CPUWeight = d.Pools[i].Pool.CPUWeight
 		}
 		if st, ok := stats[p.Name]; ok {
-			mp.CPU = &st
+			mp.CPU, mp.Pressure = &st.CPU, st.Pressure
 		}
 		snap.Pools = append(snap.Pools, mp)
 	}
@@ -88,7 +88,7 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 			}
 			samples = append(samples, metrics.PoolSample{
 				Name: p.Name, QuotaUsec: *cpu.Quota, PeriodUsec: *cpu.Period, BurstUsec: p.Pool.BurstUsec(),
-				Running: running[p.Name], CPU: st,
+				Running: running[p.Name], CPU: st.CPU,
 			})
 		}
 		s.predictor.Step(d.Node.CPUs, samples)

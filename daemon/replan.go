@@ -147,12 +147,15 @@ func (rp *replanner) observeDemand(now time.Time) {
 			if !ok || elapsedUsec <= 0 {
 				continue
 			}
-			d := cur.Sub(prev)
+			d := cur.CPU.Sub(prev)
 			demand[pool] = float64(d.UsageUsec+d.ThrottledUsec) / elapsedUsec
 		}
 		rp.demand = demand
 	}
-	rp.lastPoolStats = stats
+	rp.lastPoolStats = make(map[string]observe.CPUStat, len(stats))
+	for pool, s := range stats {
+		rp.lastPoolStats[pool] = s.CPU
+	}
 	rp.lastPoolStatsAt = now
 }
 

@@ -46,8 +46,9 @@ type Cgroups interface {
 	RemoveQuery(pool, query string) error
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
 	Queries() ([][2]string, error)
-	// PoolStats reads the CPU accounting of the named pools' cgroups.
-	PoolStats(pools []string) (map[string]observe.CPUStat, error)
+	// PoolStats reads the counters of the named pools' cgroups: CPU
+	// accounting and, where the kernel keeps it, CPU pressure.
+	PoolStats(pools []string) (map[string]observe.Sample, error)
 }
 
 // LoadSource measures the host's CPU load: the busy fraction (0..1) of

@@ -68,6 +68,10 @@ type Pool struct {
 	// CPU is the pool cgroup's cpu.stat, cumulative; nil when the cgroup is
 	// not there (yet): the CPU series are then not exposed.
 	CPU *observe.CPUStat
+	// Pressure is the pool cgroup's cpu.pressure (PSI); nil where the
+	// kernel keeps none for it (cgroup v1, PSI off): the pressure series
+	// are then not exposed.
+	Pressure *observe.Pressure
 	// PredictedThrottledUsec is the simulator's throttled time for the same
 	// intervals the measured counters cover, cumulative, microseconds.
 	PredictedThrottledUsec uint64
@@ -84,6 +88,7 @@ type Collector struct {
 	cpuLimit, cpuWeight                          *prometheus.Desc
 	usage, periods, throttledPeriods, throttled  *prometheus.Desc
 	bursts, burst, predictedThrottled            *prometheus.Desc
+	pressureSome, pressureFull                   *prometheus.Desc
 }
 
 // NewCollector builds the metric descriptors once; every scrape reads src.
@@ -117,6 +122,10 @@ func NewCollector(src Source) *Collector {
 		burst:            d("pool_cpu_burst_seconds_total", "CPU time used beyond the quota from burst (cpu.stat burst_usec).", pool),
 		predictedThrottled: d("pool_cpu_predicted_throttled_seconds_total",
 			"Throttled time the simulator predicts for the pool over the same intervals as pool_cpu_throttled_seconds_total.", pool),
+		pressureSome: d("pool_cpu_pressure_some_seconds_total",
+			"Time in which at least one of the pool's runnable threads waited for a CPU, throttling included (cpu.pressure some total).", pool),
+		pressureFull: d("pool_cpu_pressure_full_seconds_total",
+			"Time in which all of the pool's non-idle threads waited for a CPU at once (cpu.pressure full total).", pool),
 	}
 }
 
@@ -129,6 +138,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.cpuLimit, c.cpuWeight,
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
+		c.pressureSome, c.pressureFull,
 	} {
 		ch <- d
 	}
@@ -180,6 +190,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.bursts, float64(st.NrBursts), p.Name)
 			counter(c.burst, seconds(st.BurstUsec), p.Name)
 			counter(c.predictedThrottled, seconds(p.PredictedThrottledUsec), p.Name)
+		}
+		if ps := p.Pressure; ps != nil {
+			counter(c.pressureSome, seconds(ps.Some.TotalUsec), p.Name)
+			if ps.Full != nil {
+				counter(c.pressureFull, seconds(ps.Full.TotalUsec), p.Name)
+			}
 		}
 	}
 }

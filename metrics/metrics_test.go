@@ -44,11 +44,17 @@ func fixture() Snapshot {
 					NrBursts: 4, BurstUsec: 120_000,
 				},
 				PredictedThrottledUsec: 39_800_000,
+				Pressure: &observe.Pressure{
+					Some: observe.PressureLine{Avg10Percent: 12.5, Avg60Percent: 10.25, Avg300Percent: 8, TotalUsec: 57_300_000},
+					Full: &observe.PressureLine{Avg10Percent: 3.5, Avg60Percent: 2.75, Avg300Percent: 2, TotalUsec: 15_125_000},
+				},
 			},
 			{
 				Name: "default", ConcurrentQueryLimit: -1, QueueSize: -1, Admitted: 3,
 				CPUWeight: 100,
 				CPU:       &observe.CPUStat{UsageUsec: 1_000_000, NrPeriods: 0},
+				// A kernel before 5.13: cpu.pressure without a full line.
+				Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 250_000}},
 			},
 			{Name: "adhoc", ConcurrentQueryLimit: 0, QueueSize: -1, CPULimitCores: 2.5, CPUWeight: 200},
 		},

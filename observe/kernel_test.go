@@ -260,8 +260,33 @@ func TestKernelQuotaThrottling(t *testing.T) {
 			t.Errorf("cpu.stat.local throttled %d µs, cpu.stat %d µs: want about equal", *s.LocalThrottledUsec, st.ThrottledUsec)
 		}
 	}
-	if tt.host.Mode == kerneltest.V2 && s.Pressure == nil {
-		t.Errorf("no cpu.pressure on v2 (the VM kernel has PSI on)")
+	if tt.host.Mode == kerneltest.V2 {
+		checkThrottlingPressure(t, s, wall)
+	}
+}
+
+// checkThrottlingPressure: throttling shows in cpu.pressure. While the
+// group is throttled its only thread is runnable and waits, so the time is
+// "some" pressure, and "full" too (no thread of the group runs): both
+// totals cover most of the throttled time and at most the wall time.
+func checkThrottlingPressure(t *testing.T, s observe.Sample, wall time.Duration) {
+	t.Helper()
+	p := s.Pressure
+	if p == nil {
+		t.Fatal("no cpu.pressure on v2 (the VM kernel has PSI on)")
+	}
+	if p.Full == nil {
+		t.Fatal("cpu.pressure without a full line (the VM kernel is 6.1, full is there since 5.13)")
+	}
+	throttled := time.Duration(s.CPU.ThrottledUsec) * time.Microsecond
+	some := time.Duration(p.Some.TotalUsec) * time.Microsecond
+	full := time.Duration(p.Full.TotalUsec) * time.Microsecond
+	t.Logf("throttled %v, cpu.pressure some %v, full %v, wall %v", throttled, some, full, wall)
+	if some < throttled*3/4 || some > wall+time.Second {
+		t.Errorf("cpu.pressure some total %v: want most of the throttled %v and at most the %v of wall time", some, throttled, wall)
+	}
+	if full < throttled/2 || full > some {
+		t.Errorf("cpu.pressure full total %v: want at least half the throttled %v and at most some %v", full, throttled, some)
 	}
 }
 

@@ -29,7 +29,9 @@ func statCommand() *cli.Command {
 			"the pool root and every cgroup below it (pools, and queries under them; \".\" is the root\n" +
 			"itself). The cgroup version is told by the files in the root. With --watch it prints, each\n" +
 			"interval, what the counters grew by in that interval, until interrupted or --count\n" +
-			"intervals. PSI columns are the kernel's own 10 s averages, in percent.",
+			"intervals. PSI_SOME10 and PSI_FULL10 are cpu.pressure's own 10 s averages, in percent;\n" +
+			"PSI_SOME_S and PSI_FULL_S its totals in seconds (with --watch, what they grew by): time in\n" +
+			"which some (full: all) of the group's runnable threads waited for a CPU, throttling included.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.StringFlag{Name: "cpuacct-root", Usage: "cgroup v1: the pool root's `DIR` in the cpuacct hierarchy, for usage (default: found from the mounts)"},
@@ -142,9 +144,10 @@ type statJSON struct {
 }
 
 // statIntervalJSON is one line of `poolagent stat --watch --format json`:
-// what each group's counters grew by in the interval. Pressure is not a
-// delta: it is cpu.pressure as read at the interval's end (its averages
-// are already the kernel's own moving averages).
+// what each group's counters grew by in the interval. In Pressure the
+// totals are what they grew by too, while the averages are cpu.pressure's
+// as read at the interval's end (they are the kernel's own moving
+// averages).
 type statIntervalJSON struct {
 	Interval int              `json:"interval"`
 	Seconds  float64          `json:"seconds"`
@@ -221,7 +224,26 @@ func statDelta(cur, prev observe.Sample) observe.Sample {
 		v := *cur.LocalThrottledUsec - *prev.LocalThrottledUsec
 		d.LocalThrottledUsec = &v
 	}
+	if cur.Pressure != nil && prev.Pressure != nil {
+		p := *cur.Pressure
+		p.Some.TotalUsec = counterDelta(cur.Pressure.Some.TotalUsec, prev.Pressure.Some.TotalUsec)
+		if cur.Pressure.Full != nil && prev.Pressure.Full != nil {
+			full := *cur.Pressure.Full
+			full.TotalUsec = counterDelta(cur.Pressure.Full.TotalUsec, prev.Pressure.Full.TotalUsec)
+			p.Full = &full
+		}
+		d.Pressure = &p
+	}
 	return d
+}
+
+// counterDelta is what a counter grew by; 0 when it went back (the cgroup
+// was made anew between two reads).
+func counterDelta(cur, prev uint64) uint64 {
+	if cur < prev {
+		return 0
+	}
+	return cur - prev
 }
 
 // writeStatTable prints samples as a table. With a non-zero interval the
@@ -233,7 +255,7 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 	if interval > 0 {
 		header += "CPUS\t"
 	}
-	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10")
+	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10\tPSI_SOME_S\tPSI_FULL_S")
 	for _, s := range samples {
 		st := s.CPU
 		row := s.Group + "\t"
@@ -252,15 +274,15 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 		if st.NrPeriods > 0 {
 			ratio = strconv.FormatFloat(st.ThrottledRatio(), 'f', 2, 64)
 		}
-		some, full := "-", "-"
+		some, full, someS, fullS := "-", "-", "-", "-"
 		if p := s.Pressure; p != nil {
-			some = strconv.FormatFloat(p.Some.Avg10Percent, 'f', 2, 64)
+			some, someS = strconv.FormatFloat(p.Some.Avg10Percent, 'f', 2, 64), statSeconds(p.Some.TotalUsec)
 			if p.Full != nil {
-				full = strconv.FormatFloat(p.Full.Avg10Percent, 'f', 2, 64)
+				full, fullS = strconv.FormatFloat(p.Full.Avg10Percent, 'f', 2, 64), statSeconds(p.Full.TotalUsec)
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
-			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full)
+		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
+			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full, someS, fullS)
 	}
 	return tw.Flush()
 }

@@ -92,6 +92,8 @@ func TestStatWatch(t *testing.T) {
 				func() {
 					writeFixture(t, root, "olap/cpu.stat", "usage_usec 620059\nuser_usec 610290\nsystem_usec 9769\nnr_periods 31\nnr_throttled 30\nthrottled_usec 2403874\nnr_bursts 1\nburst_usec 20000\n")
 					writeFixture(t, root, "olap/cpu.stat.local", "throttled_usec 2403874\n")
+					// Throttled for 0.8 s of the 1 s: pressure grows by as much.
+					writeFixture(t, root, "olap/cpu.pressure", "some avg10=9.10 avg60=2.02 avg300=0.45 total=895210\nfull avg10=9.05 avg60=2.00 avg300=0.44 total=894100\n")
 				},
 				func() {
 					if err := os.Mkdir(filepath.Join(root, "olap", "q-2"), 0o755); err != nil {
