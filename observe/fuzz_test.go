@@ -116,3 +116,29 @@ func formatPressureLine(t *testing.T, l PressureLine) string {
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	return fmt.Sprintf("avg10=%s avg60=%s avg300=%s total=%d", g(l.Avg10Percent), g(l.Avg60Percent), g(l.Avg300Percent), l.TotalUsec)
 }
+
+func FuzzParseSchedstat(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		run, err := parseSchedstat(b)
+		if err != nil {
+			return
+		}
+		again, err := parseSchedstat([]byte(fmt.Sprintf("%d 0 0\n", run)))
+		if err != nil || again != run {
+			t.Fatalf("%d parsed back as %d, %v", run, again, err)
+		}
+	})
+}
+
+func FuzzParseStatState(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		state, err := parseStatState(b)
+		if err != nil {
+			return
+		}
+		again, err := parseStatState(append(append([]byte("1 (x) "), state), " 0"...))
+		if err != nil || again != state {
+			t.Fatalf("state %q parsed back as %q, %v", state, again, err)
+		}
+	})
+}

@@ -33,6 +33,8 @@ func newApp() *cli.App {
 			daemonCommand(),
 			runCommand(),
 			statCommand(),
+			recordCommand(),
+			adviseCommand(),
 			sqlCommand(),
 			poolsCommand(),
 			classifiersCommand(),

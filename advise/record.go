@@ -1,0 +1,168 @@
+package advise
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/poolagent/poolagent/observe"
+)
+
+// Recorder samples one pool of a live pool tree: each Sample is what the
+// pool's counters grew by since the previous one, and what its threads
+// did. It only reads.
+type Recorder struct {
+	tree     observe.Tree
+	pool     string
+	procRoot string
+	prev     observe.Sample
+	prevRun  map[int]uint64
+	// intervalUsec is the sampling interval: a thread ran in it when its
+	// run time grew by 1% of it or more, so that the runtime threads of
+	// a process that wake for a few µs do not count as parallelism.
+	intervalUsec int64
+	// Truncated is set once a sample found more than MaxThreads threads;
+	// the thread counts are then of the first MaxThreads.
+	Truncated bool
+}
+
+// NewRecorder reads the pool's counters as the baseline of the first
+// sample, to be taken every intervalUsec. procRoot is normally /proc.
+func NewRecorder(tree observe.Tree, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
+	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec}
+	s, err := tree.Read(pool)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", pool, err)
+	}
+	if !s.UsageKnown {
+		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root)
+	}
+	r.prev = s
+	if r.prevRun, _, err = r.threads(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Sample reads the pool again and returns the interval since the last
+// read. An error wrapping fs.ErrNotExist means the pool is gone.
+func (r *Recorder) Sample() (Sample, error) {
+	cur, err := r.tree.Read(r.pool)
+	if err != nil {
+		return Sample{}, fmt.Errorf("pool %s: %w", r.pool, err)
+	}
+	d := cur.CPU.Sub(r.prev.CPU)
+	s := Sample{UsageUsec: d.UsageUsec, NrPeriods: d.NrPeriods, NrThrottled: d.NrThrottled, ThrottledUsec: d.ThrottledUsec,
+		NrBursts: d.NrBursts, BurstUsec: d.BurstUsec, Threads: -1, Ran: -1, Runnable: -1}
+	if cur.Pressure != nil && r.prev.Pressure != nil && cur.Pressure.Some.TotalUsec >= r.prev.Pressure.Some.TotalUsec {
+		v := cur.Pressure.Some.TotalUsec - r.prev.Pressure.Some.TotalUsec
+		s.PressureSomeUsec = &v
+	}
+	run, runnable, err := r.threads()
+	if err != nil {
+		return Sample{}, err
+	}
+	if run != nil {
+		s.Threads, s.Ran, s.Runnable = len(run), 0, runnable
+		least := uint64(r.intervalUsec / 100)
+		for tid, usec := range run {
+			if usec-min(usec, r.prevRun[tid]) >= least {
+				s.Ran++
+			}
+		}
+	}
+	r.prev, r.prevRun = cur, run
+	return s, nil
+}
+
+// threads reads the run time (µs) of every thread of the pool, and how
+// many are runnable; run is nil when the threads cannot be read at all
+// (no permission for /proc). A thread that ran and ended between two
+// reads is not seen.
+func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
+	tids, truncated, err := observe.ThreadIDs(filepath.Join(r.tree.Root, r.pool), r.tree.Version, MaxThreads)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.Truncated = r.Truncated || truncated
+	run = make(map[int]uint64, len(tids))
+	for _, tid := range tids {
+		st, err := observe.ReadThreadStat(r.procRoot, tid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended between listing and reading
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, 0, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		run[tid] = st.RunNs / 1000
+		if st.Runnable {
+			runnable++
+		}
+	}
+	return run, runnable, nil
+}
+
+// ReadLimit reads the pool's CPU limit: v2 cpu.max and cpu.max.burst; v1
+// cpu.cfs_quota_us (-1 = none), cpu.cfs_period_us and cpu.cfs_burst_us.
+// A missing burst file (a kernel before 5.14) means no burst.
+func ReadLimit(tree observe.Tree, pool string) (Limit, error) {
+	dir := filepath.Join(tree.Root, pool)
+	read := func(name string, missingOK bool) (string, bool, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if missingOK && errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		return strings.TrimSpace(string(b)), true, nil
+	}
+	num := func(name string, missingOK bool) (int64, error) {
+		s, ok, err := read(name, missingOK)
+		if err != nil || !ok {
+			return 0, err
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not a number", filepath.Join(dir, name), s)
+		}
+		return v, nil
+	}
+	var l Limit
+	var err error
+	if tree.Version == observe.V2 {
+		s, _, err := read("cpu.max", false)
+		if err != nil {
+			return Limit{}, err
+		}
+		m, err := observe.ParseCPUMax(s)
+		if err != nil {
+			return Limit{}, fmt.Errorf("%s: %w", dir, err)
+		}
+		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, int64(m.PeriodUsec)
+		if l.BurstUsec, err = num("cpu.max.burst", true); err != nil {
+			return Limit{}, err
+		}
+		return l, nil
+	}
+	if l.QuotaUsec, err = num("cpu.cfs_quota_us", false); err != nil {
+		return Limit{}, err
+	}
+	if l.QuotaUsec < 0 {
+		l.QuotaUsec = -1
+	}
+	if l.PeriodUsec, err = num("cpu.cfs_period_us", false); err != nil {
+		return Limit{}, err
+	}
+	if l.BurstUsec, err = num("cpu.cfs_burst_us", true); err != nil {
+		return Limit{}, err
+	}
+	return l, nil
+}

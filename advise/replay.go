@@ -1,0 +1,126 @@
+package advise
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/poolagent/poolagent/simulate"
+)
+
+// Outcome is a pool's counters over a whole trace, measured or predicted,
+// and its worst period.
+type Outcome struct {
+	UsageUsec     uint64
+	NrPeriods     uint64
+	NrThrottled   uint64
+	ThrottledUsec uint64
+	NrBursts      uint64
+	BurstUsec     uint64
+	// MaxDelayUsec is the longest a runnable thread was held in one period:
+	// the worst period's throttled time divided by the runqueues throttled
+	// in it.
+	MaxDelayUsec int64
+}
+
+// ThrottledRatio is NrThrottled/NrPeriods, the share of active periods
+// with throttling, as `poolagent stat` shows it; 0 without periods.
+func (o Outcome) ThrottledRatio() float64 {
+	if o.NrPeriods == 0 {
+		return 0
+	}
+	return float64(o.NrThrottled) / float64(o.NrPeriods)
+}
+
+// replayPool is the name the pool has in a replay: the counters do not
+// depend on it.
+const replayPool = "pool"
+
+// Replay predicts the pool's counters under lim for the trace's demand
+// with the kernel-faithful model (docs/kernel-model.md), every slot's
+// need multiplied by scale (1 for the demand as reconstructed, more to
+// leave room for the model's error). The trace's period phase is not
+// known, so periods start with the samples; the model runs one period
+// boundary 1 µs before each sample boundary so that a period's throttled
+// time, booked at its end, falls into that period.
+//
+// Work separated by at least two idle periods is replayed in separate
+// runs: by then the period timer has stopped and the pool is full again
+// (rules 5 and 6), the state a run starts from. A run whose work outlasts
+// the gap is merged with the next.
+func Replay(t *Trace, slots []Slot, lim Limit, scale float64) (Outcome, error) {
+	if lim.QuotaUsec < 0 {
+		var o Outcome
+		for _, s := range slots {
+			o.UsageUsec += uint64(math.Round(float64(s.NeedUsec) * scale))
+		}
+		return o, nil
+	}
+	p := simulate.DefaultKernelParams()
+	p.SliceUsec, p.TickUsec = t.SliceUsec, t.TickUsec
+	p.WindowUsec = lim.PeriodUsec
+	p.PeriodPhaseUsec = map[string]int64{replayPool: lim.PeriodUsec - 1}
+	step := lcm(lim.PeriodUsec, t.TickUsec)
+	gap := 2 * lim.PeriodUsec
+	var out Outcome
+	for first := 0; first < len(slots); {
+		last := first
+		for {
+			for last+1 < len(slots) && slots[last+1].StartUsec-slots[last].StartUsec < gap+t.IntervalUsec {
+				last++
+			}
+			shift := slots[first].StartUsec / step * step
+			run, err := replayRun(t, slots[first:last+1], lim, scale, shift, p)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if last+1 < len(slots) && shift+run.EndUsec > slots[last+1].StartUsec {
+				last++ // the work outlasted the gap: replay with the next
+				continue
+			}
+			out.add(run, lim)
+			break
+		}
+		first = last + 1
+	}
+	return out, nil
+}
+
+func (o *Outcome) add(run simulate.KernelRun, lim Limit) {
+	g := run.Groups[0]
+	st := g.Stat
+	o.UsageUsec += st.UsageUsec
+	o.NrPeriods += st.NrPeriods
+	o.NrThrottled += st.NrThrottled
+	o.ThrottledUsec += st.ThrottledUsec
+	o.NrBursts += st.NrBursts
+	o.BurstUsec += st.BurstUsec
+	for _, w := range g.Windows {
+		if w.ThrottledCPUs > 0 {
+			o.MaxDelayUsec = max(o.MaxDelayUsec, int64(w.ThrottledUsec)/int64(w.ThrottledCPUs))
+		}
+	}
+}
+
+// replayRun runs the slots as one kernel-model run, shifted by shift µs
+// (a multiple of the period and the tick, which keeps every phase).
+func replayRun(t *Trace, slots []Slot, lim Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
+	h := simulate.Host{CPUs: t.CPUs, TickUsec: 1, Groups: []simulate.Group{{
+		Name: replayPool, QuotaUsec: lim.QuotaUsec, PeriodUsec: lim.PeriodUsec, BurstUsec: lim.BurstUsec}}}
+	for i, s := range slots {
+		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: replayPool,
+			ArriveUsec: s.StartUsec - shift, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})
+	}
+	run, err := simulate.RunKernel(h, p)
+	if err != nil {
+		return simulate.KernelRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(lim), err)
+	}
+	return run, nil
+}
+
+func lcm(a, b int64) int64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}

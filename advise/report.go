@@ -1,0 +1,81 @@
+package advise
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the diagnosis and the advice for a trace: the pool and
+// its limit, the diagnosis lines, the statement to paste, and the
+// measured and predicted counters.
+func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pool %s: cpu.max %s (%s%% of %s), %s, cgroup %s; %d intervals of %s (%s)\n",
+		t.Pool, limitText(t.Limit), percentText(settingOf(t).CapPercent), count(roundTo(t.NodeCPUs, 3), "vCPU"), count(float64(t.CPUs), "CPU"), t.Cgroup,
+		len(t.Samples), msText(t.IntervalUsec), secText(uint64(len(t.Samples))*uint64(t.IntervalUsec)))
+	b.WriteString("\ndiagnosis\n")
+	for _, l := range d.Lines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	fmt.Fprintf(&b, "\nadvice for %s\n", a.Budget)
+	cur := a.Current.Setting
+	switch {
+	case a.Choice == nil:
+		fmt.Fprintf(&b, "  no setting meets the budget, not even a cap of the whole node (100%%) with any period and burst of the search:\n  the demand needs more than the node within the budget; a looser budget or fewer threads in the pool would\n")
+	case a.Choice == &a.Current:
+		fmt.Fprintf(&b, "  the current setting meets the budget: nothing to change\n")
+	default:
+		if a.CapRaised {
+			fmt.Fprintf(&b, "  no period and burst meet the budget at the current cap of %s%%: it takes a cap of %s%%\n",
+				percentText(cur.CapPercent), percentText(a.Choice.Setting.CapPercent))
+		}
+		fmt.Fprintf(&b, "  %s\n", a.Choice.Setting.Alter(a.Pool, cur))
+		fmt.Fprintf(&b, "  (cpu.max %s)\n", limitText(a.Choice.Limit))
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  \tperiods\tthrottled\tratio\tthrottled time\tworst delay\tbursts")
+	row := func(name string, o Outcome) {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\t%s\t%d\n", name, o.NrPeriods, o.NrThrottled, pct(o.ThrottledRatio()),
+			secText(o.ThrottledUsec), msText(o.MaxDelayUsec), o.NrBursts)
+	}
+	row("measured", a.Measured)
+	row("predicted now", a.Current.Predicted)
+	if a.Choice != nil && a.Choice != &a.Current {
+		row("predicted advised", a.Choice.Predicted)
+		row(fmt.Sprintf("advised, needs +%s%%", percentText(a.Class.ErrorPercent)), a.Choice.Margin)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\nhow sure: the workload is %s; the model's error for it is up to %s%% of throttled time (%s).\n",
+		a.Class.Name, percentText(a.Class.ErrorPercent), a.Class.Basis)
+	if a.Choice != nil && a.Choice != &a.Current {
+		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%%.\n", percentText(a.Class.ErrorPercent))
+	}
+	fmt.Fprintf(&b, "  %d model runs.\n", a.Replays)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// limitText renders a limit as cpu.max with its burst: "40000 100000",
+// "40000 100000, burst 40000".
+func limitText(l Limit) string {
+	if l.QuotaUsec < 0 {
+		return fmt.Sprintf("max %d", l.PeriodUsec)
+	}
+	if l.BurstUsec > 0 {
+		return fmt.Sprintf("%d %d, burst %d", l.QuotaUsec, l.PeriodUsec, l.BurstUsec)
+	}
+	return fmt.Sprintf("%d %d", l.QuotaUsec, l.PeriodUsec)
+}
+
+// count reads like "1 CPU", "8 CPUs", "1.5 vCPUs".
+func count(n float64, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return percentText(n) + " " + unit + "s"
+}

@@ -1,0 +1,287 @@
+package advise
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Budget is how much throttling a pool may show over a trace.
+type Budget struct {
+	// MaxThrottledRatio is the largest share of active periods that may be
+	// throttled (nr_throttled/nr_periods), 0..1; negative: no such limit.
+	MaxThrottledRatio float64
+	// MaxDelayUsec is the longest a runnable thread may be held in one
+	// period; 0: no such limit.
+	MaxDelayUsec int64
+}
+
+// Meets reports whether o is within the budget.
+func (b Budget) Meets(o Outcome) bool {
+	if b.MaxThrottledRatio >= 0 && o.ThrottledRatio() > b.MaxThrottledRatio+1e-9 {
+		return false
+	}
+	return b.MaxDelayUsec <= 0 || o.MaxDelayUsec <= b.MaxDelayUsec
+}
+
+// String reads like "at most 10% of periods throttled and at most 20 ms
+// of delay per period".
+func (b Budget) String() string {
+	var parts []string
+	if b.MaxThrottledRatio >= 0 {
+		parts = append(parts, fmt.Sprintf("at most %s%% of periods throttled", percentText(roundTo(b.MaxThrottledRatio*100, 2))))
+	}
+	if b.MaxDelayUsec > 0 {
+		parts = append(parts, fmt.Sprintf("at most %s of delay per period", msText(b.MaxDelayUsec)))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// Class is a kind of workload with the kernel model's measured error for
+// it (docs/accuracy.md).
+type Class struct {
+	// Name says what the class is.
+	Name string
+	// ErrorPercent is the model's largest measured error on throttled
+	// time for the class, in percent of the measured value.
+	ErrorPercent float64
+	// Basis names the measurement behind ErrorPercent.
+	Basis string
+}
+
+// The classes of docs/accuracy.md that a recorded pool falls into. A live
+// pool's threads are not pinned: one thread at a time is the single-CPU
+// case, several are placed by the kernel.
+var (
+	classOneThread = Class{Name: "one thread at a time", ErrorPercent: 5,
+		Basis: "the target for work on one CPU, met by every single-thread row of docs/accuracy.md"}
+	classParallel = Class{Name: "parallel threads placed by the kernel", ErrorPercent: 34,
+		Basis: "the largest error of docs/accuracy.md for unpinned threads, compare-chapter-parallelism-2cpu on cgroup v1: +33.8%"}
+)
+
+// classOf is the class of the demand: parallel as soon as one slot runs
+// on two threads.
+func classOf(slots []Slot) Class {
+	for _, s := range slots {
+		if s.Threads > 1 {
+			return classParallel
+		}
+	}
+	return classOneThread
+}
+
+// The search grid. Periods are only ever shortened: a longer period
+// lengthens every wait, and what it would absorb a burst allowance absorbs
+// without that cost.
+var (
+	burstGrid  = []float64{0, 10, 25, 50, 75, 100}
+	periodGrid = []int64{500_000, 200_000, 100_000, 50_000, 20_000, 10_000, 5_000}
+)
+
+// Candidate is one setting with its predicted counters.
+type Candidate struct {
+	Setting Setting
+	Limit   Limit
+	// Predicted are the counters the model predicts for the demand.
+	Predicted Outcome
+	// Margin are the counters it predicts with every need raised by the
+	// class's error.
+	Margin Outcome
+	// Meets is whether both are within the budget.
+	Meets bool
+}
+
+// Advice is the outcome of [Advise].
+type Advice struct {
+	Pool   string
+	Budget Budget
+	Class  Class
+	// Measured are the recorded counters.
+	Measured Outcome
+	// Current is the recorded limit, predicted.
+	Current Candidate
+	// Choice is the advised setting: Current when it meets the budget
+	// already; nil when no setting up to the whole node does.
+	Choice *Candidate
+	// CapRaised is set when no period and burst meet the budget at the
+	// current cap, so Choice raises it.
+	CapRaised bool
+	// Replays counts the model runs the search made (each candidate runs
+	// twice: as reconstructed and with the margin).
+	Replays int
+}
+
+// Advise searches the smallest change of the trace's pool limit that
+// meets b, replaying the trace's demand (see [Demand]) with the
+// kernel-faithful model. Smallest means, in this order: no higher cap if
+// a setting at the current cap meets b; the current period if one with
+// it does; the smallest burst. Cap raises are searched in whole percents
+// of the node (bisection, throttling taken to fall as the cap rises);
+// periods come from periodGrid (only shorter ones than the current),
+// bursts from burstGrid. A candidate meets b only when its prediction
+// does both as reconstructed and with every need raised by the model's
+// error for the workload's class.
+func Advise(t *Trace, b Budget) (*Advice, error) {
+	s := &searcher{t: t, b: b, slots: Demand(t)}
+	a := &Advice{Pool: t.Pool, Budget: b, Class: classOf(s.slots), Measured: Measured(t)}
+	s.scale = 1 + a.Class.ErrorPercent/100
+	cur := settingOf(t)
+	current, err := s.evalLimit(cur, t.Limit)
+	if err != nil {
+		return nil, err
+	}
+	a.Current = current
+	defer func() { a.Replays = s.replays }()
+	if current.Meets || t.Limit.QuotaUsec < 0 {
+		a.Choice = &a.Current
+		return a, nil
+	}
+	periods := periodsFrom(cur.PeriodUsec)
+	for _, p := range periods {
+		c, ok, err := s.smallestBurst(Setting{CapPercent: cur.CapPercent, PeriodUsec: p}, cur)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			a.Choice = &c
+			return a, nil
+		}
+	}
+	// Nothing at the current cap: raise it. Only a delay budget gains
+	// from a shorter period at a higher cap.
+	a.CapRaised = true
+	if b.MaxDelayUsec <= 0 {
+		periods = periods[:1]
+	}
+	for _, p := range periods {
+		c, ok, err := s.smallestCap(cur.CapPercent, p, cur)
+		if err != nil {
+			return nil, err
+		}
+		if ok && (a.Choice == nil || c.Setting.CapPercent < a.Choice.Setting.CapPercent) {
+			a.Choice = &c
+		}
+	}
+	return a, nil
+}
+
+// periodsFrom is the current period, then the grid's shorter ones.
+func periodsFrom(cur int64) []int64 {
+	ps := []int64{cur}
+	for _, p := range periodGrid {
+		if p < cur {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+type searcher struct {
+	t       *Trace
+	b       Budget
+	slots   []Slot
+	scale   float64
+	replays int
+}
+
+// eval predicts setting st.
+func (s *searcher) eval(st Setting) (Candidate, error) {
+	lim, err := st.Limit(s.t.NodeCPUs)
+	if err != nil {
+		return Candidate{}, err
+	}
+	return s.evalLimit(st, lim)
+}
+
+func (s *searcher) evalLimit(st Setting, lim Limit) (Candidate, error) {
+	c := Candidate{Setting: st, Limit: lim}
+	var err error
+	if c.Predicted, err = Replay(s.t, s.slots, lim, 1); err != nil {
+		return Candidate{}, err
+	}
+	if c.Margin, err = Replay(s.t, s.slots, lim, s.scale); err != nil {
+		return Candidate{}, err
+	}
+	s.replays += 2
+	c.Meets = s.b.Meets(c.Predicted) && s.b.Meets(c.Margin)
+	return c, nil
+}
+
+// smallestBurst tries the grid's bursts in ascending order at st's cap and
+// period, and returns the first that meets the budget. The recorded
+// setting cur is not tried again.
+func (s *searcher) smallestBurst(st Setting, cur Setting) (Candidate, bool, error) {
+	for _, burst := range burstGrid {
+		st.BurstPercent = burst
+		if st == cur {
+			continue
+		}
+		c, err := s.eval(st)
+		if err != nil {
+			return Candidate{}, false, err
+		}
+		if c.Meets {
+			return c, true, nil
+		}
+	}
+	return Candidate{}, false, nil
+}
+
+// smallestCap bisects the whole percents above from up to 100 for the
+// smallest cap at which some grid burst meets the budget with period p.
+func (s *searcher) smallestCap(from float64, p int64, cur Setting) (Candidate, bool, error) {
+	lo, hi := int(math.Floor(from)), 100 // lo fails (or is the current cap), hi is tried first
+	if hi <= lo {
+		return Candidate{}, false, nil
+	}
+	best, ok, err := s.smallestBurst(Setting{CapPercent: float64(hi), PeriodUsec: p}, cur)
+	if err != nil || !ok {
+		return Candidate{}, false, err
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		c, ok, err := s.smallestBurst(Setting{CapPercent: float64(mid), PeriodUsec: p}, cur)
+		if err != nil {
+			return Candidate{}, false, err
+		}
+		if ok {
+			hi, best = mid, c
+		} else {
+			lo = mid
+		}
+	}
+	return best, true, nil
+}
+
+// Measured is the trace's own counters, summed over its samples. The
+// worst delay is estimated per sample as its throttled time over the CPUs
+// its threads ran on (the kernel does not say how many runqueues were
+// throttled), with the throttled time booked at the sample's end counted
+// for the threads of the sample before.
+func Measured(t *Trace) Outcome {
+	var o Outcome
+	for i, s := range t.Samples {
+		o.UsageUsec += s.UsageUsec
+		o.NrPeriods += s.NrPeriods
+		o.NrThrottled += s.NrThrottled
+		o.ThrottledUsec += s.ThrottledUsec
+		o.NrBursts += s.NrBursts
+		o.BurstUsec += s.BurstUsec
+		if s.ThrottledUsec == 0 {
+			continue
+		}
+		cpus := threadsOf(t, s)
+		if i > 0 {
+			cpus = max(cpus, threadsOf(t, t.Samples[i-1]))
+		}
+		cpus = min(cpus, t.CPUs)
+		o.MaxDelayUsec = max(o.MaxDelayUsec, int64(s.ThrottledUsec)/int64(cpus))
+	}
+	return o
+}
+
+// msText renders µs as milliseconds: "40 ms", "2.5 ms".
+func msText(usec int64) string {
+	return strconv.FormatFloat(roundTo(float64(usec)/1000, 1), 'f', -1, 64) + " ms"
+}

@@ -1,0 +1,156 @@
+package advise
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// randomTrace is a pool on 2..4 CPUs with bursts of work of 1..4 threads
+// after idle stretches, recorded per period as the model runs it at the
+// trace's limit.
+func randomTrace(t *testing.T, seed uint64) *Trace {
+	r := rand.New(rand.NewPCG(seed, 1))
+	cpus := 2 + r.IntN(3)
+	period := []int64{50_000, 100_000}[r.IntN(2)]
+	quota := period * int64(20+r.IntN(60)) / 100
+	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
+		SliceUsec: 5000, TickUsec: 4000, Limit: Limit{QuotaUsec: quota, PeriodUsec: period}, IntervalUsec: period}
+	for range 12 + r.IntN(12) {
+		s := Sample{Threads: 4, Ran: 0, Runnable: 0}
+		if r.IntN(3) == 0 {
+			threads := 1 + r.IntN(4)
+			s.Ran = threads
+			s.UsageUsec = uint64(min(quota+quota*int64(r.IntN(50))/100, int64(cpus)*period))
+			if s.UsageUsec > uint64(quota) {
+				s.UsageUsec, s.NrThrottled = uint64(quota), 1
+				s.ThrottledUsec = uint64(period-quota/int64(min(threads, cpus))) * uint64(min(threads, cpus))
+			}
+			s.NrPeriods = 1
+		}
+		tr.Samples = append(tr.Samples, s)
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	return tr
+}
+
+// propertyCases are the golden traces and random ones, with budgets.
+func propertyCases(t *testing.T) []struct {
+	name   string
+	trace  *Trace
+	budget Budget
+} {
+	var cs []struct {
+		name   string
+		trace  *Trace
+		budget Budget
+	}
+	for _, g := range goldenCases {
+		cs = append(cs, struct {
+			name   string
+			trace  *Trace
+			budget Budget
+		}{g.name, readTrace(t, g.trace), g.budget})
+	}
+	budgets := []Budget{{MaxThrottledRatio: 0.1}, {MaxThrottledRatio: -1, MaxDelayUsec: 20_000}, {MaxThrottledRatio: 0.25, MaxDelayUsec: 40_000}}
+	for seed := range uint64(6) {
+		cs = append(cs, struct {
+			name   string
+			trace  *Trace
+			budget Budget
+		}{fmt.Sprintf("random-%d", seed), randomTrace(t, seed), budgets[seed%3]})
+	}
+	return cs
+}
+
+// TestAdviceMeetsItsBudget replays every advice afresh: as reconstructed
+// and with the class's margin, it is within the budget.
+func TestAdviceMeetsItsBudget(t *testing.T) {
+	for _, c := range propertyCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := Advise(c.trace, c.budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Choice == nil {
+				t.Skipf("no setting meets %s", c.budget)
+			}
+			slots := Demand(c.trace)
+			for _, scale := range []float64{1, 1 + a.Class.ErrorPercent/100} {
+				o, err := Replay(c.trace, slots, a.Choice.Limit, scale)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !c.budget.Meets(o) {
+					t.Errorf("advised %s (need x%g) predicts %+v, outside %s", a.Choice.Setting, scale, o, c.budget)
+				}
+			}
+		})
+	}
+}
+
+// TestAdviceIsMinimal checks the search's order on the grid: nothing with
+// a lower cap meets the budget; at the advised cap, no earlier period and,
+// at the advised period, no smaller burst does.
+func TestAdviceIsMinimal(t *testing.T) {
+	for _, c := range propertyCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := Advise(c.trace, c.budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Choice == nil || a.Choice == &a.Current {
+				if a.Choice == nil && !a.CapRaised {
+					t.Fatal("no advice, yet the cap was not raised")
+				}
+				return
+			}
+			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), scale: 1 + a.Class.ErrorPercent/100}
+			meets := func(st Setting) bool {
+				cand, err := s.eval(st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cand.Meets
+			}
+			ch, cur := a.Choice.Setting, a.Current.Setting
+			if a.CapRaised {
+				for _, p := range periodsFrom(cur.PeriodUsec) {
+					for _, burst := range burstGrid {
+						if st := (Setting{cur.CapPercent, burst, p}); st != cur && meets(st) {
+							t.Errorf("advised a cap of %g%%, yet %s meets %s at the current cap", ch.CapPercent, st, c.budget)
+						}
+					}
+				}
+				if below := ch.CapPercent - 1; below > cur.CapPercent {
+					for _, burst := range burstGrid {
+						if st := (Setting{below, burst, ch.PeriodUsec}); meets(st) {
+							t.Errorf("advised %s, yet %s meets %s", ch, st, c.budget)
+						}
+					}
+				}
+			} else {
+				for _, p := range periodsFrom(cur.PeriodUsec) {
+					if p == ch.PeriodUsec {
+						break
+					}
+					for _, burst := range burstGrid {
+						if st := (Setting{ch.CapPercent, burst, p}); st != cur && meets(st) {
+							t.Errorf("advised period %d, yet %s meets %s", ch.PeriodUsec, st, c.budget)
+						}
+					}
+				}
+			}
+			for _, burst := range burstGrid {
+				if burst >= ch.BurstPercent {
+					break
+				}
+				if st := (Setting{ch.CapPercent, burst, ch.PeriodUsec}); st != cur && meets(st) {
+					t.Errorf("advised %s, yet %s with a smaller burst meets %s", ch, st, c.budget)
+				}
+			}
+		})
+	}
+}

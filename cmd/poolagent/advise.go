@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/advise"
+)
+
+// adviseCommand is `poolagent advise`: diagnose a recorded trace and
+// advise the pool limit that meets a throttle budget.
+func adviseCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "advise",
+		Usage: "diagnose a recorded trace and print the ALTER RESOURCE POOL that meets a throttle budget",
+		Description: "Reads a trace of `poolagent record`, says why the pool is throttled (parallelism, bursts\n" +
+			"after idle, quota below one slice per CPU, period too long for the latency wanted, demand above\n" +
+			"the cap) with the numbers, then replays the trace's demand with the kernel-faithful model under\n" +
+			"candidate settings of TOTAL_CPU_LIMIT_PERCENT_PER_NODE, CPU_BURST_PERCENT and CPU_PERIOD_USEC and\n" +
+			"prints the smallest change that meets the budget, with the counters before and after and the\n" +
+			"model's error for this kind of workload (docs/advise.md). Without a budget flag the budget is\n" +
+			"--max-throttled-periods 10%.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Usage: "trace `FILE` written by poolagent record", Required: true},
+			&cli.StringFlag{Name: "max-throttled-periods", Usage: "budget: at most `PERCENT` of the active periods throttled, 0..100 (e.g. 10%)"},
+			&cli.DurationFlag{Name: "max-delay", Usage: "budget: a runnable thread held at most `DURATION` in one period (e.g. 20ms)"},
+		},
+		Action: runAdvise,
+	}
+}
+
+func runAdvise(c *cli.Context) error {
+	b, err := adviseBudget(c)
+	if err != nil {
+		return err
+	}
+	path := c.String("trace")
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--trace: %w", err)
+	}
+	defer f.Close()
+	t, err := advise.ParseTrace(path, f)
+	if err != nil {
+		return err
+	}
+	a, err := advise.Advise(t, b)
+	if err != nil {
+		return err
+	}
+	return advise.WriteText(c.App.Writer, t, advise.Diagnose(t, b), a)
+}
+
+// adviseBudget reads the budget flags; neither given is 10% of periods.
+func adviseBudget(c *cli.Context) (advise.Budget, error) {
+	b := advise.Budget{MaxThrottledRatio: -1}
+	if c.IsSet("max-throttled-periods") {
+		s := c.String("max-throttled-periods")
+		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+		if err != nil || !(v >= 0 && v <= 100) {
+			return b, fmt.Errorf("--max-throttled-periods %q is not accepted (accepted: a percent 0..100, such as 10%% or 2.5)", s)
+		}
+		b.MaxThrottledRatio = v / 100
+	}
+	if c.IsSet("max-delay") {
+		d := c.Duration("max-delay")
+		if d < time.Millisecond || d > time.Second {
+			return b, fmt.Errorf("--max-delay %s is not accepted (accepted: 1ms..1s, such as 20ms)", d)
+		}
+		b.MaxDelayUsec = d.Microseconds()
+	}
+	if !c.IsSet("max-throttled-periods") && !c.IsSet("max-delay") {
+		b.MaxThrottledRatio = 0.1
+	}
+	return b, nil
+}

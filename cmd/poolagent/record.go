@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// recordCommand is `poolagent record`: sample one pool's counters and
+// threads on a live host into a trace for `poolagent advise`.
+func recordCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "record",
+		Usage: "record a pool's CPU counters and threads, interval by interval, into a trace for poolagent advise",
+		Description: "Reads the pool's cpu.stat (v1: and cpuacct usage), cpu.pressure where present and the run\n" +
+			"time and state of each of its threads (cgroup.threads or tasks, /proc/TID/schedstat) every\n" +
+			"interval, and writes what they grew by as a trace (docs/advise.md). It stops after --for, on\n" +
+			"interrupt, when the pool is removed or when its CPU limit changes, and writes the file then,\n" +
+			"whole. It only reads.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pool", Aliases: []string{"p"}, Usage: "the pool to record (its directory below the pool root)", Required: true},
+			&cli.DurationFlag{Name: "for", Usage: "record for `DURATION` (e.g. 10m)", Required: true},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the trace to `FILE`", Required: true},
+			&cli.DurationFlag{Name: "interval", Usage: "sample every `INTERVAL`, 1ms..1m (default: the pool's period)"},
+			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
+			&cli.StringFlag{Name: "cpuacct-root", Usage: "cgroup v1: the pool root's `DIR` in the cpuacct hierarchy, for usage (default: found from the mounts)"},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs that TOTAL_CPU_LIMIT_PERCENT_PER_NODE is a percent of (default: read from the host, as poolagent apply)"},
+		},
+		Action: runRecord,
+	}
+}
+
+func runRecord(c *cli.Context) error {
+	pool, out := c.String("pool"), c.String("output")
+	tree, err := statTree(c.String("root"), c.String("cpuacct-root"))
+	if err != nil {
+		return err
+	}
+	lim, err := advise.ReadLimit(tree, pool)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--pool %s: no such pool below %s (accepted: a pool poolagent apply made; see poolagent stat)", pool, tree.Root)
+	}
+	if err != nil {
+		return fmt.Errorf("--pool %s: %w", pool, err)
+	}
+	interval := c.Duration("interval")
+	if !c.IsSet("interval") {
+		interval = time.Duration(lim.PeriodUsec) * time.Microsecond
+	}
+	if interval < time.Millisecond || interval > time.Minute || interval%time.Microsecond != 0 {
+		return fmt.Errorf("--interval %s is not accepted (accepted: 1ms..1m in whole µs)", interval)
+	}
+	total := c.Duration("for")
+	n := int(total / interval)
+	if n < 1 || n > advise.MaxSamples {
+		return fmt.Errorf("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
+			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
+	}
+	ks := compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()).Params()
+	nodeCap, err := observe.ReadNodeCapacity("/")
+	if err != nil {
+		return fmt.Errorf("read the host's CPUs: %w", err)
+	}
+	nodeCPUs := nodeCap.CPUs
+	if c.IsSet("cpus") {
+		nodeCPUs = c.Float64("cpus")
+	}
+	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version.String(),
+		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec, Limit: lim,
+		IntervalUsec: interval.Microseconds()}
+	if err := t.ValidateHeader(); err != nil {
+		return fmt.Errorf("this host cannot be recorded: %w", err)
+	}
+	rec, err := advise.NewRecorder(tree, pool, "/proc", t.IntervalUsec)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	why := fmt.Sprintf("recorded %s", total)
+loop:
+	for len(t.Samples) < n {
+		select {
+		case <-ctx.Done():
+			why = "interrupted"
+			break loop
+		case <-ticker.C:
+		}
+		s, err := rec.Sample()
+		if errors.Is(err, fs.ErrNotExist) {
+			why = "the pool was removed"
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w; nothing written", err)
+		}
+		if now, err := advise.ReadLimit(tree, pool); err != nil || now != lim {
+			why = "the pool's CPU limit changed"
+			break
+		}
+		t.Samples = append(t.Samples, s)
+	}
+	if len(t.Samples) == 0 {
+		return fmt.Errorf("%s before the first interval ended; nothing written", why)
+	}
+	if err := writeTraceFile(out, t); err != nil {
+		return err
+	}
+	note := ""
+	if rec.Truncated {
+		note = fmt.Sprintf(" (threads counted up to %d)", advise.MaxThreads)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", why, len(t.Samples), interval, pool, out, note)
+	return nil
+}
+
+// writeTraceFile writes the trace to a temporary file beside path and
+// renames it, so that path holds a whole trace or nothing new.
+func writeTraceFile(path string, t *advise.Trace) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write trace: %w", err)
+	}
+	err = errors.Join(advise.WriteTrace(tmp, t), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write trace %s: %w", path, err)
+	}
+	return nil
+}
