@@ -67,8 +67,8 @@ func TestClassify(t *testing.T) {
 		{name: "no user name", id: Identity{UID: 4242, GID: 4242},
 			want: Placement{Pool: "olap", Classifier: "everyone_olap"}},
 		{name: "named pool with grant", id: user("ceo", 1007), named: "ceo", want: Placement{Pool: "ceo"}},
-		{name: "named default needs no grant", id: user("user3", 1003), named: DefaultPool,
-			want: Placement{Pool: DefaultPool}},
+		{name: "named default needs no grant", id: user("user3", 1003), named: planner.DefaultPool,
+			want: Placement{Pool: planner.DefaultPool}},
 		{name: "root names any pool", id: Identity{UID: 0, User: "root", Groups: []string{"root"}},
 			named: "ceo", want: Placement{Pool: "ceo"}},
 		{name: "admin group names any pool", id: user("op", 1006, "poolagent"), named: "batch",
@@ -93,7 +93,7 @@ func TestClassify(t *testing.T) {
 
 func TestClassifyWithoutPoolFile(t *testing.T) {
 	got, err := Access{Model: planner.NewModel()}.Classify(user("u", 1000), "", "")
-	if err != nil || got != (Placement{Pool: DefaultPool}) {
+	if err != nil || got != (Placement{Pool: planner.DefaultPool}) {
 		t.Fatalf("got %+v, %v; want the default pool", got, err)
 	}
 }
@@ -158,9 +158,9 @@ CREATE RESOURCE POOL zero WITH (CONCURRENT_QUERY_LIMIT=0, QUERY_CANCEL_AFTER_SEC
 `)
 	got := LimitsFromModel(m)
 	want := map[string]Limits{
-		DefaultPool: UnlimitedLimits(),
-		"olap":      {ConcurrentQueryLimit: 10, QueueSize: 1000, LoadCPUThresholdPercent: 80, CancelAfter: 30 * time.Second},
-		"zero":      {ConcurrentQueryLimit: 0, QueueSize: Unlimited, LoadCPUThresholdPercent: Unlimited},
+		planner.DefaultPool: UnlimitedLimits(),
+		"olap":              {ConcurrentQueryLimit: 10, QueueSize: 1000, LoadCPUThresholdPercent: 80, CancelAfter: 30 * time.Second},
+		"zero":              {ConcurrentQueryLimit: 0, QueueSize: Unlimited, LoadCPUThresholdPercent: Unlimited},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d pools, want %d: %+v", len(got), len(want), got)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/poolagent/poolagent/planner"
 )
 
 // QueryID names one query for its whole life in a [Controller].
@@ -95,7 +97,7 @@ func NewController(cfg LoadConfig, pools map[string]Limits) (*Controller, error)
 // a pool whose limit became 0 fails its queue (ErrPoolDisabled), and
 // loosened limits start queued queries.
 func (c *Controller) Configure(pools map[string]Limits, now time.Time) []Event {
-	if _, ok := pools[DefaultPool]; !ok {
+	if _, ok := pools[planner.DefaultPool]; !ok {
 		pools = cloneWithDefault(pools)
 	}
 	var events []Event
@@ -132,7 +134,7 @@ func cloneWithDefault(pools map[string]Limits) map[string]Limits {
 	for k, v := range pools {
 		out[k] = v
 	}
-	out[DefaultPool] = UnlimitedLimits()
+	out[planner.DefaultPool] = UnlimitedLimits()
 	return out
 }
 

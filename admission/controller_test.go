@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/poolagent/poolagent/planner"
 )
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -146,7 +148,7 @@ func TestSubmitUnknownPool(t *testing.T) {
 	if _, _, err := c.Submit("nope", t0); !errors.Is(err, ErrUnknownPool) {
 		t.Fatalf("error %v, want ErrUnknownPool", err)
 	}
-	if _, started, err := c.Submit(DefaultPool, t0); err != nil || !started {
+	if _, started, err := c.Submit(planner.DefaultPool, t0); err != nil || !started {
 		t.Fatalf("default pool: started %v, error %v; want an immediate start", started, err)
 	}
 }
@@ -256,7 +258,7 @@ func TestConfigure(t *testing.T) {
 	if s := poolStats(t, c, "p"); s.Running != 3 || s.Queued != 0 {
 		t.Errorf("disabled pool %+v, want its 3 running kept", s)
 	}
-	if s := poolStats(t, c, DefaultPool); s.Limits != UnlimitedLimits() {
+	if s := poolStats(t, c, planner.DefaultPool); s.Limits != UnlimitedLimits() {
 		t.Errorf("default pool %+v, want unlimited", s)
 	}
 	for _, id := range append([]QueryID{run}, queued[:2]...) {
@@ -273,12 +275,12 @@ func TestActive(t *testing.T) {
 		t.Fatalf("active %v with no queries", got)
 	}
 	b, _, _ := c.Submit("b", t0)
-	c.Submit(DefaultPool, t0)
-	if got := c.Active(); !slices.Equal(got, []string{"b", DefaultPool}) {
+	c.Submit(planner.DefaultPool, t0)
+	if got := c.Active(); !slices.Equal(got, []string{"b", planner.DefaultPool}) {
 		t.Errorf("active %v, want [b default]", got)
 	}
 	c.Leave(b, t0)
-	if got := c.Active(); !slices.Equal(got, []string{DefaultPool}) {
+	if got := c.Active(); !slices.Equal(got, []string{planner.DefaultPool}) {
 		t.Errorf("active %v, want [default]", got)
 	}
 }

@@ -19,9 +19,6 @@ import (
 // Unlimited is the value of a limit that is not set (YDB's -1).
 const Unlimited = -1
 
-// DefaultPool is the pool every query falls back to; it is unlimited.
-const DefaultPool = "default"
-
 // Limits are one pool's admission parameters, in YDB's terms.
 type Limits struct {
 	// ConcurrentQueryLimit is CONCURRENT_QUERY_LIMIT: queries running at

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -142,11 +143,11 @@ func ReadLimit(tree observe.Tree, pool string) (Limit, error) {
 		if err != nil {
 			return Limit{}, err
 		}
-		m, err := observe.ParseCPUMax(s)
+		m, err := cpulimit.ParseCPUMax(s)
 		if err != nil {
 			return Limit{}, fmt.Errorf("%s: %w", dir, err)
 		}
-		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, int64(m.PeriodUsec)
+		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, m.PeriodUsec
 		if l.BurstUsec, err = num("cpu.max.burst", true); err != nil {
 			return Limit{}, err
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -105,7 +106,7 @@ func (o *Outcome) add(run simulate.KernelRun, lim Limit) {
 // (a multiple of the period and the tick, which keeps every phase).
 func replayRun(t *Trace, slots []Slot, lim Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
 	h := simulate.Host{CPUs: t.CPUs, TickUsec: 1, Groups: []simulate.Group{{
-		Name: replayPool, QuotaUsec: lim.QuotaUsec, PeriodUsec: lim.PeriodUsec, BurstUsec: lim.BurstUsec}}}
+		Name: replayPool, Limit: cpulimit.Limit{QuotaUsec: lim.QuotaUsec, PeriodUsec: lim.PeriodUsec, BurstUsec: lim.BurstUsec}}}}
 	for i, s := range slots {
 		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: replayPool,
 			ArriveUsec: s.StartUsec - shift, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -50,17 +51,15 @@ func (s Setting) Limit(nodeCPUs float64) (Limit, error) {
 	if err != nil {
 		return Limit{}, fmt.Errorf("setting %s: %w", s, err)
 	}
-	d, err := planner.Plan(m, planner.Node{CPUs: nodeCPUs, MemoryBytes: 1 << 30, PeriodUsec: planner.DefaultPeriodUsec}, planner.Activity{})
+	d, err := planner.Plan(m, planner.Node{CPUs: nodeCPUs, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, planner.Activity{})
 	if err != nil {
 		return Limit{}, fmt.Errorf("setting %s: %w", s, err)
 	}
-	for _, p := range d.Pools {
-		if p.Name == "p" {
-			cpu := p.Pool.Resources.CPU
-			return Limit{QuotaUsec: *cpu.Quota, PeriodUsec: int64(*cpu.Period), BurstUsec: int64(p.Pool.BurstUsec())}, nil
-		}
+	p, ok := d.Pool("p")
+	if !ok {
+		return Limit{}, fmt.Errorf("setting %s: the planner made no pool", s)
 	}
-	return Limit{}, fmt.Errorf("setting %s: the planner made no pool", s)
+	return Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}, nil
 }
 
 // String is the setting as a pool file's parameters.

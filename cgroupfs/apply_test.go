@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -20,18 +20,18 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/cg
 // unlimited (memory 0 is taken as -1); weight 0 = leave weight and shares
 // unset.
 func cg(quota int64, period, burst, weight uint64, memory int64) planner.Cgroup {
-	c := planner.Cgroup{CPUWeight: weight}
-	c.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst}
-	if weight != 0 {
-		shares := weight * 1024 / 100
-		c.Resources.CPU.Shares = &shares
-	}
 	if memory == 0 {
 		memory = -1
 	}
-	c.Resources.Memory = &specs.LinuxMemory{Limit: &memory}
-	return c
+	return planner.Cgroup{
+		CPU:         cpulimit.Limit{QuotaUsec: quota, PeriodUsec: int64(period), BurstUsec: int64(burst), Weight: int64(weight)},
+		MemoryBytes: memory,
+	}
 }
+
+// fresh is a cgroup as the kernel creates it: a desired state with it
+// writes nothing.
+var fresh = cg(-1, 100000, 0, 0, 0)
 
 // seedDesired is the guide's olap example on a 10 vCPU node, with a
 // second pool etl and a burst, as the planner produces it.
@@ -292,7 +292,7 @@ func TestBurstOrder(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				w := newWorld(t, v2)
 				tr := w.tree("poolagent", nil)
-				d := planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: tt.from}}}
+				d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.from, Query: fresh}}}
 				if _, err := tr.Reconcile(d); err != nil {
 					t.Fatal(err)
 				}
@@ -346,7 +346,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t, false)
 			tr := w.tree("poolagent", nil)
-			d := planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: tt.pool0, Query: tt.q0}}}
+			d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.pool0, Query: tt.q0}}}
 			if _, err := tr.Reconcile(d); err != nil {
 				t.Fatal(err)
 			}
@@ -385,7 +385,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 
 func TestPlanRefusesInvalid(t *testing.T) {
 	pool := func(name string, p, q planner.Cgroup) planner.Desired {
-		return planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: name, Pool: p, Query: q}}}
+		return planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: name, Pool: p, Query: q}}}
 	}
 	ok := cg(100000, 100000, 0, 100, 0)
 	tests := []struct {
@@ -403,11 +403,11 @@ func TestPlanRefusesInvalid(t *testing.T) {
 		{"quota below 1 ms", pool("olap", cg(500, 100000, 0, 100, 0), ok), "", "at least 1000"},
 		{"period above 1 s", pool("olap", cg(100000, 2000000, 0, 100, 0), ok), "", "period 2000000"},
 		{"burst above quota", pool("olap", cg(100000, 100000, 200000, 100, 0), ok), "", "burst 200000"},
-		{"weight out of range", pool("olap", cg(100000, 100000, 0, 20000, 0), ok), "v2", "cpu.weight 20000"},
+		{"weight out of range", pool("olap", cg(100000, 100000, 0, 20000, 0), ok), "", "cpu.weight 20000"},
 		{"v1 query above pool", pool("olap", cg(100000, 100000, 0, 100, 0), cg(200000, 100000, 0, 100, 0)), "v1", "above the pool's"},
 		{"v1 unlimited query below a limited pool is fine", pool("olap", cg(100000, 100000, 0, 100, 0), cg(-1, 100000, 0, 0, 0)), "none", ""},
-		{"no default pool", planner.Desired{Pools: []planner.PoolState{{Name: "olap"}}}, "", "no \"default\" pool"},
-		{"duplicate pool", planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "default"}}}, "", "appears twice"},
+		{"no default pool", planner.Desired{Pools: []planner.PoolState{{Name: "olap", Pool: fresh, Query: fresh}}}, "", "no \"default\" pool"},
+		{"duplicate pool", planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "default", Pool: fresh, Query: fresh}}}, "", "appears twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -532,7 +532,7 @@ func TestBurstPendingWhenQuotaFails(t *testing.T) {
 		w := newWorld(t, v2)
 		counter := &faultCounter{}
 		tr := w.tree("poolagent", func(f FS) FS { return faultFS{FS: f, c: counter} })
-		d := planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: cg(20000, 100000, 10000, 0, 0)}}}
+		d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: cg(20000, 100000, 10000, 0, 0), Query: fresh}}}
 		if _, err := tr.Reconcile(d); err != nil {
 			t.Fatal(err)
 		}

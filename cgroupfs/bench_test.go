@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -25,7 +26,7 @@ func hundredPools(b *testing.B) planner.Desired {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: planner.DefaultPeriodUsec}, planner.Activity{})
+	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, planner.Activity{})
 	if err != nil {
 		b.Fatal(err)
 	}

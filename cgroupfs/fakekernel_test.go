@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // world is an emulated cgroup filesystem for logic tests: plain
@@ -225,16 +225,16 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		if f := strings.Fields(v); len(f) == 1 {
 			v = f[0] + " " + strings.Fields(cur(fileCPUMax))[1]
 		}
-		m, err := observe.ParseCPUMax(v)
+		m, err := cpulimit.ParseCPUMax(v)
 		q, p := m.QuotaUsec, m.PeriodUsec
-		if err != nil || (q >= 0 && q < minQuotaUsec) || p < minPeriodUsec || p > maxPeriodUsec {
+		if err != nil || (q >= 0 && q < cpulimit.MinQuotaUsec) || p < cpulimit.MinPeriodUsec || p > cpulimit.MaxPeriodUsec {
 			return nil, unix.EINVAL
 		}
 		burst, _ := strconv.ParseInt(cur(fileCPUMaxBurst), 10, 64)
 		if q >= 0 && burst > q {
 			return nil, unix.EINVAL
 		}
-		s := formatCPUMax(q, p)
+		s := m.CPUMax()
 		return &s, nil
 	case fileCPUMaxBurst, fileCFSBurst:
 		b, err := strconv.ParseInt(v, 10, 64)
@@ -257,12 +257,12 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 			if n < 0 {
 				n = -1
 			}
-			if n >= 0 && n < minQuotaUsec {
+			if n >= 0 && n < cpulimit.MinQuotaUsec {
 				return nil, unix.EINVAL
 			}
 			q = n
 		} else {
-			if n < minPeriodUsec || n > maxPeriodUsec {
+			if n < cpulimit.MinPeriodUsec || n > cpulimit.MaxPeriodUsec {
 				return nil, unix.EINVAL
 			}
 			p = n
@@ -278,7 +278,7 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		return &s, nil
 	case fileCPUWeight:
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n < 1 || n > maxWeight {
+		if err != nil || n < cpulimit.MinWeight || n > cpulimit.MaxWeight {
 			return nil, unix.ERANGE
 		}
 		return &v, nil
@@ -287,7 +287,7 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		if err != nil {
 			return nil, unix.EINVAL
 		}
-		s := strconv.FormatUint(min(max(n, minShares), maxShares), 10)
+		s := strconv.FormatUint(min(max(n, cpulimit.MinShares), cpulimit.MaxShares), 10)
 		return &s, nil
 	case fileMemoryMax, fileMemLimit:
 		if v == "max" || v == "-1" {
@@ -309,7 +309,7 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 
 func (w *world) quota(cg string) int64 {
 	if w.v2 {
-		m, _ := observe.ParseCPUMax(w.read(filepath.Join(cg, fileCPUMax)))
+		m, _ := cpulimit.ParseCPUMax(w.read(filepath.Join(cg, fileCPUMax)))
 		return m.QuotaUsec
 	}
 	q, _ := strconv.ParseInt(w.read(filepath.Join(cg, fileCFSQuota)), 10, 64)
@@ -328,7 +328,7 @@ func (w *world) v1Schedulable(cg string, q, p int64) error {
 			dq, _ = strconv.ParseInt(w.read(filepath.Join(dir, fileCFSQuota)), 10, 64)
 			dp, _ = strconv.ParseInt(w.read(filepath.Join(dir, fileCFSPeriod)), 10, 64)
 		}
-		r := ratio(dq, uint64(dp))
+		r := cpulimit.Limit{QuotaUsec: dq, PeriodUsec: dp}.Ratio()
 		switch {
 		case dir == mount || r == math.MaxUint64:
 			r = parent

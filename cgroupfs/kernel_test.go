@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -70,16 +70,15 @@ func (k *kernel) read(t *testing.T, cg, file string) string {
 // cg builds a desired cgroup as the planner does: quota -1 = unlimited,
 // memory unlimited; weight 0 = leave weight and shares unset.
 func cg(quota int64, period, burst, weight uint64) planner.Cgroup {
-	c := planner.Cgroup{CPUWeight: weight}
-	c.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst}
-	if weight != 0 {
-		shares := weight * 1024 / 100
-		c.Resources.CPU.Shares = &shares
+	return planner.Cgroup{
+		CPU:         cpulimit.Limit{QuotaUsec: quota, PeriodUsec: int64(period), BurstUsec: int64(burst), Weight: int64(weight)},
+		MemoryBytes: -1,
 	}
-	unlimited := int64(-1)
-	c.Resources.Memory = &specs.LinuxMemory{Limit: &unlimited}
-	return c
 }
+
+// fresh is a cgroup as the kernel creates it: a desired state with it
+// writes nothing.
+var fresh = cg(-1, 100000, 0, 0)
 
 // seed is the guide's olap pool on a 10 vCPU node (cpu.max "700000
 // 100000", queries "350000 100000") with a second pool that has a burst.
@@ -107,7 +106,7 @@ func TestKernelApplySeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: planner.DefaultPeriodUsec}, planner.Activity{})
+	d, err := planner.Plan(m, planner.Node{CPUs: 10, MemoryBytes: 16 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, planner.Activity{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +347,7 @@ func TestKernelRefusesInvalidValues(t *testing.T) {
 		return dir.WriteFile(c+"/cpu.cfs_burst_us", strconv.Itoa(b))
 	}
 	pool := func(p, q planner.Cgroup) planner.Desired {
-		return planner.Desired{Pools: []planner.PoolState{{Name: "default"}, {Name: "olap", Pool: p, Query: q}}}
+		return planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: p, Query: q}}}
 	}
 	tests := []struct {
 		name      string

@@ -80,6 +80,35 @@ func (m Mounts) Controller(name string) (dir string, v2 bool, err error) {
 	return "", false, fmt.Errorf("%s (mode %s): %w", name, m.Mode, ErrNoController)
 }
 
+// Twin returns dir's counterpart in the hierarchy carrying controller
+// name: the path that has the same place below that hierarchy's mount as
+// dir has below the cpu controller's (for example, on cgroup v1,
+// /sys/fs/cgroup/cpuacct/poolagent for /sys/fs/cgroup/cpu/poolagent). It
+// is dir itself when name shares cpu's hierarchy (cgroup v2, or v1
+// "cpu,cpuacct" mounted together), and "" when name is not mounted in the
+// same cgroup version as cpu (on a hybrid host a v2 controller has no v1
+// twin) or dir is not below the cpu controller's mount (a copy of a tree,
+// a fixture).
+func (m Mounts) Twin(name, dir string) string {
+	cpuDir, cpuV2, err := m.Controller("cpu")
+	if err != nil {
+		return ""
+	}
+	d, v2, err := m.Controller(name)
+	if err != nil || v2 != cpuV2 {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(cpuDir, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return ""
+	}
+	return filepath.Join(d, rel)
+}
+
 // DefaultRootName is the pool root's directory name below the cpu
 // controller's hierarchy when none is given.
 const DefaultRootName = "poolagent"

@@ -147,6 +147,36 @@ func TestDetect(t *testing.T) {
 	}
 }
 
+// TestTwin checks the same cgroup in another controller's hierarchy.
+func TestTwin(t *testing.T) {
+	hybrid := Mounts{Mode: Hybrid, Unified: "/sys/fs/cgroup/unified", UnifiedControllers: []string{"memory"},
+		V1: map[string]string{"cpu": "/sys/fs/cgroup/cpu", "cpuacct": "/sys/fs/cgroup/cpuacct"}}
+	comounted := Mounts{Mode: Legacy, V1: map[string]string{"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"}}
+	unified := Mounts{Mode: Unified, Unified: "/sys/fs/cgroup", UnifiedControllers: []string{"cpu", "memory"}}
+	tests := []struct {
+		name string
+		m    Mounts
+		ctrl string
+		dir  string
+		want string
+	}{
+		{"v1 cpuacct apart", hybrid, "cpuacct", "/sys/fs/cgroup/cpu/poolagent/olap", "/sys/fs/cgroup/cpuacct/poolagent/olap"},
+		{"v1 cpu,cpuacct together", comounted, "cpuacct", "/sys/fs/cgroup/cpu,cpuacct/poolagent", "/sys/fs/cgroup/cpu,cpuacct/poolagent"},
+		{"v1 cpu, memory only on v2", hybrid, "memory", "/sys/fs/cgroup/cpu/poolagent", ""},
+		{"v2 has no cpuacct", unified, "cpuacct", "/sys/fs/cgroup/poolagent", ""},
+		{"v2 memory is the same cgroup", unified, "memory", "/sys/fs/cgroup/poolagent", "/sys/fs/cgroup/poolagent"},
+		{"outside the cpu hierarchy", hybrid, "cpuacct", "/tmp/copy/poolagent", ""},
+		{"the cpu mount itself", hybrid, "cpuacct", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.m.Twin(tt.ctrl, tt.dir); got != tt.want {
+				t.Errorf("Twin(%q, %q) = %q, want %q", tt.ctrl, tt.dir, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDetectErrors(t *testing.T) {
 	if _, err := Detect(t.TempDir()); err == nil || !strings.Contains(err.Error(), "mountinfo") {
 		t.Errorf("missing mountinfo: err = %v", err)

@@ -3,8 +3,6 @@ package cgroupfs
 import (
 	"strconv"
 	"testing"
-
-	"github.com/poolagent/poolagent/observe"
 )
 
 func TestParseProcs(t *testing.T) {
@@ -27,25 +25,6 @@ func TestParseProcs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzParseCPUMax: whatever cpu.max observe parses, formatCPUMax (via
-// containerd's cgroup2.NewCPUMax) renders back to a line that parses to
-// the same values.
-func FuzzParseCPUMax(f *testing.F) {
-	for _, s := range []string{"max 100000", "700000 100000", "max", "20000", "1 2 3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		m, err := observe.ParseCPUMax(in)
-		if err != nil {
-			return
-		}
-		line := formatCPUMax(m.QuotaUsec, m.PeriodUsec)
-		if m2, err := observe.ParseCPUMax(line); err != nil || m2 != m {
-			t.Fatalf("%q -> %+v -> %q -> %+v %v", in, m, line, m2, err)
-		}
-	})
 }
 
 // FuzzParseProcs: every PID parsed is positive.

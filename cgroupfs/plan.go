@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -118,7 +119,7 @@ type planBuilder struct {
 	hiers []string
 	st    *state
 	ops   []Op
-	bw    map[string][2]int64 // path -> {quota, period} after the ops so far
+	bw    map[string]cpulimit.Limit // path -> bandwidth after the ops so far
 	// rootHi is the ratio of the pool root's nearest limited
 	// ancestor-or-self on v1 (math.MaxUint64: none), the bound for pools.
 	rootHi uint64
@@ -151,7 +152,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("read pool tree: %w", err)
 	}
-	b := &planBuilder{t: t, hiers: hiers, st: st, bw: map[string][2]int64{}, rootHi: math.MaxUint64}
+	b := &planBuilder{t: t, hiers: hiers, st: st, bw: map[string]cpulimit.Limit{}, rootHi: math.MaxUint64}
 	if !t.v2 {
 		if b.rootHi, err = t.v1RootBound(); err != nil {
 			return Plan{}, err
@@ -188,10 +189,10 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 	var stale []string
 	var def planner.PoolState
 	for _, p := range d.Pools {
-		if p.Name == DefaultPool {
+		if p.Name == planner.DefaultPool {
 			def = p
 		}
-		tg, err := b.target(p.Name, fromDesired(p.Pool, t.v2))
+		tg, err := b.target(p.Name, fromDesired(p.Pool))
 		if err != nil {
 			return Plan{}, err
 		}
@@ -201,7 +202,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 				stale = append(stale, q)
 				continue
 			}
-			tg, err := b.target(q, fromDesired(p.Query, t.v2))
+			tg, err := b.target(q, fromDesired(p.Query))
 			if err != nil {
 				return Plan{}, err
 			}
@@ -212,7 +213,7 @@ func (t *Tree) Plan(d planner.Desired) (Plan, error) {
 		if _, ok := st.nodes[dest]; ok {
 			continue // an existing query of default, already a target
 		}
-		tg, err := b.target(dest, fromDesired(def.Query, t.v2))
+		tg, err := b.target(dest, fromDesired(def.Query))
 		if err != nil {
 			return Plan{}, err
 		}
@@ -291,9 +292,9 @@ func (st *state) dropped(d planner.Desired) (dropped []string, moves []move, des
 			if !hasOwnProcs(st.nodes[p]) {
 				continue
 			}
-			dest := path.Join(DefaultPool, top)
+			dest := path.Join(planner.DefaultPool, top)
 			if rest := strings.TrimPrefix(p, top+"/"); rest != p {
-				dest = path.Join(DefaultPool, top+"."+strings.SplitN(rest, "/", 2)[0])
+				dest = path.Join(planner.DefaultPool, top+"."+strings.SplitN(rest, "/", 2)[0])
 			}
 			moves = append(moves, move{p, dest})
 			dests[dest] = true
@@ -322,7 +323,7 @@ func (b *planBuilder) target(p string, want settings) (target, error) {
 			return target{}, fmt.Errorf("read %s: %w", p, err)
 		}
 	}
-	b.bw[p] = [2]int64{*cur.QuotaUsec, int64(*cur.PeriodUsec)}
+	b.bw[p] = cur.cpu
 	return target{path: p, want: want, cur: cur}, nil
 }
 
@@ -377,21 +378,7 @@ func (b *planBuilder) enable(cg string, controllers []string) error {
 
 // tightens reports whether tg's bandwidth ratio goes down.
 func (b *planBuilder) tightens(tg target) bool {
-	q, p := b.wantBW(tg)
-	return ratio(q, uint64(p)) < ratio(*tg.cur.QuotaUsec, *tg.cur.PeriodUsec)
-}
-
-// wantBW is tg's quota and period after the apply: unmanaged fields keep
-// their current value.
-func (b *planBuilder) wantBW(tg target) (int64, int64) {
-	q, p := *tg.cur.QuotaUsec, int64(*tg.cur.PeriodUsec)
-	if tg.want.QuotaUsec != nil {
-		q = *tg.want.QuotaUsec
-	}
-	if tg.want.PeriodUsec != nil {
-		p = int64(*tg.want.PeriodUsec)
-	}
-	return q, p
+	return tg.want.cpu.Ratio() < tg.cur.cpu.Ratio()
 }
 
 // values writes what differs between tg's current and wanted values. The
@@ -405,39 +392,37 @@ func (b *planBuilder) values(tg target) {
 		cpuH, memH = HierCPU, HierMemory
 	}
 	w, c := tg.want, tg.cur
-	if w.BurstUsec != nil && *w.BurstUsec != *c.BurstUsec {
+	if w.cpu.BurstUsec != c.cpu.BurstUsec {
 		file := fileCFSBurst
 		if b.t.v2 {
 			file = fileCPUMaxBurst
 		}
-		b.add(cpuH, tg.path, OpWrite, file, strconv.FormatUint(*w.BurstUsec, 10))
+		b.add(cpuH, tg.path, OpWrite, file, strconv.FormatInt(w.cpu.BurstUsec, 10))
 		b.ops[len(b.ops)-1].RetryAfterMax = true
 	}
-	q0, p0 := *c.QuotaUsec, int64(*c.PeriodUsec)
-	q1, p1 := b.wantBW(tg)
-	if q0 != q1 || p0 != p1 {
+	if w.cpu.QuotaUsec != c.cpu.QuotaUsec || w.cpu.PeriodUsec != c.cpu.PeriodUsec {
 		if b.t.v2 {
-			b.add(cpuH, tg.path, OpWrite, fileCPUMax, formatCPUMax(q1, uint64(p1)))
+			b.add(cpuH, tg.path, OpWrite, fileCPUMax, w.cpu.CPUMax())
 		} else {
-			b.v1Bandwidth(tg.path, q0, p0, q1, p1)
+			b.v1Bandwidth(tg.path, c.cpu, w.cpu)
 		}
-		b.bw[tg.path] = [2]int64{q1, p1}
+		b.bw[tg.path] = w.cpu
 	}
-	if b.t.v2 && w.Weight != nil && *w.Weight != *c.Weight {
-		b.add(cpuH, tg.path, OpWrite, fileCPUWeight, strconv.FormatUint(*w.Weight, 10))
+	if b.t.v2 && w.cpu.Weight != 0 && w.cpu.Weight != c.cpu.Weight {
+		b.add(cpuH, tg.path, OpWrite, fileCPUWeight, strconv.FormatInt(w.cpu.Weight, 10))
 	}
-	if !b.t.v2 && w.Shares != nil && *w.Shares != *c.Shares {
-		b.add(cpuH, tg.path, OpWrite, fileShares, strconv.FormatUint(*w.Shares, 10))
+	if !b.t.v2 && w.shares != 0 && w.shares != c.shares {
+		b.add(cpuH, tg.path, OpWrite, fileShares, strconv.FormatInt(w.shares, 10))
 	}
-	if w.MemBytes != nil && pageDown(*w.MemBytes, b.t.pageSize) != pageDown(*c.MemBytes, b.t.pageSize) {
+	if pageDown(w.memBytes, b.t.pageSize) != pageDown(c.memBytes, b.t.pageSize) {
 		if b.t.v2 {
 			v := "max"
-			if *w.MemBytes >= 0 {
-				v = strconv.FormatInt(*w.MemBytes, 10)
+			if w.memBytes >= 0 {
+				v = strconv.FormatInt(w.memBytes, 10)
 			}
 			b.add(memH, tg.path, OpWrite, fileMemoryMax, v)
 		} else {
-			b.add(memH, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(*w.MemBytes, 10))
+			b.add(memH, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(w.memBytes, 10))
 		}
 	}
 }
@@ -449,8 +434,11 @@ func (b *planBuilder) values(tg target) {
 // period first; when neither intermediate fits between the bounds, the
 // quota is lifted to -1 (unlimited: the cgroup then inherits its parent's
 // limit, always valid) for the period write.
-func (b *planBuilder) v1Bandwidth(cg string, q0, p0, q1, p1 int64) {
-	quota := func(q int64) { b.add(HierCPU, cg, OpWrite, fileCFSQuota, strconv.FormatInt(q, 10)) }
+func (b *planBuilder) v1Bandwidth(cg string, from, to cpulimit.Limit) {
+	q0, p0, q1, p1 := from.QuotaUsec, from.PeriodUsec, to.QuotaUsec, to.PeriodUsec
+	quota := func(q int64) {
+		b.add(HierCPU, cg, OpWrite, fileCFSQuota, cpulimit.Limit{QuotaUsec: q}.CFSQuota())
+	}
 	period := func(p int64) { b.add(HierCPU, cg, OpWrite, fileCFSPeriod, strconv.FormatInt(p, 10)) }
 	switch {
 	case p0 == p1:
@@ -462,7 +450,7 @@ func (b *planBuilder) v1Bandwidth(cg string, q0, p0, q1, p1 int64) {
 	}
 	lo, hi := b.v1Bounds(cg)
 	fits := func(q, p int64) bool {
-		r := ratio(q, uint64(p))
+		r := cpulimit.Limit{QuotaUsec: q, PeriodUsec: p}.Ratio()
 		return r == math.MaxUint64 || (r >= lo && r <= hi)
 	}
 	switch {
@@ -473,7 +461,7 @@ func (b *planBuilder) v1Bandwidth(cg string, q0, p0, q1, p1 int64) {
 		period(p1)
 		quota(q1)
 	default:
-		quota(-1)
+		quota(cpulimit.Max)
 		period(p1)
 		quota(q1)
 	}
@@ -485,12 +473,12 @@ func (b *planBuilder) v1Bounds(cg string) (lo, hi uint64) {
 	hi = b.rootHi
 	if parent := path.Dir(cg); parent != "." {
 		if bw, ok := b.bw[parent]; ok {
-			hi = ratio(bw[0], uint64(bw[1]))
+			hi = bw.Ratio()
 		}
 	}
 	for p, bw := range b.bw {
 		if path.Dir(p) == cg {
-			if r := ratio(bw[0], uint64(bw[1])); r != math.MaxUint64 && r > lo {
+			if r := bw.Ratio(); r != math.MaxUint64 && r > lo {
 				lo = r
 			}
 		}
@@ -521,7 +509,7 @@ func (t *Tree) v1RootBound() (uint64, error) {
 				return 0, fmt.Errorf("%s: %w", dir, err)
 			}
 			if qv >= 0 {
-				return ratio(qv, pv), nil
+				return cpulimit.Limit{QuotaUsec: qv, PeriodUsec: int64(pv)}.Ratio(), nil
 			}
 		}
 		if dir == t.cpuMount || dir == filepath.Dir(dir) {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -22,17 +23,17 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	if err := checkName(query); err != nil {
 		return fmt.Errorf("%w: query: %v", ErrInvalid, err)
 	}
-	want := fromDesired(ps.Query, t.v2)
-	if err := checkSettings(want); err != nil {
+	want := fromDesired(ps.Query)
+	if err := checkCgroup(ps.Query); err != nil {
 		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
 	}
-	hiers := t.hiers(want.MemBytes != nil && *want.MemBytes >= 0)
-	b := &planBuilder{t: t, hiers: hiers, st: &state{nodes: map[string]*node{}}, bw: map[string][2]int64{}}
+	hiers := t.hiers(want.memBytes >= 0)
+	b := &planBuilder{t: t, hiers: hiers, st: &state{nodes: map[string]*node{}}, bw: map[string]cpulimit.Limit{}}
 	pool, err := t.readSettings(ps.Name, hiers)
 	if err != nil {
 		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
 	}
-	b.bw[ps.Name] = [2]int64{*pool.QuotaUsec, int64(*pool.PeriodUsec)}
+	b.bw[ps.Name] = pool.cpu
 	cg := path.Join(ps.Name, query)
 	b.mkdir(cg)
 	tg, err := b.target(cg, want)

@@ -2,12 +2,10 @@ package cgroupfs
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
-	"github.com/containerd/cgroups/v3/cgroup2"
-
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -38,44 +36,22 @@ const (
 	fileMemLimit       = "memory.limit_in_bytes"
 )
 
-// Kernel limits on CPU bandwidth values (kernel/sched/core.c): quota and
-// period at least 1 ms, period at most 1 s, burst at most quota.
-const (
-	minQuotaUsec  = 1000
-	minPeriodUsec = 1000
-	maxPeriodUsec = 1000000
-	minShares     = 2
-	maxShares     = 262144
-	maxWeight     = 10000
-)
-
-// settings is one cgroup's managed values in version-neutral terms. A nil
-// field is not managed: it is neither read as a difference nor written.
+// settings is one cgroup's managed values as cgroupfs compares them: the
+// CPU limit (Weight 0: cpu.weight is not managed), cgroup v1's cpu.shares
+// (the weight's v1 form; read back, it does not convert to a weight
+// exactly; 0: not managed) and the memory limit (-1: unlimited).
 type settings struct {
-	QuotaUsec  *int64 // -1 = unlimited
-	PeriodUsec *uint64
-	BurstUsec  *uint64
-	Weight     *uint64 // v2 cpu.weight
-	Shares     *uint64 // v1 cpu.shares
-	MemBytes   *int64  // -1 = unlimited
+	cpu      cpulimit.Limit
+	shares   int64
+	memBytes int64
 }
 
-// fromDesired takes the fields of c the backend writes: v2 writes
-// CPUWeight as cpu.weight, v1 writes Shares as cpu.shares.
-func fromDesired(c planner.Cgroup, v2 bool) settings {
-	var s settings
-	if cpu := c.Resources.CPU; cpu != nil {
-		s.QuotaUsec, s.PeriodUsec, s.BurstUsec = cpu.Quota, cpu.Period, cpu.Burst
-		if !v2 {
-			s.Shares = cpu.Shares
-		}
-	}
-	if v2 && c.CPUWeight != 0 {
-		w := c.CPUWeight
-		s.Weight = &w
-	}
-	if m := c.Resources.Memory; m != nil {
-		s.MemBytes = m.Limit
+// fromDesired is the settings c asks for: v1 writes the weight as
+// cpu.shares.
+func fromDesired(c planner.Cgroup) settings {
+	s := settings{cpu: c.CPU, memBytes: c.MemoryBytes}
+	if c.CPU.Weight != 0 {
+		s.shares = c.CPU.Shares()
 	}
 	return s
 }
@@ -84,33 +60,11 @@ func fromDesired(c planner.Cgroup, v2 bool) settings {
 // unlimited, is what a cgroup without the memory controller has anyway).
 func usesMemory(d planner.Desired) bool {
 	for _, p := range d.Pools {
-		for _, c := range []planner.Cgroup{p.Pool, p.Query} {
-			if c.Resources.Memory != nil && c.Resources.Memory.Limit != nil && *c.Resources.Memory.Limit >= 0 {
-				return true
-			}
+		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 {
+			return true
 		}
 	}
 	return false
-}
-
-// ratio is the kernel's normalised bandwidth, to_ratio(period, quota) =
-// quota<<20/period, with math.MaxUint64 for unlimited. cgroup v1 refuses a
-// child whose ratio is above its nearest limited ancestor's.
-func ratio(quotaUsec int64, periodUsec uint64) uint64 {
-	if quotaUsec < 0 || periodUsec == 0 {
-		return math.MaxUint64
-	}
-	return uint64(quotaUsec) << 20 / periodUsec
-}
-
-// formatCPUMax renders cpu.max with containerd's value type: "max PERIOD"
-// for an unlimited quota, else "QUOTA PERIOD".
-func formatCPUMax(quotaUsec int64, periodUsec uint64) string {
-	var q *int64
-	if quotaUsec >= 0 {
-		q = &quotaUsec
-	}
-	return string(cgroup2.NewCPUMax(q, &periodUsec))
 }
 
 func parseUint(file, s string) (uint64, error) {
@@ -137,5 +91,3 @@ func pageDown(b, pageSize int64) int64 {
 	}
 	return b / pageSize * pageSize
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -34,6 +36,10 @@ type Tree struct {
 	roots map[string]string // hierarchy name -> pool root directory
 	// cpuMount is the mount directory of the cpu controller's hierarchy.
 	cpuMount string
+	// acctRoot is, on v1, the pool root in the cpuacct hierarchy: the
+	// cpu root itself where the two are mounted together, "" without
+	// cpuacct.
+	acctRoot string
 	order    []string // hierarchy names, cpu's first
 
 	openFS   func(dir string) (FS, error)
@@ -85,9 +91,10 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	}
 	t.roots[HierCPU] = root
 	t.order = []string{HierCPU}
+	t.acctRoot = m.Twin(HierCPUAcct, root)
 	for _, h := range []string{HierCPUAcct, HierMemory} {
-		if d, ok := m.V1[h]; ok && d != cpuDir {
-			t.roots[h] = filepath.Join(d, rel)
+		if d := m.Twin(h, root); d != "" && d != root {
+			t.roots[h] = d
 			t.order = append(t.order, h)
 		}
 	}
@@ -99,6 +106,15 @@ func (t *Tree) V2() bool { return t.v2 }
 
 // Root returns the pool root in hierarchy h ("" when h is not used).
 func (t *Tree) Root(h string) string { return t.roots[h] }
+
+// Observe returns the reader of this pool tree: cpu.stat and pressure
+// from the pool root, and on cgroup v1 usage from its cpuacct twin.
+func (t *Tree) Observe() observe.Tree {
+	if t.v2 {
+		return observe.Tree{Version: observe.V2, Root: t.roots[HierUnified]}
+	}
+	return observe.Tree{Version: observe.V1, Root: t.roots[HierCPU], CPUAcctRoot: t.acctRoot}
+}
 
 // Close releases the opened pool roots.
 func (t *Tree) Close() error {
@@ -266,8 +282,7 @@ func (st *state) busy(dir string) bool {
 // readSettings reads the managed values of cgroup cg (which exists). On
 // v1, memory is read only when the memory hierarchy is in use.
 func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
-	var s settings
-	def := defaults() // what a file a kernel lacks reads as
+	s := defaults() // what a file a kernel lacks reads as
 	if t.v2 {
 		f, err := t.fs(HierUnified)
 		if err != nil {
@@ -277,18 +292,18 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if err != nil {
 			return s, err
 		}
-		m, err := observe.ParseCPUMax(string(b))
+		m, err := cpulimit.ParseCPUMax(string(b))
 		if err != nil {
 			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
 		}
-		s.QuotaUsec, s.PeriodUsec = &m.QuotaUsec, &m.PeriodUsec
-		if s.BurstUsec, err = readUintOr(f, cg, fileCPUMaxBurst, *def.BurstUsec); err != nil {
+		s.cpu.QuotaUsec, s.cpu.PeriodUsec = m.QuotaUsec, m.PeriodUsec
+		if s.cpu.BurstUsec, err = readIntOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec); err != nil {
 			return s, err
 		}
-		if s.Weight, err = readUintOr(f, cg, fileCPUWeight, *def.Weight); err != nil {
+		if s.cpu.Weight, err = readIntOr(f, cg, fileCPUWeight, s.cpu.Weight); err != nil {
 			return s, err
 		}
-		if s.MemBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
+		if s.memBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
 			return s, err
 		}
 		return s, nil
@@ -301,71 +316,67 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 	if err != nil {
 		return s, err
 	}
-	q, err := parseInt(fileCFSQuota, string(b))
-	if err != nil {
+	if s.cpu.QuotaUsec, err = parseInt(fileCFSQuota, string(b)); err != nil {
 		return s, fmt.Errorf("%s: %w", cg, err)
 	}
-	s.QuotaUsec = &q
 	for _, x := range []struct {
 		file string
-		dst  **uint64
-		def  uint64
-	}{{fileCFSPeriod, &s.PeriodUsec, *def.PeriodUsec}, {fileCFSBurst, &s.BurstUsec, *def.BurstUsec}, {fileShares, &s.Shares, *def.Shares}} {
-		if *x.dst, err = readUintOr(f, cg, x.file, x.def); err != nil {
+		dst  *int64
+	}{{fileCFSPeriod, &s.cpu.PeriodUsec}, {fileCFSBurst, &s.cpu.BurstUsec}, {fileShares, &s.shares}} {
+		if *x.dst, err = readIntOr(f, cg, x.file, *x.dst); err != nil {
 			return s, err
 		}
 	}
-	s.MemBytes = def.MemBytes // no memory hierarchy in use: no limit
 	if slices.Contains(hiers, HierMemory) {
 		mf, err := t.fs(HierMemory)
 		if err != nil {
 			return s, err
 		}
-		if s.MemBytes, err = readMemOr(mf, cg, fileMemLimit); err != nil {
+		if s.memBytes, err = readMemOr(mf, cg, fileMemLimit); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-// readUintOr reads an unsigned file; a missing file (a kernel without
-// that feature) reads as def.
-func readUintOr(f FS, cg, file string, def uint64) (*uint64, error) {
+// readIntOr reads a file holding an unsigned number; a missing file (a
+// kernel without that feature) reads as def.
+func readIntOr(f FS, cg, file string, def int64) (int64, error) {
 	b, err := f.ReadFile(path.Join(cg, file))
 	if errors.Is(err, fs.ErrNotExist) {
-		return &def, nil
+		return def, nil
 	}
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	v, err := parseUint(file, string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cg, err)
+		return 0, fmt.Errorf("%s: %w", cg, err)
 	}
-	return &v, nil
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%s: %s %d: want at most %d", cg, file, v, int64(math.MaxInt64))
+	}
+	return int64(v), nil
 }
 
 // readMemOr reads a memory limit; a missing file (memory controller not
 // enabled here) reads as unlimited.
-func readMemOr(f FS, cg, file string) (*int64, error) {
+func readMemOr(f FS, cg, file string) (int64, error) {
 	b, err := f.ReadFile(path.Join(cg, file))
 	if errors.Is(err, fs.ErrNotExist) {
-		return ptr(int64(-1)), nil
+		return -1, nil
 	}
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	v, err := observe.ParseMemoryLimit(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path.Join(cg, file), err)
+		return 0, fmt.Errorf("%s: %w", path.Join(cg, file), err)
 	}
-	return &v, nil
+	return v, nil
 }
 
 // defaults are a new cgroup's values, as the kernel creates it.
 func defaults() settings {
-	return settings{
-		QuotaUsec: ptr(int64(-1)), PeriodUsec: ptr(uint64(100000)), BurstUsec: ptr(uint64(0)),
-		Weight: ptr(uint64(100)), Shares: ptr(uint64(1024)), MemBytes: ptr(int64(-1)),
-	}
+	return settings{cpu: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), shares: cpulimit.DefaultShares, memBytes: -1}
 }

@@ -8,10 +8,6 @@ import (
 	"github.com/poolagent/poolagent/planner"
 )
 
-// DefaultPool is the pool that always exists; a dropped pool's processes
-// move into it.
-const DefaultPool = "default"
-
 // ErrInvalid is wrapped by every error about a desired state cgroupfs
 // refuses before writing anything.
 var ErrInvalid = errors.New("invalid desired state")
@@ -61,48 +57,33 @@ func validate(d planner.Desired, v2 bool) error {
 			return fmt.Errorf("%w: pool %q appears twice", ErrInvalid, p.Name)
 		}
 		seen[p.Name] = true
-		pool, query := fromDesired(p.Pool, v2), fromDesired(p.Query, v2)
-		if err := checkSettings(pool); err != nil {
+		if err := checkCgroup(p.Pool); err != nil {
 			return fmt.Errorf("%w: pool %q: %v", ErrInvalid, p.Name, err)
 		}
-		if err := checkSettings(query); err != nil {
+		if err := checkCgroup(p.Query); err != nil {
 			return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, p.Name, err)
 		}
 		// v1 refuses a limited child above its limited parent; an
 		// unlimited child (-1) inherits the parent's limit.
-		if !v2 && pool.QuotaUsec != nil && query.QuotaUsec != nil && pool.PeriodUsec != nil && query.PeriodUsec != nil &&
-			*query.QuotaUsec >= 0 && ratio(*query.QuotaUsec, *query.PeriodUsec) > ratio(*pool.QuotaUsec, *pool.PeriodUsec) {
+		pool, query := p.Pool.CPU, p.Query.CPU
+		if !v2 && query.Limited() && query.Ratio() > pool.Ratio() {
 			return fmt.Errorf("%w: pool %q: query limit %d/%d µs is above the pool's %d/%d µs; cgroup v1 refuses a child above its parent",
-				ErrInvalid, p.Name, *query.QuotaUsec, *query.PeriodUsec, *pool.QuotaUsec, *pool.PeriodUsec)
+				ErrInvalid, p.Name, query.QuotaUsec, query.PeriodUsec, pool.QuotaUsec, pool.PeriodUsec)
 		}
 	}
-	if !seen[DefaultPool] {
-		return fmt.Errorf("%w: no %q pool; it always exists and receives a dropped pool's processes", ErrInvalid, DefaultPool)
+	if !seen[planner.DefaultPool] {
+		return fmt.Errorf("%w: no %q pool; it always exists and receives a dropped pool's processes", ErrInvalid, planner.DefaultPool)
 	}
 	return nil
 }
 
-// checkSettings applies the kernel's rules for one cgroup's values.
-func checkSettings(s settings) error {
-	if q := s.QuotaUsec; q != nil && *q != -1 && *q < minQuotaUsec {
-		return fmt.Errorf("quota %d µs: want -1 (unlimited) or at least %d µs", *q, minQuotaUsec)
+// checkCgroup applies the kernel's rules for one cgroup's values.
+func checkCgroup(c planner.Cgroup) error {
+	if err := c.CPU.Check(); err != nil {
+		return err
 	}
-	if p := s.PeriodUsec; p != nil && (*p < minPeriodUsec || *p > maxPeriodUsec) {
-		return fmt.Errorf("period %d µs: want %d..%d µs", *p, minPeriodUsec, maxPeriodUsec)
-	}
-	if b := s.BurstUsec; b != nil && *b > 0 {
-		if s.QuotaUsec != nil && *s.QuotaUsec >= 0 && int64(*b) > *s.QuotaUsec {
-			return fmt.Errorf("burst %d µs is above the quota %d µs; the kernel wants burst <= quota", *b, *s.QuotaUsec)
-		}
-	}
-	if w := s.Weight; w != nil && (*w < 1 || *w > maxWeight) {
-		return fmt.Errorf("cpu.weight %d: want 1..%d", *w, maxWeight)
-	}
-	if sh := s.Shares; sh != nil && (*sh < minShares || *sh > maxShares) {
-		return fmt.Errorf("cpu.shares %d: want %d..%d", *sh, minShares, maxShares)
-	}
-	if m := s.MemBytes; m != nil && *m < -1 {
-		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", *m)
+	if c.MemoryBytes < -1 {
+		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", c.MemoryBytes)
 	}
 	return nil
 }

@@ -5,8 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
 )
@@ -30,10 +29,6 @@ type Layout struct {
 	TaskCPUs map[string][]int
 }
 
-// DefaultPool is the pool that always exists (SPEC §2); a scenario may put
-// tasks in it.
-const DefaultPool = "default"
-
 // LayoutOf lays out a scenario. Pools come from its pools block (exact
 // planner values) or from its top-level groups; every task runs in a
 // query cgroup of its own below its pool, named after the task: the query
@@ -49,18 +44,18 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 	if sc.Pools != nil {
 		l.Desired = *sc.Pools
 		for _, ps := range sc.Pools.Pools {
-			if hasMemoryLimit(ps.Pool) || hasMemoryLimit(ps.Query) {
+			if ps.Pool.MemoryBytes >= 0 || ps.Query.MemoryBytes >= 0 {
 				return nil, fmt.Errorf("%s: pool %s has a memory limit; compare measures CPU only, remove the memory limits", sc.GroupAt(slices.IndexFunc(h.Groups, func(g simulate.Group) bool { return g.Name == ps.Name })), ps.Name)
 			}
 			ddl[ps.Name] = ps
 		}
 	} else {
-		l.Desired.Node = planner.Node{CPUs: float64(h.CPUs), MemoryBytes: simulate.ScenarioMemoryBytes, PeriodUsec: planner.DefaultPeriodUsec}
+		l.Desired.Node = planner.Node{CPUs: float64(h.CPUs), MemoryBytes: simulate.ScenarioMemoryBytes, PeriodUsec: cpulimit.DefaultPeriodUsec}
 	}
 	queryOf := map[string]bool{} // derived query groups of the pools block
 	for i, g := range h.Groups {
 		if ps, ok := ddl[g.Parent]; ok {
-			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Query))
+			l.Kernel.Groups = append(l.Kernel.Groups, simulate.Group{Name: g.Name, Parent: g.Parent, Limit: ps.Query.CPU})
 			l.Paths[g.Name] = g.Parent + "/" + g.Name
 			queryOf[g.Name] = true
 			continue
@@ -69,19 +64,19 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 			return nil, fmt.Errorf("%s: group %s has parent %s: compare runs every task in a query cgroup of its own below a pool; write pools and per-query limits in a pools block instead", sc.GroupAt(i), g.Name, g.Parent)
 		}
 		if ps, ok := ddl[g.Name]; ok {
-			l.Kernel.Groups = append(l.Kernel.Groups, simulate.CgroupGroup(g.Name, g.Parent, ps.Pool))
+			l.Kernel.Groups = append(l.Kernel.Groups, simulate.Group{Name: g.Name, Parent: g.Parent, Limit: ps.Pool.CPU})
 		} else {
 			l.Kernel.Groups = append(l.Kernel.Groups, g)
-			l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(uint64(g.PeriodUsec))})
+			l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(g.PeriodUsec)})
 		}
 		l.Paths[g.Name] = g.Name
 	}
-	if _, ok := poolByName(l.Desired, DefaultPool); !ok {
-		l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: DefaultPool, Pool: unlimited(l.Desired.Node.PeriodUsec), Query: unlimited(l.Desired.Node.PeriodUsec)})
+	if _, ok := l.Desired.Pool(planner.DefaultPool); !ok {
+		l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: planner.DefaultPool, Pool: unlimited(l.Desired.Node.PeriodUsec), Query: unlimited(l.Desired.Node.PeriodUsec)})
 	}
 	sort.SliceStable(l.Desired.Pools, func(i, j int) bool {
 		a, b := l.Desired.Pools[i].Name, l.Desired.Pools[j].Name
-		return a == DefaultPool || (b != DefaultPool && a < b)
+		return a == planner.DefaultPool || (b != planner.DefaultPool && a < b)
 	})
 	var simpleGroups []simulate.Group
 	for i, t := range h.Tasks {
@@ -94,7 +89,7 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 			return nil, fmt.Errorf("%s: task %s has the name of a group; compare names each task's query cgroup after the task, so rename one", sc.TaskAt(i), t.Name)
 		}
 		pool := t.Group
-		q := simulate.Group{Name: t.Name, Parent: pool, QuotaUsec: simulate.QuotaMax, PeriodUsec: groupByName(h, pool).PeriodUsec}
+		q := simulate.Group{Name: t.Name, Parent: pool, Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: groupByName(h, pool).PeriodUsec}}
 		l.Kernel.Groups = append(l.Kernel.Groups, q)
 		simpleGroups = append(simpleGroups, q)
 		l.Paths[t.Name] = pool + "/" + t.Name
@@ -119,35 +114,17 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 	return l, nil
 }
 
-func hasMemoryLimit(c planner.Cgroup) bool {
-	m := c.Resources.Memory
-	return m != nil && m.Limit != nil && *m.Limit >= 0
-}
-
-func poolByName(d planner.Desired, name string) (planner.PoolState, bool) {
-	for _, p := range d.Pools {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return planner.PoolState{}, false
-}
-
-// cgroupOf is the desired cgroup of a scenario group: its cpu.max,
-// cpu.max.burst and cpu.weight.
+// cgroupOf is the desired cgroup of a scenario group: its CPU limit with
+// the weight made explicit, and no memory limit.
 func cgroupOf(g simulate.Group) planner.Cgroup {
-	quota, period, burst := g.QuotaUsec, uint64(g.PeriodUsec), uint64(g.BurstUsec)
-	weight := uint64(g.CPUWeight())
-	shares := planner.SharesFromWeight(weight)
-	return planner.Cgroup{
-		Resources: specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: &quota, Period: &period, Burst: &burst, Shares: &shares}},
-		CPUWeight: weight,
-	}
+	l := g.Limit
+	l.Weight = l.EffectiveWeight()
+	return planner.Cgroup{CPU: l, MemoryBytes: -1}
 }
 
 // unlimited is a cgroup without a CPU limit ("max PERIOD"), default weight.
-func unlimited(period uint64) planner.Cgroup {
-	return cgroupOf(simulate.Group{QuotaUsec: simulate.QuotaMax, PeriodUsec: int64(period)})
+func unlimited(period int64) planner.Cgroup {
+	return planner.Cgroup{CPU: cpulimit.Unlimited(period), MemoryBytes: -1}
 }
 
 // Pinned reports whether every task is pinned to exactly one CPU: the
@@ -165,7 +142,7 @@ func (l *Layout) Pinned() bool {
 // "max/100ms", with " burst 20ms" when it has one.
 func LimitText(g simulate.Group) string {
 	quota := "max"
-	if g.QuotaUsec != simulate.QuotaMax {
+	if g.QuotaUsec != cpulimit.Max {
 		quota = simulate.FormatUsec(g.QuotaUsec)
 	}
 	s := quota + "/" + simulate.FormatUsec(g.PeriodUsec)

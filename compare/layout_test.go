@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -28,8 +29,8 @@ func TestLayoutGroupLines(t *testing.T) {
 	if l.PoolOf["job"] != "app" || l.Kernel.Tasks[0].Group != "job" || l.Simple.Tasks[0].Group != "job" {
 		t.Errorf("task not in its query group: pool %q, kernel group %q, simple group %q", l.PoolOf["job"], l.Kernel.Tasks[0].Group, l.Simple.Tasks[0].Group)
 	}
-	if len(l.Desired.Pools) != 2 || l.Desired.Pools[0].Name != DefaultPool || l.Desired.Pools[1].Pool.CPUMax() != "20000 100000" ||
-		l.Desired.Pools[1].Pool.BurstUsec() != 10000 || l.Desired.Pools[1].Pool.CPUWeight != 200 || l.Desired.Pools[1].Query.CPUMax() != "max 100000" {
+	if len(l.Desired.Pools) != 2 || l.Desired.Pools[0].Name != planner.DefaultPool || l.Desired.Pools[1].Pool.CPU.CPUMax() != "20000 100000" ||
+		l.Desired.Pools[1].Pool.CPU.BurstUsec != 10000 || l.Desired.Pools[1].Pool.CPU.Weight != 200 || l.Desired.Pools[1].Query.CPU.CPUMax() != "max 100000" {
 		t.Errorf("desired pools = %+v", l.Desired.Pools)
 	}
 	if !l.Pinned() {

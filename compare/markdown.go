@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/poolagent/poolagent/simulate"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // MarkdownHeader is the header of the accuracy table WriteMarkdownRows
@@ -26,7 +26,7 @@ func WriteMarkdownRows(w io.Writer, r *Report, scenario string) error {
 	}
 	var b strings.Builder
 	for _, g := range r.Groups {
-		if g.QuotaUsec == simulate.QuotaMax {
+		if g.QuotaUsec == cpulimit.Max {
 			continue
 		}
 		f := map[string]FieldCompare{}

@@ -23,7 +23,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -172,17 +174,14 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 		return res, err
 	}
 	for _, w := range workers {
-		ps, _ := poolByName(l.Desired, l.PoolOf[w.task])
+		ps, _ := l.Desired.Pool(l.PoolOf[w.task])
 		if err := tree.PlaceQuery(ps, w.task, w.cmd.Process.Pid); err != nil {
 			return res, fmt.Errorf("place worker of %s: %w", w.task, err)
 		}
 	}
 	lastWrite := monotonic()
 
-	ot := observe.Tree{Version: observe.V1, Root: root, CPUAcctRoot: tree.Root(cgroupfs.HierCPUAcct)}
-	if v2 {
-		ot = observe.Tree{Version: observe.V2, Root: root}
-	}
+	ot := tree.Observe()
 	boundaries, err := watchBoundaries(ctx, ot, l, lastWrite)
 	if err != nil {
 		return res, err
@@ -417,7 +416,7 @@ func groupByName(h simulate.Host, name string) simulate.Group {
 func limited(h simulate.Host) []string {
 	var out []string
 	for _, g := range h.Groups {
-		if g.QuotaUsec != simulate.QuotaMax {
+		if g.QuotaUsec != cpulimit.Max {
 			out = append(out, g.Name)
 		}
 	}
@@ -435,11 +434,11 @@ func maxPeriod(l *Layout) time.Duration {
 // windowUsec is the timeline's window: the first pool's period.
 func windowUsec(l *Layout) int64 {
 	for _, g := range l.Kernel.Groups {
-		if g.Parent == "" && g.Name != DefaultPool {
+		if g.Parent == "" && g.Name != planner.DefaultPool {
 			return g.PeriodUsec
 		}
 	}
-	return simulate.DefaultPeriodUsec
+	return cpulimit.DefaultPeriodUsec
 }
 
 // watchBoundaries polls nr_periods of every group with a quota every

@@ -33,14 +33,7 @@ func OpenHostCgroups(m cgroupfs.Mounts, root string) (*HostCgroups, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := observe.Tree{Version: observe.V1, Root: tree.Root(cgroupfs.HierCPU), CPUAcctRoot: tree.Root(cgroupfs.HierCPUAcct)}
-	if tree.V2() {
-		st = observe.Tree{Version: observe.V2, Root: tree.Root(cgroupfs.HierUnified)}
-	}
-	if st.CPUAcctRoot == "" && st.Version == observe.V1 {
-		// cpu and cpuacct mounted together: usage is in the same directory.
-		st.CPUAcctRoot = st.Root
-	}
+	st := tree.Observe()
 	h := &HostCgroups{tree: tree, stats: st}
 	if tree.V2() {
 		h.empties, h.emptiesErr = newEmptyWatcher(st.Root)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/metrics"
-	"github.com/poolagent/poolagent/sysview"
 )
 
 // MetricsSnapshot implements metrics.Source: admission state and counters,
@@ -41,8 +40,8 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
 		}
 		if i, ok := planned[p.Name]; ok {
-			mp.CPULimitCores = max(sysview.Cores(d.Pools[i].Pool), 0)
-			mp.CPUWeight = d.Pools[i].Pool.CPUWeight
+			mp.CPULimitCores = d.Pools[i].Pool.CPU.VCPU()
+			mp.CPUWeight = d.Pools[i].Pool.CPU.Weight
 		}
 		if st, ok := stats[p.Name]; ok {
 			mp.CPU, mp.Pressure = &st.CPU, st.Pressure
@@ -82,14 +81,10 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 		var samples []metrics.PoolSample
 		for _, p := range d.Pools {
 			st, ok := stats[p.Name]
-			cpu := p.Pool.Resources.CPU
-			if !ok || cpu == nil || cpu.Quota == nil || cpu.Period == nil {
+			if !ok {
 				continue
 			}
-			samples = append(samples, metrics.PoolSample{
-				Name: p.Name, QuotaUsec: *cpu.Quota, PeriodUsec: *cpu.Period, BurstUsec: p.Pool.BurstUsec(),
-				Running: running[p.Name], CPU: st.CPU,
-			})
+			samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
 		}
 		s.predictor.Step(d.Node.CPUs, samples)
 	}

@@ -77,12 +77,7 @@ func (rp *replanner) desired() planner.Desired {
 
 // poolState returns pool's state in the last applied plan.
 func (rp *replanner) poolState(pool string) (planner.PoolState, bool) {
-	for _, p := range rp.desired().Pools {
-		if p.Name == pool {
-			return p, true
-		}
-	}
-	return planner.PoolState{}, false
+	return rp.desired().Pool(pool)
 }
 
 // plan computes the desired state for the current active set and demand

@@ -21,6 +21,7 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -301,7 +302,7 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "no query left", func() bool { return cg.left() == 0 && d.pool(t, admission.DefaultPool).Running == 0 })
+	waitFor(t, "no query left", func() bool { return cg.left() == 0 && d.pool(t, planner.DefaultPool).Running == 0 })
 }
 
 func TestBadFirstRequest(t *testing.T) {
@@ -367,7 +368,7 @@ func TestExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
 			res, err := client.Run(client.RunOptions{Socket: d.socket, Args: tt.argv, Env: os.Environ()})
-			if err != nil || res.ExitCode != tt.want || res.Pool != admission.DefaultPool || !res.Ran {
+			if err != nil || res.ExitCode != tt.want || res.Pool != planner.DefaultPool || !res.Ran {
 				t.Fatalf("exit %d in %q (ran: %v), %v; want %d in default", res.ExitCode, res.Pool, res.Ran, err, tt.want)
 			}
 		})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/protocol"
-	"github.com/poolagent/poolagent/sysview"
 )
 
 // session is one client connection: one query.
@@ -128,7 +127,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
 		return
 	}
-	limit := max(sysview.Cores(ps.Query), 0) // 0: no cap
+	limit := ps.Query.CPU.VCPU() // 0: no cap
 	s.admitted(se, name, queuedFor, limit)
 	se.send(protocol.Reply{Type: protocol.ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
 	var r protocol.Request

@@ -64,7 +64,7 @@ type Pool struct {
 	// 0 = "max", unlimited (the series is then not exposed).
 	CPULimitCores float64
 	// CPUWeight is the pool cgroup's cpu.weight (1..10000); 0 = not set.
-	CPUWeight uint64
+	CPUWeight int64
 	// CPU is the pool cgroup's cpu.stat, cumulative; nil when the cgroup is
 	// not there (yet): the CPU series are then not exposed.
 	CPU *observe.CPUStat

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
 )
@@ -11,12 +12,9 @@ import (
 // PoolSample is one pool's state at a prediction step.
 type PoolSample struct {
 	Name string
-	// QuotaUsec and PeriodUsec are the pool's cpu.max; QuotaUsec < 0 is
-	// "max" (nothing to predict: never throttled).
-	QuotaUsec  int64
-	PeriodUsec uint64
-	// BurstUsec is the pool's cpu.max.burst.
-	BurstUsec uint64
+	// Limit is the pool's CPU limit; without a quota there is nothing to
+	// predict: never throttled.
+	Limit cpulimit.Limit
 	// Running is the number of queries running in the pool: the parallel
 	// tasks of the model.
 	Running int
@@ -85,7 +83,8 @@ func (p *Predictor) ThrottledUsec(pool string) uint64 {
 // for usageUsec of work split over s.Running tasks arriving together under
 // s's cpu.max and burst on cpus CPUs (rounded down, at least 1).
 func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) uint64 {
-	if s.QuotaUsec <= 0 || s.PeriodUsec == 0 || usageUsec == 0 {
+	l := s.Limit
+	if l.QuotaUsec <= 0 || l.PeriodUsec <= 0 || usageUsec == 0 {
 		return 0
 	}
 	n := max(s.Running, 1)
@@ -96,7 +95,7 @@ func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) uint64 {
 		tasks[i] = simulate.Task{Arrive: 0, Need: need}
 	}
 	tasks[0].Need += int(usageUsec) % n
-	limit := simulate.Limit{Quota: int(s.QuotaUsec), Period: int(s.PeriodUsec), Burst: int(min(s.BurstUsec, uint64(s.QuotaUsec)))}
+	limit := simulate.Limit{Quota: int(l.QuotaUsec), Period: int(l.PeriodUsec), Burst: int(min(max(l.BurstUsec, 0), l.QuotaUsec))}
 	results, _ := simulate.Run(limit, ncpu, tasks)
 	var throttled uint64
 	for _, r := range results {

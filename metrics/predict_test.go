@@ -3,6 +3,7 @@ package metrics
 import (
 	"testing"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -16,16 +17,16 @@ func TestPredictThrottledUsec(t *testing.T) {
 	}{
 		// The chapter's first figure in µs: 40/100, one task needing 60
 		// → throttled 60 (the rest of the first period).
-		{"chapter fixed window", 1, PoolSample{QuotaUsec: 40_000, PeriodUsec: 100_000, Running: 1}, 60_000, 60_000},
+		{"chapter fixed window", 1, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, Running: 1}, 60_000, 60_000},
 		// The chapter's parallelism figure, ncpu 8: 8 tasks of 10 under
 		// 40/100 exhaust the quota at 5 and all 8 wait 95 → 760.
-		{"chapter parallelism ncpu 8", 8, PoolSample{QuotaUsec: 40_000, PeriodUsec: 100_000, Running: 8}, 80_000, 8 * 95_000},
-		{"fits the quota", 4, PoolSample{QuotaUsec: 700_000, PeriodUsec: 100_000, Running: 3}, 300_000, 0},
-		{"unlimited", 4, PoolSample{QuotaUsec: -1, PeriodUsec: 100_000, Running: 3}, 4_000_000, 0},
-		{"idle", 4, PoolSample{QuotaUsec: 40_000, PeriodUsec: 100_000, Running: 0}, 0, 0},
+		{"chapter parallelism ncpu 8", 8, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, Running: 8}, 80_000, 8 * 95_000},
+		{"fits the quota", 4, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 700_000, PeriodUsec: 100_000}, Running: 3}, 300_000, 0},
+		{"unlimited", 4, PoolSample{Limit: cpulimit.Limit{QuotaUsec: -1, PeriodUsec: 100_000}, Running: 3}, 4_000_000, 0},
+		{"idle", 4, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, Running: 0}, 0, 0},
 		// Burst 20 of quota 40 carries nothing into the first period:
 		// bursts only help after idle periods, so the same as no burst.
-		{"burst with no idle history", 1, PoolSample{QuotaUsec: 40_000, PeriodUsec: 100_000, BurstUsec: 20_000, Running: 1}, 60_000, 60_000},
+		{"burst with no idle history", 1, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000, BurstUsec: 20_000}, Running: 1}, 60_000, 60_000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +39,7 @@ func TestPredictThrottledUsec(t *testing.T) {
 
 func TestPredictorSteps(t *testing.T) {
 	p := NewPredictor()
-	olap := PoolSample{Name: "olap", QuotaUsec: 40_000, PeriodUsec: 100_000, Running: 1}
+	olap := PoolSample{Name: "olap", Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, Running: 1}
 	step := func(usage uint64, pools ...PoolSample) {
 		for i := range pools {
 			pools[i].CPU = observe.CPUStat{UsageUsec: usage}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // NodeCapacity is the CPU and memory this process may use on its host:
@@ -155,8 +157,8 @@ func (n *NodeCapacity) readLimitsIn(dir string, v2 bool) error {
 	var mem int64
 	var err error
 	if v2 {
-		var limit CPUMax
-		if limit, err = readLimit(dir, "cpu.max", ParseCPUMax); err != nil {
+		var limit cpulimit.Limit
+		if limit, err = readLimit(dir, "cpu.max", cpulimit.ParseCPUMax); err != nil {
 			return err
 		}
 		cpus = limit.VCPU()

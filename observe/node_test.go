@@ -87,28 +87,6 @@ func TestNodeParsers(t *testing.T) {
 			t.Errorf("parseCPUList(%q) = %d, %v; want %d, %q", tc.in, got, err, tc.want, tc.err)
 		}
 	}
-	cpuMax := []struct {
-		in   string
-		want CPUMax
-		vcpu float64
-		err  string
-	}{
-		{"max 100000\n", CPUMax{-1, 100000}, 0, ""},
-		{"150000 100000\n", CPUMax{150000, 100000}, 1.5, ""},
-		{"1000 1000", CPUMax{1000, 1000}, 1, ""},
-		{"max", CPUMax{}, 0, `cpu.max "max": want "max PERIOD" or "QUOTA PERIOD"`},
-		{"1 2 3", CPUMax{}, 0, `cpu.max "1 2 3": want "max PERIOD" or "QUOTA PERIOD"`},
-		{"max 0", CPUMax{}, 0, `cpu.max "max 0": period "0" is not a positive number of µs`},
-		{"MAX 100000", CPUMax{}, 0, `cpu.max "MAX 100000": quota "MAX" is neither "max" nor a positive number of µs`},
-		{"-5 100000", CPUMax{}, 0, `cpu.max "-5 100000": quota "-5" is neither "max" nor a positive number of µs`},
-		{"0 100000", CPUMax{}, 0, `cpu.max "0 100000": quota "0" is neither "max" nor a positive number of µs`},
-	}
-	for _, tc := range cpuMax {
-		got, err := ParseCPUMax(tc.in)
-		if got != tc.want || got.VCPU() != tc.vcpu || errString(err) != tc.err {
-			t.Errorf("ParseCPUMax(%q) = %+v (%v vCPU), %v; want %+v (%v), %q", tc.in, got, got.VCPU(), err, tc.want, tc.vcpu, tc.err)
-		}
-	}
 	cfs := []struct {
 		quota  string
 		period uint64
@@ -175,10 +153,6 @@ func FuzzNodeLimits(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if n, err := parseCPUList(s); err == nil && n < 1 {
 			t.Fatalf("parseCPUList(%q) = %d CPUs", s, n)
-		}
-		if c, err := ParseCPUMax(s); err == nil && (c.QuotaUsec < -1 || c.QuotaUsec == 0 || c.PeriodUsec == 0 ||
-			c.VCPU() < 0 || math.IsInf(c.VCPU(), 0) || math.IsNaN(c.VCPU())) {
-			t.Fatalf("ParseCPUMax(%q) = %+v (%v vCPU)", s, c, c.VCPU())
 		}
 		q, p, _ := strings.Cut(s, "\n")
 		if period, err := parseCFSPeriod(p); err == nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // render prints a parsed statement in one canonical line, so tests can
@@ -284,7 +286,7 @@ func FuzzParse(f *testing.F) {
 		if _, ok := m.Pool(DefaultPool); !ok {
 			t.Fatal("default pool gone")
 		}
-		if _, err := Plan(m, Node{CPUs: 3.5, MemoryBytes: 1 << 30, PeriodUsec: DefaultPeriodUsec}, Activity{}); err != nil {
+		if _, err := Plan(m, Node{CPUs: 3.5, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, Activity{}); err != nil {
 			t.Fatal(err)
 		}
 	})

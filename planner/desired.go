@@ -3,7 +3,7 @@ package planner
 import (
 	"strconv"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // Desired is the cgroup state the planner wants below the pool root. It is
@@ -18,7 +18,18 @@ type Desired struct {
 type Node struct {
 	CPUs        float64 // vCPUs; fractional when the host's own cgroup is capped
 	MemoryBytes int64
-	PeriodUsec  uint64 // default bandwidth period, microseconds
+	PeriodUsec  int64 // default bandwidth period, microseconds
+}
+
+// Pool returns the desired state of the pool named name, and whether d
+// has it.
+func (d Desired) Pool(name string) (PoolState, bool) {
+	for _, p := range d.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return PoolState{}, false
 }
 
 // PoolState is the desired state of one pool: its own cgroup
@@ -44,50 +55,19 @@ type PoolState struct {
 	AllocCPUs float64
 }
 
-// Cgroup is the desired state of one cgroup. Resources uses the ecosystem's
-// type (what containerd/cgroups consumes for v1 and v2):
-//
-//	CPU.Quota  µs per period, -1 = unlimited ("max" / cfs_quota_us -1)
-//	CPU.Period µs
-//	CPU.Burst  µs, 0 = none (cpu.max.burst / cpu.cfs_burst_us)
-//	CPU.Shares cgroup v1 cpu.shares, derived from CPUWeight
-//	Memory.Limit bytes, -1 = unlimited ("max")
-//
-// A nil pointer leaves the file as it is. CPUWeight is kept exact beside it
-// because a round trip through shares loses precision.
+// Cgroup is the desired state of one cgroup: its CPU limit and its memory
+// limit in bytes, -1 = unlimited (v2 memory.max "max", v1
+// memory.limit_in_bytes -1).
 type Cgroup struct {
-	Resources specs.LinuxResources
-	CPUWeight uint64 // cgroup v2 cpu.weight, 1..10000; 0 = leave unset
-}
-
-// CPUMax renders the cgroup v2 cpu.max line: "QUOTA PERIOD", or
-// "max PERIOD" when the quota is unlimited; "" when CPU is left unset.
-func (c Cgroup) CPUMax() string {
-	cpu := c.Resources.CPU
-	if cpu == nil || cpu.Quota == nil || cpu.Period == nil {
-		return ""
-	}
-	period := strconv.FormatUint(*cpu.Period, 10)
-	if *cpu.Quota < 0 {
-		return "max " + period
-	}
-	return strconv.FormatInt(*cpu.Quota, 10) + " " + period
-}
-
-// BurstUsec is the cpu.max.burst (v1: cpu.cfs_burst_us) value in µs; 0
-// when none is set.
-func (c Cgroup) BurstUsec() uint64 {
-	if cpu := c.Resources.CPU; cpu != nil && cpu.Burst != nil {
-		return *cpu.Burst
-	}
-	return 0
+	CPU         cpulimit.Limit
+	MemoryBytes int64
 }
 
 // MemoryMax renders the cgroup v2 memory.max value: bytes, or "max"
-// when unlimited or unset.
+// when unlimited.
 func (c Cgroup) MemoryMax() string {
-	if m := c.Resources.Memory; m != nil && m.Limit != nil && *m.Limit >= 0 {
-		return strconv.FormatInt(*m.Limit, 10)
+	if c.MemoryBytes >= 0 {
+		return strconv.FormatInt(c.MemoryBytes, 10)
 	}
 	return "max"
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // Pool is one resource pool with YDB's parameters and poolagent's
@@ -354,8 +356,8 @@ func (a *applier) setPoolParams(p *Pool, settings []setting) {
 			a.errs.errorf(st.val.pos, "%s", why)
 			continue
 		}
-		if pr.name == "RESOURCES_WEIGHT" && p.ResourcesWeight > MaxCPUWeight {
-			a.warnf(st.val.pos, "RESOURCES_WEIGHT=%d is above cpu.weight's maximum %d: the allocation (cpu.max) uses the exact weight, but cpu.weight is written as %d, so between recomputations the kernel keeps a smaller ratio", p.ResourcesWeight, MaxCPUWeight, MaxCPUWeight)
+		if pr.name == "RESOURCES_WEIGHT" && p.ResourcesWeight > cpulimit.MaxWeight {
+			a.warnf(st.val.pos, "RESOURCES_WEIGHT=%d is above cpu.weight's maximum %d: the allocation (cpu.max) uses the exact weight, but cpu.weight is written as %d, so between recomputations the kernel keeps a smaller ratio", p.ResourcesWeight, cpulimit.MaxWeight, cpulimit.MaxWeight)
 		}
 	}
 }

@@ -6,23 +6,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // Limits of the pool parameters.
 const (
 	// MaxConcurrentQueryLimit is YDB's cap on CONCURRENT_QUERY_LIMIT.
 	MaxConcurrentQueryLimit = 1000
-	// MaxCPUWeight is the largest cgroup v2 cpu.weight.
-	MaxCPUWeight = 10000
-	// MinPeriodUsec and MaxPeriodUsec bound the CPU bandwidth period, µs
-	// (the kernel accepts 1 ms..1 s for cpu.max and cpu.cfs_period_us).
-	MinPeriodUsec = 1000
-	MaxPeriodUsec = 1000000
-	// DefaultPeriodUsec is the kernel's default bandwidth period, µs.
-	DefaultPeriodUsec = 100000
-	// MinQuotaUsec is the smallest quota the kernel accepts in cpu.max
-	// and cpu.cfs_quota_us, µs.
-	MinQuotaUsec = 1000
 )
 
 // maxInt32 is the largest value of YDB's Int32 parameters.
@@ -69,7 +60,7 @@ var params = []*param{
 		pctField: func(p *Pool) *float64 { return &p.TotalMemoryLimitPercent }},
 	{name: "QUERY_CANCEL_AFTER_SECONDS", max: maxInt32, unset: "no timeout; 0 too, as in YDB",
 		intField: func(p *Pool) *int64 { return &p.QueryCancelAfterSeconds }},
-	{name: "CPU_PERIOD_USEC", min: MinPeriodUsec, max: MaxPeriodUsec, unset: "the node's period",
+	{name: "CPU_PERIOD_USEC", min: cpulimit.MinPeriodUsec, max: cpulimit.MaxPeriodUsec, unset: "the node's period",
 		above:    "outside 1 ms..1 s, the periods the kernel accepts",
 		intField: func(p *Pool) *int64 { return &p.CPUPeriodUsec }},
 	{name: "CPU_BURST_PERCENT", percent: true, unset: "no burst",

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // Activity is what the planner knows about the pools' current use.
@@ -92,25 +92,24 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	}
 
 	out := Desired{Node: node, Pools: make([]PoolState, len(pools))}
-	files := make([]cgroupFiles, 2*len(pools)) // one block for every pointer below
 	for i, p := range pools {
 		period := node.PeriodUsec
 		if p.CPUPeriodUsec > 0 {
-			period = uint64(p.CPUPeriodUsec)
+			period = p.CPUPeriodUsec
 		}
 		weight := CPUWeight(p.ResourcesWeight)
-		quota := int64(-1)
+		quota := int64(cpulimit.Max)
 		if p.TotalCPULimitPercent >= 0 || alloc[i] < node.CPUs*(1-1e-12) {
 			quota = quotaUsec(alloc[i], period)
 		}
-		queryQuota := int64(-1)
+		queryQuota := int64(cpulimit.Max)
 		if p.QueryCPULimitPercent >= 0 {
 			queryQuota = quotaUsec(alloc[i]*p.QueryCPULimitPercent/100, period)
 		}
 		out.Pools[i] = PoolState{
 			Name:      p.Name,
-			Pool:      files[2*i].cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent)),
-			Query:     files[2*i+1].cgroup(queryQuota, period, p.CPUBurstPercent, DefaultCPUWeight, memoryLimit(node, p.QueryMemoryLimitPercent)),
+			Pool:      cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent)),
+			Query:     cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent)),
 			Active:    active[p.Name],
 			Weight:    p.ResourcesWeight,
 			CapCPUs:   caps[i],
@@ -128,15 +127,16 @@ func checkNode(n Node) error {
 	if n.MemoryBytes <= 0 {
 		return fmt.Errorf("node has %d bytes of memory; accepted: a number > 0", n.MemoryBytes)
 	}
-	if n.PeriodUsec < MinPeriodUsec || n.PeriodUsec > MaxPeriodUsec {
-		return fmt.Errorf("node period %d µs; accepted: %d..%d (1 ms..1 s)", n.PeriodUsec, MinPeriodUsec, MaxPeriodUsec)
+	if n.PeriodUsec < cpulimit.MinPeriodUsec || n.PeriodUsec > cpulimit.MaxPeriodUsec {
+		return fmt.Errorf("node period %d µs; accepted: %d..%d (1 ms..1 s)", n.PeriodUsec, cpulimit.MinPeriodUsec, cpulimit.MaxPeriodUsec)
 	}
 	return nil
 }
 
-// quotaUsec is cpus × period rounded to µs, at least MinQuotaUsec.
-func quotaUsec(cpus float64, periodUsec uint64) int64 {
-	return max(int64(math.Round(cpus*float64(periodUsec))), MinQuotaUsec)
+// quotaUsec is cpus × period rounded to µs, at least the kernel's
+// smallest quota.
+func quotaUsec(cpus float64, periodUsec int64) int64 {
+	return max(int64(math.Round(cpus*float64(periodUsec))), cpulimit.MinQuotaUsec)
 }
 
 // memoryLimit is percent of the node's memory in bytes, -1 without a
@@ -148,26 +148,14 @@ func memoryLimit(n Node, percent float64) int64 {
 	return int64(math.Round(float64(n.MemoryBytes) * percent / 100))
 }
 
-// cgroupFiles holds the values a Cgroup's Resources point to, so a plan
-// of many pools allocates them in one block.
-type cgroupFiles struct {
-	quota, memory         int64
-	period, burst, shares uint64
-	cpu                   specs.LinuxCPU
-	mem                   specs.LinuxMemory
-}
-
-// cgroup builds one cgroup's desired state on f's values. quota -1 is
+// cgroup builds one cgroup's desired state. quota cpulimit.Max is
 // unlimited; the burst is burstPercent of a limited quota, 0 otherwise.
-func (f *cgroupFiles) cgroup(quota int64, period uint64, burstPercent float64, weight uint64, memory int64) Cgroup {
-	f.quota, f.period, f.memory = quota, period, memory
+func cgroup(quota, period int64, burstPercent float64, weight, memory int64) Cgroup {
+	l := cpulimit.Limit{QuotaUsec: quota, PeriodUsec: period, Weight: weight}
 	if quota >= 0 && burstPercent > 0 {
-		f.burst = uint64(math.Round(float64(quota) * burstPercent / 100))
+		l.BurstUsec = int64(math.Round(float64(quota) * burstPercent / 100))
 	}
-	f.shares = SharesFromWeight(weight)
-	f.cpu = specs.LinuxCPU{Quota: &f.quota, Period: &f.period, Burst: &f.burst, Shares: &f.shares}
-	f.mem = specs.LinuxMemory{Limit: &f.memory}
-	return Cgroup{Resources: specs.LinuxResources{CPU: &f.cpu, Memory: &f.mem}, CPUWeight: weight}
+	return Cgroup{CPU: l, MemoryBytes: memory}
 }
 
 // claim is one pool's part in the division: the most it may get, vCPU,

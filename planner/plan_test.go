@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // loadFiles applies pool files in order, as the daemon applies its file
@@ -34,7 +36,7 @@ func loadFiles(t testing.TB, names ...string) *Model {
 }
 
 // tenCPUs is the seed's node: 10 vCPU, the default period.
-var tenCPUs = Node{CPUs: 10, MemoryBytes: 64 << 30, PeriodUsec: DefaultPeriodUsec}
+var tenCPUs = Node{CPUs: 10, MemoryBytes: 64 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}
 
 func poolState(t *testing.T, d Desired, name string) PoolState {
 	t.Helper()
@@ -107,14 +109,14 @@ func TestPlanSeedExamples(t *testing.T) {
 				if math.Abs(p.AllocCPUs-w.alloc) > 1e-9 {
 					t.Errorf("%s: alloc %v vCPU, want %v", name, p.AllocCPUs, w.alloc)
 				}
-				if got := p.Pool.CPUMax(); got != w.cpuMax {
+				if got := p.Pool.CPU.CPUMax(); got != w.cpuMax {
 					t.Errorf("%s: cpu.max %q, want %q", name, got, w.cpuMax)
 				}
-				if got := p.Query.CPUMax(); got != w.queryMax {
+				if got := p.Query.CPU.CPUMax(); got != w.queryMax {
 					t.Errorf("%s: query cpu.max %q, want %q", name, got, w.queryMax)
 				}
-				if p.Pool.CPUWeight != w.cpuWeight || *p.Pool.Resources.CPU.Shares != w.shares {
-					t.Errorf("%s: cpu.weight %d shares %d, want %d and %d", name, p.Pool.CPUWeight, *p.Pool.Resources.CPU.Shares, w.cpuWeight, w.shares)
+				if uint64(p.Pool.CPU.Weight) != w.cpuWeight || uint64(p.Pool.CPU.Shares()) != w.shares {
+					t.Errorf("%s: cpu.weight %d shares %d, want %d and %d", name, p.Pool.CPU.Weight, p.Pool.CPU.Shares(), w.cpuWeight, w.shares)
 				}
 			}
 		})
@@ -130,10 +132,10 @@ func TestPlanCEOProseWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := poolState(t, d, "olap").Pool.CPUMax(); got != "200000 100000" {
+	if got := poolState(t, d, "olap").Pool.CPU.CPUMax(); got != "200000 100000" {
 		t.Errorf("olap cpu.max %q, want 20%% of 10 vCPU", got)
 	}
-	if got := poolState(t, d, "the_ceo").Pool.CPUMax(); got != "800000 100000" {
+	if got := poolState(t, d, "the_ceo").Pool.CPU.CPUMax(); got != "800000 100000" {
 		t.Errorf("the_ceo cpu.max %q, want 80%% of 10 vCPU", got)
 	}
 }
@@ -219,21 +221,21 @@ func TestPlanCases(t *testing.T) {
 		{
 			name:   "fractional node: a host capped at 1.5 vCPU",
 			src:    "seed_weights.sql",
-			node:   Node{CPUs: 1.5, MemoryBytes: 1 << 30, PeriodUsec: DefaultPeriodUsec},
+			node:   Node{CPUs: 1.5, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec},
 			alloc:  map[string]float64{"pool1": 0.375, "pool2": 0.375, "pool3": 0.375, "pool4": 0.375},
 			cpuMax: map[string]string{"pool1": "37500 100000"},
 		},
 		{
 			name:   "tiny allocation: quota raised to the kernel's 1000 µs minimum",
 			src:    "CREATE RESOURCE POOL tiny WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=0.1);",
-			node:   Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: DefaultPeriodUsec},
+			node:   Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec},
 			alloc:  map[string]float64{"tiny": 0.002},
 			cpuMax: map[string]string{"tiny": "1000 100000"},
 		},
 		{
 			name:   "quota rounds to the nearest µs",
 			src:    "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=33.3333335);",
-			node:   Node{CPUs: 1, MemoryBytes: 1 << 30, PeriodUsec: DefaultPeriodUsec},
+			node:   Node{CPUs: 1, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec},
 			cpuMax: map[string]string{"p": "33333 100000"},
 		},
 		{
@@ -268,7 +270,7 @@ func TestPlanCases(t *testing.T) {
 				}
 			}
 			for name, want := range tc.cpuMax {
-				if got := poolState(t, d, name).Pool.CPUMax(); got != want {
+				if got := poolState(t, d, name).Pool.CPU.CPUMax(); got != want {
 					t.Errorf("%s: cpu.max %q, want %q", name, got, want)
 				}
 			}
@@ -283,7 +285,7 @@ func TestPlanCgroupFiles(t *testing.T) {
 		TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 50, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 20,
 		TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE = 25, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE = 10,
 		RESOURCES_WEIGHT = 300, CPU_BURST_PERCENT = 50, CPU_PERIOD_USEC = 50000);`)
-	node := Node{CPUs: 4, MemoryBytes: 8 << 30, PeriodUsec: DefaultPeriodUsec}
+	node := Node{CPUs: 4, MemoryBytes: 8 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}
 	d, err := Plan(m, node, Activity{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,25 +297,25 @@ func TestPlanCgroupFiles(t *testing.T) {
 			t.Errorf("%s = %v, want %v", what, got, want)
 		}
 	}
-	pc, qc := p.Pool.Resources.CPU, p.Query.Resources.CPU
-	check("pool cpu.max", p.Pool.CPUMax(), "100000 50000")
-	check("pool cfs_quota_us", *pc.Quota, 100000)
-	check("pool cfs_period_us", *pc.Period, 50000)
-	check("pool cpu.max.burst", *pc.Burst, 50000)
-	check("pool cpu.weight", p.Pool.CPUWeight, 300)
-	check("pool cpu.shares", *pc.Shares, 3072)
+	pc, qc := p.Pool.CPU, p.Query.CPU
+	check("pool cpu.max", p.Pool.CPU.CPUMax(), "100000 50000")
+	check("pool cfs_quota_us", pc.QuotaUsec, 100000)
+	check("pool cfs_period_us", pc.PeriodUsec, 50000)
+	check("pool cpu.max.burst", pc.BurstUsec, 50000)
+	check("pool cpu.weight", pc.Weight, 300)
+	check("pool cpu.shares", pc.Shares(), 3072)
 	check("pool memory.max", p.Pool.MemoryMax(), 2<<30)
-	check("query cpu.max", p.Query.CPUMax(), "20000 50000")
-	check("query cpu.max.burst", *qc.Burst, 10000)
-	check("query cpu.weight", p.Query.CPUWeight, 100)
-	check("query cpu.shares", *qc.Shares, 1024)
+	check("query cpu.max", p.Query.CPU.CPUMax(), "20000 50000")
+	check("query cpu.max.burst", qc.BurstUsec, 10000)
+	check("query cpu.weight", qc.Weight, 100)
+	check("query cpu.shares", qc.Shares(), 1024)
 	check("query memory.max", p.Query.MemoryMax(), 858993459) // 8 GiB × 10%, rounded
 	check("cap", p.CapCPUs, 2)
 	check("active", p.Active, true)
 
 	def := poolState(t, d, DefaultPool)
-	check("default cpu.max", def.Pool.CPUMax(), "max 100000")
-	check("default burst", def.Pool.BurstUsec(), 0)
+	check("default cpu.max", def.Pool.CPU.CPUMax(), "max 100000")
+	check("default burst", def.Pool.CPU.BurstUsec, 0)
 	check("default memory.max", def.Pool.MemoryMax(), "max")
 	check("default query memory.max", def.Query.MemoryMax(), "max")
 	check("default active", def.Active, false)
@@ -323,8 +325,8 @@ func TestPlanCgroupFiles(t *testing.T) {
 func TestWeightMapping(t *testing.T) {
 	tests := []struct {
 		weight    int64
-		cpuWeight uint64
-		shares    uint64
+		cpuWeight int64
+		shares    int64
 	}{
 		{-1, 100, 1024},
 		{0, 1, 10},
@@ -343,13 +345,13 @@ func TestWeightMapping(t *testing.T) {
 			if w != tc.cpuWeight {
 				t.Errorf("CPUWeight(%d) = %d, want %d", tc.weight, w, tc.cpuWeight)
 			}
-			if s := SharesFromWeight(w); s != tc.shares {
-				t.Errorf("SharesFromWeight(%d) = %d, want %d", w, s, tc.shares)
+			if s := cpulimit.SharesFromWeight(w); s != tc.shares {
+				t.Errorf("cpulimit.SharesFromWeight(%d) = %d, want %d", w, s, tc.shares)
 			}
 			// The kernel reads cpu.weight back from shares as
 			// round(shares × 100 / 1024): the round trip is exact.
-			if back := (SharesFromWeight(w)*100 + 512) / 1024; back != w {
-				t.Errorf("weight %d → shares %d → weight %d", w, SharesFromWeight(w), back)
+			if back := (cpulimit.SharesFromWeight(w)*100 + 512) / 1024; back != w {
+				t.Errorf("weight %d → shares %d → weight %d", w, cpulimit.SharesFromWeight(w), back)
 			}
 		})
 	}
@@ -364,9 +366,9 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		act  Activity
 		want string
 	}{
-		{"no CPUs", Node{CPUs: 0, MemoryBytes: 1, PeriodUsec: DefaultPeriodUsec}, Activity{}, "node has 0 vCPU; accepted: a finite number > 0"},
-		{"NaN CPUs", Node{CPUs: math.NaN(), MemoryBytes: 1, PeriodUsec: DefaultPeriodUsec}, Activity{}, "node has NaN vCPU; accepted: a finite number > 0"},
-		{"no memory", Node{CPUs: 1, PeriodUsec: DefaultPeriodUsec}, Activity{}, "node has 0 bytes of memory; accepted: a number > 0"},
+		{"no CPUs", Node{CPUs: 0, MemoryBytes: 1, PeriodUsec: cpulimit.DefaultPeriodUsec}, Activity{}, "node has 0 vCPU; accepted: a finite number > 0"},
+		{"NaN CPUs", Node{CPUs: math.NaN(), MemoryBytes: 1, PeriodUsec: cpulimit.DefaultPeriodUsec}, Activity{}, "node has NaN vCPU; accepted: a finite number > 0"},
+		{"no memory", Node{CPUs: 1, PeriodUsec: cpulimit.DefaultPeriodUsec}, Activity{}, "node has 0 bytes of memory; accepted: a number > 0"},
 		{"short period", Node{CPUs: 1, MemoryBytes: 1, PeriodUsec: 999}, Activity{}, "node period 999 µs; accepted: 1000..1000000 (1 ms..1 s)"},
 		{"unknown active pool", tenCPUs, Activity{Active: []string{"olpa"}}, `active pool: pool "olpa" does not exist; did you mean "olap"?`},
 		{"unknown demand pool", tenCPUs, Activity{DemandCPUs: map[string]float64{"x": 1}}, `demand: pool "x" does not exist`},
@@ -404,7 +406,7 @@ func TestPlanAllocationProperties(t *testing.T) {
 			}
 		}
 		m := mustApply(t, NewModel(), src.String())
-		node := Node{CPUs: 0.5 + rng.Float64()*15.5, MemoryBytes: 1 << 30, PeriodUsec: DefaultPeriodUsec}
+		node := Node{CPUs: 0.5 + rng.Float64()*15.5, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}
 		d, err := Plan(m, node, Activity{DemandCPUs: demand})
 		if err != nil {
 			t.Fatal(err)
@@ -476,7 +478,7 @@ func benchmarkPlan(b *testing.B, pools int) {
 			i, 1+rng.IntN(1000), 1+rng.IntN(100))
 	}
 	m := mustApply(b, NewModel(), src.String())
-	node := Node{CPUs: 64, MemoryBytes: 256 << 30, PeriodUsec: DefaultPeriodUsec}
+	node := Node{CPUs: 64, MemoryBytes: 256 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Plan(m, node, Activity{}); err != nil {

@@ -32,7 +32,7 @@ type Pool struct {
 	// (quota/period); -1 when it is "max".
 	CpuLimitCores float64 `json:"CpuLimitCores"`
 	// CpuWeight is the pool cgroup's cpu.weight (1..10000).
-	CpuWeight uint64 `json:"CpuWeight"`
+	CpuWeight int64 `json:"CpuWeight"`
 	// Dropped pools are gone from the model but still have queries
 	// running; they disappear when the last one ends.
 	Dropped bool `json:"Dropped,omitempty"`

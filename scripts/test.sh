@@ -3,7 +3,7 @@
 # what CI runs (.ci/run). Needs root and Debian's apt for the real-kernel
 # parts (docs/testing.md); it waits up to 5 minutes for another apt's lock.
 #
-#   1. gofmt and go vet
+#   1. gofmt, go vet and a tidy go.mod
 #   2. unit tests
 #   3. real-kernel tests (TestKernel*) against this host's cgroups
 #      (cgroup v1 cpu on the project's hybrid hosts)
@@ -72,13 +72,18 @@ if [ ${#tools[@]} -gt 0 ]; then
 		failed+=("installing ${tools[*]}")
 fi
 
-echo "== gofmt and go vet"
+echo "== gofmt, go vet and go mod tidy"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:" && echo "$unformatted" | sed 's/^/  /'
 	failed+=("gofmt")
 fi
 go vet ./... || failed+=("go vet")
+# go.mod lists what the code imports, direct dependencies as direct.
+if ! untidy=$(go mod tidy -diff); then
+	echo "go mod tidy would change go.mod/go.sum:" && echo "$untidy" | sed 's/^/  /'
+	failed+=("go mod tidy")
+fi
 
 echo "== unit tests"
 go test -count=1 -timeout 5m -skip "$kernel" ./... || failed+=("unit tests")

@@ -5,20 +5,9 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
-
-// QuotaMax is the Group.QuotaUsec of a group without a bandwidth limit, the
-// "max" of cgroup v2 cpu.max ("max 100000").
-const QuotaMax int64 = -1
-
-// DefaultWeight is the weight of a Group whose Weight is 0: cgroup v2's
-// default cpu.weight.
-const DefaultWeight = 100
-
-// MaxWeight is the largest Group.Weight, the upper bound of cgroup v2
-// cpu.weight (1..10000).
-const MaxWeight = 10000
 
 // Host is a node to simulate in the simple host model: CPUs shared by a
 // tree of groups, each with its own bandwidth limit and weight, and tasks
@@ -38,9 +27,9 @@ type Host struct {
 	Tasks []HostTask
 }
 
-// Group is one cgroup with its CPU bandwidth limit, the model of cgroup v2
-// cpu.max ("QUOTA PERIOD"), cpu.max.burst and cpu.weight. A group with
-// children holds no tasks (cgroup v2's "no internal processes" rule).
+// Group is one cgroup with its CPU limit, the model of cgroup v2 cpu.max
+// ("QUOTA PERIOD"), cpu.max.burst and cpu.weight. A group with children
+// holds no tasks (cgroup v2's "no internal processes" rule).
 type Group struct {
 	// Name identifies the group; letters, digits, '_', '.' and '-', not
 	// starting with '.' or '-'; unique within the Host.
@@ -48,32 +37,15 @@ type Group struct {
 	// Parent is the Name of the parent group, or "" for a group directly
 	// under the node. It must name a group earlier in Host.Groups.
 	Parent string
-	// QuotaUsec is the CPU time the group may use per period in
-	// microseconds, or QuotaMax for no limit. The group and every ancestor
-	// must have quota left for one of its threads to run.
-	QuotaUsec int64
-	// PeriodUsec is the bandwidth period in microseconds (cgroup v2's
-	// default is 100000); must be > 0, also for QuotaMax, where it only
-	// sets the length of the reported periods.
-	PeriodUsec int64
-	// BurstUsec is the most unused quota, in microseconds, carried into the
-	// next period (cpu.max.burst); 0 carries nothing; must be 0 for
-	// QuotaMax. Unlike the kernel, which refuses a burst above the quota,
-	// the model accepts any burst >= 0, as the chapter's experiment needs.
-	BurstUsec int64
-	// Weight is the group's share among its runnable siblings when they
-	// want more CPUs than they can get (cpu.weight, 1..MaxWeight); 0 means
-	// DefaultWeight.
-	Weight int
-}
-
-// CPUWeight is the group's effective cpu.weight: Weight, or DefaultWeight
-// when Weight is 0.
-func (g Group) CPUWeight() int {
-	if g.Weight == 0 {
-		return DefaultWeight
-	}
-	return g.Weight
+	// Limit is the group's CPU limit, with these rules of the model:
+	// QuotaUsec is cpulimit.Max for no limit, and the group and every
+	// ancestor must have quota left for one of its threads to run;
+	// PeriodUsec must be > 0, also without a quota, where it only sets
+	// the length of the reported periods; BurstUsec must be 0 without a
+	// quota, and unlike the kernel, which refuses a burst above the quota,
+	// the model accepts any burst >= 0, as the chapter's experiment needs;
+	// Weight is 1..cpulimit.MaxWeight, or 0 for the default.
+	cpulimit.Limit
 }
 
 // HostTask is work that appears at ArriveUsec in Group and is done after it
@@ -238,7 +210,7 @@ func (h Host) Validate() error {
 			periodMax = max(periodMax, g.PeriodUsec/h.TickUsec)
 		}
 		switch {
-		case g.QuotaUsec == QuotaMax:
+		case g.QuotaUsec == cpulimit.Max:
 			if g.BurstUsec != 0 {
 				bad("burst", "burst %s needs a quota (accepted: burst 0 with quota max)", FormatUsec(g.BurstUsec))
 			}
@@ -248,8 +220,8 @@ func (h Host) Validate() error {
 		if g.BurstUsec < 0 || g.BurstUsec%h.TickUsec != 0 {
 			bad("burst", "burst %s is not accepted (accepted: 0 or a positive multiple of the tick %s)", FormatUsec(g.BurstUsec), tick)
 		}
-		if g.Weight < 0 || g.Weight > MaxWeight {
-			bad("weight", "weight %d is out of range (accepted: 1..%d)", g.Weight, MaxWeight)
+		if g.Weight < 0 || g.Weight > cpulimit.MaxWeight {
+			bad("weight", "weight %d is out of range (accepted: 1..%d)", g.Weight, cpulimit.MaxWeight)
 		}
 	}
 

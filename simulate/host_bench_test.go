@@ -3,6 +3,8 @@ package simulate
 import (
 	"fmt"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // benchHost is a busy node: 16 CPUs, 4 pools of 3 query groups each,
@@ -12,9 +14,9 @@ func benchHost() Host {
 	h := Host{CPUs: 16, TickUsec: ms}
 	for p := range 4 {
 		pool := fmt.Sprintf("pool%d", p)
-		h.Groups = append(h.Groups, Group{Name: pool, QuotaUsec: int64(300+100*p) * ms, PeriodUsec: 100 * ms, Weight: 100 * (p + 1)})
+		h.Groups = append(h.Groups, Group{Name: pool, Limit: cpulimit.Limit{QuotaUsec: int64(300+100*p) * ms, PeriodUsec: 100 * ms, Weight: int64(100 * (p + 1))}})
 		for q := range 3 {
-			h.Groups = append(h.Groups, Group{Name: fmt.Sprintf("%s-q%d", pool, q), Parent: pool, QuotaUsec: 150 * ms, PeriodUsec: 100 * ms})
+			h.Groups = append(h.Groups, Group{Name: fmt.Sprintf("%s-q%d", pool, q), Parent: pool, Limit: cpulimit.Limit{QuotaUsec: 150 * ms, PeriodUsec: 100 * ms}})
 		}
 	}
 	for i := range 48 {

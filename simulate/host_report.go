@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -33,7 +34,7 @@ func WriteText(w io.Writer, s *Scenario, run HostRun, periods int) error {
 	fmt.Fprintf(tw, "%s\tcpu.max\tburst\tweight\tusage_usec\tnr_periods\tnr_throttled\tthrottled_usec\tnr_bursts\tburst_usec\t\n", names[0])
 	for i, g := range h.Groups {
 		st := run.Groups[i].Stat
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", names[i+1], cpuMax(g, "/"), FormatUsec(g.BurstUsec), g.CPUWeight(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", names[i+1], cpuMax(g, "/"), FormatUsec(g.BurstUsec), g.EffectiveWeight(),
 			st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec, st.NrBursts, st.BurstUsec)
 	}
 	tw.Flush()
@@ -109,7 +110,7 @@ func groupPaths(h Host) []string {
 // "40ms/100ms" or "max/100ms".
 func cpuMax(g Group, sep string) string {
 	quota := "max"
-	if g.QuotaUsec != QuotaMax {
+	if g.QuotaUsec != cpulimit.Max {
 		quota = FormatUsec(g.QuotaUsec)
 	}
 	return quota + sep + FormatUsec(g.PeriodUsec)
@@ -146,7 +147,7 @@ type jsonGroup struct {
 	QuotaUsec  *int64          `json:"quota_usec"`
 	PeriodUsec int64           `json:"period_usec"`
 	BurstUsec  int64           `json:"burst_usec"`
-	Weight     int             `json:"weight"`
+	Weight     int64           `json:"weight"`
 	CPUStat    observe.CPUStat `json:"cpu_stat"`
 	Periods    []jsonPeriod    `json:"periods"`
 }
@@ -181,8 +182,8 @@ func WriteJSON(w io.Writer, s *Scenario, run HostRun) error {
 		Groups: make([]jsonGroup, len(h.Groups)), Tasks: make([]jsonTask, len(run.Tasks))}
 	for i, g := range h.Groups {
 		jg := jsonGroup{Name: g.Name, Path: paths[i], Parent: g.Parent, PeriodUsec: g.PeriodUsec, BurstUsec: g.BurstUsec,
-			Weight: g.CPUWeight(), CPUStat: run.Groups[i].Stat, Periods: make([]jsonPeriod, len(run.Groups[i].Periods))}
-		if g.QuotaUsec != QuotaMax {
+			Weight: g.EffectiveWeight(), CPUStat: run.Groups[i].Stat, Periods: make([]jsonPeriod, len(run.Groups[i].Periods))}
+		if g.QuotaUsec != cpulimit.Max {
 			jg.QuotaUsec = &g.QuotaUsec
 		}
 		for n, p := range run.Groups[i].Periods {

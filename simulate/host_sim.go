@@ -1,6 +1,10 @@
 package simulate
 
-import "github.com/poolagent/poolagent/observe"
+import (
+	"github.com/poolagent/poolagent/observe"
+
+	"github.com/poolagent/poolagent/cpulimit"
+)
 
 // strideScale is the virtual time one CPU-tick costs a group of weight 1;
 // a group of weight w pays strideScale/w. It is divisible by every weight
@@ -71,11 +75,11 @@ func newHostSim(h Host, opt HostOptions) *hostSim {
 		index[g.Name] = i
 		hg := hostGroup{
 			parent:  -1,
-			limited: g.QuotaUsec != QuotaMax,
+			limited: g.QuotaUsec != cpulimit.Max,
 			quota:   int(g.QuotaUsec / h.TickUsec),
 			period:  int(g.PeriodUsec / h.TickUsec),
 			burst:   int(g.BurstUsec / h.TickUsec),
-			stride:  strideScale / int64(g.CPUWeight()),
+			stride:  strideScale / int64(g.EffectiveWeight()),
 		}
 		if g.Parent != "" {
 			hg.parent = index[g.Parent]

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -18,7 +19,7 @@ func chapterHost(limit Limit, ncpu int, tasks []Task, tickUsec int64) Host {
 	h := Host{
 		CPUs:     ncpu,
 		TickUsec: tickUsec,
-		Groups:   []Group{{Name: "g", QuotaUsec: tick(limit.Quota), PeriodUsec: tick(limit.Period), BurstUsec: tick(limit.Burst)}},
+		Groups:   []Group{{Name: "g", Limit: cpulimit.Limit{QuotaUsec: tick(limit.Quota), PeriodUsec: tick(limit.Period), BurstUsec: tick(limit.Burst)}}},
 	}
 	for _, t := range tasks {
 		h.Tasks = append(h.Tasks, HostTask{Name: t.Name, Group: "g", ArriveUsec: tick(t.Arrive), NeedUsec: tick(t.Need)})
@@ -228,24 +229,24 @@ func TestHostShares(t *testing.T) {
 		{
 			name: "weights 100/300 on 1 CPU share 1/4 and 3/4",
 			host: Host{CPUs: 1, TickUsec: ms,
-				Groups: []Group{{Name: "a", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms, Weight: 100},
-					{Name: "b", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms, Weight: 300}},
+				Groups: []Group{{Name: "a", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms, Weight: 100}},
+					{Name: "b", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms, Weight: 300}}},
 				Tasks: []HostTask{long("ta", "a", 1), long("tb", "b", 1)}},
 			ticks: 400, usage: []int{100, 300},
 		},
 		{
 			name: "weights 100/300 on 4 CPUs with many threads: 1 and 3 CPUs every tick",
 			host: Host{CPUs: 4, TickUsec: ms,
-				Groups: []Group{{Name: "a", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms, Weight: 100},
-					{Name: "b", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms, Weight: 300}},
+				Groups: []Group{{Name: "a", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms, Weight: 100}},
+					{Name: "b", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms, Weight: 300}}},
 				Tasks: []HostTask{long("ta", "a", 8), long("tb", "b", 8)}},
 			ticks: 1, usage: []int{1, 3},
 		},
 		{
 			name: "equal weights, one group wants less: the other takes the rest",
 			host: Host{CPUs: 4, TickUsec: ms,
-				Groups: []Group{{Name: "a", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms},
-					{Name: "b", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms}},
+				Groups: []Group{{Name: "a", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms}},
+					{Name: "b", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms}}},
 				Tasks: []HostTask{long("ta", "a", 1), long("tb", "b", 8)}},
 			ticks: 100, usage: []int{100, 300},
 		},
@@ -254,8 +255,8 @@ func TestHostShares(t *testing.T) {
 			// takes 2 CPUs for 10 ticks, then the other gets all 4.
 			name: "a throttled group's CPUs go to its sibling",
 			host: Host{CPUs: 4, TickUsec: ms,
-				Groups: []Group{{Name: "a", QuotaUsec: 20 * ms, PeriodUsec: 100 * ms},
-					{Name: "b", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms}},
+				Groups: []Group{{Name: "a", Limit: cpulimit.Limit{QuotaUsec: 20 * ms, PeriodUsec: 100 * ms}},
+					{Name: "b", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms}}},
 				Tasks: []HostTask{long("ta", "a", 2), long("tb", "b", 8)}},
 			ticks: 100, usage: []int{20, 380},
 		},
@@ -267,9 +268,9 @@ func TestHostShares(t *testing.T) {
 			// spend their own 40 and are not throttled themselves.
 			name: "pool cap binds before query caps",
 			host: Host{CPUs: 8, TickUsec: ms,
-				Groups: []Group{{Name: "pool", QuotaUsec: 60 * ms, PeriodUsec: 100 * ms},
-					{Name: "q1", Parent: "pool", QuotaUsec: 40 * ms, PeriodUsec: 100 * ms},
-					{Name: "q2", Parent: "pool", QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}},
+				Groups: []Group{{Name: "pool", Limit: cpulimit.Limit{QuotaUsec: 60 * ms, PeriodUsec: 100 * ms}},
+					{Name: "q1", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}},
+					{Name: "q2", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}}},
 				Tasks: []HostTask{{Name: "t1", Group: "q1", NeedUsec: 60 * ms, Threads: 4},
 					{Name: "t2", Group: "q2", NeedUsec: 60 * ms, Threads: 4}}},
 			stat: map[string]observe.CPUStat{
@@ -289,9 +290,9 @@ func TestHostShares(t *testing.T) {
 			// inside the same pool runs on.
 			name: "query cap binds inside a roomy pool",
 			host: Host{CPUs: 8, TickUsec: ms,
-				Groups: []Group{{Name: "pool", QuotaUsec: 400 * ms, PeriodUsec: 100 * ms},
-					{Name: "q1", Parent: "pool", QuotaUsec: 10 * ms, PeriodUsec: 100 * ms},
-					{Name: "q2", Parent: "pool", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms}},
+				Groups: []Group{{Name: "pool", Limit: cpulimit.Limit{QuotaUsec: 400 * ms, PeriodUsec: 100 * ms}},
+					{Name: "q1", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: 10 * ms, PeriodUsec: 100 * ms}},
+					{Name: "q2", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms}}},
 				Tasks: []HostTask{{Name: "t1", Group: "q1", NeedUsec: 30 * ms, Threads: 4},
 					{Name: "t2", Group: "q2", NeedUsec: 40 * ms, Threads: 4}}},
 			stat: map[string]observe.CPUStat{
@@ -308,7 +309,7 @@ func TestHostShares(t *testing.T) {
 			// 10, the rest from 100 to 110; throttled 90 wall ticks.
 			name: "threads spend the quota faster",
 			host: Host{CPUs: 4, TickUsec: ms,
-				Groups: []Group{{Name: "g", QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}},
+				Groups: []Group{{Name: "g", Limit: cpulimit.Limit{QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}}},
 				Tasks:  []HostTask{{Name: "par", Group: "g", NeedUsec: 80 * ms, Threads: 8}}},
 			stat: map[string]observe.CPUStat{
 				"g": {UsageUsec: 80 * ms, UserUsec: 80 * ms, NrPeriods: 2, NrThrottled: 1, ThrottledUsec: 90 * ms},
@@ -356,9 +357,9 @@ func TestHostShares(t *testing.T) {
 func TestHostTrace(t *testing.T) {
 	const ms = 1000
 	h := Host{CPUs: 1, TickUsec: ms,
-		Groups: []Group{{Name: "pool", QuotaUsec: 2 * ms, PeriodUsec: 10 * ms},
-			{Name: "q", Parent: "pool", QuotaUsec: QuotaMax, PeriodUsec: 10 * ms},
-			{Name: "other", QuotaUsec: QuotaMax, PeriodUsec: 10 * ms}},
+		Groups: []Group{{Name: "pool", Limit: cpulimit.Limit{QuotaUsec: 2 * ms, PeriodUsec: 10 * ms}},
+			{Name: "q", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 10 * ms}},
+			{Name: "other", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 10 * ms}}},
 		Tasks: []HostTask{{Name: "tq", Group: "q", ArriveUsec: 2 * ms, NeedUsec: 3 * ms},
 			{Name: "to", Group: "other", ArriveUsec: 3 * ms, NeedUsec: 1 * ms}}}
 	run, err := RunHost(h, HostOptions{TraceTicks: 100})
@@ -400,8 +401,8 @@ func TestHostValidate(t *testing.T) {
 	const ms = 1000
 	valid := func() Host {
 		return Host{CPUs: 2, TickUsec: ms,
-			Groups: []Group{{Name: "pool", QuotaUsec: 40 * ms, PeriodUsec: 100 * ms},
-				{Name: "q", Parent: "pool", QuotaUsec: QuotaMax, PeriodUsec: 100 * ms}},
+			Groups: []Group{{Name: "pool", Limit: cpulimit.Limit{QuotaUsec: 40 * ms, PeriodUsec: 100 * ms}},
+				{Name: "q", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: 100 * ms}}},
 			Tasks: []HostTask{{Name: "t", Group: "q", NeedUsec: 10 * ms}}}
 	}
 	tests := []struct {
@@ -457,7 +458,7 @@ func randomHost(rng *rand.Rand) Host {
 	h := Host{CPUs: 1 + rng.IntN(6), TickUsec: tick}
 	var leaves []string
 	group := func(name, parent string) {
-		g := Group{Name: name, Parent: parent, QuotaUsec: QuotaMax, PeriodUsec: int64(1+rng.IntN(20)) * tick, Weight: 1 + rng.IntN(400)}
+		g := Group{Name: name, Parent: parent, Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: int64(1+rng.IntN(20)) * tick, Weight: int64(1 + rng.IntN(400))}}
 		if rng.IntN(4) > 0 {
 			g.QuotaUsec = int64(1+rng.IntN(30)) * tick
 			g.BurstUsec = int64(rng.IntN(2)*rng.IntN(30)) * tick
@@ -518,7 +519,7 @@ func TestHostInvariants(t *testing.T) {
 			}
 			quota, period := int(g.QuotaUsec/h.TickUsec), int(g.PeriodUsec/h.TickUsec)
 			for _, p := range run.Groups[i].Periods {
-				if g.QuotaUsec == QuotaMax {
+				if g.QuotaUsec == cpulimit.Max {
 					if p.Stalled != 0 || p.Exhausted != -1 || p.Carried != 0 {
 						fail("unlimited group %s has period %+v", g.Name, p)
 					}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -177,11 +178,11 @@ func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
 			parent = index[g.Parent]
 		}
 		quota := float64(g.QuotaUsec)
-		if g.QuotaUsec == QuotaMax {
+		if g.QuotaUsec == cpulimit.Max {
 			quota = 0
 		}
 		in.groups = append(in.groups, kernelGroupSpec{name: g.Name, parent: parent, quotaUsec: quota,
-			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(g.CPUWeight()),
+			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(g.EffectiveWeight()),
 			phaseUsec: float64(p.PeriodPhaseUsec[g.Name])})
 	}
 	for _, t := range h.Tasks {

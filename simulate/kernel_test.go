@@ -4,11 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
 func TestRunKernelHost(t *testing.T) {
-	app := Group{Name: "app", QuotaUsec: 20_000, PeriodUsec: 100_000}
+	app := Group{Name: "app", Limit: cpulimit.Limit{QuotaUsec: 20_000, PeriodUsec: 100_000}}
 	tests := []struct {
 		name string
 		host Host
@@ -24,7 +25,7 @@ func TestRunKernelHost(t *testing.T) {
 			// and 300 (stop). Same 120 ms and 60 ms throttled as the chapter.
 			name: "chapter fixed window",
 			host: Host{CPUs: 1, TickUsec: 1000,
-				Groups: []Group{{Name: "app", QuotaUsec: 40_000, PeriodUsec: 100_000}},
+				Groups: []Group{{Name: "app", Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}}},
 				Tasks:  []HostTask{{Name: "job", Group: "app", NeedUsec: 60_000}}},
 			p:    DefaultKernelParams(),
 			stat: observe.CPUStat{UsageUsec: 60_000, NrPeriods: 3, NrThrottled: 1, ThrottledUsec: 60_000},
@@ -71,7 +72,7 @@ func TestRunKernelHost(t *testing.T) {
 
 func TestRunKernelWindows(t *testing.T) {
 	host := Host{CPUs: 1, TickUsec: 1000,
-		Groups: []Group{{Name: "app", QuotaUsec: 40_000, PeriodUsec: 100_000}},
+		Groups: []Group{{Name: "app", Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}}},
 		Tasks:  []HostTask{{Name: "job", Group: "app", NeedUsec: 60_000}}}
 	p := DefaultKernelParams()
 	p.WindowUsec = 100_000
@@ -95,7 +96,7 @@ func TestRunKernelWindows(t *testing.T) {
 
 func TestRunKernelErrors(t *testing.T) {
 	host := Host{CPUs: 2, TickUsec: 1000,
-		Groups: []Group{{Name: "app", QuotaUsec: 40_000, PeriodUsec: 100_000}},
+		Groups: []Group{{Name: "app", Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}}},
 		Tasks:  []HostTask{{Name: "job", Group: "app", NeedUsec: 60_000}}}
 	tests := []struct {
 		name string

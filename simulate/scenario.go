@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -76,9 +77,6 @@ const (
 	// DefaultTickUsec is the tick without a "tick" line: 1 ms, the
 	// chapter's scale of one tick per millisecond.
 	DefaultTickUsec int64 = 1000
-	// DefaultPeriodUsec is a group's period without "period": cgroup v2's
-	// default cpu.max period of 100 ms.
-	DefaultPeriodUsec int64 = 100_000
 )
 
 // durationHint is what a duration value accepts, for error messages.
@@ -216,7 +214,7 @@ func (p *scenarioParser) group(args []string) {
 		p.fail("group needs a name (e.g. group web quota 40ms period 100ms)")
 		return
 	}
-	g := Group{Name: args[0], QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: DefaultWeight}
+	g := Group{Name: args[0], Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: cpulimit.DefaultPeriodUsec, Weight: cpulimit.DefaultWeight}}
 	p.settings("group", args[1:], map[string]func(string) bool{
 		"quota": func(v string) (ok bool) {
 			if v == "max" {
@@ -227,7 +225,7 @@ func (p *scenarioParser) group(args []string) {
 		},
 		"period": func(v string) (ok bool) { g.PeriodUsec, ok = p.duration("period", v); return ok },
 		"burst":  func(v string) (ok bool) { g.BurstUsec, ok = p.duration("burst", v); return ok },
-		"weight": func(v string) (ok bool) { g.Weight, ok = p.count("weight", v); return ok },
+		"weight": func(v string) (ok bool) { w, ok := p.count("weight", v); g.Weight = int64(w); return ok },
 		"parent": func(v string) bool { g.Parent = v; return true },
 	}, "quota, period, burst, weight, parent")
 	p.h.Groups = append(p.h.Groups, g)

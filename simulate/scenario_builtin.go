@@ -1,6 +1,10 @@
 package simulate
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/poolagent/poolagent/cpulimit"
+)
 
 // BuiltinScenario is the chapter's parallelism experiment, what
 // `poolagent simulate` runs without a scenario file: 8 tasks of 10 ms,
@@ -11,7 +15,7 @@ func BuiltinScenario() *Scenario {
 	h := Host{
 		CPUs:     8,
 		TickUsec: 1000,
-		Groups:   []Group{{Name: "app", QuotaUsec: 40_000, PeriodUsec: 100_000, Weight: DefaultWeight}},
+		Groups:   []Group{{Name: "app", Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000, Weight: cpulimit.DefaultWeight}}},
 	}
 	for i := range 8 {
 		h.Tasks = append(h.Tasks, HostTask{Name: fmt.Sprintf("t%d", i+1), Group: "app", NeedUsec: 10_000, Threads: 1})

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // formatScenario writes h in the scenario format, every setting explicit.
@@ -17,7 +19,7 @@ func formatScenario(h Host) string {
 	fmt.Fprintf(&b, "cpus %d\ntick %s\n", h.CPUs, FormatUsec(h.TickUsec))
 	for _, g := range h.Groups {
 		quota := "max"
-		if g.QuotaUsec != QuotaMax {
+		if g.QuotaUsec != cpulimit.Max {
 			quota = FormatUsec(g.QuotaUsec)
 		}
 		fmt.Fprintf(&b, "group %s quota %s period %s burst %s weight %d", g.Name, quota, FormatUsec(g.PeriodUsec), FormatUsec(g.BurstUsec), g.Weight)

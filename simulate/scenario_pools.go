@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -145,7 +146,7 @@ func (p *scenarioParser) finishPools() {
 			active = append(active, t.Group)
 		}
 	}
-	node := planner.Node{CPUs: float64(p.h.CPUs), MemoryBytes: ScenarioMemoryBytes, PeriodUsec: planner.DefaultPeriodUsec}
+	node := planner.Node{CPUs: float64(p.h.CPUs), MemoryBytes: ScenarioMemoryBytes, PeriodUsec: cpulimit.DefaultPeriodUsec}
 	d, err := planner.Plan(model, node, planner.Activity{Active: active})
 	if err != nil {
 		p.fail("pools: %v", err)
@@ -153,7 +154,7 @@ func (p *scenarioParser) finishPools() {
 	}
 	p.pools.desired = &d
 	for _, ps := range d.Pools {
-		if ps.Name == "default" && !slices.Contains(active, ps.Name) {
+		if ps.Name == planner.DefaultPool && !slices.Contains(active, ps.Name) {
 			continue // always planned; shown only when tasks run in it
 		}
 		p.h.Groups = append(p.h.Groups, p.groupOf(ps.Name, "", ps.Pool))
@@ -161,7 +162,7 @@ func (p *scenarioParser) finishPools() {
 	}
 	for i := range p.h.Tasks {
 		t := &p.h.Tasks[i]
-		ps, ok := poolState(d, t.Group)
+		ps, ok := d.Pool(t.Group)
 		if !ok {
 			continue
 		}
@@ -172,34 +173,6 @@ func (p *scenarioParser) finishPools() {
 	}
 }
 
-func poolState(d planner.Desired, name string) (planner.PoolState, bool) {
-	for _, ps := range d.Pools {
-		if ps.Name == name {
-			return ps, true
-		}
-	}
-	return planner.PoolState{}, false
-}
-
-// CgroupGroup is the group of a planned cgroup c, exact to the µs: its
-// cpu.max (QuotaMax without a quota; DefaultPeriodUsec without a period),
-// cpu.max.burst (0 without a quota) and cpu.weight.
-func CgroupGroup(name, parent string, c planner.Cgroup) Group {
-	g := Group{Name: name, Parent: parent, QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: int(c.CPUWeight)}
-	if cpu := c.Resources.CPU; cpu != nil {
-		if cpu.Period != nil {
-			g.PeriodUsec = int64(*cpu.Period)
-		}
-		if cpu.Quota != nil && *cpu.Quota >= 0 {
-			g.QuotaUsec = *cpu.Quota
-			if cpu.Burst != nil {
-				g.BurstUsec = int64(*cpu.Burst)
-			}
-		}
-	}
-	return g
-}
-
 // groupOf turns a planned cgroup into a scenario group. The simple model
 // counts in ticks, so the planner's µs values are rounded to the tick: a
 // quota to at least one tick, a period to at least one tick; the exact
@@ -207,9 +180,9 @@ func CgroupGroup(name, parent string, c planner.Cgroup) Group {
 func (p *scenarioParser) groupOf(name, parent string, c planner.Cgroup) Group {
 	tick := p.h.TickUsec
 	round := func(v, least int64) int64 { return max(least, (v+tick/2)/tick*tick) }
-	g := CgroupGroup(name, parent, c)
+	g := Group{Name: name, Parent: parent, Limit: c.CPU}
 	g.PeriodUsec = round(g.PeriodUsec, tick)
-	if g.QuotaUsec != QuotaMax {
+	if g.QuotaUsec != cpulimit.Max {
 		g.QuotaUsec = round(g.QuotaUsec, tick)
 	}
 	g.BurstUsec = round(g.BurstUsec, 0)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 func TestScenarioPools(t *testing.T) {
@@ -23,9 +25,9 @@ task q2 group olap need 1s threads 8
 		t.Fatal(err)
 	}
 	want := []Group{
-		{Name: "olap", QuotaUsec: 700_000, PeriodUsec: 100_000, Weight: 100},
-		{Name: "q1", Parent: "olap", QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100},
-		{Name: "q2", Parent: "olap", QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100},
+		{Name: "olap", Limit: cpulimit.Limit{QuotaUsec: 700_000, PeriodUsec: 100_000, Weight: 100}},
+		{Name: "q1", Parent: "olap", Limit: cpulimit.Limit{QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100}},
+		{Name: "q2", Parent: "olap", Limit: cpulimit.Limit{QuotaUsec: 350_000, PeriodUsec: 100_000, Weight: 100}},
 	}
 	if !slices.Equal(s.Host.Groups, want) {
 		t.Errorf("groups = %+v\nwant     %+v", s.Host.Groups, want)
@@ -63,7 +65,7 @@ task td group d need 1s threads 4
 		t.Fatal(err)
 	}
 	quota := map[string]int64{}
-	weight := map[string]int{}
+	weight := map[string]int64{}
 	for _, g := range s.Host.Groups {
 		quota[g.Name], weight[g.Name] = g.QuotaUsec, g.Weight
 	}
@@ -71,8 +73,8 @@ task td group d need 1s threads 4
 		t.Errorf("quota a %d b %d, weight a %d b %d; want 300000, 233000, 200, 100", quota["a"], quota["b"], weight["a"], weight["b"])
 	}
 	for _, ps := range s.Pools.Pools {
-		if ps.Name == "b" && *ps.Pool.Resources.CPU.Quota != 233_333 {
-			t.Errorf("planned quota of b = %d, want 233333", *ps.Pool.Resources.CPU.Quota)
+		if ps.Name == "b" && ps.Pool.CPU.QuotaUsec != 233_333 {
+			t.Errorf("planned quota of b = %d, want 233333", ps.Pool.CPU.QuotaUsec)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // scenarioDir holds the shipped scenarios.
@@ -41,9 +43,9 @@ task b group other arrive 3ms need 0 threads 3
 `
 	want := Host{CPUs: 4, TickUsec: 500,
 		Groups: []Group{
-			{Name: "pool", QuotaUsec: 2_000_000, PeriodUsec: 1_000_000, BurstUsec: 500_000, Weight: 200},
-			{Name: "q", Parent: "pool", QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: DefaultWeight},
-			{Name: "other", QuotaUsec: QuotaMax, PeriodUsec: DefaultPeriodUsec, Weight: DefaultWeight},
+			{Name: "pool", Limit: cpulimit.Limit{QuotaUsec: 2_000_000, PeriodUsec: 1_000_000, BurstUsec: 500_000, Weight: 200}},
+			{Name: "q", Parent: "pool", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: cpulimit.DefaultPeriodUsec, Weight: cpulimit.DefaultWeight}},
+			{Name: "other", Limit: cpulimit.Limit{QuotaUsec: cpulimit.Max, PeriodUsec: cpulimit.DefaultPeriodUsec, Weight: cpulimit.DefaultWeight}},
 		},
 		Tasks: []HostTask{
 			{Name: "a", Group: "q", NeedUsec: 1500, Threads: 1},

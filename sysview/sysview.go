@@ -56,8 +56,10 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []pro
 		}
 		if ps, ok := planned[p.Name]; ok {
 			row.Active = ps.Active
-			row.CpuLimitCores = Cores(ps.Pool)
-			row.CpuWeight = ps.Pool.CPUWeight
+			if ps.Pool.CPU.Limited() {
+				row.CpuLimitCores = ps.Pool.CPU.VCPU()
+			}
+			row.CpuWeight = ps.Pool.CPU.Weight
 		}
 		rows = append(rows, row)
 	}
@@ -86,16 +88,6 @@ func Classifiers(m *planner.Model) []protocol.Classifier {
 			ResourcePool: c.ResourcePool, Action: c.Action})
 	}
 	return rows
-}
-
-// Cores is a cgroup's cpu.max in vCPUs (quota/period); -1 when "max" or
-// unset.
-func Cores(c planner.Cgroup) float64 {
-	cpu := c.Resources.CPU
-	if cpu == nil || cpu.Quota == nil || cpu.Period == nil || *cpu.Quota < 0 || *cpu.Period == 0 {
-		return -1
-	}
-	return float64(*cpu.Quota) / float64(*cpu.Period)
 }
 
 // WriteJSON writes rows as an indented JSON array ([] when empty).

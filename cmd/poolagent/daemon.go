@@ -11,9 +11,9 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
-	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
@@ -47,7 +47,7 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
 			memoryFlag(),
-			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
+			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.DurationFlag{Name: "load-sample", Value: admission.DefaultSampleInterval, Usage: "host CPU load sampling `INTERVAL`"},
 			&cli.DurationFlag{Name: "load-refresh", Value: admission.DefaultRefreshInterval, Usage: "`INTERVAL` between load refreshes: moving average taken, reservations dropped, pools re-planned with observed demand"},
 		},

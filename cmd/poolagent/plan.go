@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -30,7 +31,7 @@ func planCommand() *cli.Command {
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
 			memoryFlag(),
-			&cli.DurationFlag{Name: "period", Value: planner.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
+			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.StringFlag{Name: "active", Usage: "comma-separated `POOLS` with running queries (default: every pool with weight >= 0)"},
 			&cli.StringFlag{Name: "demand", Usage: "observed demand, `POOL=VCPU`[,POOL=VCPU…]: a pool using less than its share is held to it"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
@@ -85,7 +86,7 @@ func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error)
 	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
 	}
-	node := planner.Node{PeriodUsec: uint64(period / time.Microsecond)}
+	node := planner.Node{PeriodUsec: int64(period / time.Microsecond)}
 	origin := nodeOrigin{cpus: "--cpus", memory: "--memory"}
 	if c.IsSet("cpus") {
 		node.CPUs = c.Float64("cpus")
@@ -159,7 +160,7 @@ type planJSON struct {
 	Node struct {
 		CPUs        float64 `json:"cpus"`
 		MemoryBytes int64   `json:"memory_bytes"`
-		PeriodUsec  uint64  `json:"period_usec"`
+		PeriodUsec  int64   `json:"period_usec"`
 	} `json:"node"`
 	Pools       []poolJSON       `json:"pools"`
 	Classifiers []classifierJSON `json:"classifiers"`
@@ -172,8 +173,8 @@ type poolJSON struct {
 	CapCPUs         float64 `json:"cap_cpus"`
 	AllocCPUs       float64 `json:"alloc_cpus"`
 	CPUMax          string  `json:"cpu_max"`
-	CPUWeight       uint64  `json:"cpu_weight"`
-	CPUMaxBurstUsec uint64  `json:"cpu_max_burst_usec"`
+	CPUWeight       int64   `json:"cpu_weight"`
+	CPUMaxBurstUsec int64   `json:"cpu_max_burst_usec"`
 	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
 	QueryCPUMax     string  `json:"query_cpu_max"`
 	QueryMemoryMax  any     `json:"query_memory_max"` // bytes, or "max"
@@ -190,8 +191,8 @@ type classifierJSON struct {
 
 // memoryJSON is a memory.max value for JSON: a number of bytes, or "max".
 func memoryJSON(c planner.Cgroup) any {
-	if v, err := strconv.ParseInt(c.MemoryMax(), 10, 64); err == nil {
-		return v
+	if c.MemoryBytes >= 0 {
+		return c.MemoryBytes
 	}
 	return "max"
 }
@@ -203,8 +204,8 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	for _, p := range d.Pools {
 		out.Pools = append(out.Pools, poolJSON{
 			Name: p.Name, Active: p.Active, Weight: p.Weight, CapCPUs: p.CapCPUs, AllocCPUs: p.AllocCPUs,
-			CPUMax: p.Pool.CPUMax(), CPUWeight: p.Pool.CPUWeight, CPUMaxBurstUsec: p.Pool.BurstUsec(),
-			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
+			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
+			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPU.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
 		})
 	}
 	out.Classifiers = make([]classifierJSON, 0, len(classifiers))
@@ -229,7 +230,7 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
 			p.Name, active, p.Weight, formatCPUs(p.CapCPUs), formatCPUs(p.AllocCPUs),
-			p.Pool.CPUMax(), p.Pool.CPUWeight, p.Pool.BurstUsec(), p.Query.CPUMax(),
+			p.Pool.CPU.CPUMax(), p.Pool.CPU.Weight, p.Pool.CPU.BurstUsec, p.Query.CPU.CPUMax(),
 			p.Pool.MemoryMax(), p.Query.MemoryMax())
 	}
 	if err := tw.Flush(); err != nil {

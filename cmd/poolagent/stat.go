@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -110,30 +108,11 @@ func statTree(root, cpuacctRoot string) (observe.Tree, error) {
 	}
 	tree := observe.Tree{Version: v, Root: root, CPUAcctRoot: cpuacctRoot}
 	if v == observe.V1 && cpuacctRoot == "" && detectErr == nil {
-		tree.CPUAcctRoot = cpuacctTwin(mounts, root)
+		// Without a twin (no cpuacct, or a root outside the cpu
+		// hierarchy: a copy, a fixture) usage is shown as unknown.
+		tree.CPUAcctRoot = mounts.Twin(cgroupfs.HierCPUAcct, root)
 	}
 	return tree, nil
-}
-
-// cpuacctTwin returns root's counterpart in the v1 cpuacct hierarchy (root
-// itself where cpu and cpuacct are mounted together), or "" when there is
-// none: no cpuacct mounted, or root outside the cpu hierarchy (a copy, a
-// fixture), whose usage is then shown as unknown.
-func cpuacctTwin(mounts cgroupfs.Mounts, root string) string {
-	cpuDir, v2, err := mounts.Controller("cpu")
-	acctDir, ok := mounts.V1[cgroupfs.HierCPUAcct]
-	if err != nil || v2 || !ok {
-		return ""
-	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return ""
-	}
-	rel, err := filepath.Rel(cpuDir, abs)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return ""
-	}
-	return filepath.Join(acctDir, rel)
 }
 
 // statJSON is `poolagent stat --format json` without --watch.
