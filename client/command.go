@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/poolagent/poolagent/internal/version"
 	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
 )
@@ -46,6 +47,7 @@ const (
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
 		"   --stats FORMAT        after CMD, print the query's statistics to stderr as FORMAT text or json\n" +
 		"   --socket PATH         the daemon's socket PATH (default: " + protocol.DefaultSocket + ")\n" +
+		"   --version             print the version and exit\n" +
 		"   --help, -h            show this help"
 )
 
@@ -69,12 +71,16 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	fs.StringVar(&pool, "p", "", "")
 	fs.StringVar(&format, "stats", "", "")
 	fs.StringVar(&socket, "socket", protocol.DefaultSocket, "")
+	showVersion := fs.Bool("version", false, "")
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
 		return 0
 	case err != nil:
 		return usageErr("%v", err)
+	case *showVersion:
+		fmt.Fprintf(stdout, "%s version %s\n", prog, version.Current())
+		return 0
 	}
 	if format != "" && format != "text" && format != "json" {
 		fmt.Fprintf(stderr, "%s: --stats %q is not accepted (accepted: text, json)\n", prog, format)

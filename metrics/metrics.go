@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/poolagent/poolagent/internal/version"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -89,6 +90,10 @@ type Collector struct {
 	usage, periods, throttledPeriods, throttled  *prometheus.Desc
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
+
+	// cAdvisor's names for the same cpu.stat counters, so its dashboards
+	// and alerts (kubernetes-mixin's CPUThrottlingHigh) work on pools.
+	cadvisorUsage, cadvisorPeriods, cadvisorThrottledPeriods, cadvisorThrottled *prometheus.Desc
 }
 
 // NewCollector builds the metric descriptors once; every scrape reads src.
@@ -97,6 +102,7 @@ func NewCollector(src Source) *Collector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("poolagent_"+name, help, labels, nil)
 	}
+	c := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, cadvisorLabels, nil) }
 	return &Collector{
 		src: src,
 
@@ -126,8 +132,18 @@ func NewCollector(src Source) *Collector {
 			"Time in which at least one of the pool's runnable threads waited for a CPU, throttling included (cpu.pressure some total).", pool),
 		pressureFull: d("pool_cpu_pressure_full_seconds_total",
 			"Time in which all of the pool's non-idle threads waited for a CPU at once (cpu.pressure full total).", pool),
+
+		cadvisorUsage:            c("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds (cAdvisor's name; the pool's usage_usec)."),
+		cadvisorPeriods:          c("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals (cAdvisor's name; the pool's nr_periods)."),
+		cadvisorThrottledPeriods: c("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals (cAdvisor's name; the pool's nr_throttled)."),
+		cadvisorThrottled:        c("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled (cAdvisor's name; the pool's throttled_usec)."),
 	}
 }
+
+// cadvisorLabels are the labels of the cAdvisor-named series: container is
+// the pool's name (what cAdvisor's dashboards and alerts group by, and
+// filter on with container!=""), pool the same name as on poolagent's own.
+var cadvisorLabels = []string{"container", "pool"}
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -139,6 +155,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
+		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
 	} {
 		ch <- d
 	}
@@ -190,6 +207,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.bursts, float64(st.NrBursts), p.Name)
 			counter(c.burst, seconds(st.BurstUsec), p.Name)
 			counter(c.predictedThrottled, seconds(p.PredictedThrottledUsec), p.Name)
+			counter(c.cadvisorUsage, seconds(st.UsageUsec), p.Name, p.Name)
+			counter(c.cadvisorPeriods, float64(st.NrPeriods), p.Name, p.Name)
+			counter(c.cadvisorThrottledPeriods, float64(st.NrThrottled), p.Name, p.Name)
+			counter(c.cadvisorThrottled, seconds(st.ThrottledUsec), p.Name, p.Name)
 		}
 		if ps := p.Pressure; ps != nil {
 			counter(c.pressureSome, seconds(ps.Some.TotalUsec), p.Name)
@@ -202,3 +223,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // seconds converts microseconds to seconds.
 func seconds(usec uint64) float64 { return float64(usec) / 1e6 }
+
+// NewBuildInfo is the collector of poolagent_build_info, a gauge of 1 whose
+// labels say which build serves the metrics, as Prometheus' own
+// prometheus_build_info does.
+func NewBuildInfo(info version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "poolagent_build_info",
+		Help: "A metric with a constant '1' value labeled by version, revision and goversion of the poolagent binary.",
+		ConstLabels: prometheus.Labels{
+			"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
+}

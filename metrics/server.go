@@ -8,15 +8,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/poolagent/poolagent/internal/version"
 )
 
-// Handler serves the Prometheus text exposition of src at /metrics. Only
-// poolagent's own metrics are exposed (no Go runtime or process metrics), so
-// the output is exactly what docs/metrics.md lists.
+// Handler serves the Prometheus text exposition of src at /metrics:
+// poolagent's own metrics (docs/metrics.md), poolagent_build_info, and the
+// client library's standard Go runtime (go_*) and process (process_*)
+// collectors that every Go exporter has.
 func Handler(src Source) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(src))
+	reg.MustRegister(NewCollector(src), NewBuildInfo(version.Current()),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.HTTPErrorOnError,

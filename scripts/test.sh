@@ -61,11 +61,14 @@ failed=()
 # checks the unit (systemd/unit_test.go), curl scrapes the metrics
 # endpoint as an operator would (metrics/metrics_test.go), chromium
 # renders compare's HTML report for a screenshot
-# (compare/html_browser_test.go). Only what is missing is installed.
+# (compare/html_browser_test.go), promtool (package prometheus) checks the
+# exposition and the rules in monitoring/ (metrics/promtool_test.go). Only
+# what is missing is installed.
 tools=()
 command -v systemd-analyze >/dev/null || tools+=(systemd)
 command -v curl >/dev/null || tools+=(curl)
 command -v chromium >/dev/null || tools+=(chromium)
+command -v promtool >/dev/null || tools+=(prometheus)
 if [ ${#tools[@]} -gt 0 ]; then
 	echo "== installing ${tools[*]}"
 	aptget update -qq && aptget install -y -qq --no-install-recommends "${tools[@]}" >/dev/null ||

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/poolagent/poolagent/internal/version"
 )
 
 // envAsMain makes the test binary run main instead of the tests, so that
@@ -39,13 +41,14 @@ func TestSlimDependencies(t *testing.T) {
 		case pkg == "github.com/poolagent/poolagent/cmd/poolagent-run",
 			pkg == "github.com/poolagent/poolagent/client",
 			pkg == "github.com/poolagent/poolagent/protocol",
+			pkg == "github.com/poolagent/poolagent/internal/version",
 			pkg == "golang.org/x/sys" || strings.HasPrefix(pkg, "golang.org/x/sys/"):
 		default:
 			offenders = append(offenders, pkg)
 		}
 	}
 	if len(offenders) > 0 {
-		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/{client,protocol} may be linked", strings.Join(offenders, ", "))
+		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/{client,protocol,internal/version} may be linked", strings.Join(offenders, ", "))
 	}
 }
 
@@ -86,5 +89,17 @@ func TestWithoutDaemon(t *testing.T) {
 				t.Fatalf("status %d, stderr %q, stdout %q; want %d, %q", status, stderr.String(), stdout.String(), tt.status, tt.stderr)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "--version")
+	cmd.Env = append(os.Environ(), envAsMain+"=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("poolagent-run --version: %v", err)
+	}
+	if want := "poolagent-run version " + version.Current().String() + "\n"; string(out) != want {
+		t.Errorf("poolagent-run --version printed %q, want %q", out, want)
 	}
 }

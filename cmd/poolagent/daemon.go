@@ -69,7 +69,7 @@ func runDaemon(c *cli.Context) error {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
 	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}
 	if dir := c.String("state-dir"); dir != "" {
 		store, err := state.Open(dir)

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/internal/version"
 )
 
 func main() {
@@ -22,6 +24,7 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:                 "poolagent",
 		Usage:                "resource pools for Linux hosts, enforced with cgroup CPU bandwidth control",
+		Version:              version.Current().String(),
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			simulateCommand(),

@@ -1,0 +1,60 @@
+// Package version says which build of poolagent is running, from what the
+// Go toolchain records in every binary (runtime/debug.ReadBuildInfo): the
+// module version, the VCS revision it was built from and the Go release.
+// It links only the standard library, so the slim client can use it.
+package version
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Info is one build's identity.
+type Info struct {
+	// Version is the main module's version: a tag such as "v1.2.0" when
+	// installed with `go install …@version`, "(devel)" for a build from a
+	// checkout.
+	Version string
+	// Revision is the VCS commit the binary was built from, "" when the
+	// build recorded none (go run, go test, a build outside a checkout).
+	Revision string
+	// Modified is true when the checkout had uncommitted changes.
+	Modified bool
+	// GoVersion is the Go release that built the binary, e.g. "go1.26.8".
+	GoVersion string
+}
+
+// Current returns the running binary's Info.
+func Current() Info {
+	info := Info{Version: "(devel)", GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return info
+	}
+	if v := bi.Main.Version; v != "" {
+		info.Version = v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			info.Revision = s.Value
+		case "vcs.modified":
+			info.Modified = s.Value == "true"
+		}
+	}
+	return info
+}
+
+// String renders i for --version: "(devel), revision 0123abc (modified),
+// go1.26.8".
+func (i Info) String() string {
+	s := i.Version
+	if i.Revision != "" {
+		s += ", revision " + i.Revision
+		if i.Modified {
+			s += " (modified)"
+		}
+	}
+	return fmt.Sprintf("%s, %s", s, i.GoVersion)
+}
