@@ -215,8 +215,12 @@ func (c *client) drawProgress(q protocol.Reply, arrived time.Time) {
 	if name == "" {
 		name = "poolagent"
 	}
-	fmt.Fprintf(c.opts.Progress, "\r\033[K%s: queued in pool %s, position %d, waited %s",
-		name, q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond))
+	why := ""
+	if q.Wait != nil {
+		why = ": " + q.Wait.String()
+	}
+	fmt.Fprintf(c.opts.Progress, "\r\033[K%s: queued in pool %s, position %d, waited %s%s",
+		name, q.Pool, q.Position, time.Since(arrived).Truncate(100*time.Millisecond), why)
 }
 
 func (c *client) clearProgress(q protocol.Reply) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // registry is the daemon's admission state: the admission backend, the
@@ -51,9 +52,11 @@ type submission struct {
 	id      admission.QueryID
 	started bool
 	// wait receives the queued query's event; position is its place in
-	// the queue and cancelAfter its pool's queue-wait deadline (0: none).
+	// the queue, why why it waits, and cancelAfter its pool's queue-wait
+	// deadline (0: none).
 	wait        <-chan admission.Event
 	position    int
+	why         protocol.Wait
 	cancelAfter time.Duration
 }
 
@@ -69,7 +72,8 @@ func (r *registry) submit(pool string, now time.Time) (submission, error) {
 	if !started {
 		wait := make(chan admission.Event, 1)
 		r.waiters[id] = wait
-		sub.wait, sub.position = wait, r.backend.Position(id)
+		sub.wait = wait
+		sub.position, sub.why = r.whyLocked(id, r.poolsLocked()[pool])
 		if l, ok := r.backend.PoolLimits(pool); ok {
 			sub.cancelAfter = l.CancelAfter
 		}
@@ -139,10 +143,31 @@ func (r *registry) adopt(pool string) admission.QueryID {
 	return r.backend.Adopt(pool, time.Now())
 }
 
-func (r *registry) position(id admission.QueryID) int {
+// queued returns a queued query's place in its pool's queue and why it
+// waits; position 0 once it is not queued.
+func (r *registry) queued(id admission.QueryID, pool string) (position int, why protocol.Wait) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.backend.Position(id)
+	return r.whyLocked(id, r.poolsLocked()[pool])
+}
+
+// poolsLocked returns every pool's admission state by name; r.mu is held.
+func (r *registry) poolsLocked() map[string]admission.PoolStats {
+	all := r.backend.Pools()
+	out := make(map[string]admission.PoolStats, len(all))
+	for _, p := range all {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// whyLocked is queued for a pool's state read already; r.mu is held.
+func (r *registry) whyLocked(id admission.QueryID, pool admission.PoolStats) (int, protocol.Wait) {
+	position := r.backend.Position(id)
+	if position == 0 {
+		return 0, protocol.Wait{}
+	}
+	return position, admission.WhyWaiting(position, pool, r.backend.Load())
 }
 
 func (r *registry) pools() []admission.PoolStats {
@@ -187,10 +212,11 @@ func (r *registry) update(se *session, change func(*tracked)) {
 }
 
 // submitted returns the registered queries that were submitted, each with
-// its queue position (0 once admitted).
+// its queue position (0 once admitted) and why it waits.
 func (r *registry) submitted() []tracked {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	pools := r.poolsLocked()
 	var all []tracked
 	for _, t := range r.sessions {
 		if t.qid == 0 {
@@ -198,7 +224,7 @@ func (r *registry) submitted() []tracked {
 		}
 		c := *t
 		if c.name == "" {
-			c.position = r.backend.Position(t.qid)
+			c.position, c.why = r.whyLocked(t.qid, pools[t.pool])
 		}
 		all = append(all, c)
 	}

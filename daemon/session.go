@@ -173,7 +173,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 func (se *session) admit(ctx context.Context, pool string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
 	s := se.s
 	sub, err := s.reg.submit(pool, arrived)
-	qid, position := sub.id, sub.position
+	qid, position, why := sub.id, sub.position, sub.why
 	if err != nil {
 		s.decided(se, pool, 0, "rejected", 0, err)
 		se.fail(errorCode(err), err)
@@ -189,7 +189,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
 		defer deadline.Stop()
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position})
+	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
 	var tick <-chan time.Time
 	if progress {
 		t := time.NewTicker(s.cfg.Progress)
@@ -208,10 +208,10 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 			s.rp.started(pool)
 			return qid, ev.QueuedFor, true
 		case <-tick:
-			p := s.reg.position(qid)
-			if p != position && p > 0 {
-				position = p
-				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p})
+			p, w := s.reg.queued(qid, pool)
+			if p > 0 && (p != position || w != why) {
+				position, why = p, w
+				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p, Wait: &w})
 			}
 		case _, open := <-se.msgs:
 			if !open {

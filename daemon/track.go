@@ -27,8 +27,10 @@ type tracked struct {
 	admitted  time.Time
 	queuedFor time.Duration
 	cpuLimit  float64
-	// position is the queue position while queued (registry.submitted).
+	// position is the queue position while queued and why why it waits
+	// (registry.submitted).
 	position int
+	why      protocol.Wait
 }
 
 // decided records an admission decision about session se's query in pool
@@ -91,6 +93,10 @@ func (s *Server) queryRows() []protocol.Query {
 		}
 		if t.name == "" {
 			r.QueuePosition = t.position
+			if t.position > 0 {
+				why := t.why
+				r.Wait = &why
+			}
 			r.State, r.QueuedTimeUs = protocol.StateQueued, now.Sub(t.arrived).Microseconds()
 		} else {
 			owned[[2]string{t.pool, t.name}] = true

@@ -30,9 +30,9 @@ const (
 
 // Daemon replies.
 const (
-	// ReplyQueued: the query waits; Position is its place in the queue.
-	// Sent on arrival and, when Progress was asked for, whenever the
-	// position changes.
+	// ReplyQueued: the query waits; Position is its place in the queue
+	// and Wait says why. Sent on arrival and, when Progress was asked for,
+	// whenever the position or the reason changes.
 	ReplyQueued = "queued"
 	// ReplyAdmitted: the query holds a slot in its pool; the client starts
 	// its process and names it with OpStart, and only then does the daemon
@@ -95,7 +95,8 @@ type Request struct {
 	Op string `json:"op"`
 	// Pool is the pool the caller names (OpRun); empty: classify.
 	Pool string `json:"pool,omitempty"`
-	// Progress asks for a ReplyQueued on every change of position (OpRun).
+	// Progress asks for a ReplyQueued on every change of position or of
+	// the reason for waiting (OpRun).
 	Progress bool `json:"progress,omitempty"`
 	// App is the application name classifiers match with HAS_APP_NAME
 	// (OpRun): the base name of the command's executable, symbolic links
@@ -121,9 +122,11 @@ type Reply struct {
 	// CPULimit is the query's CPU cap in vCPUs (its cpu.max quota over
 	// period); 0 when the query is not capped.
 	CPULimit float64 `json:"cpu_limit,omitempty"`
-	Error    string  `json:"error,omitempty"`
-	Code     string  `json:"code,omitempty"`
-	Stats    *Stats  `json:"stats,omitempty"`
+	// Wait says why a queued query is not running (ReplyQueued).
+	Wait  *Wait  `json:"wait,omitempty"`
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+	Stats *Stats `json:"stats,omitempty"`
 }
 
 // Stats is what a finished query reports: YDB's plan statistics

@@ -72,9 +72,11 @@ type Query struct {
 	Classifier string `json:"Classifier,omitempty"`
 	State      string `json:"State"`
 	// QueuePosition counts from 1 while QUEUED; 0 once running.
-	QueuePosition int    `json:"QueuePosition,omitempty"`
-	User          string `json:"User"`
-	Uid           uint32 `json:"Uid"`
+	QueuePosition int `json:"QueuePosition,omitempty"`
+	// Wait says why a QUEUED query is not running; nil once running.
+	Wait *Wait  `json:"Wait,omitempty"`
+	User string `json:"User"`
+	Uid  uint32 `json:"Uid"`
 	// ClientPid is the `poolagent run` process that asked for the query.
 	ClientPid int `json:"ClientPid"`
 	// QueuedTimeUs is the time spent queued: so far while QUEUED, in total

@@ -129,7 +129,7 @@ func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
 // WriteQueries writes the queries view as a table, times in seconds.
 func WriteQueries(w io.Writer, rows []protocol.Query) error {
 	t := newTable(w, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
-		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled")
+		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "Waiting")
 	for _, r := range rows {
 		pos, user, pid := "", r.User, strconv.Itoa(r.ClientPid)
 		if r.QueuePosition > 0 {
@@ -140,13 +140,16 @@ func WriteQueries(w io.Writer, rows []protocol.Query) error {
 		} else if user == "" {
 			user = strconv.FormatUint(uint64(r.Uid), 10)
 		}
-		running, limit := usec(r.RunningTimeUs), cores(r.CpuLimitCores)
+		running, limit, why := usec(r.RunningTimeUs), cores(r.CpuLimitCores), ""
+		if r.Wait != nil {
+			why = r.Wait.String()
+		}
 		if r.State == protocol.StateQueued {
 			running, limit = "-", "-"
 		}
 		t.row(r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
 			usec(r.QueuedTimeUs), running, limit,
-			usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec)))
+			usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec)), why)
 	}
 	return t.flush()
 }

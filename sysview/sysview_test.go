@@ -50,7 +50,11 @@ var queries = []protocol.Query{
 		QueuedTimeUs: 1_500_000, RunningTimeUs: 12_345_678, CpuLimitCores: 3.5,
 		UsageUsec: 30_000_000, NrPeriods: 120, NrThrottled: 40, ThrottledUsec: 2_000_000},
 	{QueryId: "qt8k2a-9", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateQueued, QueuePosition: 1, User: "bob", Uid: 1002, ClientPid: 4300,
-		QueuedTimeUs: 800_000, CpuLimitCores: 3.5},
+		QueuedTimeUs: 800_000, CpuLimitCores: 3.5, Wait: &protocol.Wait{Reason: protocol.WaitLoad, HeadReason: protocol.WaitLoad,
+			Running: 1, Limit: 10, LoadPercent: 72, ReservedPercent: 10, ThresholdPercent: 80}},
+	{QueryId: "qt8k2a-12", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateQueued, QueuePosition: 2, User: "carol", Uid: 1003, ClientPid: 4310,
+		QueuedTimeUs: 300_000, CpuLimitCores: 3.5, Wait: &protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitLoad,
+			Running: 1, Limit: 10, LoadPercent: 72, ReservedPercent: 10, ThresholdPercent: 80}},
 	{QueryId: "qt8k00-3", ResourcePoolId: "default", State: protocol.StateRunning, Adopted: true, RunningTimeUs: 60_000_000, CpuLimitCores: -1, UsageUsec: 59_000_000},
 }
 
