@@ -26,6 +26,7 @@ import (
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -139,11 +140,12 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	if _, err := os.Stat(root); err == nil {
 		return res, fmt.Errorf("pool root %s exists; compare creates its own root and removes it afterwards: give a path that does not exist", root)
 	}
-	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
+	h, err := pooltree.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {
 		return res, err
 	}
-	defer tree.Close()
+	defer h.Close()
+	tree := h.Writer()
 
 	var workers []*worker
 	created := false
@@ -167,7 +169,7 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 		}
 	}
 	created = true
-	if _, err := tree.Reconcile(l.Desired); err != nil {
+	if err := h.Apply(l.Desired); err != nil {
 		return res, fmt.Errorf("apply pools: %w", err)
 	}
 	if err := favour(tree, v2); err != nil {
@@ -175,13 +177,13 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	}
 	for _, w := range workers {
 		ps, _ := l.Desired.Pool(l.PoolOf[w.task])
-		if err := tree.PlaceQuery(ps, w.task, w.cmd.Process.Pid); err != nil {
+		if err := h.PlaceQuery(ps, w.task, w.cmd.Process.Pid); err != nil {
 			return res, fmt.Errorf("place worker of %s: %w", w.task, err)
 		}
 	}
 	lastWrite := monotonic()
 
-	ot := tree.Observe()
+	ot := h.Reader()
 	boundaries, err := watchBoundaries(ctx, ot, l, lastWrite)
 	if err != nil {
 		return res, err

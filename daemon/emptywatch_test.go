@@ -6,49 +6,6 @@ import (
 	"time"
 )
 
-// TestKernelNotifyEmpty: on cgroup v2 the kernel tells the daemon that a
-// query cgroup emptied (cgroup.events), so waitEmpty need not poll for
-// it; the notice comes once the query's last process has exited.
-func TestKernelNotifyEmpty(t *testing.T) {
-	d, cg := kernelDaemon(t, v2Only, Config{}, olapPool(1, 0, ""), rootIdentity)
-	ps, ok := d.srv.rp.poolState("olap")
-	if !ok {
-		t.Fatal("no pool olap in the daemon's plan")
-	}
-	held := startHeld(t)
-	const query = "qnotify-1"
-	if err := cg.PlaceQuery(ps, query, held.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cg.RemoveQuery("olap", query) })
-
-	wake := make(chan struct{}, 1)
-	stop, err := cg.NotifyEmpty("olap", query, wake)
-	if err != nil {
-		t.Fatalf("NotifyEmpty on cgroup v2: %v", err)
-	}
-	defer stop()
-	// The kernel delays a notice that comes within 10 ms of the file's
-	// last one (CGROUP_FILE_NOTIFY_MIN_INTV), so the notice of the
-	// placement may still arrive: let it, and drop it.
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-wake:
-	default:
-	}
-	if err := held.end(); err != nil {
-		t.Fatalf("query process: %v", err)
-	}
-	select {
-	case <-wake:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notice within 10 s of the query's last process exiting")
-	}
-	if busy, err := cg.Populated("olap", query); err != nil || busy {
-		t.Errorf("after the notice: populated %v, %v; want empty", busy, err)
-	}
-}
-
 // TestWaitEmptyWatchesFirst: waitEmpty registers for the kernel's notice
 // before it first looks at the cgroup (so no change falls in between),
 // wakes on the notice, and deregisters when it returns.

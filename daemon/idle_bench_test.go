@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/pooltree"
 )
 
 // BenchmarkIdleQueries: what long queries cost the daemon while they run.
@@ -29,7 +31,7 @@ func BenchmarkIdleQueries(b *testing.B) {
 	for _, mode := range []string{"notice", "poll"} {
 		b.Run(mode, func(b *testing.B) {
 			root := h.NewRoot(b, v2Only)
-			host, err := OpenHostCgroups(h.Mounts, root.Path)
+			host, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

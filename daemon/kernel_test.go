@@ -19,9 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -39,11 +41,11 @@ var v2Only = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
 var rootIdentity = fixedUsers{UID: 0, GID: 0, User: "root", Groups: []string{"root"}}
 
 // kernelDaemon serves pools over real cgroups below a fresh test root.
-func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *HostCgroups) {
+func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *pooltree.Handle) {
 	t.Helper()
 	h := kerneltest.Require(t, need)
 	root := h.NewRoot(t, need)
-	cg, err := OpenHostCgroups(h.Mounts, root.Path)
+	cg, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, 
 	return startDaemon(t, cfg, policyOf(t, pools), cg, users), cg
 }
 
-func queriesLeft(t *testing.T, cg *HostCgroups) func() int {
+func queriesLeft(t *testing.T, cg *pooltree.Handle) func() int {
 	return func() int {
 		qs, err := cg.Queries()
 		if err != nil {
@@ -225,7 +227,7 @@ func TestKernelLoad(t *testing.T) {
 func TestKernelCPUThresholdBusyHost(t *testing.T) {
 	h := kerneltest.Require(t, bothModes)
 	root := h.NewRoot(t, bothModes)
-	cg, err := OpenHostCgroups(h.Mounts, root.Path)
+	cg, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +335,11 @@ func observeCPUs(t *testing.T) int {
 
 // poolQuotaUsec reads a pool cgroup's CPU quota: v1 cpu.cfs_quota_us, v2
 // the first field of cpu.max; -1 for "max".
-func poolQuotaUsec(t *testing.T, cg *HostCgroups, pool string) int64 {
+func poolQuotaUsec(t *testing.T, cg *pooltree.Handle, pool string) int64 {
 	t.Helper()
-	file := filepath.Join(cg.stats.Root, pool, "cpu.cfs_quota_us")
-	if cg.stats.Version == observe.V2 {
-		file = filepath.Join(cg.stats.Root, pool, "cpu.max")
+	file := filepath.Join(cg.Reader().Root, pool, "cpu.cfs_quota_us")
+	if cg.Reader().Version == observe.V2 {
+		file = filepath.Join(cg.Reader().Root, pool, "cpu.max")
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 )
 
 // Cgroups is the cgroup work the daemon needs. The production
-// implementation ([HostCgroups]) writes through package cgroupfs and reads
-// through package observe; tests may use a fake. Pool and query names are
+// implementation, *pooltree.Handle, writes through package cgroupfs and
+// reads through package observe; tests may use a fake. Pool and query names are
 // plain names, never paths. A query cgroup that no longer exists (its pool
 // was dropped and its processes moved to default) reads as empty.
 type Cgroups interface {
@@ -49,6 +49,16 @@ type Cgroups interface {
 	// PoolStats reads the counters of the named pools' cgroups: CPU
 	// accounting and, where the kernel keeps it, CPU pressure.
 	PoolStats(pools []string) (map[string]observe.Sample, error)
+}
+
+// emptyNotifier is a Cgroups that can say when a query cgroup may have
+// emptied, so the daemon need not poll it: *pooltree.Handle on cgroup v2.
+type emptyNotifier interface {
+	// NotifyEmpty sends on wake, without blocking, whenever the query
+	// cgroup <pool>/<query> may have changed from populated to empty,
+	// until stop is called. An error means no notice will come (the
+	// caller polls).
+	NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error)
 }
 
 // LoadSource measures the host's CPU load: the busy fraction (0..1) of
@@ -102,7 +112,7 @@ type Config struct {
 //   - replanner: dividing the CPU among the pools and applying it;
 //   - registry: the admission backend and the queries of connected
 //     clients;
-//   - the cgroups (Cgroups; HostCgroups serialises its writes).
+//   - the cgroups (Cgroups; pooltree.Handle serialises its writes).
 //
 // Lock order: ops → plan → state → cgroups, that is changes.mu, then
 // replanner.mu, then registry.mu, then the Cgroups' own lock. A part holding

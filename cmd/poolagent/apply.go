@@ -10,6 +10,7 @@ import (
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/pooltree"
 )
 
 // applyCommand is `poolagent apply`: make the cgroup tree match a pool
@@ -54,11 +55,9 @@ func runApply(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	root := c.String("root")
-	if root == "" {
-		if root, err = mounts.DefaultRoot(); err != nil {
-			return fmt.Errorf("find the pool root (give --root): %w", err)
-		}
+	root, err := pooltree.Root(mounts, c.String("root"))
+	if err != nil {
+		return err
 	}
 	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
@@ -108,12 +109,10 @@ func runDaemon(c *cli.Context) error {
 		log.Info("delegated cgroup", "unit", layout.Unit, "agent", layout.Agent)
 		root = layout.PoolRoot
 	}
-	if root == "" {
-		if root, err = mounts.DefaultRoot(); err != nil {
-			return fmt.Errorf("find the pool root (give --root): %w", err)
-		}
+	if root, err = pooltree.Root(mounts, root); err != nil {
+		return err
 	}
-	cg, err := daemon.OpenHostCgroups(mounts, root)
+	cg, err := pooltree.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {
 		return fmt.Errorf("--root: %w", err)
 	}

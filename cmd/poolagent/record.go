@@ -15,6 +15,7 @@ import (
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/compare"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/pooltree"
 )
 
 // recordCommand is `poolagent record`: sample one pool's counters and
@@ -43,7 +44,7 @@ func recordCommand() *cli.Command {
 
 func runRecord(c *cli.Context) error {
 	pool, out := c.String("pool"), c.String("output")
-	tree, err := statTree(c.String("root"), c.String("cpuacct-root"))
+	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
 	if err != nil {
 		return err
 	}

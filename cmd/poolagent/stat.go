@@ -13,8 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/pooltree"
 )
 
 // statCommand is `poolagent stat`: the kernel's CPU counters of every pool
@@ -53,7 +53,7 @@ func runStat(c *cli.Context) error {
 	if count < 0 || (c.IsSet("count") && !c.IsSet("watch")) {
 		return fmt.Errorf("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
 	}
-	tree, err := statTree(c.String("root"), c.String("cpuacct-root"))
+	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
 	if err != nil {
 		return err
 	}
@@ -82,37 +82,6 @@ func runStat(c *cli.Context) error {
 		}
 	}
 	return watchStat(w, tree, format, count, time.Now(), next)
-}
-
-// statTree finds the pool root and how to read it. The version comes from
-// the root's files; on v1, usage comes from the same relative path in the
-// cpuacct hierarchy, found from the mounts when not given.
-func statTree(root, cpuacctRoot string) (observe.Tree, error) {
-	mounts, detectErr := cgroupfs.Detect("/")
-	given := root != ""
-	if !given {
-		if detectErr != nil {
-			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", detectErr)
-		}
-		var err error
-		if root, err = mounts.DefaultRoot(); err != nil {
-			return observe.Tree{}, fmt.Errorf("find the pool root (give --root): %w", err)
-		}
-	}
-	v, err := observe.DetectVersion(root)
-	if err != nil && !given {
-		return observe.Tree{}, fmt.Errorf("no pool root at the default place (poolagent apply creates it; or give --root): %w", err)
-	}
-	if err != nil {
-		return observe.Tree{}, fmt.Errorf("--root: %w", err)
-	}
-	tree := observe.Tree{Version: v, Root: root, CPUAcctRoot: cpuacctRoot}
-	if v == observe.V1 && cpuacctRoot == "" && detectErr == nil {
-		// Without a twin (no cpuacct, or a root outside the cpu
-		// hierarchy: a copy, a fixture) usage is shown as unknown.
-		tree.CPUAcctRoot = mounts.Twin(cgroupfs.HierCPUAcct, root)
-	}
-	return tree, nil
 }
 
 // statJSON is `poolagent stat --format json` without --watch.

@@ -1,4 +1,4 @@
-package daemon
+package pooltree
 
 import (
 	"errors"
@@ -10,16 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// emptyNotifier is a Cgroups that can say when a query cgroup may have
-// emptied, so the daemon need not poll it: HostCgroups on cgroup v2.
-type emptyNotifier interface {
-	// NotifyEmpty sends on wake, without blocking, whenever the query
-	// cgroup <pool>/<query> may have changed from populated to empty,
-	// until stop is called. An error means no notice will come (the
-	// caller polls).
-	NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error)
-}
 
 // emptyWatcher watches the cgroup.events files of query cgroups on cgroup
 // v2, where the kernel raises a file-modified event when the "populated"
@@ -49,7 +39,7 @@ func newEmptyWatcher(root string) (*emptyWatcher, error) {
 	return w, nil
 }
 
-// watch implements emptyNotifier for the query cgroup <pool>/<query>.
+// watch is [Handle.NotifyEmpty] for the query cgroup <pool>/<query>.
 func (w *emptyWatcher) watch(pool, query string, wake chan<- struct{}) (func(), error) {
 	file := filepath.Join(w.root, pool, query, "cgroup.events")
 	w.mu.Lock()

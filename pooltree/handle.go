@@ -1,0 +1,112 @@
+// Package pooltree is poolagent's pool tree on this host as one handle:
+// the pool root found once from the cgroup mounts, written through
+// package cgroupfs (beneath the root) and read through package observe.
+// The daemon, `poolagent stat` and compare open it; its query-cgroup calls
+// (queries.go) are what the daemon does with each query's cgroup, and its
+// notices of a query cgroup emptying (empty.go) spare the daemon polling.
+package pooltree
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// Handle is one pool root: its writer and its reader. Its methods are safe
+// for concurrent use: writes are serialised (the daemon places queries
+// while it re-plans), reads are not.
+type Handle struct {
+	mu     sync.Mutex // serialises every call that writes
+	writer *cgroupfs.Tree
+	reader observe.Tree
+	// empties tells when query cgroups empty (cgroup v2); nil on v1,
+	// whose cgroups raise no such event, and emptiesErr says why when
+	// it could not start.
+	empties    *emptyWatcher
+	emptiesErr error
+}
+
+// Root is the pool root to use: given when not "", else the default
+// below the cpu controller's hierarchy ([cgroupfs.Mounts.DefaultRoot]).
+// The error names the --root flag that would settle it.
+func Root(m cgroupfs.Mounts, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	root, err := m.DefaultRoot()
+	if err != nil {
+		return "", fmt.Errorf("find the pool root (give --root): %w", err)
+	}
+	return root, nil
+}
+
+// Open opens the pool tree at root, a directory inside the mount that
+// carries the cpu controller (see [cgroupfs.Open]; opt as there). It
+// neither creates nor writes anything. On cgroup v2 it starts watching for
+// query cgroups that empty; Close ends that.
+func Open(m cgroupfs.Mounts, root string, opt cgroupfs.Options) (*Handle, error) {
+	w, err := cgroupfs.Open(m, root, opt)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle{writer: w, reader: w.Observe()}
+	if w.V2() {
+		h.empties, h.emptiesErr = newEmptyWatcher(h.reader.Root)
+	} else {
+		h.emptiesErr = errors.New("cgroup v1 raises no event when a cgroup empties")
+	}
+	return h, nil
+}
+
+// Close ends the watching and releases the pool root.
+func (h *Handle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var err error
+	if h.empties != nil {
+		err = h.empties.close()
+	}
+	return errors.Join(err, h.writer.Close())
+}
+
+// Reader is the tree's reader: cpu.stat and pressure below the pool root,
+// and on cgroup v1 usage from the root's cpuacct twin.
+func (h *Handle) Reader() observe.Tree { return h.reader }
+
+// Writer is the tree's writer, for what the calls below do not cover
+// (plans shown before they are made, compare's own set-up). It is not
+// safe for concurrent use: a caller that shares the Handle goes through
+// the Handle's methods.
+func (h *Handle) Writer() *cgroupfs.Tree { return h.writer }
+
+// Apply makes the pool cgroups match d, writing only what differs
+// ([cgroupfs.Tree.Reconcile]).
+func (h *Handle) Apply(d planner.Desired) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := h.writer.Reconcile(d)
+	return err
+}
+
+// PoolStats reads the counters of the named pools' cgroups: CPU accounting
+// and, where the kernel keeps it, CPU pressure. A pool without a cgroup is
+// left out.
+func (h *Handle) PoolStats(pools []string) (map[string]observe.Sample, error) {
+	out := map[string]observe.Sample{}
+	for _, p := range pools {
+		s, err := h.reader.Read(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", p, err)
+		}
+		out[p] = s
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package pooltree
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// A query cgroup is <root>/<pool>/<query>: made with its pool's query
+// template when the query is admitted, holding the query's processes until
+// they have all exited, then removed. The calls below are the whole life
+// of one; names are checked by cgroupfs (one path component, no interface
+// file prefix).
+
+// PlaceQuery creates the query cgroup <pool>/<query> with ps's query
+// template and moves process pid into it, in every hierarchy
+// ([cgroupfs.Tree.PlaceQuery]: on failure the cgroup is removed again
+// unless the process entered it).
+func (h *Handle) PlaceQuery(ps planner.PoolState, query string, pid int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.PlaceQuery(ps, query, pid)
+}
+
+// Populated reports whether the query cgroup still holds a process; one
+// that is gone is empty.
+func (h *Handle) Populated(pool, query string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	busy, err := h.writer.QueryPopulated(pool, query)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return busy, err
+}
+
+// NotifyEmpty sends on wake, without blocking, whenever the query cgroup
+// <pool>/<query> may have changed from populated to empty, until stop is
+// called; a notice only says "look" (see [Handle.Populated]). It fails on
+// cgroup v1, which raises no such event, and then no notice comes.
+func (h *Handle) NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error) {
+	if h.empties == nil {
+		return nil, h.emptiesErr
+	}
+	return h.empties.watch(pool, query, wake)
+}
+
+// QueryStat reads the query cgroup's CPU accounting; one that is gone
+// reads as zero.
+func (h *Handle) QueryStat(pool, query string) (observe.CPUStat, error) {
+	s, err := h.reader.Read(filepath.Join(pool, query))
+	if errors.Is(err, fs.ErrNotExist) {
+		return observe.CPUStat{}, nil
+	}
+	return s.CPU, err
+}
+
+// RemoveQuery removes the query cgroup, which must be empty
+// ([cgroupfs.Tree.RemoveQuery]).
+func (h *Handle) RemoveQuery(pool, query string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.RemoveQuery(pool, query)
+}
+
+// Queries lists the query cgroups that exist, the cgroups two levels
+// below the pool root, as [pool, query] pairs; none when the root is not
+// there.
+func (h *Handle) Queries() ([][2]string, error) {
+	groups, err := h.reader.Groups()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]string
+	for _, g := range groups {
+		if parts := strings.Split(g, "/"); len(parts) == 2 {
+			out = append(out, [2]string{parts[0], parts[1]})
+		}
+	}
+	return out, nil
+}
