@@ -7,13 +7,15 @@ Usage: scripts/install.sh [--no-start | --no-service | --help]
 
   (no flag)     build, install, verify the unit, enable and start the service
   --no-start    the same, but only enable the service
-  --no-service  build and install the two binaries only: no unit, no pool
-                file, no systemd needed (to try poolagent by hand)
+  --no-service  build and install the two binaries (with the manual page and
+                bash/zsh completion) only: no unit, no pool file, no systemd
+                needed (to try poolagent by hand)
   --help        show this help
 
 Run it as root (sudo scripts/install.sh when you are not). It installs
 PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX defaults to
-/usr/local), the unit /etc/systemd/system/poolagent.service, and
+/usr/local), PREFIX/share/man/man1/poolagent.1, the bash and zsh completion
+below PREFIX/share, the unit /etc/systemd/system/poolagent.service, and
 /etc/poolagent/pools.sql when there is none yet (an existing pool file is
 never overwritten). It checks the unit with systemd-analyze verify and the
 pool file with poolagent check before it starts anything.
@@ -103,9 +105,20 @@ unit=/etc/systemd/system/poolagent.service
 install -d -m 0755 "$DESTDIR$PREFIX/bin"
 install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
 install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
+# The manual page and the shell completions come from the binary's own
+# help text, in the directories man, bash-completion and zsh search below
+# PREFIX.
+install -d -m 0755 "$DESTDIR$PREFIX/share/man/man1" "$DESTDIR$PREFIX/share/bash-completion/completions" \
+	"$DESTDIR$PREFIX/share/zsh/site-functions"
+"$DESTDIR$bin" man >"$tmp/poolagent.1"
+"$DESTDIR$bin" completion bash >"$tmp/poolagent.bash"
+"$DESTDIR$bin" completion zsh >"$tmp/_poolagent"
+install -m 0644 "$tmp/poolagent.1" "$DESTDIR$PREFIX/share/man/man1/poolagent.1"
+install -m 0644 "$tmp/poolagent.bash" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent"
+install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ "$service" = 0 ]; then
 	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
-	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run (no service)"
+	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run, the manual page and bash/zsh completion (no service)"
 	exit 0
 fi
 install -d -m 0755 "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"

@@ -29,7 +29,9 @@ unit=/etc/systemd/system/poolagent.service
 if [ -z "$DESTDIR" ] && [ -e "$unit" ]; then
 	systemctl disable --now poolagent.service || true
 fi
-rm -f "$DESTDIR$unit" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run"
+rm -f "$DESTDIR$unit" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" \
+	"$DESTDIR$PREFIX/share/man/man1/poolagent.1" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent" \
+	"$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ -z "$DESTDIR" ]; then
 	systemctl daemon-reload
 fi

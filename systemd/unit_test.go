@@ -196,6 +196,15 @@ func TestInstallScripts(t *testing.T) {
 			t.Errorf("installed binary %s: %v %v", f, info, err)
 		}
 	}
+	for f, want := range map[string]string{
+		"usr/local/share/man/man1/poolagent.1":                  ".TH poolagent 1",
+		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
+		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
+	} {
+		if got, err := os.ReadFile(filepath.Join(stage, f)); err != nil || !strings.Contains(string(got), want) {
+			t.Errorf("installed %s: %v, want it to hold %q", f, err, want)
+		}
+	}
 	pools := filepath.Join(stage, "etc/poolagent/pools.sql")
 	mine := []byte("CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=2);\n")
 	if err := os.WriteFile(pools, mine, 0o644); err != nil {
@@ -206,7 +215,9 @@ func TestInstallScripts(t *testing.T) {
 		t.Errorf("a second install overwrote the pool file: %q", got)
 	}
 	run("uninstall.sh")
-	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service"} {
+	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service",
+		"usr/local/share/man/man1/poolagent.1", "usr/local/share/bash-completion/completions/poolagent",
+		"usr/local/share/zsh/site-functions/_poolagent"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)
 		}

@@ -42,6 +42,8 @@ func newApp() *cli.App {
 			poolsCommand(),
 			classifiersCommand(),
 			queriesCommand(),
+			completionCommand(),
+			manCommand(),
 		},
 	}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+)
+
+// bashCompletion and zshCompletion complete poolagent's commands and flags
+// by asking the binary itself (--generate-bash-completion, the CLI
+// framework's completion protocol), so they always match its help text.
+const (
+	bashCompletion = `# bash completion for poolagent; install as
+# /usr/share/bash-completion/completions/poolagent (scripts/install.sh does).
+_poolagent() {
+	local cur opts
+	COMPREPLY=()
+	cur="${COMP_WORDS[COMP_CWORD]}"
+	if [[ "$cur" == -* ]]; then
+		opts=$("${COMP_WORDS[@]:0:$COMP_CWORD}" "$cur" --generate-bash-completion 2>/dev/null)
+	else
+		opts=$("${COMP_WORDS[@]:0:$COMP_CWORD}" --generate-bash-completion 2>/dev/null)
+	fi
+	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -o bashdefault -o default -F _poolagent poolagent
+`
+	zshCompletion = `#compdef poolagent
+# zsh completion for poolagent; install as _poolagent in a directory of
+# $fpath, such as /usr/share/zsh/vendor-completions (scripts/install.sh does).
+_poolagent() {
+	local -a opts
+	local cur=${words[-1]}
+	if [[ "$cur" == -* ]]; then
+		opts=("${(@f)$(env 0=zsh ${words[@]:0:#words[@]-1} $cur --generate-bash-completion 2>/dev/null)}")
+	else
+		opts=("${(@f)$(env 0=zsh ${words[@]:0:#words[@]-1} --generate-bash-completion 2>/dev/null)}")
+	fi
+	if [[ "${opts[1]}" != "" ]]; then
+		_describe 'values' opts
+	else
+		_files
+	fi
+}
+compdef _poolagent poolagent
+`
+)
+
+// completionCommand is `poolagent completion bash|zsh`: print the shell's
+// completion script.
+func completionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "completion",
+		Usage:     "print the bash or zsh completion script (scripts/install.sh installs both)",
+		ArgsUsage: "bash|zsh",
+		BashComplete: func(c *cli.Context) {
+			fmt.Fprintln(c.App.Writer, "bash\nzsh")
+		},
+		Action: func(c *cli.Context) error {
+			scripts := map[string]string{"bash": bashCompletion, "zsh": zshCompletion}
+			script, ok := scripts[c.Args().First()]
+			if c.NArg() != 1 || !ok {
+				return fmt.Errorf("completion: give one shell, bash or zsh (got %q)", c.Args().Slice())
+			}
+			_, err := io.WriteString(c.App.Writer, script)
+			return err
+		},
+	}
+}
+
+// manCommand is `poolagent man`: print the manual page, made from the
+// same help text as --help.
+func manCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "man",
+		Usage: "print the manual page poolagent(1), made from this help text (scripts/install.sh installs it)",
+		Action: func(c *cli.Context) error {
+			page, err := c.App.ToManWithSection(1)
+			if err != nil {
+				return fmt.Errorf("man: %w", err)
+			}
+			_, err = io.WriteString(c.App.Writer, page)
+			return err
+		},
+	}
+}
