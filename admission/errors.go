@@ -35,21 +35,44 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel naming the kind of refusal.
 func (e *Error) Unwrap() error { return e.kind }
 
-// queueFullError is YDB's rejection. On one host there are no "local
+// queueFullError is YDB's rejection on one host. There are no "local
 // pending" requests waiting to be forwarded: the arriving request is the one
 // pending (N = 1) and the pool's running plus queued queries are the
-// "global delayed/running" ones (M). L is QUEUE_SIZE and C is
-// CONCURRENT_QUERY_LIMIT, exactly the figures YDB prints.
+// "global delayed/running" ones (M).
 func queueFullError(pool string, running, queued int, l Limits) *Error {
+	return QueueFullError(pool, 1, running+queued, l)
+}
+
+// QueueFullError is YDB's rejection of a query that would overfill a pool:
+// localPending (N) requests of this node not yet registered with the pool's
+// global state, delayedRunning (M) queries running or queued in it; L is
+// QUEUE_SIZE and C is CONCURRENT_QUERY_LIMIT, exactly the figures YDB
+// prints.
+func QueueFullError(pool string, localPending, delayedRunning int, l Limits) *Error {
 	return &Error{
 		Pool: pool,
 		Reason: fmt.Sprintf("Request was rejected, number of local pending requests is %d, "+
 			"number of global delayed/running requests is %d, sum of them is larger than "+
 			"allowed limit %d (including concurrent query limit %d) for pool %s",
-			1, running+queued, l.QueueSize, l.ConcurrentQueryLimit, pool),
+			localPending, delayedRunning, l.QueueSize, l.ConcurrentQueryLimit, pool),
 		kind: ErrQueueFull,
 	}
 }
+
+// NewError is a refusal of another admission implementation (the fleet
+// backend) with YDB's pool trailer; kind is the sentinel errors.Is finds.
+func NewError(pool, reason string, kind error) *Error {
+	return &Error{Pool: pool, Reason: reason, kind: kind}
+}
+
+// DisabledError is the refusal of a pool whose CONCURRENT_QUERY_LIMIT is 0.
+func DisabledError(pool string) *Error { return disabledError(pool) }
+
+// DeadlineError is the failure of a query queued past QUERY_CANCEL_AFTER_SECONDS.
+func DeadlineError(pool string) *Error { return deadlineError(pool) }
+
+// DroppedError is the failure of a query whose pool was dropped while it waited.
+func DroppedError(pool string) *Error { return droppedError(pool) }
 
 func disabledError(pool string) *Error {
 	return &Error{

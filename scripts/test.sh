@@ -90,6 +90,13 @@ if ! untidy=$(go mod tidy -diff); then
 	failed+=("go mod tidy")
 fi
 
+# The fleet tests run real etcd clusters: members are separate processes
+# of a small command embedding the etcd server (internal/etcdtest), built
+# once here rather than by each test binary.
+echo "== etcd member for the fleet tests"
+export POOLAGENT_ETCD_MEMBER="$logs/etcd-member"
+go build -o "$POOLAGENT_ETCD_MEMBER" ./internal/etcdtest/etcd-member || failed+=("building etcd-member")
+
 echo "== unit tests"
 go test -count=1 -timeout 5m -skip "$kernel" ./... || failed+=("unit tests")
 

@@ -1,0 +1,537 @@
+// Package fleet is poolagent's admission across many hosts: the
+// database-wide limits of YDB's resource pools (CONCURRENT_QUERY_LIMIT,
+// QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, QUERY_CANCEL_AFTER_SECONDS) kept
+// in an etcd cluster, so that every daemon of a cluster admits against the
+// same running set and the same FIFO queue. It implements the rules of
+// package admission, which stays the single-host reference: with every
+// client on one node the two decide alike.
+//
+// Each daemon holds a session lease; its node record and every key of its
+// queries are attached to it, so a node that dies frees its slots when the
+// lease expires. Queued queries wake through a watch on the cluster's
+// prefix. docs/fleet.md states the key layout, the failure semantics and
+// what over-admission is possible.
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DefaultTTL is the session lease's time to live: a node that stops
+// renewing it (it died, or lost etcd) has its slots freed this long after
+// its last renewal. The client renews every TTL/3.
+const DefaultTTL = 10 * time.Second
+
+// DefaultRequestTimeout bounds each etcd request.
+const DefaultRequestTimeout = 2 * time.Second
+
+// ErrClusterUnreachable: a query of a globally limited pool could not be
+// admitted because this node cannot reach etcd.
+var ErrClusterUnreachable = errors.New("cluster unreachable")
+
+// ErrConflict: the pool definitions changed in the cluster between reading
+// them and writing the change.
+var ErrConflict = errors.New("pool definitions changed concurrently")
+
+// Config says which cluster to join and as which node.
+type Config struct {
+	// Endpoints are the etcd client URLs.
+	Endpoints []string
+	// TLS, when set, is the client's TLS configuration (client certificate
+	// and the CA that signed the members').
+	TLS *tls.Config
+	// Cluster names the cluster: its keys live under /poolagent/<Cluster>/.
+	Cluster string
+	// Node names this daemon in the cluster; unique per cluster.
+	Node string
+	// TTL is the session lease's time to live; DefaultTTL when 0.
+	TTL time.Duration
+	// RequestTimeout bounds each etcd request; DefaultRequestTimeout when 0.
+	RequestTimeout time.Duration
+	// Load tunes CPU-load admission (refresh interval, reservation).
+	Load admission.LoadConfig
+	// VCPUs and Version go into the node record.
+	VCPUs   int
+	Version string
+	// Definitions, when set, is called with the cluster's pool definitions
+	// each time they change (not for the first reading: see Definitions).
+	Definitions func(Definitions)
+	// Log receives the backend's own events; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// NodeRecord is what each node publishes under nodes/<node>.
+type NodeRecord struct {
+	Node  string `json:"node"`
+	VCPUs int    `json:"vcpus"`
+	// LoadPercent is the node's measured CPU load at its last refresh,
+	// percent of the node: the moving average DATABASE_LOAD_CPU_THRESHOLD
+	// is checked against, averaged over the live nodes.
+	LoadPercent float64 `json:"load_percent"`
+	Version     string  `json:"version"`
+	// UpdatedUnix is when the node last wrote the record, seconds.
+	UpdatedUnix int64 `json:"updated"`
+}
+
+type phase int
+
+const (
+	pending  phase = iota // not registered in the cluster (yet)
+	queued                // its queue key exists
+	starting              // a start transaction is in flight
+	running               // its slot or extra key exists (or it runs locally)
+)
+
+type query struct {
+	id       admission.QueryID
+	pool     string
+	local    bool // a pool without global limits: never in etcd
+	st       phase
+	token    string // the current registration; "" when none
+	key      string // the queue, slot or extra key that holds it
+	rev      int64  // create revision of the queue key
+	arrived  time.Time
+	deadline time.Time // for waiting; zero: none
+	// unreachableBy is when a query that cannot be registered because etcd
+	// is unreachable gives up, if it has no deadline of its own.
+	unreachableBy time.Time
+	// lost: a running query whose key went with an expired lease; it is
+	// registered again as an extra once a new session exists.
+	lost bool
+}
+
+// view is the cluster's state of one pool, as the watch last showed it.
+type view struct {
+	queue  []entry           // by create revision
+	slots  map[string]entry  // slot key -> entry
+	extras map[string]entry  // extra key -> entry
+	byNode map[string][2]int // node -> running, queued
+}
+
+func newView() *view {
+	return &view{slots: map[string]entry{}, extras: map[string]entry{}}
+}
+
+func (v *view) running() int { return len(v.slots) + len(v.extras) }
+
+// position is the place of the queue key with create revision rev, 0 for
+// the head; -1 when the watch has not shown it yet.
+func (v *view) position(rev int64) int {
+	i, ok := slices.BinarySearchFunc(v.queue, rev, func(e entry, r int64) int { return int(e.rev - r) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+type poolState struct {
+	limits  admission.Limits
+	dropped bool
+	stats   admission.PoolStats // local counters
+	local   int                 // running queries of a local pool
+	pending int                 // queries of this node not registered yet
+}
+
+// global reports whether a pool's admission needs the cluster.
+func global(l admission.Limits) bool {
+	return l.ConcurrentQueryLimit != admission.Unlimited || l.QueueSize != admission.Unlimited ||
+		l.LoadCPUThresholdPercent > 0
+}
+
+// Backend is one node's view of, and its part in, the cluster's admission.
+// Its methods are safe for concurrent use.
+type Backend struct {
+	cfg  Config
+	cli  *clientv3.Client
+	keys keySpace
+	log  *slog.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+	events chan admission.Event
+
+	// mu guards everything below. It is never held during an etcd request
+	// or a call of cfg.Events or cfg.Definitions.
+	mu      sync.Mutex
+	lease   clientv3.LeaseID // 0 while the node has no session
+	seq     uint64
+	rev     int64 // revision the views reflect
+	views   map[string]*view
+	nodes   map[string]NodeRecord
+	pools   map[string]*poolState
+	queries map[admission.QueryID]*query
+	tokens  map[string]*query
+	lastID  admission.QueryID
+	load    nodeLoad
+	// deletes are keys of this node to delete: of queries that ended, and
+	// orphans (keys whose registration is no longer live).
+	deletes map[string]struct{}
+	// publish: the node record changed (a load refresh) and is to be put.
+	publish bool
+	health  Health
+}
+
+// Health is the backend's connection to etcd, for metrics and views.
+type Health struct {
+	// Connected: the node holds a live session lease.
+	Connected bool
+	Lease     int64
+	// LastRoundTrip is the duration of the latest successful request.
+	LastRoundTrip time.Duration
+	// LastError is the latest failed request's error; "" after a success.
+	LastError string
+	// WatchRevision is the revision the node's view of the cluster
+	// reflects; WatchLag is how long ago the watch last delivered.
+	WatchRevision int64
+	WatchAt       time.Time
+	// Sessions counts the leases the node has held (1 + re-registrations).
+	Sessions int
+}
+
+// Open connects to etcd, checks that the cluster answers within the
+// request timeout, takes a session lease, publishes the node record and
+// starts watching. pools are the limits in force (see Configure).
+func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*Backend, error) {
+	if err := validNodeName("cluster", cfg.Cluster); err != nil {
+		return nil, err
+	}
+	if err := validNodeName("node", cfg.Node); err != nil {
+		return nil, err
+	}
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("no etcd endpoints; want --etcd http://HOST:2379[,...]")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.TTL < 2*time.Second {
+		return nil, fmt.Errorf("session TTL %s: want at least 2s (etcd leases count whole seconds)", cfg.TTL)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	load, err := newNodeLoad(cfg.Load)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		TLS:                  cfg.TLS,
+		DialTimeout:          cfg.RequestTimeout,
+		DialKeepAliveTime:    cfg.TTL / 3,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	b := &Backend{
+		cfg:     cfg,
+		cli:     cli,
+		keys:    newKeySpace(cfg.Cluster),
+		log:     cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
+		kick:    make(chan struct{}, 1),
+		events:  make(chan admission.Event, 256),
+		views:   map[string]*view{},
+		nodes:   map[string]NodeRecord{},
+		pools:   map[string]*poolState{},
+		queries: map[admission.QueryID]*query{},
+		tokens:  map[string]*query{},
+		load:    load,
+		deletes: map[string]struct{}{},
+	}
+	b.Configure(pools, time.Now())
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	lease, ka, err := b.newSession(ctx)
+	if err != nil {
+		b.cancel()
+		cli.Close()
+		return nil, err
+	}
+	if err := b.loadViews(ctx); err != nil {
+		cli.Revoke(context.Background(), lease)
+		b.cancel()
+		cli.Close()
+		return nil, err
+	}
+	run := b.ctx
+	b.wg.Go(func() { b.sessionLoop(run, lease, ka) })
+	b.wg.Go(func() { b.watchLoop(run) })
+	b.wg.Go(func() { b.pumpLoop(run) })
+	b.wg.Go(func() { b.tickLoop(run) })
+	return b, nil
+}
+
+// Close stops the backend. When no query of this node runs, it revokes
+// the session lease so the node leaves the cluster at once; otherwise the
+// lease expires within the TTL and a daemon started meanwhile adopts the
+// running queries and registers them again.
+func (b *Backend) Close() error {
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	lease, busy := b.lease, false
+	for _, q := range b.queries {
+		busy = busy || (q.st == running && !q.local)
+	}
+	b.mu.Unlock()
+	if lease != 0 && !busy {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		b.cli.Revoke(ctx, lease)
+		cancel()
+	}
+	return b.cli.Close()
+}
+
+func (b *Backend) request() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), b.cfg.RequestTimeout)
+}
+
+// note records a request's outcome for Health.
+func (b *Backend) note(start time.Time, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.health.LastError = err.Error()
+		return
+	}
+	b.health.LastRoundTrip = time.Since(start)
+	b.health.LastError = ""
+}
+
+func (b *Backend) unreachable(err error) error {
+	return fmt.Errorf("%w: etcd at %v: %w", ErrClusterUnreachable, b.cfg.Endpoints, err)
+}
+
+// newSession grants a lease, starts renewing it and publishes the node
+// record on it.
+func (b *Backend) newSession(ctx context.Context) (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	g, err := b.cli.Grant(rctx, int64(b.cfg.TTL/time.Second))
+	b.note(start, err)
+	if err != nil {
+		return 0, nil, b.unreachable(err)
+	}
+	ka, err := b.cli.KeepAlive(b.ctx, g.ID)
+	if err != nil {
+		return 0, nil, b.unreachable(err)
+	}
+	if err := b.putRecord(rctx, g.ID); err != nil {
+		b.cli.Revoke(context.Background(), g.ID)
+		return 0, nil, b.unreachable(err)
+	}
+	b.mu.Lock()
+	b.lease = g.ID
+	b.health.Connected = true
+	b.health.Lease = int64(g.ID)
+	b.health.Sessions++
+	b.mu.Unlock()
+	return g.ID, ka, nil
+}
+
+func (b *Backend) record() NodeRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return NodeRecord{
+		Node: b.cfg.Node, VCPUs: b.cfg.VCPUs, Version: b.cfg.Version,
+		LoadPercent: b.load.averagePercent, UpdatedUnix: time.Now().Unix(),
+	}
+}
+
+func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
+	v, _ := json.Marshal(b.record())
+	_, err := b.cli.Put(ctx, b.keys.node(b.cfg.Node), string(v), clientv3.WithLease(lease))
+	return err
+}
+
+// sessionLoop keeps the node's session: when the lease is lost (etcd
+// unreachable for a TTL, or the lease expired) it takes a new one as soon
+// as etcd answers, and registers the node's running queries again on it.
+func (b *Backend) sessionLoop(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	for {
+		for range ka {
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.lostSession(lease)
+		for {
+			var err error
+			lease, ka, err = b.newSession(ctx)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		b.reregister(ctx, lease)
+	}
+}
+
+// lostSession forgets the keys of the lost lease: queued queries go back
+// to pending (they will queue again, at the back), running ones are marked
+// for registration as extras.
+func (b *Backend) lostSession(old clientv3.LeaseID) {
+	b.mu.Lock()
+	b.lease = 0
+	b.health.Connected = false
+	n := 0
+	for _, q := range b.queries {
+		if q.local {
+			continue
+		}
+		switch q.st {
+		case queued, starting:
+			b.forgetToken(q)
+			q.st = pending
+			b.pools[q.pool].pending++
+			n++
+		case running:
+			b.forgetToken(q)
+			q.lost = true
+		}
+	}
+	clear(b.deletes)
+	b.mu.Unlock()
+	b.log.Warn("etcd session lost: globally limited pools do not admit on this node until it is back; running queries go on", "lease", fmt.Sprintf("%x", old), "queued_again", n)
+	// The old lease may still be alive in the cluster (it expired only in
+	// this client's reckoning): revoke it so that its keys do not count
+	// twice beside the ones registered again.
+	ctx, cancel := b.request()
+	b.cli.Revoke(ctx, old)
+	cancel()
+}
+
+// reregister puts an extra key for every running query that lost its key.
+func (b *Backend) reregister(ctx context.Context, lease clientv3.LeaseID) {
+	b.mu.Lock()
+	var ops []clientv3.Op
+	var regs []*query
+	for _, q := range b.queries {
+		if q.st != running || !q.lost {
+			continue
+		}
+		q.token = b.newToken()
+		b.tokens[q.token] = q
+		q.key = b.keys.extra(q.pool, q.token)
+		e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
+		ops = append(ops, clientv3.OpPut(q.key, e.value(), clientv3.WithLease(lease)))
+		regs = append(regs, q)
+	}
+	b.mu.Unlock()
+	for len(ops) > 0 {
+		n := min(len(ops), 64) // etcd allows 128 operations per transaction
+		rctx, cancel := b.request()
+		_, err := b.cli.Txn(rctx).Then(ops[:n]...).Commit()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		ops = ops[n:]
+	}
+	b.mu.Lock()
+	for _, q := range regs {
+		q.lost = false
+	}
+	b.mu.Unlock()
+	b.log.Info("etcd session back: running queries registered again", "lease", fmt.Sprintf("%x", lease), "running", len(regs))
+	b.poke()
+}
+
+// newToken names a new registration; b.mu is held and b.lease is set.
+func (b *Backend) newToken() string {
+	b.seq++
+	return b.cfg.Node + "." + strconv.FormatInt(int64(b.lease), 16) + "." + strconv.FormatUint(b.seq, 10)
+}
+
+// forgetToken ends q's registration; a key that still carries it becomes
+// an orphan the pump deletes. b.mu is held.
+func (b *Backend) forgetToken(q *query) {
+	if q.token != "" {
+		delete(b.tokens, q.token)
+	}
+	q.token, q.key, q.rev = "", "", 0
+}
+
+// poke wakes the pump.
+func (b *Backend) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// emit sends events no call returned; b.mu is not held.
+func (b *Backend) emit(events []admission.Event) {
+	for _, ev := range events {
+		select {
+		case b.events <- ev:
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+// Events implements admission.Backend: queued queries of this node that
+// started or failed without a call of the daemon (another node freed a
+// slot, a lease expired, the backend's own tick).
+func (b *Backend) Events() <-chan admission.Event { return b.events }
+
+// Health returns the state of the connection to etcd.
+func (b *Backend) Health() Health {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.health
+	h.WatchRevision = b.rev
+	return h
+}
+
+// Nodes returns the live nodes' records (those whose lease is alive), by
+// name.
+func (b *Backend) Nodes() []NodeRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]NodeRecord, 0, len(b.nodes))
+	for _, n := range b.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b NodeRecord) int {
+		switch {
+		case a.Node < b.Node:
+			return -1
+		case a.Node > b.Node:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+var _ admission.Backend = (*Backend)(nil)

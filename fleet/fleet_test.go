@@ -1,0 +1,360 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/internal/etcdtest"
+	"github.com/poolagent/poolagent/state"
+)
+
+// shared is one 3-member etcd cluster for the tests that kill no member;
+// each test uses a cluster name of its own. TestMain starts it when a test
+// asks and stops it at the end.
+var (
+	sharedMu  sync.Mutex
+	shared    *etcdtest.Cluster
+	sharedDir string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+		os.RemoveAll(sharedDir)
+	}
+	os.Exit(code)
+}
+
+func sharedCluster(t *testing.T) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an etcd cluster")
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil {
+		bin := etcdtest.Binary(t)
+		dir, err := os.MkdirTemp("", "fleet-etcd-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := etcdtest.New(bin, dir, etcdtest.Options{Members: 3})
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		shared, sharedDir = c, dir
+	}
+	return shared.Endpoints()
+}
+
+// node is a backend with its events collected.
+type node struct {
+	*Backend
+	events chan admission.Event
+}
+
+func openNode(t *testing.T, endpoints []string, cluster, name string, pools map[string]admission.Limits, ttl time.Duration) *node {
+	t.Helper()
+	b, err := Open(context.Background(), Config{
+		Endpoints: endpoints, Cluster: cluster, Node: name, TTL: ttl, VCPUs: 2, Version: "test",
+	}, pools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{Backend: b, events: make(chan admission.Event, 1000)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case ev := <-b.Events():
+				n.events <- ev
+			case <-b.ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		b.Close()
+		<-done
+	})
+	return n
+}
+
+func (n *node) next(t *testing.T, within time.Duration) admission.Event {
+	t.Helper()
+	select {
+	case ev := <-n.events:
+		return ev
+	case <-time.After(within):
+		t.Fatalf("node %s: no event within %s", n.cfg.Node, within)
+		return admission.Event{}
+	}
+}
+
+func (n *node) none(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case ev := <-n.events:
+		t.Fatalf("node %s: unexpected event %+v", n.cfg.Node, ev)
+	case <-time.After(within):
+	}
+}
+
+func limits(c, q int) admission.Limits {
+	l := admission.UnlimitedLimits()
+	l.ConcurrentQueryLimit, l.QueueSize = c, q
+	return l
+}
+
+// TestGlobalLimit: three nodes share one pool with C = 4, Q = 10; sixty
+// queries spread over them: 4 run, 10 queue, 46 are rejected with the
+// cluster's figures; the queued ones start in arrival order across nodes
+// as slots free, and all counts end at 0.
+func TestGlobalLimit(t *testing.T) {
+	eps := sharedCluster(t)
+	pools := map[string]admission.Limits{"olap": limits(4, 10)}
+	var nodes []*node
+	for i := range 3 {
+		nodes = append(nodes, openNode(t, eps, "global", fmt.Sprintf("n%d", i), pools, 0))
+	}
+	type ran struct {
+		n  *node
+		id admission.QueryID
+	}
+	var running []ran
+	var queue []ran // arrival order
+	// The first 14 arrive one after the other, alternating nodes.
+	for i := range 14 {
+		n := nodes[i%3]
+		id, started, err := n.Submit("olap", time.Now())
+		if err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+		if started != (i < 4) {
+			t.Fatalf("query %d on %s: started %v, want %v", i, n.cfg.Node, started, i < 4)
+		}
+		if started {
+			running = append(running, ran{n, id})
+		} else {
+			queue = append(queue, ran{n, id})
+		}
+	}
+	// 46 more at once: all rejected, with the cluster's figures.
+	var wg sync.WaitGroup
+	errs := make(chan error, 46)
+	for i := range 46 {
+		wg.Go(func() {
+			_, started, err := nodes[i%3].Submit("olap", time.Now())
+			if started || err == nil {
+				err = fmt.Errorf("query started or queued: %v", started)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, admission.ErrQueueFull) {
+			t.Fatalf("want a rejection, got %v", err)
+		}
+		if !strings.Contains(err.Error(), ", number of global delayed/running requests is 14, sum of them is larger than allowed limit 10 (including concurrent query limit 4) for pool olap") {
+			t.Fatalf("rejection without the cluster's figures: %v", err)
+		}
+	}
+	for _, n := range nodes {
+		waitFor(t, func() bool {
+			p := poolStats(n.Backend, "olap")
+			return p.Running == 4 && p.Queued == 10
+		}, "node %s sees 4 running and 10 queued", n.cfg.Node)
+	}
+	// Each end starts the oldest queued query, wherever it waits.
+	for len(running) > 0 {
+		r := running[0]
+		running = running[1:]
+		r.n.Leave(r.id, time.Now())
+		if len(queue) == 0 {
+			continue
+		}
+		head := queue[0]
+		queue = queue[1:]
+		ev := head.n.next(t, 5*time.Second)
+		if ev.ID != head.id || ev.Err != nil {
+			t.Fatalf("after an end, node %s got %+v; want query %d to start", head.n.cfg.Node, ev, head.id)
+		}
+		running = append(running, head)
+		for _, n := range nodes {
+			if n != head.n {
+				n.none(t, 0)
+			}
+		}
+	}
+	for _, n := range nodes {
+		waitFor(t, func() bool {
+			p := poolStats(n.Backend, "olap")
+			return p.Running == 0 && p.Queued == 0
+		}, "node %s sees the pool empty", n.cfg.Node)
+	}
+}
+
+func changeOf(ddl string) state.Change {
+	return state.Change{Seq: 1, Time: time.Now(), UID: 0, User: "root", DDL: ddl}
+}
+
+func poolStats(b *Backend, name string) admission.PoolStats {
+	for _, p := range b.Pools() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return admission.PoolStats{}
+}
+
+func waitFor(t *testing.T, ok func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: "+format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestModel drives the backend on one node and the single-host
+// admission.Controller with the same random calls: every decision, every
+// rejection text and every started query must be the same.
+func TestModel(t *testing.T) {
+	eps := sharedCluster(t)
+	pools := map[string]admission.Limits{"a": limits(2, 3), "b": limits(1, 0), "c": limits(3, admission.Unlimited), "d": limits(admission.Unlimited, 2)}
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			model, err := admission.NewController(admission.LoadConfig{}, pools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := openNode(t, eps, fmt.Sprintf("model%d", seed), "n0", pools, 0)
+			ids := map[admission.QueryID]admission.QueryID{} // model -> backend
+			var live []admission.QueryID                     // model ids
+			names := []string{"a", "b", "c", "d", "default"}
+			for step := range 120 {
+				now := time.Now()
+				if len(live) == 0 || rng.IntN(5) < 3 {
+					pool := names[rng.IntN(len(names))]
+					mid, mStarted, mErr := model.Submit(pool, now)
+					bid, bStarted, bErr := n.Submit(pool, now)
+					if (mErr == nil) != (bErr == nil) || mErr != nil && mErr.Error() != bErr.Error() {
+						t.Fatalf("step %d submit %s: model %v, backend %v", step, pool, mErr, bErr)
+					}
+					if mStarted != bStarted {
+						t.Fatalf("step %d submit %s: model started %v, backend %v", step, pool, mStarted, bStarted)
+					}
+					if mErr == nil {
+						ids[mid] = bid
+						live = append(live, mid)
+					}
+					continue
+				}
+				i := rng.IntN(len(live))
+				mid := live[i]
+				live = append(live[:i], live[i+1:]...)
+				events := model.Leave(mid, now)
+				n.Leave(ids[mid], now)
+				for _, ev := range events {
+					got := n.next(t, 5*time.Second)
+					if got.ID != ids[ev.ID] || (got.Err == nil) != (ev.Err == nil) {
+						t.Fatalf("step %d: model event %+v (backend id %d), backend %+v", step, ev, ids[ev.ID], got)
+					}
+				}
+				n.none(t, 20*time.Millisecond)
+				waitFor(t, func() bool {
+					for _, want := range model.Pools() {
+						got := poolStats(n.Backend, want.Name)
+						if got.Running != want.Running || got.Queued != want.Queued {
+							return false
+						}
+					}
+					return true
+				}, "step %d: pools as the model's %+v, backend %+v", step, model.Pools(), n.Pools())
+			}
+		})
+	}
+}
+
+// TestDefinitionsConflict: two admins change the definitions read at the
+// same revision from two nodes: one wins, the other gets ErrConflict, and
+// both nodes see the winner's.
+func TestDefinitionsConflict(t *testing.T) {
+	eps := sharedCluster(t)
+	var got [2]chan Definitions
+	var nodes [2]*Backend
+	for i := range 2 {
+		got[i] = make(chan Definitions, 4)
+		b, err := Open(context.Background(), Config{
+			Endpoints: eps, Cluster: "defs", Node: fmt.Sprintf("n%d", i),
+			Definitions: func(d Definitions) { got[i] <- d },
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		nodes[i] = b
+	}
+	seed := []byte("CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=2);\n")
+	d0, seeded, err := nodes[0].Seed(context.Background(), "pools.sql", seed)
+	if err != nil || !seeded {
+		t.Fatalf("seed: %v, seeded %v", err, seeded)
+	}
+	d1, seeded, err := nodes[1].Seed(context.Background(), "other.sql", []byte("CREATE RESOURCE POOL x;\n"))
+	if err != nil || seeded || d1.PoolFile != string(seed) || d1.Rev != d0.Rev {
+		t.Fatalf("second seed: %v, seeded %v, %+v; want the first node's definitions", err, seeded, d1)
+	}
+	change := func(b *Backend, d Definitions, ddl string) error {
+		d.Changes = append(d.Changes, changeOf(ddl))
+		_, err := b.Update(context.Background(), d)
+		return err
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- change(nodes[0], d0, "ALTER RESOURCE POOL olap SET (CONCURRENT_QUERY_LIMIT=5);") }()
+	go func() { errs <- change(nodes[1], d1, "ALTER RESOURCE POOL olap SET (CONCURRENT_QUERY_LIMIT=7);") }()
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("want one winner and one conflict, got %v and %v", e1, e2)
+	}
+	lost := e1
+	if lost == nil {
+		lost = e2
+	}
+	if !errors.Is(lost, ErrConflict) || !strings.Contains(lost.Error(), "nothing was changed") {
+		t.Fatalf("loser's error %v: want ErrConflict saying nothing changed", lost)
+	}
+	for i := range 2 {
+		var d Definitions
+		for len(d.Changes) == 0 {
+			select {
+			case d = <-got[i]:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("node %d never saw the change", i)
+			}
+		}
+		m, _, err := d.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := m.Pool("olap")
+		if len(d.Changes) != 1 || (p.ConcurrentQueryLimit != 5 && p.ConcurrentQueryLimit != 7) {
+			t.Fatalf("node %d sees %+v", i, d)
+		}
+	}
+}

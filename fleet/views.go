@@ -1,0 +1,107 @@
+package fleet
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+)
+
+// Pools returns every pool's state, sorted by name. Running and Queued are
+// the cluster's for a pool with a global limit (as the watch last showed
+// them) and this node's for a pool without; the counters (Admitted,
+// Rejected, ...) are this node's.
+func (b *Backend) Pools() []admission.PoolStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]admission.PoolStats, 0, len(b.pools))
+	for name, p := range b.pools {
+		s := p.stats
+		s.Dropped = p.dropped
+		if global(p.limits) {
+			v := b.view(name)
+			s.Running, s.Queued = v.running(), len(v.queue)
+		} else {
+			s.Running = p.local
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b admission.PoolStats) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Query is one query of a globally limited pool somewhere in the cluster.
+type Query struct {
+	Pool    string
+	Node    string
+	Running bool
+	// Position is a queued query's place in its pool's queue, 1 for the
+	// head; 0 for a running one.
+	Position int
+	Arrived  time.Time
+}
+
+// Queries returns the queries of the globally limited pools across the
+// cluster, running ones first, then the queue in order, pool by pool.
+func (b *Backend) Queries() []Query {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Query
+	for _, name := range slices.Sorted(maps.Keys(b.views)) {
+		v := b.views[name]
+		var run []Query
+		for _, e := range v.slots {
+			run = append(run, Query{Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+		}
+		for _, e := range v.extras {
+			run = append(run, Query{Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+		}
+		slices.SortFunc(run, func(x, y Query) int { return x.Arrived.Compare(y.Arrived) })
+		out = append(out, run...)
+		for i, e := range v.queue {
+			out = append(out, Query{Pool: name, Node: e.Node, Position: i + 1, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+		}
+	}
+	return out
+}
+
+// Position is a queued query's place in its pool's cluster-wide queue, 1
+// for the head; 0 when it is not queued or the watch has not shown its key
+// yet.
+func (b *Backend) Position(id admission.QueryID) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, ok := b.queries[id]
+	if !ok || q.st != queued {
+		return 0
+	}
+	return b.view(q.pool).position(q.rev) + 1
+}
+
+// PoolLimits returns the limits of a pool that exists and is not dropped.
+func (b *Backend) PoolLimits(name string) (admission.Limits, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.pools[name]
+	if !ok || p.dropped {
+		return admission.Limits{}, false
+	}
+	return p.limits, true
+}
+
+// Active returns the names of the pools with queries running on this
+// node, sorted: the set this node's weighted max-min planner divides its
+// CPU among (RESOURCES_WEIGHT is per node).
+func (b *Backend) Active() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set := map[string]bool{}
+	for _, q := range b.queries {
+		if q.st == running {
+			set[q.pool] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
