@@ -22,12 +22,31 @@ type Sources struct {
 	// Store holds the accepted run-time changes; nil refuses run-time
 	// changes (the daemon has no state directory).
 	Store *state.Store
+	// Shared, when set, is where the model comes from instead: pool
+	// definitions shared by every daemon of a cluster (fleet mode).
+	Shared SharedDefinitions
+}
+
+// SharedDefinitions are pool definitions kept outside the host and shared
+// by many daemons: reloads read them, a run-time change is written to them
+// all or nothing (refused when another change came in between).
+type SharedDefinitions interface {
+	Load() (*planner.Model, []planner.Warning, error)
+	// Change applies c's statements (apply) to the definitions as they
+	// are now, writes them with c, and returns the model after it and c
+	// as recorded.
+	Change(c state.Change, apply func(*planner.Model) (*planner.Model, []planner.Warning, error)) (*planner.Model, state.Change, []planner.Warning, error)
+	// Status says where the definitions in force come from, for STATUS=.
+	Status() string
 }
 
 // Load reads the pool file and applies the persisted changes after it:
 // the effective model. It writes nothing; an invalid file or a change that
 // no longer applies is an error naming file:line:col.
 func (src Sources) Load() (*planner.Model, []planner.Warning, error) {
+	if src.Shared != nil {
+		return src.Shared.Load()
+	}
 	data, err := os.ReadFile(src.PoolFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read pool file: %w", err)
@@ -118,7 +137,7 @@ func (s *Server) ExecSQL(id admission.Identity, source, ddl string) (state.Chang
 func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Change, []planner.Warning, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.src == nil || c.src.Store == nil {
+	if c.src == nil || c.src.Store == nil && c.src.Shared == nil {
 		return state.Change{}, nil, ErrNoState
 	}
 	stmts, err := planner.Parse(source, []byte(ddl))
@@ -127,6 +146,15 @@ func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Chan
 	}
 	if len(stmts) == 0 {
 		return state.Change{}, nil, fmt.Errorf("%s: no statement (accepted: CREATE, ALTER, DROP RESOURCE POOL [CLASSIFIER], GRANT, REVOKE)", source)
+	}
+	if c.src.Shared != nil {
+		m, ch, warns, err := c.src.Shared.Change(state.Change{UID: id.UID, User: id.User, DDL: ddl},
+			func(m *planner.Model) (*planner.Model, []planner.Warning, error) { return planner.Apply(m, stmts) })
+		if err != nil {
+			return state.Change{}, warns, err
+		}
+		c.log.Info("run-time change written to the cluster", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
+		return ch, warns, c.install(m, fmt.Sprintf("cluster change %d", ch.Seq))
 	}
 	m, warns, err := planner.Apply(c.current().Model, stmts)
 	if err != nil {
@@ -161,5 +189,11 @@ func (s *Server) Status() string {
 		running += p.Running
 		queued += p.Queued
 	}
-	return fmt.Sprintf("%d pools, %d queries running, %d queued", len(pools), running, queued)
+	line := fmt.Sprintf("%d pools, %d queries running, %d queued", len(pools), running, queued)
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	if s.changes.src != nil && s.changes.src.Shared != nil {
+		line += "; " + s.changes.src.Shared.Status()
+	}
+	return line
 }

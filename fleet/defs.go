@@ -66,11 +66,12 @@ func (b *Backend) Definitions(ctx context.Context) (d Definitions, ok bool, err 
 	return d, err == nil, err
 }
 
-// Seed makes poolFile (named source, its content src) the cluster's pool
-// definitions if the cluster has none, and returns the cluster's
-// definitions either way: seeded reports whether this call wrote them.
-func (b *Backend) Seed(ctx context.Context, source string, src []byte) (d Definitions, seeded bool, err error) {
-	d = Definitions{Format: DefinitionsFormat, Seed: b.cfg.Node + ":" + source, PoolFile: string(src)}
+// Seed makes a pool file (named source, its content src, and the run-time
+// changes made to it on this node) the cluster's pool definitions if the
+// cluster has none, and returns the cluster's definitions either way:
+// seeded reports whether this call wrote them.
+func (b *Backend) Seed(ctx context.Context, source string, src []byte, changes []state.Change) (d Definitions, seeded bool, err error) {
+	d = Definitions{Format: DefinitionsFormat, Seed: b.cfg.Node + ":" + source, PoolFile: string(src), Changes: changes}
 	v, _ := json.Marshal(d)
 	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), b.cfg.RequestTimeout)
 	defer cancel()

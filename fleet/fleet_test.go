@@ -312,11 +312,11 @@ func TestDefinitionsConflict(t *testing.T) {
 		nodes[i] = b
 	}
 	seed := []byte("CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=2);\n")
-	d0, seeded, err := nodes[0].Seed(context.Background(), "pools.sql", seed)
+	d0, seeded, err := nodes[0].Seed(context.Background(), "pools.sql", seed, nil)
 	if err != nil || !seeded {
 		t.Fatalf("seed: %v, seeded %v", err, seeded)
 	}
-	d1, seeded, err := nodes[1].Seed(context.Background(), "other.sql", []byte("CREATE RESOURCE POOL x;\n"))
+	d1, seeded, err := nodes[1].Seed(context.Background(), "other.sql", []byte("CREATE RESOURCE POOL x;\n"), nil)
 	if err != nil || seeded || d1.PoolFile != string(seed) || d1.Rev != d0.Rev {
 		t.Fatalf("second seed: %v, seeded %v, %+v; want the first node's definitions", err, seeded, d1)
 	}

@@ -37,7 +37,7 @@ func daemonCommand() *cli.Command {
 			"invalid file is refused and the running pools kept). Under systemd (Type=notify,\n" +
 			"Delegate=yes, --delegated) it reports readiness and status and pings the watchdog.\n" +
 			"See docs/admission.md and docs/operate.md.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.BoolFlag{Name: "delegated", Usage: "run in the cgroup systemd delegated to the unit (Delegate=yes): move into its leaf agent/ and keep the pools in pools/ beside it (instead of --root)"},
@@ -51,7 +51,7 @@ func daemonCommand() *cli.Command {
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.DurationFlag{Name: "load-sample", Value: admission.DefaultSampleInterval, Usage: "host CPU load sampling `INTERVAL`"},
 			&cli.DurationFlag{Name: "load-refresh", Value: admission.DefaultRefreshInterval, Usage: "`INTERVAL` between load refreshes: moving average taken, reservations dropped, pools re-planned with observed demand"},
-		},
+		}, fleetFlags()...),
 		Action: runDaemon,
 	}
 }
@@ -127,11 +127,21 @@ func runDaemon(c *cli.Context) error {
 		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
 		Log:        log,
 	}
+	var fleetReload reloader
+	if c.String("etcd") != "" {
+		backend, shared, err := joinFleet(c, log, &src, model, node.CPUs, cfg.Load, fleetReload.reload)
+		if err != nil {
+			return err
+		}
+		defer backend.Close()
+		cfg.Admission, model = backend, shared
+	}
 	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
 	if err != nil {
 		return err
 	}
 	srv.Operate(src)
+	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
 	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
 }

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/fleet"
+	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/state"
+)
+
+// fleetFlags are `poolagent daemon`'s fleet mode flags (docs/fleet.md).
+func fleetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "etcd", Usage: "fleet mode: etcd client `ENDPOINTS`, comma-separated (http://10.0.0.1:2379,...); pool limits and definitions are then the cluster's (docs/fleet.md)"},
+		&cli.StringFlag{Name: "cluster", Value: "poolagent", Usage: "fleet mode: cluster `NAME`; its keys live under /poolagent/NAME/ in etcd"},
+		&cli.StringFlag{Name: "node", Usage: "fleet mode: this node's `NAME` in the cluster (default: the host name)"},
+		&cli.DurationFlag{Name: "etcd-ttl", Value: fleet.DefaultTTL, Usage: "fleet mode: session lease `TTL`; a node that dies frees its slots this long after its last renewal"},
+		&cli.StringFlag{Name: "etcd-cacert", Usage: "fleet mode: CA certificate `FILE` (PEM) that signed the etcd members' certificates"},
+		&cli.StringFlag{Name: "etcd-cert", Usage: "fleet mode: client certificate `FILE` (PEM) for etcd"},
+		&cli.StringFlag{Name: "etcd-key", Usage: "fleet mode: client key `FILE` (PEM) for --etcd-cert"},
+	}
+}
+
+// fleetTLS builds the etcd client's TLS configuration from the flags; nil
+// when none is given.
+func fleetTLS(c *cli.Context) (*tls.Config, error) {
+	ca, cert, key := c.String("etcd-cacert"), c.String("etcd-cert"), c.String("etcd-key")
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("--etcd-cert %q and --etcd-key %q: give both or neither", cert, key)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// joinFleet opens the fleet backend and makes the cluster's definitions
+// the model: an empty cluster is seeded with the pool file (and the run-time
+// changes in --state-dir); otherwise the cluster's definitions win, and the
+// log says so when they differ from the file. reload is called when the
+// cluster's definitions change.
+func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *planner.Model, cpus float64, load admission.LoadConfig, reload func()) (*fleet.Backend, *planner.Model, error) {
+	tlsCfg, err := fleetTLS(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := c.String("node")
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return nil, nil, fmt.Errorf("--node not given and the host name cannot be read: %w", err)
+		}
+	}
+	version := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+	}
+	var endpoints []string
+	for e := range strings.SplitSeq(c.String("etcd"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	b, err := fleet.Open(context.Background(), fleet.Config{
+		Endpoints: endpoints, TLS: tlsCfg, Cluster: c.String("cluster"), Node: name,
+		TTL: c.Duration("etcd-ttl"), Load: load, VCPUs: int(math.Ceil(cpus)), Version: version,
+		Definitions: func(fleet.Definitions) { reload() }, Log: log,
+	}, admission.LimitsFromModel(local))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--etcd: %w", err)
+	}
+	data, err := os.ReadFile(src.PoolFile)
+	if err != nil {
+		b.Close()
+		return nil, nil, fmt.Errorf("read pool file: %w", err)
+	}
+	var changes []state.Change
+	if src.Store != nil {
+		changes = src.Store.Changes()
+	}
+	shared := &fleet.Shared{Backend: b}
+	model, warns, err := shared.Seed(src.PoolFile, data, changes)
+	if err != nil {
+		b.Close()
+		return nil, nil, fmt.Errorf("cluster pool definitions: %w", err)
+	}
+	for _, w := range warns {
+		log.Warn("cluster pool definitions", "warning", w.String())
+	}
+	log.Info("fleet mode", "cluster", c.String("cluster"), "node", name, "etcd", endpoints, "definitions", shared.Note)
+	src.Shared = shared
+	return b, model, nil
+}
+
+// reloader calls Reload on the server once it exists.
+type reloader struct{ srv atomic.Pointer[daemon.Server] }
+
+func (r *reloader) reload() {
+	if s := r.srv.Load(); s != nil {
+		s.Reload()
+	}
+}

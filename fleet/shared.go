@@ -1,0 +1,93 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/state"
+)
+
+// Shared is the cluster's pool definitions as a daemon's model source:
+// reloads read them, run-time changes go into them (daemon.Sources.Shared).
+type Shared struct {
+	Backend *Backend
+	// Note says how the definitions came to be in force at start, for
+	// STATUS= and the log (see Seed).
+	Note string
+}
+
+// Status says where the definitions in force come from, and whether this
+// node reaches etcd.
+func (s *Shared) Status() string {
+	h := s.Backend.Health()
+	if !h.Connected {
+		return s.Note + "; etcd unreachable: globally limited pools do not admit on this node"
+	}
+	return s.Note
+}
+
+// Load reads the cluster's definitions and makes their model.
+func (s *Shared) Load() (*planner.Model, []planner.Warning, error) {
+	d, ok, err := s.Backend.Definitions(context.Background())
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, fmt.Errorf("cluster %s has no pool definitions (a daemon seeds them from its pool file when it joins)", s.Backend.cfg.Cluster)
+	}
+	return d.Model()
+}
+
+// Change applies statements to the cluster's definitions as they are now
+// and writes them back in one transaction guarded by the revision they were
+// read at: when another change came in between, ErrConflict and nothing is
+// written. It returns the model in force after the change.
+func (s *Shared) Change(c state.Change, apply func(*planner.Model) (*planner.Model, []planner.Warning, error)) (*planner.Model, state.Change, []planner.Warning, error) {
+	ctx := context.Background()
+	d, ok, err := s.Backend.Definitions(ctx)
+	if err != nil {
+		return nil, state.Change{}, nil, fmt.Errorf("change not applied, nothing changed: %w", err)
+	}
+	if !ok {
+		return nil, state.Change{}, nil, fmt.Errorf("cluster %s has no pool definitions; nothing changed", s.Backend.cfg.Cluster)
+	}
+	m, _, err := d.Model()
+	if err != nil {
+		return nil, state.Change{}, nil, fmt.Errorf("the cluster's pool definitions do not load; nothing changed: %w", err)
+	}
+	m, warns, err := apply(m)
+	if err != nil {
+		return nil, state.Change{}, warns, err
+	}
+	c.Seq = uint64(len(d.Changes)) + 1
+	c.Time = time.Now().UTC()
+	d.Changes = append(d.Changes, c)
+	if _, err := s.Backend.Update(ctx, d); err != nil {
+		return nil, state.Change{}, warns, err
+	}
+	return m, c, warns, nil
+}
+
+// Seed joins the daemon's pool file to the cluster's definitions: an empty
+// cluster takes the file (and its run-time changes) as its definitions; a
+// cluster that has definitions keeps them, and they are in force on this
+// node whatever the file says. It returns the model in force and sets Note
+// when the file and the cluster disagree.
+func (s *Shared) Seed(source string, src []byte, changes []state.Change) (*planner.Model, []planner.Warning, error) {
+	d, seeded, err := s.Backend.Seed(context.Background(), source, src, changes)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case seeded:
+		s.Note = fmt.Sprintf("cluster %s seeded from %s", s.Backend.cfg.Cluster, source)
+	case d.PoolFile != string(src) || len(d.Changes) != len(changes):
+		s.Note = fmt.Sprintf("cluster %s definitions in force (seeded by %s, %d run-time changes); they differ from %s, which is not used",
+			s.Backend.cfg.Cluster, d.Seed, len(d.Changes), source)
+	default:
+		s.Note = fmt.Sprintf("cluster %s definitions in force, as %s", s.Backend.cfg.Cluster, source)
+	}
+	return d.Model()
+}
