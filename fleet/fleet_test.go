@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,8 @@ func openNode(t *testing.T, endpoints []string, cluster, name string, pools map[
 	t.Helper()
 	b, err := Open(context.Background(), Config{
 		Endpoints: endpoints, Cluster: cluster, Node: name, TTL: ttl, VCPUs: 2, Version: "test",
+		// Generous: the whole test run loads the machine.
+		RequestTimeout: 10 * time.Second,
 	}, pools)
 	if err != nil {
 		t.Fatal(err)
@@ -153,16 +156,35 @@ func TestGlobalLimit(t *testing.T) {
 	// 46 more at once: all rejected, with the cluster's figures.
 	var wg sync.WaitGroup
 	errs := make(chan error, 46)
+	var later [3][]admission.QueryID // waiting for etcd: decided by an event
+	var mu sync.Mutex
 	for i := range 46 {
 		wg.Go(func() {
-			_, started, err := nodes[i%3].Submit("olap", time.Now())
-			if started || err == nil {
-				err = fmt.Errorf("query started or queued: %v", started)
+			id, started, err := nodes[i%3].Submit("olap", time.Now())
+			switch {
+			case started:
+				err = fmt.Errorf("query %d started", id)
+			case err == nil:
+				// A call is bounded: on a loaded machine etcd may answer
+				// after it, and the decision comes as an event.
+				mu.Lock()
+				later[i%3] = append(later[i%3], id)
+				mu.Unlock()
+				return
 			}
 			errs <- err
 		})
 	}
 	wg.Wait()
+	for i, ids := range later {
+		for range ids {
+			ev := nodes[i].next(t, 10*time.Second)
+			if !slices.Contains(ids, ev.ID) {
+				t.Fatalf("node %d: event %+v for a query not submitted late", i, ev)
+			}
+			errs <- ev.Err
+		}
+	}
 	close(errs)
 	for err := range errs {
 		if !errors.Is(err, admission.ErrQueueFull) {
