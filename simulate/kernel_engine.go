@@ -123,6 +123,12 @@ type group struct {
 	throttled  []int   // throttled_cfs_rq: CPUs in throttle order
 	rqs        []rq    // per CPU
 	acct       groupAccount
+	timed      bool // in engine.timed
+
+	// Scratch counts of computeRates, 0 between calls.
+	runnable int // runnable threads below the group, all CPUs
+	here     int // runnable threads below the group on the CPU being shared
+	seen     int // share's generation that last listed the group
 }
 
 // thread is one runnable or waiting thread of a task.
@@ -144,6 +150,14 @@ type task struct {
 }
 
 // engine is the kernel-faithful event loop.
+//
+// Its cost per event follows what is in flight, not what the run holds:
+// it keeps the threads, tasks and timers in flight in lists of their own,
+// and remembers what changed since the runqueues were last settled and
+// the shares last computed. An instant at which no thread arrived, left,
+// moved or was throttled or unthrottled leaves every runqueue's busy
+// state, every placement and every share as they were, so settle and
+// computeRates skip the work whose result would be the same.
 type engine struct {
 	p       KernelParams
 	ncpu    int
@@ -155,6 +169,22 @@ type engine struct {
 	nextArr int // tasks sorted by arrival: next to arrive
 	order   []int
 	left    int // tasks not done
+
+	live    []int   // threads of tasks in flight, in index order
+	running []int   // tasks in flight (arrived, not done), in index order
+	timed   []int   // groups whose period or slack timer runs, in index order
+	busy    [][]int // per CPU: groups whose runqueue there is busy
+	dirty   []bool  // per CPU: its threads or their levels' throttling changed since it was settled
+	epoch   int     // counts changes to threads' placement and throttling
+	settled int     // epoch at which idleBalance last found nothing to move, or -1
+	shared  int     // epoch for which the rates were computed, or -1
+	gen     int     // share's generation counter
+
+	// Buffers reused from one event to the next.
+	onCPU   [][]int // live threads per CPU, in index order (bucketLive)
+	due     []int   // fire: groups or tasks due now
+	levels  []int   // tick, settleCPU: groups to process on one CPU
+	counted []int   // computeRates: groups with a runnable count
 }
 
 // runKernelInput simulates in and returns the counters. It assumes in
@@ -162,19 +192,48 @@ type engine struct {
 func runKernelInput(in kernelInput, p KernelParams) (kernelOutput, error) {
 	e := newEngine(in, p)
 	limit := e.timeLimit()
+	fired := false
 	for !e.finished() {
 		next := e.nextEvent()
 		if next > limit {
 			return kernelOutput{}, fmt.Errorf("simulate: kernel model did not finish by %.0f µs: %w", limit, ErrInvalidInput)
 		}
+		if fired && next <= e.now && !e.endUnresolved() {
+			return kernelOutput{}, fmt.Errorf("simulate: kernel model stopped making progress at %.3f µs: %w", e.now, ErrInvalidInput)
+		}
 		e.advance(next)
 		e.fire()
+		fired = true
 	}
 	return e.output(), nil
 }
 
+// endUnresolved finishes, at the next fire, every running task whose
+// completion is due sooner than the clock can tell from now: need left
+// above doneEpsUsec but below what its threads run in one step of a
+// float64 at now (past about 2^31 µs, 36 minutes, a step is 4.8e-7 µs).
+// Such a task would keep the next event at now for ever. It reports
+// whether there was one.
+func (e *engine) endUnresolved() bool {
+	found := false
+	for _, i := range e.running {
+		t := &e.tasks[i]
+		rate := 0.0
+		for _, th := range t.threads {
+			rate += e.threads[th].rate
+		}
+		if rate > 0 && e.now+t.left/rate <= e.now {
+			t.left, found = 0, true
+		}
+	}
+	return found
+}
+
 func newEngine(in kernelInput, p KernelParams) *engine {
-	e := &engine{p: p, ncpu: in.ncpu}
+	e := &engine{p: p, ncpu: in.ncpu, settled: -1, shared: -1}
+	e.busy = make([][]int, in.ncpu)
+	e.dirty = make([]bool, in.ncpu)
+	e.onCPU = make([][]int, in.ncpu)
 	e.groups = make([]group, len(in.groups))
 	for i, s := range in.groups {
 		g := &e.groups[i]
@@ -239,15 +298,37 @@ func (e *engine) timeLimit() float64 {
 }
 
 func (e *engine) finished() bool {
-	if e.left > 0 {
-		return false
+	return e.left == 0 && len(e.timed) == 0
+}
+
+// retime keeps group gi's place in e.timed in step with its timers.
+func (e *engine) retime(gi int) {
+	g := &e.groups[gi]
+	on := g.active || g.slackAt >= 0
+	if on == g.timed {
+		return
 	}
-	for i := range e.groups {
-		if e.groups[i].active || e.groups[i].slackAt >= 0 {
-			return false
-		}
+	g.timed = on
+	e.timed = setSorted(e.timed, gi, on)
+}
+
+// setSorted adds v to or removes it from the ascending list s.
+func setSorted(s []int, v int, in bool) []int {
+	i, found := slices.BinarySearch(s, v)
+	switch {
+	case in && !found:
+		return slices.Insert(s, i, v)
+	case !in && found:
+		return slices.Delete(s, i, i+1)
 	}
-	return true
+	return s
+}
+
+// touch records that a thread arrived on, left or moved to or from cpu,
+// or that a runqueue there was throttled or unthrottled.
+func (e *engine) touch(cpu int) {
+	e.dirty[cpu] = true
+	e.epoch++
 }
 
 // nextEvent returns the time of the next event after now: an arrival, a
@@ -258,11 +339,8 @@ func (e *engine) nextEvent() float64 {
 		next = max(e.now, e.tasks[e.order[e.nextArr]].spec.arriveUsec)
 	}
 	busy := false
-	for i := range e.tasks {
+	for _, i := range e.running {
 		t := &e.tasks[i]
-		if !t.arrived || t.done {
-			continue
-		}
 		rate := 0.0
 		for _, th := range t.threads {
 			rate += e.threads[th].rate
@@ -275,7 +353,7 @@ func (e *engine) nextEvent() float64 {
 	if busy {
 		next = min(next, e.nextTick())
 	}
-	for i := range e.groups {
+	for _, i := range e.timed {
 		g := &e.groups[i]
 		if g.active {
 			next = min(next, g.nextExpiry)
@@ -312,7 +390,7 @@ func onGrid(t, phase, step float64) bool {
 func (e *engine) advance(t float64) {
 	dt := t - e.now
 	if dt > 0 {
-		for i := range e.threads {
+		for _, i := range e.live {
 			th := &e.threads[i]
 			if th.rate == 0 {
 				continue
@@ -351,25 +429,39 @@ func (e *engine) windowOf(g *group) *windowAccount {
 
 // fire handles every event due at now, in the kernel's order within one
 // instant: timers (hrtimer softirq), completions, arrivals, then the tick.
+// A handler touches only its own group or task, so each kind of event is
+// collected first and handled in index order.
 func (e *engine) fire() {
-	for i := range e.groups {
+	due := e.due[:0]
+	for _, i := range e.timed {
 		g := &e.groups[i]
 		if g.active && g.nextExpiry <= e.now+1e-6 {
-			e.periodTimer(i)
+			due = append(due, i)
 		}
 	}
-	for i := range e.groups {
+	for _, i := range due {
+		e.periodTimer(i)
+	}
+	due = due[:0]
+	for _, i := range e.timed {
 		g := &e.groups[i]
 		if g.slackAt >= 0 && g.slackAt <= e.now+1e-6 {
-			e.slackTimer(i)
+			due = append(due, i)
 		}
 	}
-	for i := range e.tasks {
-		t := &e.tasks[i]
-		if t.arrived && !t.done && t.left <= doneEpsUsec {
-			e.complete(i)
+	for _, i := range due {
+		e.slackTimer(i)
+	}
+	due = due[:0]
+	for _, i := range e.running {
+		if e.tasks[i].left <= doneEpsUsec {
+			due = append(due, i)
 		}
 	}
+	for _, i := range due {
+		e.complete(i)
+	}
+	e.due = due[:0]
 	for e.nextArr < len(e.order) && e.tasks[e.order[e.nextArr]].spec.arriveUsec <= e.now+1e-6 {
 		e.arrive(e.order[e.nextArr])
 		e.nextArr++
@@ -389,6 +481,7 @@ func (e *engine) periodTimer(gi int) {
 	e.refill(g)
 	if g.idle && !throttled {
 		g.active = false // out_deactivate: HRTIMER_NORESTART
+		e.retime(gi)
 		return
 	}
 	g.nextExpiry += g.spec.periodUsec
@@ -442,6 +535,7 @@ func (e *engine) distribute(gi int) bool {
 func (e *engine) slackTimer(gi int) {
 	g := &e.groups[gi]
 	g.slackAt = -1
+	e.retime(gi)
 	if e.refreshWithin(g, minBandwidthExpirationUsec) {
 		return
 	}
@@ -462,7 +556,7 @@ func (e *engine) refreshWithin(g *group, d float64) bool {
 func (e *engine) assign(gi, cpu int, target float64) bool {
 	g := &e.groups[gi]
 	r := &g.rqs[cpu]
-	e.startTimer(g)
+	e.startTimer(gi)
 	if g.pool > 0 {
 		amount := min(g.pool, target-r.silo)
 		g.pool -= amount
@@ -474,11 +568,13 @@ func (e *engine) assign(gi, cpu int, target float64) bool {
 
 // startTimer is start_cfs_bandwidth: an inactive timer restarts at the
 // next boundary of its own phase (hrtimer_forward_now).
-func (e *engine) startTimer(g *group) {
+func (e *engine) startTimer(gi int) {
+	g := &e.groups[gi]
 	if g.active {
 		return
 	}
 	g.active = true
+	e.retime(gi)
 	period, phase := g.spec.periodUsec, g.spec.phaseUsec
 	k := math.Floor((e.now-phase)/period) + 1
 	g.nextExpiry = phase + k*period
@@ -494,6 +590,7 @@ func (e *engine) throttle(gi, cpu int) {
 	r.since = e.now
 	g.throttled = append(g.throttled, cpu)
 	e.markThrottledWindow(g, r)
+	e.touch(cpu)
 }
 
 // unthrottle is unthrottle_cfs_rq: add the runqueue's throttled time.
@@ -508,6 +605,7 @@ func (e *engine) unthrottle(gi, cpu int) {
 		r.clockOn = false
 	}
 	g.throttled = slices.DeleteFunc(g.throttled, func(c int) bool { return c == cpu })
+	e.touch(cpu)
 }
 
 func (e *engine) markThrottledWindow(g *group, r *rq) {
@@ -531,16 +629,18 @@ func (e *engine) returnSlack(gi, cpu int) {
 	g.pool += slack
 	r.silo -= slack
 	if g.pool > float64(e.p.SliceUsec) && len(g.throttled) > 0 {
-		e.startSlack(g)
+		e.startSlack(gi)
 	}
 }
 
 // startSlack is start_cfs_slack_bandwidth.
-func (e *engine) startSlack(g *group) {
+func (e *engine) startSlack(gi int) {
+	g := &e.groups[gi]
 	if e.refreshWithin(g, slackPeriodUsec+minBandwidthExpirationUsec) || g.slackAt >= 0 {
 		return
 	}
 	g.slackAt = e.now + slackPeriodUsec
+	e.retime(gi)
 }
 
 // arrive starts task ti's threads, each on the allowed CPU with the
@@ -553,32 +653,33 @@ func (e *engine) arrive(ti int) {
 		e.left--
 		return
 	}
+	e.running = setSorted(e.running, ti, true)
 	for range t.spec.threads {
 		cpu := e.leastLoaded(t.spec.cpus)
 		e.threads = append(e.threads, thread{task: ti, cpu: cpu})
 		t.threads = append(t.threads, len(e.threads)-1)
+		e.live = append(e.live, len(e.threads)-1)
+		e.touch(cpu)
 	}
 }
 
 // leastLoaded picks among allowed (nil = all) the CPU with the fewest
 // threads that can run, then the fewest threads, then the lowest number.
 func (e *engine) leastLoaded(allowed []int) int {
+	counts := make([]int, 2*e.ncpu) // per CPU: threads that can run, all threads
+	for _, i := range e.live {
+		cpu := e.threads[i].cpu
+		counts[2*cpu+1]++
+		if !e.blocked(i) {
+			counts[2*cpu]++
+		}
+	}
 	best, bestRun, bestAll := -1, 0, 0
 	for cpu := range e.ncpu {
 		if allowed != nil && !slices.Contains(allowed, cpu) {
 			continue
 		}
-		run, all := 0, 0
-		for i := range e.threads {
-			th := &e.threads[i]
-			if th.cpu != cpu || e.tasks[th.task].done {
-				continue
-			}
-			all++
-			if !e.blocked(i) {
-				run++
-			}
-		}
+		run, all := counts[2*cpu], counts[2*cpu+1]
 		if best < 0 || run < bestRun || (run == bestRun && all < bestAll) {
 			best, bestRun, bestAll = cpu, run, all
 		}
@@ -598,6 +699,11 @@ func (e *engine) complete(ti int) {
 	t := &e.tasks[ti]
 	t.done, t.doneAt, t.left = true, e.now, 0
 	e.left--
+	e.running = setSorted(e.running, ti, false)
+	e.live = slices.DeleteFunc(e.live, func(i int) bool { return e.threads[i].task == ti })
+	for _, thi := range t.threads {
+		e.touch(e.threads[thi].cpu)
+	}
 	tail := true
 	for k, thi := range t.threads {
 		th := &e.threads[thi]
@@ -612,7 +718,7 @@ func (e *engine) complete(ti int) {
 				continue
 			}
 			if !e.assign(gi, th.cpu, float64(e.p.SliceUsec)) {
-				r.busy = e.busyOn(gi, th.cpu) || (k == 0 && tail)
+				e.setBusy(gi, th.cpu, e.busyOn(gi, th.cpu) || (k == 0 && tail))
 				tail = false
 				e.throttle(gi, th.cpu)
 			}
@@ -626,21 +732,35 @@ func (e *engine) complete(ti int) {
 // the same moment but their handlers race for the group's lock; the model
 // rotates which CPU goes first from one tick to the next, so no CPU is
 // always first to the last of the pool.
+//
+// Only a level whose silo is spent does anything at a tick, and what one
+// level does changes no other level's silo or throttling on that CPU, so
+// only those levels are listed and ordered.
 func (e *engine) tick() {
 	first := int(math.Round((e.now-float64(e.p.TickPhaseUsec))/float64(e.p.TickUsec))) % e.ncpu
+	e.bucketLive()
 	for i := range e.ncpu {
 		cpu := (first + i) % e.ncpu
-		var levels []int
-		for i := range e.threads {
+		levels := e.levels[:0]
+		for _, i := range e.onCPU[cpu] {
 			th := &e.threads[i]
-			if th.cpu != cpu || th.rate == 0 {
+			if th.rate == 0 {
 				continue
 			}
 			for _, gi := range e.tasks[th.task].levels {
+				g := &e.groups[gi]
+				r := &g.rqs[cpu]
+				if !g.limited || r.throttled || r.silo > 0 {
+					continue
+				}
 				if !slices.Contains(levels, gi) {
 					levels = append(levels, gi)
 				}
 			}
+		}
+		e.levels = levels[:0]
+		if len(levels) == 0 {
+			continue
 		}
 		slices.SortStableFunc(levels, func(a, b int) int { return e.groups[b].depth - e.groups[a].depth })
 		for _, gi := range levels {
@@ -653,6 +773,18 @@ func (e *engine) tick() {
 				e.throttle(gi, cpu)
 			}
 		}
+	}
+}
+
+// bucketLive fills e.onCPU with the live threads of every CPU, in index
+// order.
+func (e *engine) bucketLive() {
+	for cpu := range e.onCPU {
+		e.onCPU[cpu] = e.onCPU[cpu][:0]
+	}
+	for _, i := range e.live {
+		cpu := e.threads[i].cpu
+		e.onCPU[cpu] = append(e.onCPU[cpu], i)
 	}
 }
 
@@ -676,10 +808,10 @@ func (e *engine) blocked(thi int) bool {
 // enqueued: a live thread below it none of whose levels strictly below gi
 // is throttled on that CPU.
 func (e *engine) busyOn(gi, cpu int) bool {
-	for i := range e.threads {
+	for _, i := range e.live {
 		th := &e.threads[i]
 		t := &e.tasks[th.task]
-		if th.cpu != cpu || t.done {
+		if th.cpu != cpu {
 			continue
 		}
 		for _, lv := range t.levels {
@@ -717,13 +849,37 @@ func (e *engine) settle() {
 }
 
 // settleCPU processes busy transitions of every runqueue on cpu, deepest
-// groups first. It reports whether anything changed.
+// groups first (then in index order). It reports whether anything
+// changed.
+//
+// A CPU that was not touched since it was last settled has nothing to
+// process: one pass leaves every runqueue's busy state true to its
+// threads, since what a runqueue does changes the busy state only of its
+// ancestors, which come later in the pass. On a touched CPU only the
+// runqueues that are busy or lie on a live thread's path can change.
 func (e *engine) settleCPU(cpu int) bool {
-	order := make([]int, len(e.groups))
-	for i := range order {
-		order[i] = i
+	if !e.dirty[cpu] {
+		return false
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return e.groups[b].depth - e.groups[a].depth })
+	e.dirty[cpu] = false
+	order := append(e.levels[:0], e.busy[cpu]...)
+	for _, i := range e.live {
+		if e.threads[i].cpu != cpu {
+			continue
+		}
+		for _, gi := range e.tasks[e.threads[i].task].levels {
+			if !slices.Contains(order, gi) {
+				order = append(order, gi)
+			}
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if d := e.groups[b].depth - e.groups[a].depth; d != 0 {
+			return d
+		}
+		return a - b
+	})
+	e.levels = order[:0]
 	changed := false
 	for _, gi := range order {
 		g := &e.groups[gi]
@@ -732,7 +888,7 @@ func (e *engine) settleCPU(cpu int) bool {
 		if busy == r.busy {
 			continue
 		}
-		r.busy = busy
+		e.setBusy(gi, cpu, busy)
 		changed = true
 		if !g.limited {
 			continue
@@ -752,85 +908,126 @@ func (e *engine) settleCPU(cpu int) bool {
 	return changed
 }
 
+// setBusy sets whether group gi's runqueue on cpu is busy, keeping
+// e.busy in step.
+func (e *engine) setBusy(gi, cpu int, busy bool) {
+	r := &e.groups[gi].rqs[cpu]
+	if r.busy == busy {
+		return
+	}
+	r.busy = busy
+	if busy {
+		e.busy[cpu] = append(e.busy[cpu], gi)
+		return
+	}
+	e.busy[cpu] = slices.DeleteFunc(e.busy[cpu], func(g int) bool { return g == gi })
+}
+
 // idleBalance lets a CPU with nothing to run pull one runnable thread
 // from a CPU that has two or more, never into or out of a throttled
-// hierarchy (throttled_lb_pair). It reports whether a thread moved.
+// hierarchy (throttled_lb_pair). It reports whether a thread moved. When
+// nothing was touched since it last found nothing to move, it finds
+// nothing again.
 func (e *engine) idleBalance() bool {
+	if e.settled == e.epoch {
+		return false
+	}
 	running := make([]int, e.ncpu)
-	for i := range e.threads {
-		th := &e.threads[i]
-		if !e.tasks[th.task].done && !e.blocked(i) {
-			running[th.cpu]++
+	for _, i := range e.live {
+		if !e.blocked(i) {
+			running[e.threads[i].cpu]++
 		}
 	}
 	for dst := range e.ncpu {
 		if running[dst] > 0 {
 			continue
 		}
-		for i := range e.threads {
+		for _, i := range e.live {
 			th := &e.threads[i]
 			t := &e.tasks[th.task]
-			if t.done || running[th.cpu] < 2 || e.blocked(i) || e.blockedOn(t, dst) {
+			if running[th.cpu] < 2 || e.blocked(i) || e.blockedOn(t, dst) {
 				continue
 			}
 			if t.spec.cpus != nil && !slices.Contains(t.spec.cpus, dst) {
 				continue
 			}
+			e.touch(th.cpu)
+			e.touch(dst)
 			th.cpu = dst
 			return true
 		}
 	}
+	e.settled = e.epoch
 	return false
 }
 
 // computeRates shares every CPU among its runnable threads by
 // hierarchical weight: at each level a group gets its cpu.weight scaled
 // by the part of its runnable threads that are on this CPU
-// (calc_group_shares), a thread gets a nice-0 weight.
+// (calc_group_shares), a thread gets a nice-0 weight. The shares depend
+// only on which threads can run where, so when nothing was touched since
+// they were computed they stay as they are.
 func (e *engine) computeRates() {
-	runnable := make([]int, len(e.groups)) // runnable threads below each group, all CPUs
-	for i := range e.threads {
-		e.threads[i].rate = 0
+	if e.shared == e.epoch {
+		return
+	}
+	e.shared = e.epoch
+	counted := e.counted[:0]
+	for _, i := range e.live {
 		th := &e.threads[i]
-		if e.tasks[th.task].done || e.blocked(i) {
+		th.rate = 0
+		if e.blocked(i) {
 			continue
 		}
 		for _, gi := range e.tasks[th.task].levels {
-			runnable[gi]++
+			if e.groups[gi].runnable == 0 {
+				counted = append(counted, gi)
+			}
+			e.groups[gi].runnable++
 		}
 	}
+	e.bucketLive()
+	var ths []int
 	for cpu := range e.ncpu {
-		var ths []int
-		for i := range e.threads {
-			th := &e.threads[i]
-			if th.cpu == cpu && !e.tasks[th.task].done && !e.blocked(i) {
+		ths = ths[:0]
+		for _, i := range e.onCPU[cpu] {
+			if !e.blocked(i) {
 				ths = append(ths, i)
 			}
 		}
 		if len(ths) == 0 {
 			continue
 		}
-		here := make(map[int]int) // runnable threads below each group on this CPU
 		for _, i := range ths {
 			for _, gi := range e.tasks[e.threads[i].task].levels {
-				here[gi]++
+				e.groups[gi].here++
 			}
 		}
-		e.share(ths, -1, 1, here, runnable)
+		e.share(ths, -1, 1)
+		for _, i := range ths {
+			for _, gi := range e.tasks[e.threads[i].task].levels {
+				e.groups[gi].here = 0
+			}
+		}
 	}
+	for _, gi := range counted {
+		e.groups[gi].runnable = 0
+	}
+	e.counted = counted[:0]
 }
 
 // share splits fraction of a CPU among the entities below parent (-1 is
 // the root): threads directly in parent and child groups with runnable
 // threads.
-func (e *engine) share(ths []int, parent int, fraction float64, here map[int]int, runnable []int) {
+func (e *engine) share(ths []int, parent int, fraction float64) {
 	type entity struct {
 		group  int // -1 for a thread
 		thread int
 		weight float64
 	}
 	var ents []entity
-	seen := map[int]bool{}
+	e.gen++
+	gen := e.gen
 	for _, i := range ths {
 		levels := e.tasks[e.threads[i].task].levels
 		child := childOf(levels, parent)
@@ -838,12 +1035,13 @@ func (e *engine) share(ths []int, parent int, fraction float64, here map[int]int
 			ents = append(ents, entity{group: -1, thread: i, weight: nice0Weight})
 			continue
 		}
-		if seen[child] {
+		g := &e.groups[child]
+		if g.seen == gen {
 			continue
 		}
-		seen[child] = true
-		w := e.groups[child].spec.weight * nice0Weight / 100
-		w *= float64(here[child]) / float64(runnable[child])
+		g.seen = gen
+		w := g.spec.weight * nice0Weight / 100
+		w *= float64(g.here) / float64(g.runnable)
 		ents = append(ents, entity{group: child, weight: w})
 	}
 	total := 0.0
@@ -862,7 +1060,7 @@ func (e *engine) share(ths []int, parent int, fraction float64, here map[int]int
 				sub = append(sub, i)
 			}
 		}
-		e.share(sub, en.group, f, here, runnable)
+		e.share(sub, en.group, f)
 	}
 }
 

@@ -117,3 +117,27 @@ func TestRunKernelErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRunKernelLongRun replays 40 minutes of the scaling benchmark's query
+// stream. Past 2^31 µs a float64 clock moves in steps of 4.8e-7 µs, and a
+// task whose last need is less than its threads run in one step could not
+// reach its completion: the next event stayed at the same instant for
+// ever. Every task must end after its arrival, and the pool must have used
+// exactly what the tasks needed.
+func TestRunKernelLongRun(t *testing.T) {
+	h := queryStream(2400)
+	run, err := RunKernel(h, DefaultKernelParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var need int64
+	for i, task := range h.Tasks {
+		need += task.NeedUsec
+		if done := run.Tasks[i].DoneUsec; done <= task.ArriveUsec || done > run.EndUsec {
+			t.Errorf("task %s arrived at %d µs, done at %d µs, run ended at %d µs", task.Name, task.ArriveUsec, done, run.EndUsec)
+		}
+	}
+	if got := run.Groups[0].Stat.UsageUsec; got != uint64(need) {
+		t.Errorf("pool used %d µs, the tasks needed %d µs", got, need)
+	}
+}
