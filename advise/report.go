@@ -79,3 +79,30 @@ func count(n float64, unit string) string {
 	}
 	return percentText(n) + " " + unit + "s"
 }
+
+// WriteVerify writes a verification's outcome: the trace's demand run for
+// real under lim, measured beside the kernel model's prediction for the
+// same run, and whether the measurement is within the budget.
+func WriteVerify(w io.Writer, b Budget, lim Limit, cgroup string, predicted, measured Outcome) error {
+	var s strings.Builder
+	fmt.Fprintf(&s, "\nverify: the trace's demand run for real under cpu.max %s (cgroup %s)\n\n", limitText(lim), cgroup)
+	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  \tperiods\tthrottled\tratio\tthrottled time\tworst delay\tbursts")
+	for _, r := range []struct {
+		name string
+		o    Outcome
+	}{{"predicted for the run", predicted}, {"measured", measured}} {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\t%s\t%d\n", r.name, r.o.NrPeriods, r.o.NrThrottled, pct(r.o.ThrottledRatio()),
+			secText(r.o.ThrottledUsec), msText(r.o.MaxDelayUsec), r.o.NrBursts)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	verdict := "met"
+	if !b.Meets(measured) {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(&s, "\n  budget %s: %s (worst delay estimated as a period's throttled time over the CPUs the threads run on)\n", b, verdict)
+	_, err := io.WriteString(w, s.String())
+	return err
+}

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/compare"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -29,6 +34,8 @@ func adviseCommand() *cli.Command {
 			&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Usage: "trace `FILE` written by poolagent record", Required: true},
 			&cli.StringFlag{Name: "max-throttled-periods", Usage: "budget: at most `PERCENT` of the active periods throttled, 0..100 (e.g. 10%)"},
 			&cli.DurationFlag{Name: "max-delay", Usage: "budget: a runnable thread held at most `DURATION` in one period (e.g. 20ms)"},
+			&cli.BoolFlag{Name: "verify", Usage: "run the trace's demand for real under the advised setting (as poolagent compare does; root) and report it against the budget"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "with --verify: no progress lines on stderr"},
 		},
 		Action: runAdvise,
 	}
@@ -53,7 +60,69 @@ func runAdvise(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return advise.WriteText(c.App.Writer, t, advise.Diagnose(t, b), a)
+	if err := advise.WriteText(c.App.Writer, t, advise.Diagnose(t, b), a); err != nil {
+		return err
+	}
+	if !c.Bool("verify") {
+		return nil
+	}
+	if a.Choice == nil {
+		return errors.New("--verify: no setting meets the budget, so there is nothing to verify")
+	}
+	return verifyAdvice(c, t, b, a.Choice.Limit)
+}
+
+// verifyAdvice runs the trace's demand for real under lim with compare's
+// machinery and prints the measurement against the budget; it fails when
+// the budget is not met.
+func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim advise.Limit) error {
+	if why := cannotMeasure(); why != "" {
+		return fmt.Errorf("--verify runs the demand for real and cannot here: %s (accepted: root on a host with the cgroup cpu controller)", why)
+	}
+	sc, err := advise.VerifyScenario(t, lim)
+	if err != nil {
+		return fmt.Errorf("--verify: %w", err)
+	}
+	layout, err := compare.LayoutOf(sc)
+	if err != nil {
+		return fmt.Errorf("--verify: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary for the workers: %w", err)
+	}
+	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+		WorkerCommand: []string{self, compareWorkerName}}
+	if !c.Bool("quiet") {
+		opt.Progress = c.App.ErrWriter
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := compare.Measure(ctx, sc.Name, layout, opt)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(report.Groups, func(g compare.GroupResult) bool { return g.Name == t.Pool })
+	if i < 0 || len(report.Groups[i].Runs) == 0 {
+		return fmt.Errorf("--verify: the run reported no pool %s", t.Pool)
+	}
+	run := report.Groups[i].Runs[0]
+	throttled := func(ws []compare.Window) []uint64 {
+		var v []uint64
+		for _, w := range ws {
+			v = append(v, w.ThrottledUsec)
+		}
+		return v
+	}
+	predicted := advise.ReplayOutcome(sc, run.Kernel, throttled(run.KernelWindows))
+	measured := advise.ReplayOutcome(sc, run.Measured, throttled(run.MeasuredWindows))
+	if err := advise.WriteVerify(c.App.Writer, b, lim, report.Env.Cgroup, predicted, measured); err != nil {
+		return err
+	}
+	if !b.Meets(measured) {
+		return fmt.Errorf("--verify: measured %d of %d periods throttled, worst delay %s: outside the budget of %s", measured.NrThrottled, measured.NrPeriods, time.Duration(measured.MaxDelayUsec)*time.Microsecond, b)
+	}
+	return nil
 }
 
 // adviseBudget reads the budget flags; neither given is 10% of periods.
