@@ -55,7 +55,7 @@ func Diagnose(t *Trace, b Budget) Diagnosis {
 		return d
 	}
 	dur := float64(len(t.Samples)) * float64(t.IntervalUsec)
-	use := float64(m.UsageUsec) / (dur * lim.CPUs())
+	use := float64(m.UsageUsec) / (dur * lim.VCPU())
 	quotaText := fmt.Sprintf("the %s quota", msText(lim.QuotaUsec))
 	if m.NrThrottled == 0 && m.ThrottledUsec == 0 {
 		say("average use %s of %s per %s period, and no period throttled", pct(use), quotaText, msText(lim.PeriodUsec))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -90,7 +91,7 @@ func modelTrace(t *testing.T, scenario, group string, cpus int) *Trace {
 		t.Fatal(err)
 	}
 	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: group, Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
-		SliceUsec: p.SliceUsec, TickUsec: p.TickUsec, Limit: Limit{QuotaUsec: g.QuotaUsec, PeriodUsec: g.PeriodUsec, BurstUsec: g.BurstUsec},
+		SliceUsec: p.SliceUsec, TickUsec: p.TickUsec, Limit: cpulimit.Limit{QuotaUsec: g.QuotaUsec, PeriodUsec: g.PeriodUsec, BurstUsec: g.BurstUsec},
 		IntervalUsec: g.PeriodUsec}
 	ws := run.Groups[0].Windows
 	n := int((run.EndUsec+g.PeriodUsec-1)/g.PeriodUsec) + 2

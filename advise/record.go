@@ -113,7 +113,7 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 // ReadLimit reads the pool's CPU limit: v2 cpu.max and cpu.max.burst; v1
 // cpu.cfs_quota_us (-1 = none), cpu.cfs_period_us and cpu.cfs_burst_us.
 // A missing burst file (a kernel before 5.14) means no burst.
-func ReadLimit(tree observe.Tree, pool string) (Limit, error) {
+func ReadLimit(tree observe.Tree, pool string) (cpulimit.Limit, error) {
 	dir := filepath.Join(tree.Root, pool)
 	read := func(name string, missingOK bool) (string, bool, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -136,34 +136,34 @@ func ReadLimit(tree observe.Tree, pool string) (Limit, error) {
 		}
 		return v, nil
 	}
-	var l Limit
+	var l cpulimit.Limit
 	var err error
 	if tree.Version == observe.V2 {
 		s, _, err := read("cpu.max", false)
 		if err != nil {
-			return Limit{}, err
+			return cpulimit.Limit{}, err
 		}
 		m, err := cpulimit.ParseCPUMax(s)
 		if err != nil {
-			return Limit{}, fmt.Errorf("%s: %w", dir, err)
+			return cpulimit.Limit{}, fmt.Errorf("%s: %w", dir, err)
 		}
 		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, m.PeriodUsec
 		if l.BurstUsec, err = num("cpu.max.burst", true); err != nil {
-			return Limit{}, err
+			return cpulimit.Limit{}, err
 		}
 		return l, nil
 	}
 	if l.QuotaUsec, err = num("cpu.cfs_quota_us", false); err != nil {
-		return Limit{}, err
+		return cpulimit.Limit{}, err
 	}
 	if l.QuotaUsec < 0 {
 		l.QuotaUsec = -1
 	}
 	if l.PeriodUsec, err = num("cpu.cfs_period_us", false); err != nil {
-		return Limit{}, err
+		return cpulimit.Limit{}, err
 	}
 	if l.BurstUsec, err = num("cpu.cfs_burst_us", true); err != nil {
-		return Limit{}, err
+		return cpulimit.Limit{}, err
 	}
 	return l, nil
 }

@@ -48,7 +48,7 @@ const replayPool = "pool"
 // runs: by then the period timer has stopped and the pool is full again
 // (rules 5 and 6), the state a run starts from. A run whose work outlasts
 // the gap is merged with the next.
-func Replay(t *Trace, slots []Slot, lim Limit, scale float64) (Outcome, error) {
+func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
 	if lim.QuotaUsec < 0 {
 		var o Outcome
 		for _, s := range slots {
@@ -86,7 +86,7 @@ func Replay(t *Trace, slots []Slot, lim Limit, scale float64) (Outcome, error) {
 	return out, nil
 }
 
-func (o *Outcome) add(run simulate.KernelRun, lim Limit) {
+func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
 	g := run.Groups[0]
 	st := g.Stat
 	o.UsageUsec += st.UsageUsec
@@ -104,9 +104,9 @@ func (o *Outcome) add(run simulate.KernelRun, lim Limit) {
 
 // replayRun runs the slots as one kernel-model run, shifted by shift µs
 // (a multiple of the period and the tick, which keeps every phase).
-func replayRun(t *Trace, slots []Slot, lim Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
+func replayRun(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
 	h := simulate.Host{CPUs: t.CPUs, TickUsec: 1, Groups: []simulate.Group{{
-		Name: replayPool, Limit: cpulimit.Limit{QuotaUsec: lim.QuotaUsec, PeriodUsec: lim.PeriodUsec, BurstUsec: lim.BurstUsec}}}}
+		Name: replayPool, Limit: lim}}}
 	for i, s := range slots {
 		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: replayPool,
 			ArriveUsec: s.StartUsec - shift, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})

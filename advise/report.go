@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // WriteText writes the diagnosis and the advice for a trace: the pool and
@@ -62,7 +64,7 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 
 // limitText renders a limit as cpu.max with its burst: "40000 100000",
 // "40000 100000, burst 40000".
-func limitText(l Limit) string {
+func limitText(l cpulimit.Limit) string {
 	if l.QuotaUsec < 0 {
 		return fmt.Sprintf("max %d", l.PeriodUsec)
 	}
@@ -83,7 +85,7 @@ func count(n float64, unit string) string {
 // WriteVerify writes a verification's outcome: the trace's demand run for
 // real under lim, measured beside the kernel model's prediction for the
 // same run, and whether the measurement is within the budget.
-func WriteVerify(w io.Writer, b Budget, lim Limit, cgroup string, predicted, measured Outcome) error {
+func WriteVerify(w io.Writer, b Budget, lim cpulimit.Limit, cgroup string, predicted, measured Outcome) error {
 	var s strings.Builder
 	fmt.Fprintf(&s, "\nverify: the trace's demand run for real under cpu.max %s (cgroup %s)\n\n", limitText(lim), cgroup)
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // Budget is how much throttling a pool may show over a trace.
@@ -82,7 +84,7 @@ var (
 // Candidate is one setting with its predicted counters.
 type Candidate struct {
 	Setting Setting
-	Limit   Limit
+	Limit   cpulimit.Limit
 	// Predicted are the counters the model predicts for the demand.
 	Predicted Outcome
 	// Margin are the counters it predicts with every need raised by the
@@ -194,7 +196,7 @@ func (s *searcher) eval(st Setting) (Candidate, error) {
 	return s.evalLimit(st, lim)
 }
 
-func (s *searcher) evalLimit(st Setting, lim Limit) (Candidate, error) {
+func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) {
 	c := Candidate{Setting: st, Limit: lim}
 	var err error
 	if c.Predicted, err = Replay(s.t, s.slots, lim, 1); err != nil {

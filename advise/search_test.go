@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // randomTrace is a pool on 2..4 CPUs with bursts of work of 1..4 threads
@@ -15,7 +17,7 @@ func randomTrace(t *testing.T, seed uint64) *Trace {
 	period := []int64{50_000, 100_000}[r.IntN(2)]
 	quota := period * int64(20+r.IntN(60)) / 100
 	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
-		SliceUsec: 5000, TickUsec: 4000, Limit: Limit{QuotaUsec: quota, PeriodUsec: period}, IntervalUsec: period}
+		SliceUsec: 5000, TickUsec: 4000, Limit: cpulimit.Limit{QuotaUsec: quota, PeriodUsec: period}, IntervalUsec: period}
 	for range 12 + r.IntN(12) {
 		s := Sample{Threads: 4, Ran: 0, Runnable: 0}
 		if r.IntN(3) == 0 {

@@ -25,7 +25,7 @@ type Setting struct {
 func settingOf(t *Trace) Setting {
 	s := Setting{CapPercent: 100, PeriodUsec: t.Limit.PeriodUsec}
 	if t.Limit.QuotaUsec > 0 {
-		s.CapPercent = roundTo(t.Limit.CPUs()/t.NodeCPUs*100, 2)
+		s.CapPercent = roundTo(t.Limit.VCPU()/t.NodeCPUs*100, 2)
 		s.BurstPercent = roundTo(float64(t.Limit.BurstUsec)/float64(t.Limit.QuotaUsec)*100, 2)
 	}
 	return s
@@ -44,22 +44,22 @@ func percentText(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) 
 // max-min division of RESOURCES_WEIGHT holds lower gets less). It runs
 // the planner on the setting as DDL, so it is the planner's arithmetic
 // and the planner's checks, not a copy of them.
-func (s Setting) Limit(nodeCPUs float64) (Limit, error) {
+func (s Setting) Limit(nodeCPUs float64) (cpulimit.Limit, error) {
 	src := fmt.Sprintf("CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = %s, CPU_BURST_PERCENT = %s, CPU_PERIOD_USEC = %d);",
 		percentText(s.CapPercent), percentText(s.BurstPercent), s.PeriodUsec)
 	m, _, err := planner.Load("advice", []byte(src))
 	if err != nil {
-		return Limit{}, fmt.Errorf("setting %s: %w", s, err)
+		return cpulimit.Limit{}, fmt.Errorf("setting %s: %w", s, err)
 	}
 	d, err := planner.Plan(m, planner.Node{CPUs: nodeCPUs, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, planner.Activity{})
 	if err != nil {
-		return Limit{}, fmt.Errorf("setting %s: %w", s, err)
+		return cpulimit.Limit{}, fmt.Errorf("setting %s: %w", s, err)
 	}
 	p, ok := d.Pool("p")
 	if !ok {
-		return Limit{}, fmt.Errorf("setting %s: the planner made no pool", s)
+		return cpulimit.Limit{}, fmt.Errorf("setting %s: the planner made no pool", s)
 	}
-	return Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}, nil
+	return cpulimit.Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}, nil
 }
 
 // String is the setting as a pool file's parameters.

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"regexp"
+
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // TraceFormat is the "format" of every trace file.
@@ -54,8 +55,9 @@ type Trace struct {
 	SliceUsec int64 `json:"slice_usec"`
 	// TickUsec is the scheduler tick, 1e6/CONFIG_HZ.
 	TickUsec int64 `json:"tick_usec"`
-	// Limit is the pool's CPU limit while it was recorded.
-	Limit Limit `json:"limit"`
+	// Limit is the pool's CPU limit while it was recorded: quota (Max
+	// for none), period and burst; Weight is not recorded.
+	Limit cpulimit.Limit `json:"-"`
 	// IntervalUsec is the length of every sample's interval.
 	IntervalUsec int64 `json:"interval_usec"`
 	// Samples are consecutive intervals, the first starting when the
@@ -63,22 +65,47 @@ type Trace struct {
 	Samples []Sample `json:"samples"`
 }
 
-// Limit is a pool's cpu.max ("QUOTA PERIOD") and cpu.max.burst.
-type Limit struct {
-	// QuotaUsec is the quota per period, -1 for "max" (no limit).
-	QuotaUsec int64 `json:"quota_usec"`
-	// PeriodUsec is the bandwidth period, 1000..1000000.
-	PeriodUsec int64 `json:"period_usec"`
-	// BurstUsec is cpu.max.burst (v1: cpu.cfs_burst_us), 0..QuotaUsec.
-	BurstUsec int64 `json:"burst_usec"`
+// traceJSON is a Trace as the file holds it: the limit as its three
+// cgroup values, in µs.
+type traceJSON struct {
+	Format       string    `json:"format"`
+	Version      int       `json:"version"`
+	Pool         string    `json:"pool"`
+	Cgroup       string    `json:"cgroup"`
+	CPUs         int       `json:"cpus"`
+	NodeCPUs     float64   `json:"node_cpus"`
+	SliceUsec    int64     `json:"slice_usec"`
+	TickUsec     int64     `json:"tick_usec"`
+	Limit        limitJSON `json:"limit"`
+	IntervalUsec int64     `json:"interval_usec"`
+	Samples      []Sample  `json:"samples"`
 }
 
-// CPUs is the limit's average cap in CPUs, quota/period; +Inf for "max".
-func (l Limit) CPUs() float64 {
-	if l.QuotaUsec < 0 {
-		return math.Inf(1)
+// limitJSON is the trace's "limit": cpu.max ("QUOTA PERIOD", quota -1
+// for "max") and cpu.max.burst.
+type limitJSON struct {
+	QuotaUsec  int64 `json:"quota_usec"`
+	PeriodUsec int64 `json:"period_usec"`
+	BurstUsec  int64 `json:"burst_usec"`
+}
+
+// MarshalJSON writes the trace in the file's layout.
+func (t Trace) MarshalJSON() ([]byte, error) {
+	return json.Marshal(traceJSON{Format: t.Format, Version: t.Version, Pool: t.Pool, Cgroup: t.Cgroup, CPUs: t.CPUs, NodeCPUs: t.NodeCPUs,
+		SliceUsec: t.SliceUsec, TickUsec: t.TickUsec, Limit: limitJSON{t.Limit.QuotaUsec, t.Limit.PeriodUsec, t.Limit.BurstUsec},
+		IntervalUsec: t.IntervalUsec, Samples: t.Samples})
+}
+
+// UnmarshalJSON reads the file's layout.
+func (t *Trace) UnmarshalJSON(b []byte) error {
+	var f traceJSON
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
 	}
-	return float64(l.QuotaUsec) / float64(l.PeriodUsec)
+	*t = Trace{Format: f.Format, Version: f.Version, Pool: f.Pool, Cgroup: f.Cgroup, CPUs: f.CPUs, NodeCPUs: f.NodeCPUs,
+		SliceUsec: f.SliceUsec, TickUsec: f.TickUsec, Limit: cpulimit.Limit{QuotaUsec: f.Limit.QuotaUsec, PeriodUsec: f.Limit.PeriodUsec, BurstUsec: f.Limit.BurstUsec},
+		IntervalUsec: f.IntervalUsec, Samples: f.Samples}
+	return nil
 }
 
 // Sample is what the pool's counters grew by in one interval (the pool's
@@ -211,7 +238,7 @@ func (t *Trace) ValidateHeader() error {
 		return bad("tick_usec", "%d (accepted: 100..100000, 1e6/CONFIG_HZ)", t.TickUsec)
 	case t.Limit.PeriodUsec < 1000 || t.Limit.PeriodUsec > 1_000_000:
 		return bad("limit.period_usec", "%d (accepted: 1000..1000000, the periods the kernel accepts)", t.Limit.PeriodUsec)
-	case t.Limit.QuotaUsec != -1 && (t.Limit.QuotaUsec < 1000 || t.Limit.QuotaUsec > t.Limit.PeriodUsec*MaxCPUs):
+	case t.Limit.QuotaUsec != cpulimit.Max && (t.Limit.QuotaUsec < 1000 || t.Limit.QuotaUsec > t.Limit.PeriodUsec*MaxCPUs):
 		return bad("limit.quota_usec", "%d (accepted: -1 for max, or 1000..period x %d)", t.Limit.QuotaUsec, MaxCPUs)
 	case t.Limit.BurstUsec < 0 || (t.Limit.BurstUsec > 0 && t.Limit.BurstUsec > t.Limit.QuotaUsec):
 		return bad("limit.burst_usec", "%d (accepted: 0..quota_usec; no burst without a quota)", t.Limit.BurstUsec)

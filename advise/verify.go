@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
 )
@@ -26,7 +27,7 @@ const verifyTickUsec = 1000
 // arriving at its start that burns its need (rounded to the millisecond,
 // at least 1 ms) on its threads. compare runs each task as a worker in a
 // query cgroup of its own below the pool, unpinned.
-func VerifyScenario(t *Trace, lim Limit) (*simulate.Scenario, error) {
+func VerifyScenario(t *Trace, lim cpulimit.Limit) (*simulate.Scenario, error) {
 	slots := Demand(t)
 	dur := int64(len(t.Samples)) * t.IntervalUsec
 	switch {
@@ -40,7 +41,7 @@ func VerifyScenario(t *Trace, lim Limit) (*simulate.Scenario, error) {
 	tick := gcd(gcd(verifyTickUsec, lim.QuotaUsec), gcd(lim.PeriodUsec, lim.BurstUsec))
 	tick = gcd(tick, t.IntervalUsec)
 	h := simulate.Host{CPUs: t.CPUs, TickUsec: tick, Groups: []simulate.Group{{
-		Name: t.Pool, QuotaUsec: lim.QuotaUsec, PeriodUsec: lim.PeriodUsec, BurstUsec: lim.BurstUsec}}}
+		Name: t.Pool, Limit: lim}}}
 	for i, s := range slots {
 		need := max(int64(math.Round(float64(s.NeedUsec)/verifyTickUsec))*verifyTickUsec, verifyTickUsec)
 		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: t.Pool, ArriveUsec: s.StartUsec, NeedUsec: need, Threads: s.Threads})

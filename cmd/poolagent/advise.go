@@ -15,6 +15,7 @@ import (
 
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -75,7 +76,7 @@ func runAdvise(c *cli.Context) error {
 // verifyAdvice runs the trace's demand for real under lim with compare's
 // machinery and prints the measurement against the budget; it fails when
 // the budget is not met.
-func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim advise.Limit) error {
+func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim cpulimit.Limit) error {
 	if why := cannotMeasure(); why != "" {
 		return fmt.Errorf("--verify runs the demand for real and cannot here: %s (accepted: root on a host with the cgroup cpu controller)", why)
 	}
