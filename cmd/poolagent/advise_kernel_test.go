@@ -81,6 +81,7 @@ func TestKernelAdvise(t *testing.T) {
 	if err != nil || !strings.Contains(out, "budget at most 10% of periods throttled: met") {
 		t.Errorf("advise --verify: %v\n%s\n%s", err, out, stderr)
 	}
+	t.Logf("advise --verify:\n%s", out[strings.Index(out, "\nverify:")+1:])
 }
 
 // runBursts runs the workload in pool app below root while `poolagent
