@@ -48,40 +48,40 @@ func (e *ApplyError) Error() string {
 
 func (e *ApplyError) Unwrap() error { return e.Err }
 
-// Reconcile plans and applies d: the tree ends as d describes, and only
+// Reconcile works out and applies the changes to d: the tree ends as d describes, and only
 // what differs is written.
 func (t *Tree) Reconcile(d planner.Desired) (Result, error) {
-	p, err := t.Plan(d)
+	c, err := t.Changes(d)
 	if err != nil {
 		return Result{}, err
 	}
-	return t.Apply(p)
+	return t.Apply(c)
 }
 
-// Apply makes the plan's ops in order. On failure it returns an
+// Apply makes the ops of c in order. On failure it returns an
 // *ApplyError; the ops before the failed one stay applied.
-func (t *Tree) Apply(p Plan) (Result, error) {
+func (t *Tree) Apply(c Changes) (Result, error) {
 	var res Result
 	var pending []Op // a burst refused before its quota, to write after it
 	fail := func(at Op, rest []Op, err error) (Result, error) {
 		notDone := append(append([]Op{at}, pending...), rest...)
 		return res, &ApplyError{Failed: at, Err: err, Done: res.Done, NotDone: notDone}
 	}
-	for i, op := range p.Ops {
+	for i, op := range c.Ops {
 		err := t.do(op, &res.Writes)
-		if err != nil && op.RetryAfterMax && errors.Is(err, unix.EINVAL) && isBandwidthOf(p.Ops, i+1, op) {
+		if err != nil && op.RetryAfterMax && errors.Is(err, unix.EINVAL) && isBandwidthOf(c.Ops, i+1, op) {
 			pending = append(pending, op)
 			continue
 		}
 		if err != nil {
-			return fail(op, p.Ops[i+1:], err)
+			return fail(op, c.Ops[i+1:], err)
 		}
 		res.Done = append(res.Done, op)
-		if len(pending) > 0 && isBandwidthOf(p.Ops, i, pending[0]) && !isBandwidthOf(p.Ops, i+1, pending[0]) {
+		if len(pending) > 0 && isBandwidthOf(c.Ops, i, pending[0]) && !isBandwidthOf(c.Ops, i+1, pending[0]) {
 			burst := pending[0]
 			pending = nil
 			if err := t.do(burst, &res.Writes); err != nil {
-				return fail(burst, p.Ops[i+1:], err)
+				return fail(burst, c.Ops[i+1:], err)
 			}
 			res.Done = append(res.Done, burst)
 		}

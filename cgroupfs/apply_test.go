@@ -80,9 +80,9 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// planText renders a plan with the world's temporary directory replaced.
-func planText(w *world, p Plan) string {
-	s := p.String()
+// planText renders changes with the world's temporary directory replaced.
+func planText(w *world, c Changes) string {
+	s := c.String()
 	for _, m := range append([]string{w.mounts.Unified}, w.mounts.V1[HierCPU], w.mounts.V1[HierCPUAcct], w.mounts.V1[HierMemory]) {
 		if m != "" {
 			s = strings.ReplaceAll(s, filepath.Dir(m), "<mounts>")
@@ -95,7 +95,7 @@ func TestApplyFromEmptyThenNoop(t *testing.T) {
 	modes(t, func(t *testing.T, v2 bool) {
 		w := newWorld(t, v2)
 		tr := w.tree("poolagent", nil)
-		p, err := tr.Plan(seedDesired())
+		p, err := tr.Changes(seedDesired())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestApplyFromEmptyThenNoop(t *testing.T) {
 		if res.Writes != p.Writes() {
 			t.Errorf("apply made %d writes, the plan said %d", res.Writes, p.Writes())
 		}
-		again, err := tr.Plan(seedDesired())
+		again, err := tr.Changes(seedDesired())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,14 +159,14 @@ func populate(t *testing.T, w *world, tr *Tree) {
 			t.Fatalf("place %d: %v", i, err)
 		}
 	}
-	for _, h := range tr.hiers(false) {
+	for _, h := range hiersOf(t, tr, false) {
 		w.spawn(w.hierMount(h), 1)
 	}
 	if err := tr.PlaceQuery(d.Pools[2], "idle", 1); err != nil {
 		t.Fatal(err)
 	}
 	// pid 1 leaves: idle is an empty, stale query cgroup now.
-	for _, h := range tr.hiers(false) {
+	for _, h := range hiersOf(t, tr, false) {
 		root := tr.Root(h)
 		w.must(os.WriteFile(filepath.Join(root, "olap/idle", fileProcs), nil, 0o644))
 		w.must(os.Mkdir(filepath.Join(root, "etl/q2/worker"), 0o755))
@@ -188,7 +188,7 @@ func TestApplyChanges(t *testing.T) {
 		w := newWorld(t, v2)
 		tr := w.tree("poolagent", nil)
 		populate(t, w, tr)
-		p, err := tr.Plan(changedDesired())
+		p, err := tr.Changes(changedDesired())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,14 +196,14 @@ func TestApplyChanges(t *testing.T) {
 		if _, err := tr.Apply(p); err != nil {
 			t.Fatal(err)
 		}
-		again, err := tr.Plan(changedDesired())
+		again, err := tr.Changes(changedDesired())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(again.Ops) != 0 {
 			t.Errorf("second plan is not empty:\n%s", again)
 		}
-		for _, h := range tr.hiers(false) {
+		for _, h := range hiersOf(t, tr, false) {
 			root := tr.Root(h)
 			for _, want := range []struct {
 				cg   string
@@ -230,7 +230,7 @@ func TestFaultInjection(t *testing.T) {
 		direct := newWorld(t, v2)
 		dt := direct.tree("poolagent", nil)
 		populate(t, direct, dt)
-		p, err := dt.Plan(changedDesired())
+		p, err := dt.Changes(changedDesired())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestFaultInjection(t *testing.T) {
 			if got := w.snapshot("poolagent"); got != want {
 				t.Fatalf("after a fault at write %d of %d the tree differs from a direct apply:\n--- got\n%s--- want\n%s", n, total, got, want)
 			}
-			if again, _ := tr.Plan(changedDesired()); len(again.Ops) != 0 {
+			if again, _ := tr.Changes(changedDesired()); len(again.Ops) != 0 {
 				t.Fatalf("after a fault at write %d: third plan not empty:\n%s", n, again)
 			}
 		}
@@ -376,7 +376,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 			if strings.Join(got, " ") != tt.wantPoolOps {
 				t.Errorf("olap writes %v, want %s", got, tt.wantPoolOps)
 			}
-			if again, _ := tr.Plan(d); len(again.Ops) != 0 {
+			if again, _ := tr.Changes(d); len(again.Ops) != 0 {
 				t.Errorf("second plan not empty:\n%s", again)
 			}
 		})
@@ -414,7 +414,7 @@ func TestPlanRefusesInvalid(t *testing.T) {
 			modes(t, func(t *testing.T, v2 bool) {
 				w := newWorld(t, v2)
 				tr := w.tree("poolagent", nil)
-				_, err := tr.Plan(tt.d)
+				_, err := tr.Changes(tt.d)
 				if tt.only != "" && tt.only != modeName(v2) || tt.only == "none" {
 					if err != nil {
 						t.Fatalf("%s refused it: %v", modeName(v2), err)
@@ -436,7 +436,7 @@ func TestMissingController(t *testing.T) {
 	t.Run("v2 parent without cpu", func(t *testing.T) {
 		w := newWorld(t, true)
 		w.must(os.WriteFile(filepath.Join(w.mounts.Unified, fileSubtreeControl), []byte("memory\n"), 0o644))
-		_, err := w.tree("poolagent", nil).Plan(seedDesired())
+		_, err := w.tree("poolagent", nil).Changes(seedDesired())
 		if !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), `"+cpu"`) {
 			t.Fatalf("err = %v, want ErrNoController with a +cpu hint", err)
 		}
@@ -446,7 +446,7 @@ func TestMissingController(t *testing.T) {
 		w.must(os.WriteFile(filepath.Join(w.mounts.Unified, fileSubtreeControl), []byte("cpu\n"), 0o644))
 		d := seedDesired()
 		d.Pools[1].Query = cg(100000, 100000, 0, 0, 1<<30)
-		_, err := w.tree("poolagent", nil).Plan(d)
+		_, err := w.tree("poolagent", nil).Changes(d)
 		if !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), "memory") {
 			t.Fatalf("err = %v, want ErrNoController for memory", err)
 		}
@@ -456,7 +456,7 @@ func TestMissingController(t *testing.T) {
 		delete(w.mounts.V1, HierMemory)
 		d := seedDesired()
 		d.Pools[1].Query = cg(100000, 100000, 0, 0, 1<<30)
-		_, err := w.tree("poolagent", nil).Plan(d)
+		_, err := w.tree("poolagent", nil).Changes(d)
 		if !errors.Is(err, ErrNoController) {
 			t.Fatalf("err = %v, want ErrNoController", err)
 		}
@@ -485,7 +485,7 @@ func TestMissingRootParent(t *testing.T) {
 	w.must(os.Mkdir(filepath.Join(w.mounts.V1[HierCPU], "a"), 0o755))
 	w.mkcg(filepath.Join(w.mounts.V1[HierCPU], "a"))
 	tr := w.tree("a/poolagent", nil)
-	_, err := tr.Plan(seedDesired())
+	_, err := tr.Changes(seedDesired())
 	if !errors.Is(err, ErrBadRoot) || !strings.Contains(err.Error(), "cpuacct") {
 		t.Fatalf("err = %v, want ErrBadRoot naming the cpuacct hierarchy", err)
 	}
@@ -506,7 +506,7 @@ func TestMemoryLimits(t *testing.T) {
 		if _, err := tr.Reconcile(d); err != nil {
 			t.Fatal(err)
 		}
-		for _, h := range tr.hiers(true) {
+		for _, h := range hiersOf(t, tr, true) {
 			w.spawn(w.hierMount(h), 9)
 		}
 		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
@@ -519,7 +519,7 @@ func TestMemoryLimits(t *testing.T) {
 		if got := w.read(filepath.Join(mem, "poolagent/olap/q", file)); got != "1073741824" {
 			t.Errorf("query memory limit reads %q", got)
 		}
-		if again, _ := tr.Plan(d); len(again.Ops) != 0 {
+		if again, _ := tr.Changes(d); len(again.Ops) != 0 {
 			t.Errorf("second plan not empty:\n%s", again)
 		}
 	})
@@ -555,8 +555,55 @@ func TestBurstPendingWhenQuotaFails(t *testing.T) {
 		if _, err := tr.Reconcile(d); err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := tr.Plan(d); len(again.Ops) != 0 {
+		if again, _ := tr.Changes(d); len(again.Ops) != 0 {
 			t.Errorf("not converged:\n%s", again)
+		}
+	})
+}
+
+// hiersOf is tr's hierarchies in use, failing t when they cannot be read.
+func hiersOf(t testing.TB, tr *Tree, memory bool) []string {
+	t.Helper()
+	hiers, err := tr.hiers(memory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hiers
+}
+
+// TestFavourAndRemoveAll: the root verbs compare uses write the largest
+// weight at the root and remove the whole tree, children first.
+func TestFavourAndRemoveAll(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		tr := w.tree("poolagent", nil)
+		if _, err := tr.Reconcile(seedDesired()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.FavourRoot(); err != nil {
+			t.Fatal(err)
+		}
+		file, want := filepath.Join(tr.Root(HierCPU), fileShares), "262144"
+		if v2 {
+			file, want = filepath.Join(tr.Root(HierUnified), fileCPUWeight), "10000"
+		}
+		if got := w.read(file); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+		for _, h := range hiersOf(t, tr, false) {
+			w.must(os.Mkdir(filepath.Join(tr.Root(h), "olap", "q1"), 0o755))
+			w.mkcg(filepath.Join(tr.Root(h), "olap", "q1"))
+		}
+		if err := tr.RemoveAll(); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range tr.order {
+			if _, err := os.Stat(tr.Root(h)); !os.IsNotExist(err) {
+				t.Errorf("%s root %s still there: %v", h, tr.Root(h), err)
+			}
+		}
+		if err := tr.RemoveAll(); err != nil {
+			t.Errorf("RemoveAll of a removed tree: %v", err)
 		}
 	})
 }

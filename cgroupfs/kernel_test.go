@@ -303,7 +303,7 @@ func TestKernelDropPoolWhileRunning(t *testing.T) {
 			t.Errorf("%s/etl still exists", dir)
 		}
 	}
-	if again, _ := k.tree.Plan(d); len(again.Ops) != 0 {
+	if again, _ := k.tree.Changes(d); len(again.Ops) != 0 {
 		t.Errorf("plan after the drop is not empty:\n%s", again)
 	}
 }
@@ -388,7 +388,7 @@ func TestKernelRefusesInvalidValues(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), k.root.Path) {
 				t.Errorf("error %q does not name the file", err)
 			}
-			_, err = k.tree.Plan(tt.desired)
+			_, err = k.tree.Changes(tt.desired)
 			if got := errors.Is(err, cgroupfs.ErrInvalid); got != tt.planError {
 				t.Errorf("Plan: err = %v, want refused=%v", err, tt.planError)
 			}

@@ -7,7 +7,6 @@ import (
 	"path"
 	"strconv"
 
-	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -27,24 +26,26 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	if err := checkCgroup(ps.Query); err != nil {
 		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
 	}
-	hiers := t.hiers(want.memBytes >= 0)
-	b := &planBuilder{t: t, hiers: hiers, st: &state{nodes: map[string]*node{}}, bw: map[string]cpulimit.Limit{}}
+	hiers, err := t.hiers(want.memBytes >= 0)
+	if err != nil {
+		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
+	}
 	pool, err := t.readSettings(ps.Name, hiers)
 	if err != nil {
 		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
 	}
-	b.bw[ps.Name] = pool.cpu
+	// The query cgroup is new: the kernel's defaults below the pool as
+	// it is.
 	cg := path.Join(ps.Name, query)
+	b := newBuilder(&current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers,
+		nodes: map[string]*node{}, values: map[string]settings{}})
+	b.bw[ps.Name] = pool.cpu
 	b.mkdir(cg)
-	tg, err := b.target(cg, want)
-	if err != nil {
-		return err
-	}
-	b.values(tg)
+	b.values(b.target(cg, want))
 	for _, h := range hiers {
 		b.add(h, cg, OpWrite, fileProcs, strconv.Itoa(pid))
 	}
-	if _, err := t.Apply(Plan{Ops: b.ops}); err != nil {
+	if _, err := t.Apply(Changes{Ops: b.ops}); err != nil {
 		var ae *ApplyError
 		if errors.As(err, &ae) {
 			err = ae.Err

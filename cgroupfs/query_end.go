@@ -78,8 +78,12 @@ func (t *Tree) RemoveQuery(pool, query string) error {
 	if err != nil {
 		return err
 	}
+	hiers, err := t.hiers(false)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, h := range t.hiers(false) {
+	for _, h := range hiers {
 		f, err := t.fs(h)
 		if err != nil {
 			errs = append(errs, err)

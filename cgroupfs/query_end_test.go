@@ -23,7 +23,7 @@ func TestQueryEnd(t *testing.T) {
 			if _, err := tr.Reconcile(d); err != nil {
 				t.Fatal(err)
 			}
-			hiers := tr.hiers(false)
+			hiers := hiersOf(t, tr, false)
 			for _, h := range hiers {
 				w.spawn(w.hierMount(h), 300)
 			}

@@ -4,16 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"math"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -34,8 +28,9 @@ const (
 type Tree struct {
 	v2    bool
 	roots map[string]string // hierarchy name -> pool root directory
-	// cpuMount is the mount directory of the cpu controller's hierarchy.
-	cpuMount string
+	// mounts are the hierarchies' mount directories, opened (mfss) for
+	// what lies above the pool root: its parent, its ancestors' limits.
+	mounts map[string]string
 	// acctRoot is, on v1, the pool root in the cpuacct hierarchy: the
 	// cpu root itself where the two are mounted together, "" without
 	// cpuacct.
@@ -43,7 +38,8 @@ type Tree struct {
 	order    []string // hierarchy names, cpu's first
 
 	openFS   func(dir string) (FS, error)
-	fss      map[string]FS
+	fss      map[string]FS // pool roots, by hierarchy
+	mfss     map[string]FS // mounts, by hierarchy
 	pageSize int64
 }
 
@@ -80,21 +76,22 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 		return nil, fmt.Errorf("%w: %s is the mount's root cgroup; want a directory below it that poolagent owns, such as %s",
 			ErrBadRoot, root, filepath.Join(cpuDir, DefaultRootName))
 	}
-	t := &Tree{v2: v2, cpuMount: cpuDir, roots: map[string]string{}, openFS: opt.OpenFS, fss: map[string]FS{}, pageSize: int64(os.Getpagesize())}
+	t := &Tree{v2: v2, roots: map[string]string{}, mounts: map[string]string{}, openFS: opt.OpenFS,
+		fss: map[string]FS{}, mfss: map[string]FS{}, pageSize: int64(os.Getpagesize())}
 	if t.openFS == nil {
 		t.openFS = func(dir string) (FS, error) { return OpenDir(dir) }
 	}
 	if v2 {
-		t.roots[HierUnified] = root
+		t.roots[HierUnified], t.mounts[HierUnified] = root, cpuDir
 		t.order = []string{HierUnified}
 		return t, nil
 	}
-	t.roots[HierCPU] = root
+	t.roots[HierCPU], t.mounts[HierCPU] = root, cpuDir
 	t.order = []string{HierCPU}
 	t.acctRoot = m.Twin(HierCPUAcct, root)
 	for _, h := range []string{HierCPUAcct, HierMemory} {
 		if d := m.Twin(h, root); d != "" && d != root {
-			t.roots[h] = d
+			t.roots[h], t.mounts[h] = d, m.Twin(h, cpuDir)
 			t.order = append(t.order, h)
 		}
 	}
@@ -116,267 +113,36 @@ func (t *Tree) Observe() observe.Tree {
 	return observe.Tree{Version: observe.V1, Root: t.roots[HierCPU], CPUAcctRoot: t.acctRoot}
 }
 
-// Close releases the opened pool roots.
+// Close releases the opened pool roots and mounts.
 func (t *Tree) Close() error {
 	var errs []error
-	for h, f := range t.fss {
-		if c, ok := f.(io.Closer); ok {
-			errs = append(errs, c.Close())
+	for _, fss := range []map[string]FS{t.fss, t.mfss} {
+		for h, f := range fss {
+			if c, ok := f.(io.Closer); ok {
+				errs = append(errs, c.Close())
+			}
+			delete(fss, h)
 		}
-		delete(t.fss, h)
 	}
 	return errors.Join(errs...)
 }
 
 // fs returns hierarchy h's pool root, opened once.
-func (t *Tree) fs(h string) (FS, error) {
-	if f, ok := t.fss[h]; ok {
+func (t *Tree) fs(h string) (FS, error) { return t.openOnce(t.fss, h, t.roots[h]) }
+
+// mountFS returns hierarchy h's mount directory, opened once, for the
+// reads above the pool root.
+func (t *Tree) mountFS(h string) (FS, error) { return t.openOnce(t.mfss, h, t.mounts[h]) }
+
+// openOnce returns opened[h], opening dir for it the first time.
+func (t *Tree) openOnce(opened map[string]FS, h, dir string) (FS, error) {
+	if f, ok := opened[h]; ok {
 		return f, nil
 	}
-	f, err := t.openFS(t.roots[h])
+	f, err := t.openFS(dir)
 	if err != nil {
 		return nil, err
 	}
-	t.fss[h] = f
+	opened[h] = f
 	return f, nil
-}
-
-// hiers lists the hierarchies a plan touches: on v1 the memory hierarchy
-// only when a memory limit is wanted or poolagent's memory root exists.
-func (t *Tree) hiers(memory bool) []string {
-	var out []string
-	for _, h := range t.order {
-		if h == HierMemory && !memory && !exists(t.roots[h]) {
-			continue
-		}
-		out = append(out, h)
-	}
-	return out
-}
-
-func exists(dir string) bool {
-	_, err := os.Stat(dir)
-	return err == nil
-}
-
-// node is what the tree holds at one cgroup path.
-type node struct {
-	in    map[string]bool  // hierarchy -> directory exists
-	procs map[string][]int // hierarchy -> PIDs directly in it
-}
-
-// state is the current tree, read before planning.
-type state struct {
-	rootIn map[string]bool
-	nodes  map[string]*node // by path relative to the pool root
-}
-
-// read walks every hierarchy's pool root and lists the cgroups and their
-// processes.
-func (t *Tree) read(hiers []string) (*state, error) {
-	st := &state{rootIn: map[string]bool{}, nodes: map[string]*node{}}
-	for _, h := range hiers {
-		if !exists(t.roots[h]) {
-			continue
-		}
-		st.rootIn[h] = true
-		f, err := t.fs(h)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.walk(f, h, "."); err != nil {
-			return nil, err
-		}
-	}
-	return st, nil
-}
-
-func (st *state) walk(f FS, h, dir string) error {
-	subs, err := f.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, s := range subs {
-		p := path.Join(dir, s)
-		n := st.nodes[p]
-		if n == nil {
-			n = &node{in: map[string]bool{}, procs: map[string][]int{}}
-			st.nodes[p] = n
-		}
-		n.in[h] = true
-		pids, err := readProcs(f, p)
-		if err != nil {
-			return err
-		}
-		n.procs[h] = pids
-		if err := st.walk(f, h, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readProcs reads the PIDs in cg's cgroup.procs.
-func readProcs(f FS, cg string) ([]int, error) {
-	b, err := f.ReadFile(path.Join(cg, fileProcs))
-	if err != nil {
-		return nil, err
-	}
-	pids, err := parseProcs(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", cg, fileProcs, err)
-	}
-	return pids, nil
-}
-
-// parseProcs parses cgroup.procs: one PID (a positive decimal) per line.
-func parseProcs(b []byte) ([]int, error) {
-	var out []int
-	for _, l := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(l)
-		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("%q is not a PID", l)
-		}
-		out = append(out, pid)
-	}
-	return out, nil
-}
-
-// children lists the existing direct children of dir, sorted.
-func (st *state) children(dir string) []string {
-	var out []string
-	for p := range st.nodes {
-		if path.Dir(p) == dir {
-			out = append(out, p)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// subtree lists dir and every cgroup below it, parents first.
-func (st *state) subtree(dir string) []string {
-	var out []string
-	for p := range st.nodes {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
-	}
-	slices.Sort(out) // "a" < "a/b": parents sort first
-	return out
-}
-
-// busy reports whether dir or any cgroup below it holds a process in any
-// hierarchy.
-func (st *state) busy(dir string) bool {
-	for _, p := range st.subtree(dir) {
-		for _, pids := range st.nodes[p].procs {
-			if len(pids) > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// readSettings reads the managed values of cgroup cg (which exists). On
-// v1, memory is read only when the memory hierarchy is in use.
-func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
-	s := defaults() // what a file a kernel lacks reads as
-	if t.v2 {
-		f, err := t.fs(HierUnified)
-		if err != nil {
-			return s, err
-		}
-		b, err := f.ReadFile(path.Join(cg, fileCPUMax))
-		if err != nil {
-			return s, err
-		}
-		m, err := cpulimit.ParseCPUMax(string(b))
-		if err != nil {
-			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
-		}
-		s.cpu.QuotaUsec, s.cpu.PeriodUsec = m.QuotaUsec, m.PeriodUsec
-		if s.cpu.BurstUsec, err = readIntOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec); err != nil {
-			return s, err
-		}
-		if s.cpu.Weight, err = readIntOr(f, cg, fileCPUWeight, s.cpu.Weight); err != nil {
-			return s, err
-		}
-		if s.memBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
-			return s, err
-		}
-		return s, nil
-	}
-	f, err := t.fs(HierCPU)
-	if err != nil {
-		return s, err
-	}
-	b, err := f.ReadFile(path.Join(cg, fileCFSQuota))
-	if err != nil {
-		return s, err
-	}
-	if s.cpu.QuotaUsec, err = parseInt(fileCFSQuota, string(b)); err != nil {
-		return s, fmt.Errorf("%s: %w", cg, err)
-	}
-	for _, x := range []struct {
-		file string
-		dst  *int64
-	}{{fileCFSPeriod, &s.cpu.PeriodUsec}, {fileCFSBurst, &s.cpu.BurstUsec}, {fileShares, &s.shares}} {
-		if *x.dst, err = readIntOr(f, cg, x.file, *x.dst); err != nil {
-			return s, err
-		}
-	}
-	if slices.Contains(hiers, HierMemory) {
-		mf, err := t.fs(HierMemory)
-		if err != nil {
-			return s, err
-		}
-		if s.memBytes, err = readMemOr(mf, cg, fileMemLimit); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
-}
-
-// readIntOr reads a file holding an unsigned number; a missing file (a
-// kernel without that feature) reads as def.
-func readIntOr(f FS, cg, file string, def int64) (int64, error) {
-	b, err := f.ReadFile(path.Join(cg, file))
-	if errors.Is(err, fs.ErrNotExist) {
-		return def, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	v, err := parseUint(file, string(b))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", cg, err)
-	}
-	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("%s: %s %d: want at most %d", cg, file, v, int64(math.MaxInt64))
-	}
-	return int64(v), nil
-}
-
-// readMemOr reads a memory limit; a missing file (memory controller not
-// enabled here) reads as unlimited.
-func readMemOr(f FS, cg, file string) (int64, error) {
-	b, err := f.ReadFile(path.Join(cg, file))
-	if errors.Is(err, fs.ErrNotExist) {
-		return -1, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	v, err := observe.ParseMemoryLimit(string(b))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path.Join(cg, file), err)
-	}
-	return v, nil
-}
-
-// defaults are a new cgroup's values, as the kernel creates it.
-func defaults() settings {
-	return settings{cpu: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), shares: cpulimit.DefaultShares, memBytes: -1}
 }

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -82,7 +80,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 			root = filepath.Join(cpuDir, fmt.Sprintf("poolagent-compare-%d-%d", os.Getpid(), i+1))
 		}
 		progress(opt, "run %d of %d in %s", i+1, env.Runs, root)
-		r, err := runOnce(ctx, mounts, root, v2, l, opt)
+		r, err := runOnce(ctx, mounts, root, l, opt)
 		if _, statErr := os.Stat(root); errors.Is(err, context.Canceled) && os.IsNotExist(statErr) {
 			return nil, fmt.Errorf("compare: run %d interrupted; its workers were ended and %s removed: %w", i+1, root, err)
 		}
@@ -136,7 +134,7 @@ type worker struct {
 
 // runOnce makes the cgroups, starts the workers, measures and removes
 // everything again.
-func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, l *Layout, opt Options) (res runResult, err error) {
+func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, l *Layout, opt Options) (res runResult, err error) {
 	if _, err := os.Stat(root); err == nil {
 		return res, fmt.Errorf("pool root %s exists; compare creates its own root and removes it afterwards: give a path that does not exist", root)
 	}
@@ -152,7 +150,9 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	defer func() {
 		killAll(workers)
 		if created {
-			err = errors.Join(err, removeTree(tree, l))
+			if rerr := tree.RemoveAll(); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove compare cgroups: %w", rerr))
+			}
 		}
 	}()
 
@@ -172,7 +172,7 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, v2 bool, 
 	if err := h.Apply(l.Desired); err != nil {
 		return res, fmt.Errorf("apply pools: %w", err)
 	}
-	if err := favour(tree, v2); err != nil {
+	if err := tree.FavourRoot(); err != nil {
 		return res, err
 	}
 	for _, w := range workers {
@@ -346,63 +346,6 @@ func killAll(workers []*worker) {
 		w.in.Close()
 		w.cmd.Wait()
 	}
-}
-
-// favour gives the pool root the largest CPU weight against the rest of
-// the host (v1 cpu.shares 262144, v2 cpu.weight 10000). A throttled
-// group's throttled time is the period less the wall time its quota took
-// to spend, which other load on the same CPUs stretches; favoured, the
-// workers run whenever their quota allows, so the counters follow the
-// limits rather than the host's load. The pools below keep their weights
-// relative to each other.
-func favour(tree *cgroupfs.Tree, v2 bool) error {
-	op := cgroupfs.Op{Kind: cgroupfs.OpWrite, Hier: cgroupfs.HierCPU, Dir: tree.Root(cgroupfs.HierCPU), Path: ".", File: "cpu.shares", Value: "262144"}
-	if v2 {
-		op = cgroupfs.Op{Kind: cgroupfs.OpWrite, Hier: cgroupfs.HierUnified, Dir: tree.Root(cgroupfs.HierUnified), Path: ".", File: "cpu.weight", Value: "10000"}
-	}
-	if _, err := tree.Apply(cgroupfs.Plan{Ops: []cgroupfs.Op{op}}); err != nil {
-		return fmt.Errorf("favour pool root: %w", err)
-	}
-	return nil
-}
-
-// removeTree removes the run's cgroups bottom-up through cgroupfs: the
-// query cgroups, the pools, then the pool root itself.
-func removeTree(tree *cgroupfs.Tree, l *Layout) error {
-	hiers := []string{cgroupfs.HierUnified, cgroupfs.HierCPU, cgroupfs.HierCPUAcct}
-	var paths []string
-	for _, t := range l.Kernel.Tasks {
-		paths = append(paths, path.Join(l.PoolOf[t.Name], t.Name))
-	}
-	for _, p := range l.Desired.Pools {
-		paths = append(paths, p.Name)
-	}
-	var errs []error
-	for _, h := range hiers {
-		root := tree.Root(h)
-		if root == "" {
-			continue
-		}
-		for _, p := range paths {
-			_, err := tree.Apply(cgroupfs.Plan{Ops: []cgroupfs.Op{{Kind: cgroupfs.OpRmdir, Hier: h, Dir: root, Path: p}}})
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		parent, err := cgroupfs.OpenDir(filepath.Dir(root))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := parent.Rmdir(filepath.Base(root)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-		parent.Close()
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove compare cgroups: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 func groupByName(h simulate.Host, name string) simulate.Group {

@@ -64,7 +64,7 @@ func runApply(c *cli.Context) error {
 		return fmt.Errorf("--root: %w", err)
 	}
 	defer tree.Close()
-	plan, err := tree.Plan(d)
+	changes, err := tree.Changes(d)
 	if errors.Is(err, cgroupfs.ErrInvalid) {
 		return fmt.Errorf("%s: %w; nothing written", c.String("pools"), err)
 	}
@@ -73,11 +73,11 @@ func runApply(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if c.Bool("dry-run") {
-		fmt.Fprint(w, plan)
-		fmt.Fprintf(w, "dry run: %d %s planned under %s, none made\n", plan.Writes(), plural(plan.Writes(), "write", "writes"), root)
+		fmt.Fprint(w, changes)
+		fmt.Fprintf(w, "dry run: %d %s planned under %s, none made\n", changes.Writes(), plural(changes.Writes(), "write", "writes"), root)
 		return nil
 	}
-	res, err := tree.Apply(plan)
+	res, err := tree.Apply(changes)
 	if err != nil {
 		return err
 	}

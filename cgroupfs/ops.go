@@ -1,0 +1,98 @@
+package cgroupfs
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// OpKind is the kind of change an [Op] makes.
+type OpKind int
+
+const (
+	// OpMkdir creates a cgroup.
+	OpMkdir OpKind = iota
+	// OpWrite writes Value to File in the cgroup.
+	OpWrite
+	// OpMove moves every process of the cgroup into To.
+	OpMove
+	// OpRmdir removes an empty cgroup.
+	OpRmdir
+)
+
+// Op is one change to the cgroup filesystem.
+type Op struct {
+	Kind OpKind
+	// Hier is the hierarchy: HierUnified, HierCPU, HierCPUAcct or HierMemory.
+	Hier string
+	// Dir is the hierarchy's pool root.
+	Dir string
+	// Path is the cgroup, relative to Dir; "." is the pool root.
+	Path string
+	// File and Value: for OpWrite, the interface file and what is written.
+	File, Value string
+	// To and PIDs: for OpMove, the destination cgroup and the processes
+	// seen when the changes were worked out. Processes that appear in Path before the move is
+	// done (forks) are moved too.
+	To   string
+	PIDs []int
+	// RetryAfterMax marks a burst write: if the kernel refuses it (EINVAL:
+	// burst above the current quota), it is written again after the
+	// cgroup's quota.
+	RetryAfterMax bool
+}
+
+// String renders the op for --dry-run and error reports, with full paths.
+func (o Op) String() string {
+	p := filepath.Join(o.Dir, filepath.FromSlash(o.Path))
+	switch o.Kind {
+	case OpMkdir:
+		return "mkdir " + p
+	case OpWrite:
+		s := fmt.Sprintf("write %q to %s", o.Value, filepath.Join(p, o.File))
+		if o.RetryAfterMax {
+			s += " (again after the quota if refused)"
+		}
+		return s
+	case OpMove:
+		pids := make([]string, len(o.PIDs))
+		for i, pid := range o.PIDs {
+			pids[i] = strconv.Itoa(pid)
+		}
+		return fmt.Sprintf("move pids [%s] from %s to %s", strings.Join(pids, " "), p, filepath.Join(o.Dir, filepath.FromSlash(o.To)))
+	case OpRmdir:
+		return "rmdir " + p
+	}
+	return fmt.Sprintf("op %d on %s", o.Kind, p)
+}
+
+// Changes is the ordered list of ops that turns the current tree into the
+// desired one.
+type Changes struct {
+	Ops []Op
+}
+
+// Writes is how many writes the changes make: one per mkdir, rmdir and file
+// write, and one per process moved.
+func (c Changes) Writes() int {
+	n := 0
+	for _, o := range c.Ops {
+		if o.Kind == OpMove {
+			n += len(o.PIDs)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// String lists the ops, one per line.
+func (c Changes) String() string {
+	var b strings.Builder
+	for _, o := range c.Ops {
+		b.WriteString(o.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

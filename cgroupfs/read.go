@@ -1,0 +1,463 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// current is the pool tree as it is, read before anything is decided:
+// everything [diff] needs to turn it into the desired tree. Every read
+// goes through an [FS], beneath the pool root or, for what lies above it
+// (the root's parent, its ancestors' limits), beneath the hierarchy's
+// mount.
+type current struct {
+	v2       bool
+	pageSize int64
+	roots    map[string]string // hierarchy name -> pool root directory
+	// hiers are the hierarchies the change touches, cpu's first: on v1
+	// the memory hierarchy only when a memory limit is wanted or
+	// poolagent's memory root exists.
+	hiers []string
+	// rootIn says in which hierarchies the pool root exists.
+	rootIn map[string]bool
+	// nodes are the cgroups below the root, by path relative to it.
+	nodes map[string]*node
+	// values are the managed values of the existing pools and of the
+	// cgroups directly below them, by path; a cgroup without an entry is
+	// new and has the kernel's defaults.
+	values map[string]settings
+	// enabled is, on v2, the controllers in the cgroup.subtree_control
+	// of the root (".") and of each existing pool.
+	enabled map[string][]string
+	// rootHi is, on v1, the ratio of the pool root's nearest limited
+	// ancestor-or-self (math.MaxUint64: none), the bound for pools.
+	rootHi uint64
+}
+
+// readCurrent reads what [diff] needs to reach d. It refuses a tree whose
+// controllers will not be available (ErrNoController) or whose root cannot
+// be made (ErrBadRoot).
+func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
+	mem := usesMemory(d)
+	hiers, err := t.hiers(mem)
+	if err != nil {
+		return nil, fmt.Errorf("read pool tree: %w", err)
+	}
+	if err := t.checkControllers(mem, hiers); err != nil {
+		return nil, err
+	}
+	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{},
+		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
+	for _, h := range hiers {
+		if err := t.readHier(cur, h); err != nil {
+			return nil, fmt.Errorf("read pool tree: %w", err)
+		}
+	}
+	if !t.v2 {
+		if cur.rootHi, err = t.v1RootBound(); err != nil {
+			return nil, err
+		}
+	}
+	desired := map[string]bool{}
+	for _, p := range d.Pools {
+		desired[p.Name] = true
+	}
+	for p, n := range cur.nodes {
+		top, _, _ := strings.Cut(p, "/")
+		if !desired[top] || strings.Count(p, "/") > 1 || !n.in[hiers[0]] {
+			continue
+		}
+		s, err := t.readSettings(p, hiers)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		cur.values[p] = s
+	}
+	if t.v2 {
+		cgs := []string{}
+		if cur.rootIn[HierUnified] {
+			cgs = append(cgs, ".")
+		}
+		for _, p := range d.Pools {
+			if n, ok := cur.nodes[p.Name]; ok && n.in[HierUnified] {
+				cgs = append(cgs, p.Name)
+			}
+		}
+		f, err := t.fs(HierUnified)
+		for _, cg := range cgs {
+			if err != nil {
+				return nil, err
+			}
+			raw, err := f.ReadFile(path.Join(cg, fileSubtreeControl))
+			if err != nil {
+				return nil, err
+			}
+			cur.enabled[cg] = strings.Fields(string(raw))
+		}
+	}
+	return cur, nil
+}
+
+// readHier reads hierarchy h's pool root, if it exists, into cur: its
+// cgroups and their processes. A root that does not exist will be made,
+// which needs its parent: only the pool root itself is created, never its
+// parents, which are not poolagent's.
+func (t *Tree) readHier(cur *current, h string) error {
+	mf, err := t.mountFS(h)
+	if err != nil {
+		return err
+	}
+	rel := t.inMount(h, t.roots[h])
+	ok, err := isDir(mf, rel)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		parent := path.Dir(rel)
+		if ok, err := isDir(mf, parent); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("%w: %s does not exist, so %s cannot be made in the %s hierarchy; create it or choose a root whose parent exists in every hierarchy",
+				ErrBadRoot, filepath.Dir(t.roots[h]), filepath.Base(t.roots[h]), h)
+		}
+		return nil
+	}
+	cur.rootIn[h] = true
+	f, err := t.fs(h)
+	if err != nil {
+		return err
+	}
+	return cur.walk(f, h, ".")
+}
+
+// hiers lists the hierarchies a change touches: on v1 the memory hierarchy
+// only when a memory limit is wanted or poolagent's memory root exists.
+func (t *Tree) hiers(memory bool) ([]string, error) {
+	var out []string
+	for _, h := range t.order {
+		if h == HierMemory && !memory {
+			f, err := t.mountFS(h)
+			if err != nil {
+				return nil, err
+			}
+			ok, err := isDir(f, t.inMount(h, t.roots[h]))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// inMount is dir's path below hierarchy h's mount ("." for the mount
+// itself); Open made sure every root is below its mount.
+func (t *Tree) inMount(h, dir string) string {
+	rel, err := filepath.Rel(t.mounts[h], dir)
+	if err != nil {
+		return dir // not reached: Open checked the root
+	}
+	return filepath.ToSlash(rel)
+}
+
+// isDir reports whether name is a directory beneath f.
+func isDir(f FS, name string) (bool, error) {
+	_, err := f.ReadDir(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// node is what the tree holds at one cgroup path.
+type node struct {
+	in    map[string]bool  // hierarchy -> directory exists
+	procs map[string][]int // hierarchy -> PIDs directly in it
+}
+
+// walk lists the cgroups below dir in hierarchy h and their processes.
+func (cur *current) walk(f FS, h, dir string) error {
+	subs, err := f.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		p := path.Join(dir, s)
+		n := cur.nodes[p]
+		if n == nil {
+			n = &node{in: map[string]bool{}, procs: map[string][]int{}}
+			cur.nodes[p] = n
+		}
+		n.in[h] = true
+		pids, err := readProcs(f, p)
+		if err != nil {
+			return err
+		}
+		n.procs[h] = pids
+		if err := cur.walk(f, h, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readProcs reads the PIDs in cg's cgroup.procs.
+func readProcs(f FS, cg string) ([]int, error) {
+	b, err := f.ReadFile(path.Join(cg, fileProcs))
+	if err != nil {
+		return nil, err
+	}
+	pids, err := parseProcs(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", cg, fileProcs, err)
+	}
+	return pids, nil
+}
+
+// parseProcs parses cgroup.procs: one PID (a positive decimal) per line.
+func parseProcs(b []byte) ([]int, error) {
+	var out []int
+	for _, l := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(l)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%q is not a PID", l)
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// children lists the existing direct children of dir, sorted.
+func (cur *current) children(dir string) []string {
+	var out []string
+	for p := range cur.nodes {
+		if path.Dir(p) == dir {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// subtree lists dir and every cgroup below it, parents first.
+func (cur *current) subtree(dir string) []string {
+	var out []string
+	for p := range cur.nodes {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out) // "a" < "a/b": parents sort first
+	return out
+}
+
+// busy reports whether dir or any cgroup below it holds a process in any
+// hierarchy.
+func (cur *current) busy(dir string) bool {
+	for _, p := range cur.subtree(dir) {
+		for _, pids := range cur.nodes[p].procs {
+			if len(pids) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readSettings reads the managed values of cgroup cg (which exists). On
+// v1, memory is read only when the memory hierarchy is in use.
+func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
+	s := defaults() // what a file a kernel lacks reads as
+	if t.v2 {
+		f, err := t.fs(HierUnified)
+		if err != nil {
+			return s, err
+		}
+		b, err := f.ReadFile(path.Join(cg, fileCPUMax))
+		if err != nil {
+			return s, err
+		}
+		m, err := cpulimit.ParseCPUMax(string(b))
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
+		}
+		s.cpu.QuotaUsec, s.cpu.PeriodUsec = m.QuotaUsec, m.PeriodUsec
+		if s.cpu.BurstUsec, err = readIntOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec); err != nil {
+			return s, err
+		}
+		if s.cpu.Weight, err = readIntOr(f, cg, fileCPUWeight, s.cpu.Weight); err != nil {
+			return s, err
+		}
+		if s.memBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
+			return s, err
+		}
+		return s, nil
+	}
+	f, err := t.fs(HierCPU)
+	if err != nil {
+		return s, err
+	}
+	b, err := f.ReadFile(path.Join(cg, fileCFSQuota))
+	if err != nil {
+		return s, err
+	}
+	if s.cpu.QuotaUsec, err = parseInt(fileCFSQuota, string(b)); err != nil {
+		return s, fmt.Errorf("%s: %w", cg, err)
+	}
+	for _, x := range []struct {
+		file string
+		dst  *int64
+	}{{fileCFSPeriod, &s.cpu.PeriodUsec}, {fileCFSBurst, &s.cpu.BurstUsec}, {fileShares, &s.shares}} {
+		if *x.dst, err = readIntOr(f, cg, x.file, *x.dst); err != nil {
+			return s, err
+		}
+	}
+	if slices.Contains(hiers, HierMemory) {
+		mf, err := t.fs(HierMemory)
+		if err != nil {
+			return s, err
+		}
+		if s.memBytes, err = readMemOr(mf, cg, fileMemLimit); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// readIntOr reads a file holding an unsigned number; a missing file (a
+// kernel without that feature) reads as def.
+func readIntOr(f FS, cg, file string, def int64) (int64, error) {
+	b, err := f.ReadFile(path.Join(cg, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return def, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := parseUint(file, string(b))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", cg, err)
+	}
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%s: %s %d: want at most %d", cg, file, v, int64(math.MaxInt64))
+	}
+	return int64(v), nil
+}
+
+// readMemOr reads a memory limit; a missing file (memory controller not
+// enabled here) reads as unlimited.
+func readMemOr(f FS, cg, file string) (int64, error) {
+	b, err := f.ReadFile(path.Join(cg, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := observe.ParseMemoryLimit(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path.Join(cg, file), err)
+	}
+	return v, nil
+}
+
+// defaults are a new cgroup's values, as the kernel creates it.
+func defaults() settings {
+	return settings{cpu: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), shares: cpulimit.DefaultShares, memBytes: -1}
+}
+
+// v1RootBound reads the bandwidth of the pool root and its ancestors up to
+// the mount (read only; a limit there is the operator's or systemd's) and
+// returns the ratio of the nearest limited one, which bounds every pool.
+func (t *Tree) v1RootBound() (uint64, error) {
+	f, err := t.mountFS(HierCPU)
+	if err != nil {
+		return 0, err
+	}
+	for dir := t.inMount(HierCPU, t.roots[HierCPU]); ; dir = path.Dir(dir) {
+		ok, err := isDir(f, dir)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			q, err := f.ReadFile(path.Join(dir, fileCFSQuota))
+			if err != nil {
+				return 0, err
+			}
+			p, err := f.ReadFile(path.Join(dir, fileCFSPeriod))
+			if err != nil {
+				return 0, err
+			}
+			qv, err := parseInt(fileCFSQuota, string(q))
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", filepath.Join(t.mounts[HierCPU], dir), err)
+			}
+			pv, err := parseUint(fileCFSPeriod, string(p))
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", filepath.Join(t.mounts[HierCPU], dir), err)
+			}
+			if qv >= 0 {
+				return cpulimit.Limit{QuotaUsec: qv, PeriodUsec: int64(pv)}.Ratio(), nil
+			}
+		}
+		if dir == "." {
+			return math.MaxUint64, nil
+		}
+	}
+}
+
+// checkControllers refuses a tree where the cpu controller (or memory, when
+// a limit is set) will not be available to the pools.
+func (t *Tree) checkControllers(mem bool, hiers []string) error {
+	if !t.v2 {
+		if mem && !slices.Contains(hiers, HierMemory) {
+			return fmt.Errorf("memory limit set: %w: no v1 memory hierarchy is mounted", ErrNoController)
+		}
+		return nil
+	}
+	// The pool root gets the controllers its parent enables in
+	// cgroup.subtree_control; cgroup.controllers lists them once it exists.
+	root := t.roots[HierUnified]
+	f, err := t.mountFS(HierUnified)
+	if err != nil {
+		return fmt.Errorf("check controllers: %w", err)
+	}
+	rel := t.inMount(HierUnified, root)
+	file := path.Join(rel, fileControllers)
+	if ok, err := isDir(f, rel); err != nil {
+		return fmt.Errorf("check controllers: %w", err)
+	} else if !ok {
+		file = path.Join(path.Dir(rel), fileSubtreeControl)
+	}
+	raw, err := f.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("check controllers: %w", err)
+	}
+	file = filepath.Join(t.mounts[HierUnified], file)
+	have := strings.Fields(string(raw))
+	need := []string{"cpu"}
+	if mem {
+		need = append(need, "memory")
+	}
+	for _, c := range need {
+		if !slices.Contains(have, c) {
+			return fmt.Errorf("%s: %w: %s lists %q; enable it with \"+%s\" in %s",
+				c, ErrNoController, file, strings.Join(have, " "), c, filepath.Join(filepath.Dir(root), fileSubtreeControl))
+		}
+	}
+	return nil
+}
