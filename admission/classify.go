@@ -47,8 +47,9 @@ func (id Identity) String() string {
 	return fmt.Sprintf("%s (uid %d)", id.User, id.UID)
 }
 
-func (id Identity) member() planner.Identity {
-	return planner.Identity{User: id.User, Groups: id.Groups}
+// account is the names id is matched by in classifiers and GRANTs.
+func (id Identity) account() planner.Account {
+	return planner.Account{User: id.User, Groups: id.Groups}
 }
 
 // Access is classification and access control over the pool model: its
@@ -75,7 +76,7 @@ type Placement struct {
 func (a Access) IsAdmin(id Identity) bool {
 	return id.UID == 0 ||
 		(a.AdminGroup != "" && slices.Contains(id.Groups, a.AdminGroup)) ||
-		a.Model.IsAdmin(id.member())
+		a.Model.IsAdmin(id.account())
 }
 
 // CanUse reports whether id may run queries in pool: the pool exists and
@@ -85,7 +86,7 @@ func (a Access) CanUse(id Identity, pool string) bool {
 	if _, ok := a.Model.Pool(pool); !ok {
 		return false
 	}
-	return a.Model.MayUse(id.member(), pool) || a.IsAdmin(id)
+	return a.Model.MayUse(id.account(), pool) || a.IsAdmin(id)
 }
 
 // Classify places a query. A pool the caller names must exist and be
@@ -100,7 +101,7 @@ func (a Access) CanUse(id Identity, pool string) bool {
 // gives, the base name of its command's executable; nothing checks it.
 func (a Access) Classify(id Identity, named, app string) (Placement, error) {
 	if named == "" {
-		c, ok := a.Model.Classify(planner.Query{Identity: id.member(), AppName: app})
+		c, ok := a.Model.Classify(planner.Query{Account: id.account(), AppName: app})
 		switch {
 		case !ok:
 			return Placement{Pool: planner.DefaultPool}, nil

@@ -120,14 +120,14 @@ func TestYDBClassifierExamples(t *testing.T) {
 	m = mustApply(t, m, ydbCombinedClassifiers[strings.Index(ydbCombinedClassifiers, "-- Admin requests"):])
 
 	tests := []classifyCase{
-		{"MEMBER_NAME user", Query{Identity: Identity{User: "user1@ldap"}}, "cl_user"},
-		{"MEMBER_NAME user, any app", Query{Identity: Identity{User: "user1@ldap"}, AppName: "ydb-ui"}, "cl_user"},
-		{"HAS_APP_NAME exact", Query{Identity: Identity{User: "bob"}, AppName: "ydb-ui"}, "cl_adhoc_ui"},
-		{"HAS_APP_NAME is no prefix match", Query{Identity: Identity{User: "bob"}, AppName: "ydb-uix"}, ""},
-		{"HAS_APP_NAME is case-sensitive", Query{Identity: Identity{User: "bob"}, AppName: "YDB-UI"}, ""},
-		{"no app name", Query{Identity: Identity{User: "bob"}}, ""},
+		{"MEMBER_NAME user", Query{Account: Account{User: "user1@ldap"}}, "cl_user"},
+		{"MEMBER_NAME user, any app", Query{Account: Account{User: "user1@ldap"}, AppName: "ydb-ui"}, "cl_user"},
+		{"HAS_APP_NAME exact", Query{Account: Account{User: "bob"}, AppName: "ydb-ui"}, "cl_adhoc_ui"},
+		{"HAS_APP_NAME is no prefix match", Query{Account: Account{User: "bob"}, AppName: "ydb-uix"}, ""},
+		{"HAS_APP_NAME is case-sensitive", Query{Account: Account{User: "bob"}, AppName: "YDB-UI"}, ""},
+		{"no app name", Query{Account: Account{User: "bob"}}, ""},
 		// cl_adhoc_ui (rank 200) comes before cl_adhoc_admin (rank 300).
-		{"rank order", Query{Identity: Identity{User: "admin"}, AppName: "ydb-ui"}, "cl_adhoc_ui"},
+		{"rank order", Query{Account: Account{User: "admin"}, AppName: "ydb-ui"}, "cl_adhoc_ui"},
 	}
 	check := func(m *Model, tests []classifyCase) {
 		t.Helper()
@@ -144,9 +144,9 @@ func TestYDBClassifierExamples(t *testing.T) {
 	// predicates of cl_adhoc_admin.
 	m = mustApply(t, m, "DROP RESOURCE POOL CLASSIFIER cl_adhoc_ui;")
 	check(m, []classifyCase{
-		{"both predicates hold", Query{Identity: Identity{User: "admin"}, AppName: "ydb-ui"}, "cl_adhoc_admin"},
-		{"member only", Query{Identity: Identity{User: "admin"}, AppName: "make"}, ""},
-		{"app only", Query{Identity: Identity{User: "bob"}, AppName: "ydb-ui"}, ""},
+		{"both predicates hold", Query{Account: Account{User: "admin"}, AppName: "ydb-ui"}, "cl_adhoc_admin"},
+		{"member only", Query{Account: Account{User: "admin"}, AppName: "make"}, ""},
+		{"app only", Query{Account: Account{User: "bob"}, AppName: "ydb-ui"}, ""},
 	})
 }
 
@@ -165,10 +165,10 @@ func TestRejectClassifier(t *testing.T) {
 		q          Query
 		classifier string
 	}{
-		{Query{Identity: Identity{User: "bob", Groups: []string{"etl"}}, AppName: "curl"}, "etl"},
-		{Query{Identity: Identity{User: "eve"}, AppName: "curl"}, "no_curl"},
-		{Query{Identity: Identity{User: "eve"}, AppName: "make"}, "everything_else"},
-		{Query{Identity: Identity{User: "eve"}}, "everything_else"},
+		{Query{Account: Account{User: "bob", Groups: []string{"etl"}}, AppName: "curl"}, "etl"},
+		{Query{Account: Account{User: "eve"}, AppName: "curl"}, "no_curl"},
+		{Query{Account: Account{User: "eve"}, AppName: "make"}, "everything_else"},
+		{Query{Account: Account{User: "eve"}}, "everything_else"},
 	}
 	for _, tc := range tests {
 		c, ok := m.Classify(tc.q)
@@ -176,7 +176,7 @@ func TestRejectClassifier(t *testing.T) {
 			t.Errorf("%+v → %q, want %q", tc.q, c.Name, tc.classifier)
 		}
 	}
-	c, _ := m.Classify(Query{Identity: Identity{User: "eve"}, AppName: "curl"})
+	c, _ := m.Classify(Query{Account: Account{User: "eve"}, AppName: "curl"})
 	if c.Action != ActionReject || c.ResourcePool != "" {
 		t.Errorf("no_curl = %+v, want a reject classifier without a pool", c)
 	}

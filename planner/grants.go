@@ -281,7 +281,7 @@ func (m *Model) Grants() []Grant {
 // `default`; any other pool needs a use grant on it or on every pool, to
 // the user, one of its groups or AllUsers. Root's exemption is the
 // caller's to apply.
-func (m *Model) MayUse(id Identity, pool string) bool {
+func (m *Model) MayUse(id Account, pool string) bool {
 	if _, ok := m.pools[pool]; !ok {
 		return false
 	}
@@ -298,7 +298,7 @@ func (m *Model) MayUse(id Identity, pool string) bool {
 
 // IsAdmin reports whether id holds an admin grant. Root and the
 // configured admin group are the caller's to add.
-func (m *Model) IsAdmin(id Identity) bool {
+func (m *Model) IsAdmin(id Account) bool {
 	for k := range m.grants {
 		if k.right == RightAdmin && id.matches(k.member) {
 			return true

@@ -104,7 +104,7 @@ func (c Classifier) RejectMessage() string {
 // Query is what classifiers test: who runs the query (from the kernel) and
 // the application name its client gives.
 type Query struct {
-	Identity
+	Account
 	// AppName is HAS_APP_NAME's subject: the base name of the command's
 	// executable, symbolic links resolved, as the client names it; "" when
 	// the client names none. Nothing checks it: a client can claim any
@@ -180,7 +180,7 @@ func (m *Model) Classifiers() []Classifier {
 // ok is false when none does: the query goes to `default`.
 func (m *Model) Classify(q Query) (c Classifier, ok bool) {
 	for _, c := range m.Classifiers() {
-		if c.matches(q) && (c.Action == ActionReject || m.MayUse(q.Identity, c.ResourcePool)) {
+		if c.matches(q) && (c.Action == ActionReject || m.MayUse(q.Account, c.ResourcePool)) {
 			return c, true
 		}
 	}

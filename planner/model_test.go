@@ -57,10 +57,10 @@ func TestLoadSeed(t *testing.T) {
 	if got, want := strings.Join(grants, "; "), `admin "" user1; use "" user1; use "olap" all-users@well-known`; got != want {
 		t.Errorf("grants: %s\nwant:   %s", got, want)
 	}
-	if c, ok := m.Classify(Query{Identity: Identity{User: "bob"}}); !ok || c.ResourcePool != "olap" || c.Name != "olap_classifier" {
+	if c, ok := m.Classify(Query{Account: Account{User: "bob"}}); !ok || c.ResourcePool != "olap" || c.Name != "olap_classifier" {
 		t.Errorf("bob goes to %s via %q, want olap via olap_classifier", c.ResourcePool, c.Name)
 	}
-	if !m.IsAdmin(Identity{User: "user1"}) || m.IsAdmin(Identity{User: "bob"}) {
+	if !m.IsAdmin(Account{User: "user1"}) || m.IsAdmin(Account{User: "bob"}) {
 		t.Error("user1 should be the only administrator")
 	}
 }
@@ -381,30 +381,30 @@ func TestClassifyAndAccess(t *testing.T) {
 		GRANT SELECT ROW ON `+"`.metadata/workload_manager/pools/olap`"+` TO `+"`all-users@well-known`"+`;
 		GRANT SELECT ROW ON `+"`.metadata/workload_manager/pools/vip`"+` TO dave;`)
 	tests := []struct {
-		id               Identity
+		id               Account
 		pool, classifier string
 	}{
-		{Identity{User: "carol"}, "olap", "everyone"}, // ceo classifier matches, but carol may not use vip
-		{Identity{User: "bob", Groups: []string{"etl"}}, "etl", "etl_group"},
-		{Identity{User: "eve"}, "olap", "everyone"},
+		{Account{User: "carol"}, "olap", "everyone"}, // ceo classifier matches, but carol may not use vip
+		{Account{User: "bob", Groups: []string{"etl"}}, "etl", "etl_group"},
+		{Account{User: "eve"}, "olap", "everyone"},
 	}
 	for _, tc := range tests {
-		c, _ := m.Classify(Query{Identity: tc.id})
+		c, _ := m.Classify(Query{Account: tc.id})
 		if c.ResourcePool != tc.pool || c.Name != tc.classifier {
 			t.Errorf("%+v → %s via %q, want %s via %q", tc.id, c.ResourcePool, c.Name, tc.pool, tc.classifier)
 		}
 	}
 	m = mustApply(t, m, "DROP RESOURCE POOL CLASSIFIER everyone;")
-	if c, ok := m.Classify(Query{Identity: Identity{User: "eve"}}); ok {
+	if c, ok := m.Classify(Query{Account: Account{User: "eve"}}); ok {
 		t.Errorf("no classifier should match eve, %q did", c.Name)
 	}
-	if !m.MayUse(Identity{User: "eve"}, DefaultPool) {
+	if !m.MayUse(Account{User: "eve"}, DefaultPool) {
 		t.Error("everyone may use default")
 	}
-	if m.MayUse(Identity{User: "eve"}, "vip") || !m.MayUse(Identity{User: "dave"}, "vip") {
+	if m.MayUse(Account{User: "eve"}, "vip") || !m.MayUse(Account{User: "dave"}, "vip") {
 		t.Error("only dave may use vip")
 	}
-	if m.MayUse(Identity{User: "eve"}, "missing") {
+	if m.MayUse(Account{User: "eve"}, "missing") {
 		t.Error("a missing pool is never usable")
 	}
 }

@@ -123,15 +123,16 @@ func checkMember(m string) string {
 	return fmt.Sprintf("member %q is refused; accepted: a Unix user name (alice, user1@domain), %%group for a Unix group (%%analysts), or %s", m, AllUsers)
 }
 
-// Identity is who runs a query: a Unix user and the groups it belongs to,
-// taken from the kernel (socket peer credentials), never from the client.
-type Identity struct {
+// Account is what a classifier's MEMBER_NAME and a GRANT are matched
+// against: a Unix user's name and the names of its groups. (Who starts a
+// query, with the credentials the kernel gives, is admission.Identity.)
+type Account struct {
 	User   string
 	Groups []string
 }
 
 // matches reports whether member (a user, %group or AllUsers) includes id.
-func (id Identity) matches(member string) bool {
+func (id Account) matches(member string) bool {
 	switch {
 	case member == AllUsers:
 		return true
