@@ -32,3 +32,37 @@ func (s CPUStat) ThrottledRatio() float64 {
 	}
 	return float64(s.NrThrottled) / float64(s.NrPeriods)
 }
+
+// Sub is what s's counters grew by since prev, a sample of the same
+// group: cpu.stat as [CPUStat.Sub] takes it, cpu.stat.local's throttled
+// time when both samples have it and it did not go back, and the pressure
+// totals when both have them (0 for one that went back: the cgroup was
+// made anew in between). A group new since prev (zero prev) counts from
+// its creation.
+func (s Sample) Sub(prev Sample) Sample {
+	d := s
+	d.CPU = s.CPU.Sub(prev.CPU)
+	if s.LocalThrottledUsec != nil && prev.LocalThrottledUsec != nil && *s.LocalThrottledUsec >= *prev.LocalThrottledUsec {
+		v := *s.LocalThrottledUsec - *prev.LocalThrottledUsec
+		d.LocalThrottledUsec = &v
+	}
+	if s.Pressure != nil && prev.Pressure != nil {
+		p := *s.Pressure
+		p.Some.TotalUsec = counterDelta(s.Pressure.Some.TotalUsec, prev.Pressure.Some.TotalUsec)
+		if s.Pressure.Full != nil && prev.Pressure.Full != nil {
+			full := *s.Pressure.Full
+			full.TotalUsec = counterDelta(s.Pressure.Full.TotalUsec, prev.Pressure.Full.TotalUsec)
+			p.Full = &full
+		}
+		d.Pressure = &p
+	}
+	return d
+}
+
+// counterDelta is what a counter grew by; 0 when it went back.
+func counterDelta(cur, prev uint64) uint64 {
+	if cur < prev {
+		return 0
+	}
+	return cur - prev
+}

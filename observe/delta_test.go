@@ -1,6 +1,9 @@
 package observe
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestCPUStatSub(t *testing.T) {
 	prev := CPUStat{UsageUsec: 100, UserUsec: 60, SystemUsec: 40, NrPeriods: 10, NrThrottled: 2, ThrottledUsec: 5000, NrBursts: 1, BurstUsec: 300}
@@ -44,6 +47,43 @@ func TestThrottledRatio(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.st.ThrottledRatio(); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSampleSub(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	psi := func(some uint64, full *uint64) *Pressure {
+		p := &Pressure{Some: PressureLine{Avg10Percent: 1.5, TotalUsec: some}}
+		if full != nil {
+			p.Full = &PressureLine{TotalUsec: *full}
+		}
+		return p
+	}
+	tests := []struct {
+		name      string
+		cur, prev Sample
+		want      Sample
+	}{
+		{"counters grew",
+			Sample{Group: "olap", CPU: CPUStat{UsageUsec: 300, NrPeriods: 5}, UsageKnown: true, LocalThrottledUsec: u(70), Pressure: psi(900, u(400))},
+			Sample{Group: "olap", CPU: CPUStat{UsageUsec: 100, NrPeriods: 2}, UsageKnown: true, LocalThrottledUsec: u(20), Pressure: psi(500, u(100))},
+			Sample{Group: "olap", CPU: CPUStat{UsageUsec: 200, NrPeriods: 3}, UsageKnown: true, LocalThrottledUsec: u(50), Pressure: psi(400, u(300))}},
+		{"new group: from its creation",
+			Sample{Group: "q1", CPU: CPUStat{UsageUsec: 300}, LocalThrottledUsec: u(70), Pressure: psi(900, nil)},
+			Sample{},
+			Sample{Group: "q1", CPU: CPUStat{UsageUsec: 300}, LocalThrottledUsec: u(70), Pressure: psi(900, nil)}},
+		{"made anew in between: the new counts, local and pressure as they can",
+			Sample{Group: "q1", CPU: CPUStat{UsageUsec: 30}, LocalThrottledUsec: u(5), Pressure: psi(10, u(4))},
+			Sample{Group: "q1", CPU: CPUStat{UsageUsec: 300}, LocalThrottledUsec: u(70), Pressure: psi(900, u(400))},
+			Sample{Group: "q1", CPU: CPUStat{UsageUsec: 30}, LocalThrottledUsec: u(5), Pressure: psi(0, u(0))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.cur.Sub(tt.prev)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Sub =\n%+v\nwant\n%+v", got, tt.want)
 			}
 		})
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/client"
@@ -41,8 +39,8 @@ func viewFlags() []cli.Flag {
 
 // showView asks the daemon for a view and writes it.
 func showView(c *cli.Context, op string, write func(protocol.AdminReply) error) error {
-	if f := c.String("format"); f != "text" && f != "json" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", f)
+	if _, err := formatOf(c, "text", "json"); err != nil {
+		return err
 	}
 	r, err := client.Ask(c.String("socket"), protocol.Request{Op: op})
 	if err != nil {

@@ -44,9 +44,9 @@ func compareCommand() *cli.Command {
 }
 
 func runCompare(c *cli.Context) error {
-	format := c.String("format")
-	if format != "text" && format != "json" && format != "markdown" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json, markdown)", format)
+	format, err := formatOf(c, "text", "json", "markdown")
+	if err != nil {
+		return err
 	}
 	if n := c.Int("repeat"); n < 1 {
 		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)

@@ -42,9 +42,9 @@ func planCommand() *cli.Command {
 }
 
 func runPlan(c *cli.Context) error {
-	format := c.String("format")
-	if format != "text" && format != "json" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	format, err := formatOf(c, "text", "json")
+	if err != nil {
+		return err
 	}
 	node, origin, err := planNode(c, c.String("host-root"))
 	if err != nil {

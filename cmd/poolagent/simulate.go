@@ -28,10 +28,11 @@ func simulateCommand() *cli.Command {
 }
 
 func runSimulate(c *cli.Context) error {
-	format, periods := c.String("format"), c.Int("periods")
-	if format != "text" && format != "json" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	format, err := formatOf(c, "text", "json")
+	if err != nil {
+		return err
 	}
+	periods := c.Int("periods")
 	if periods < 1 {
 		return fmt.Errorf("--periods %d is not accepted (accepted: 1 or more)", periods)
 	}

@@ -42,9 +42,9 @@ func statCommand() *cli.Command {
 }
 
 func runStat(c *cli.Context) error {
-	format := c.String("format")
-	if format != "text" && format != "json" {
-		return fmt.Errorf("--format %q is not accepted (accepted: text, json)", format)
+	format, err := formatOf(c, "text", "json")
+	if err != nil {
+		return err
 	}
 	watch, count := c.Duration("watch"), c.Int("count")
 	if watch < 0 || (c.IsSet("watch") && watch < 10*time.Millisecond) {
@@ -126,7 +126,7 @@ func watchStat(w io.Writer, tree observe.Tree, format string, count int, start t
 		}
 		deltas := make([]observe.Sample, 0, len(cur.order))
 		for _, g := range cur.order {
-			deltas = append(deltas, statDelta(cur.samples[g], prev.samples[g]))
+			deltas = append(deltas, cur.samples[g].Sub(prev.samples[g]))
 		}
 		elapsed := now.Sub(last)
 		if format == "json" {
@@ -161,37 +161,6 @@ func readByGroup(tree observe.Tree) (samplesByGroup, error) {
 		s.samples[x.Group] = x
 	}
 	return s, nil
-}
-
-// statDelta is what cur's counters grew by since prev; a group new since prev
-// (zero prev) counts from its creation.
-func statDelta(cur, prev observe.Sample) observe.Sample {
-	d := cur
-	d.CPU = cur.CPU.Sub(prev.CPU)
-	if cur.LocalThrottledUsec != nil && prev.LocalThrottledUsec != nil && *cur.LocalThrottledUsec >= *prev.LocalThrottledUsec {
-		v := *cur.LocalThrottledUsec - *prev.LocalThrottledUsec
-		d.LocalThrottledUsec = &v
-	}
-	if cur.Pressure != nil && prev.Pressure != nil {
-		p := *cur.Pressure
-		p.Some.TotalUsec = counterDelta(cur.Pressure.Some.TotalUsec, prev.Pressure.Some.TotalUsec)
-		if cur.Pressure.Full != nil && prev.Pressure.Full != nil {
-			full := *cur.Pressure.Full
-			full.TotalUsec = counterDelta(cur.Pressure.Full.TotalUsec, prev.Pressure.Full.TotalUsec)
-			p.Full = &full
-		}
-		d.Pressure = &p
-	}
-	return d
-}
-
-// counterDelta is what a counter grew by; 0 when it went back (the cgroup
-// was made anew between two reads).
-func counterDelta(cur, prev uint64) uint64 {
-	if cur < prev {
-		return 0
-	}
-	return cur - prev
 }
 
 // writeStatTable prints samples as a table. With a non-zero interval the
