@@ -153,9 +153,10 @@ func KernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// Load1 returns the host's 1-minute load average, or -1 when unknown.
-func Load1() float64 {
-	fs, err := procfs.NewDefaultFS()
+// Load1 returns the host's 1-minute load average from procRoot/loadavg,
+// or -1 when unknown.
+func Load1(procRoot string) float64 {
+	fs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return -1
 	}
@@ -167,9 +168,9 @@ func Load1() float64 {
 }
 
 // Emulated reports whether the CPUs are emulated in software (qemu's TCG
-// names its CPU model "QEMU TCG CPU ...").
-func Emulated() bool {
-	fs, err := procfs.NewDefaultFS()
+// names its CPU model "QEMU TCG CPU ..." in procRoot/cpuinfo).
+func Emulated(procRoot string) bool {
+	fs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return false
 	}

@@ -3,6 +3,7 @@ package compare
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ type Options struct {
 	WorkerCommand []string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// HostRoot is the directory the host's /proc and /sys are found in:
+	// the cgroup mounts (cgroupfs.Detect), the load average and the CPU
+	// model. "" is "/"; tests pass a fixture tree.
+	HostRoot string
 }
 
 // Measure runs l for real opt.Repeat times and returns the report with
@@ -57,7 +62,9 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 	if len(opt.WorkerCommand) == 0 {
 		return nil, errors.New("compare: no worker command")
 	}
-	mounts, err := cgroupfs.Detect("/")
+	host := cmp.Or(opt.HostRoot, "/")
+	proc := filepath.Join(host, "proc")
+	mounts, err := cgroupfs.Detect(host)
 	if err != nil {
 		return nil, fmt.Errorf("compare: %w", err)
 	}
@@ -69,7 +76,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		return nil, fmt.Errorf("compare: %s needs %d CPUs, this host has %d", name, l.Kernel.CPUs, n)
 	}
 	env := Env{Measured: true, Kernel: KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
-		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1(), Emulated: Emulated()}
+		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1(proc), Emulated: Emulated(proc)}
 	if v2 {
 		env.Cgroup = "v2"
 	}
@@ -89,7 +96,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		}
 		runs = append(runs, r)
 	}
-	env.Load1End = Load1()
+	env.Load1End = Load1(proc)
 	return assemble(name, l, opt, env, runs)
 }
 
