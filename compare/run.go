@@ -150,19 +150,17 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, l *Layout
 		return res, err
 	}
 	defer h.Close()
-	tree := h.Writer()
 
 	var workers []*worker
 	created := false
 	defer func() {
 		killAll(workers)
 		if created {
-			if rerr := tree.RemoveAll(); rerr != nil {
+			if rerr := h.Writer().RemoveAll(); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("remove compare cgroups: %w", rerr))
 			}
 		}
 	}()
-
 	for _, t := range l.Kernel.Tasks {
 		w, err := startWorker(opt, l, t)
 		if err != nil {
@@ -176,21 +174,35 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, l *Layout
 		}
 	}
 	created = true
-	if err := h.Apply(l.Desired); err != nil {
-		return res, fmt.Errorf("apply pools: %w", err)
-	}
-	if err := tree.FavourRoot(); err != nil {
+	if err := placeWorkers(h, l, workers); err != nil {
 		return res, err
+	}
+	return measure(ctx, h.Reader(), l, opt, workers, monotonic())
+}
+
+// placeWorkers applies the pools, favours their root and moves each ready
+// worker into its query cgroup.
+func placeWorkers(h *pooltree.Handle, l *Layout, workers []*worker) error {
+	if err := h.Apply(l.Desired); err != nil {
+		return fmt.Errorf("apply pools: %w", err)
+	}
+	if err := h.Writer().FavourRoot(); err != nil {
+		return err
 	}
 	for _, w := range workers {
 		ps, _ := l.Desired.Pool(l.PoolOf[w.task])
 		if err := h.PlaceQuery(ps, w.task, w.cmd.Process.Pid); err != nil {
-			return res, fmt.Errorf("place worker of %s: %w", w.task, err)
+			return fmt.Errorf("place worker of %s: %w", w.task, err)
 		}
 	}
-	lastWrite := monotonic()
+	return nil
+}
 
-	ot := h.Reader()
+// measure finds the period timers' phases, releases the placed workers at
+// their arrivals, waits for them and for the counters to settle, and
+// returns what the cgroups counted. lastWrite is when the last cgroup
+// file was written.
+func measure(ctx context.Context, ot observe.Tree, l *Layout, opt Options, workers []*worker, lastWrite time.Duration) (res runResult, err error) {
 	boundaries, err := watchBoundaries(ctx, ot, l, lastWrite)
 	if err != nil {
 		return res, err
