@@ -57,11 +57,9 @@ func (h Host) NewRoot(t testing.TB, need Need) Root {
 	r := Root{Path: filepath.Join(h.Parent, name), mode: h.Mode}
 	if h.Mode == V1 {
 		for _, c := range need.Controllers {
-			d, ok := h.Mounts.V1[c]
-			if !ok || d == h.Parent || c == "memory" {
-				continue
+			if d := h.Mounts.Twin(c, r.Path); c != "memory" && d != "" && d != r.Path {
+				r.Twins = append(r.Twins, d)
 			}
-			r.Twins = append(r.Twins, filepath.Join(d, name))
 		}
 	}
 	for _, d := range append([]string{r.Path}, r.Twins...) {
