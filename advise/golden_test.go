@@ -186,3 +186,18 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsExample keeps docs/advise.md's example output true.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "advise.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "chapter-burst.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "--max-delay 30ms\n"+string(want)+"```\n") {
+		t.Errorf("docs/advise.md's example is not testdata/golden/chapter-burst.txt:\n%s", want)
+	}
+}

@@ -57,6 +57,10 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	if a.Choice != nil && a.Choice != &a.Current {
 		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%%.\n", percentText(a.Class.ErrorPercent))
 	}
+	m, p := a.Measured, a.Current.Predicted
+	fmt.Fprintf(&b, "  Under the recorded limit the replay predicts %d throttled periods (%s) where %d (%s) were measured;\n"+
+		"  it starts each interval's work at once at a period's start, so it errs towards more throttling.\n",
+		p.NrThrottled, secText(p.ThrottledUsec), m.NrThrottled, secText(m.ThrottledUsec))
 	fmt.Fprintf(&b, "  %d model runs.\n", a.Replays)
 	_, err := io.WriteString(w, b.String())
 	return err
