@@ -15,18 +15,26 @@ import (
 
 // Recorder samples one pool of a live pool tree: each Sample is what the
 // pool's counters grew by since the previous one, and what its threads
-// did. It only reads.
+// did. Threads are read more often than the counters ([Recorder.Poll]),
+// so that a thread that ran and ended within an interval still counts.
+// It only reads.
 type Recorder struct {
 	tree     observe.Tree
 	pool     string
 	procRoot string
 	prev     observe.Sample
-	prevRun  map[int]uint64
+	// runUsec is every thread's run time at the last poll; nil when the
+	// threads cannot be read (no permission for /proc).
+	runUsec map[int]uint64
+	// grewUsec is the run time each thread gained in the current interval,
+	// also of threads that have ended since.
+	grewUsec map[int]uint64
+	runnable int
 	// intervalUsec is the sampling interval: a thread ran in it when its
 	// run time grew by 1% of it or more, so that the runtime threads of
 	// a process that wake for a few µs do not count as parallelism.
 	intervalUsec int64
-	// Truncated is set once a sample found more than MaxThreads threads;
+	// Truncated is set once a poll found more than MaxThreads threads;
 	// the thread counts are then of the first MaxThreads.
 	Truncated bool
 }
@@ -34,7 +42,7 @@ type Recorder struct {
 // NewRecorder reads the pool's counters as the baseline of the first
 // sample, to be taken every intervalUsec. procRoot is normally /proc.
 func NewRecorder(tree observe.Tree, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
-	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec}
+	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
 	s, err := tree.Read(pool)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool, err)
@@ -43,15 +51,36 @@ func NewRecorder(tree observe.Tree, pool, procRoot string, intervalUsec int64) (
 		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root)
 	}
 	r.prev = s
-	if r.prevRun, _, err = r.threads(); err != nil {
+	if r.runUsec, r.runnable, err = r.threads(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// Sample reads the pool again and returns the interval since the last
-// read. An error wrapping fs.ErrNotExist means the pool is gone.
+// Poll reads the pool's threads and adds what each ran since the last
+// poll to the current interval. A thread that appeared since counts with
+// all its run time.
+func (r *Recorder) Poll() error {
+	run, runnable, err := r.threads()
+	if err != nil {
+		return err
+	}
+	if run != nil {
+		for tid, usec := range run {
+			r.grewUsec[tid] += usec - min(usec, r.runUsec[tid])
+		}
+	}
+	r.runUsec, r.runnable = run, runnable
+	return nil
+}
+
+// Sample polls the threads, reads the pool's counters again and returns
+// the interval since the last sample. An error wrapping fs.ErrNotExist
+// means the pool is gone.
 func (r *Recorder) Sample() (Sample, error) {
+	if err := r.Poll(); err != nil {
+		return Sample{}, err
+	}
 	cur, err := r.tree.Read(r.pool)
 	if err != nil {
 		return Sample{}, fmt.Errorf("pool %s: %w", r.pool, err)
@@ -63,27 +92,26 @@ func (r *Recorder) Sample() (Sample, error) {
 		v := cur.Pressure.Some.TotalUsec - r.prev.Pressure.Some.TotalUsec
 		s.PressureSomeUsec = &v
 	}
-	run, runnable, err := r.threads()
-	if err != nil {
-		return Sample{}, err
-	}
-	if run != nil {
-		s.Threads, s.Ran, s.Runnable = len(run), 0, runnable
+	if r.runUsec != nil {
+		s.Threads, s.Ran, s.Runnable = len(r.runUsec), 0, r.runnable
 		least := uint64(r.intervalUsec / 100)
-		for tid, usec := range run {
-			if usec-min(usec, r.prevRun[tid]) >= least {
+		for _, usec := range r.grewUsec {
+			if usec >= least {
 				s.Ran++
 			}
 		}
+		// A thread that ended within the interval is not in Threads but
+		// may have run: Threads counts it then, so that Ran <= Threads.
+		s.Threads = max(s.Threads, s.Ran)
 	}
-	r.prev, r.prevRun = cur, run
+	r.prev = cur
+	clear(r.grewUsec)
 	return s, nil
 }
 
 // threads reads the run time (µs) of every thread of the pool, and how
 // many are runnable; run is nil when the threads cannot be read at all
-// (no permission for /proc). A thread that ran and ended between two
-// reads is not seen.
+// (no permission for /proc).
 func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 	tids, truncated, err := observe.ThreadIDs(filepath.Join(r.tree.Root, r.pool), r.tree.Version, MaxThreads)
 	if err != nil {

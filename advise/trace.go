@@ -118,10 +118,11 @@ type Sample struct {
 	NrBursts      uint64 `json:"nr_bursts"`
 	BurstUsec     uint64 `json:"burst_usec"`
 	// Threads is how many threads the pool and its queries held at the
-	// interval's end; -1 when they could not be read.
+	// interval's end, or Ran if more; -1 when they could not be read.
 	Threads int `json:"threads"`
-	// Ran is how many of them ran in the interval (their run time in
-	// /proc/TID/schedstat grew by at least 1% of the interval): the
+	// Ran is how many threads ran in the interval (their run time in
+	// /proc/TID/schedstat grew by at least 1% of the interval, read
+	// several times an interval, so threads that ended count too): the
 	// pool's parallelism. -1: unknown.
 	Ran int `json:"ran"`
 	// Runnable is how many were runnable (state R) at the interval's end;

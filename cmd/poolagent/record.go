@@ -89,16 +89,30 @@ func runRecord(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ticker := time.NewTicker(interval)
+	// Threads are read up to ten times an interval, at most every 10 ms,
+	// so that a thread that runs and ends within an interval is seen.
+	polls := int(min(10, max(1, interval/(10*time.Millisecond))))
+	ticker := time.NewTicker(interval / time.Duration(polls))
 	defer ticker.Stop()
 	why := fmt.Sprintf("recorded %s", total)
 loop:
-	for len(t.Samples) < n {
+	for tick := 1; len(t.Samples) < n; tick++ {
 		select {
 		case <-ctx.Done():
 			why = "interrupted"
 			break loop
 		case <-ticker.C:
+		}
+		if tick%polls != 0 {
+			err := rec.Poll()
+			if errors.Is(err, fs.ErrNotExist) {
+				why = "the pool was removed"
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%w; nothing written", err)
+			}
+			continue
 		}
 		s, err := rec.Sample()
 		if errors.Is(err, fs.ErrNotExist) {
