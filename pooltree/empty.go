@@ -71,21 +71,35 @@ func (w *emptyWatcher) run() {
 			}
 			return
 		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			w.mu.Lock()
-			if wake, ok := w.wake[ev.Wd]; ok {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-				if ev.Mask&unix.IN_IGNORED != 0 { // the cgroup was removed
-					delete(w.wake, ev.Wd)
-				}
-			}
-			w.mu.Unlock()
+		w.dispatch(buf[:n])
+	}
+}
+
+// dispatch hands the inotify events in buf, as read(2) returned them
+// (struct inotify_event, each followed by Len bytes of name), to their
+// waiters. When the kernel's event queue overflowed
+// (fs.inotify.max_queued_events), it dropped events and says so with one
+// IN_Q_OVERFLOW event on no watch (wd -1): any waiter may have missed its
+// notice, so every waiter is woken to look.
+func (w *emptyWatcher) dispatch(buf []byte) {
+	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+		if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+			w.wakeAll()
+			continue
 		}
+		w.mu.Lock()
+		if wake, ok := w.wake[ev.Wd]; ok {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+			if ev.Mask&unix.IN_IGNORED != 0 { // the cgroup was removed
+				delete(w.wake, ev.Wd)
+			}
+		}
+		w.mu.Unlock()
 	}
 }
 
