@@ -23,6 +23,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/burn"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/pooltree"
@@ -177,7 +178,7 @@ func runOnce(ctx context.Context, mounts cgroupfs.Mounts, root string, l *Layout
 	if err := placeWorkers(h, l, workers); err != nil {
 		return res, err
 	}
-	return measure(ctx, h.Reader(), l, opt, workers, monotonic())
+	return measure(ctx, h.Reader(), l, opt, workers, burn.Monotonic())
 }
 
 // placeWorkers applies the pools, favours their root and moves each ready
@@ -213,7 +214,7 @@ func measure(ctx context.Context, ot observe.Tree, l *Layout, opt Options, worke
 		return res, err
 	}
 
-	t0 := monotonic() + 5*time.Millisecond
+	t0 := burn.Monotonic() + 5*time.Millisecond
 	res = runResult{phases: map[string]int64{}, arrivals: map[string]int64{}, done: map[string]int64{}, burnt: map[string]int64{}}
 	tick := time.Duration(opt.Kernel.Params().TickUsec) * time.Microsecond
 	res.tickPhase = int64(posMod(tickAt-t0, tick) / time.Microsecond)
@@ -327,7 +328,7 @@ func release(ctx context.Context, workers []*worker, l *Layout, t0 time.Duration
 		if err := sleepUntil(ctx, t0+time.Duration(arrive[w.task])*time.Microsecond, nil); err != nil {
 			return err
 		}
-		at := monotonic()
+		at := burn.Monotonic()
 		if _, err := w.in.Write([]byte{1}); err != nil {
 			return fmt.Errorf("start worker of %s: %w", w.task, err)
 		}
@@ -414,9 +415,9 @@ func watchBoundaries(ctx context.Context, ot observe.Tree, l *Layout, lastWrite 
 	seen := map[string]uint64{}
 	at := map[string]time.Duration{}
 	deadline := lastWrite + 2*maxPeriod(l) + 50*time.Millisecond
-	prev := monotonic()
+	prev := burn.Monotonic()
 	for {
-		now := monotonic()
+		now := burn.Monotonic()
 		finished := true
 		for _, g := range groups {
 			st, err := readCPU(ot, l.Paths[g])
@@ -445,10 +446,10 @@ func watchBoundaries(ctx context.Context, ot observe.Tree, l *Layout, lastWrite 
 // tickBoundary returns a moment when the scheduler tick fired: jiffies,
 // and so CLOCK_MONOTONIC_COARSE, advance at ticks.
 func tickBoundary() time.Duration {
-	start := clock(clockMonotonicCoarse)
+	start := burn.Clock(unix.CLOCK_MONOTONIC_COARSE)
 	for {
-		now := monotonic()
-		if clock(clockMonotonicCoarse) != start {
+		now := burn.Monotonic()
+		if burn.Clock(unix.CLOCK_MONOTONIC_COARSE) != start {
 			return now
 		}
 	}
@@ -539,7 +540,7 @@ func sleepUntil(ctx context.Context, deadline time.Duration, stop *atomic.Bool) 
 		if stop != nil && stop.Load() {
 			return errStopped
 		}
-		now := monotonic()
+		now := burn.Monotonic()
 		if now >= deadline {
 			return nil
 		}

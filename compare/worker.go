@@ -2,21 +2,17 @@ package compare
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/poolagent/poolagent/internal/burn"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -101,12 +97,12 @@ const (
 // burn spec.NeedUsec of CPU, report on out, then sleep until in is closed.
 func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if len(spec.CPUs) > 0 {
-		if err := pinProcess(spec.CPUs); err != nil {
-			return err
+		if err := burn.Pin(spec.CPUs); err != nil {
+			return fmt.Errorf("worker: %w", err)
 		}
 	}
 	runtime.GOMAXPROCS(spec.Threads)
-	chunk := calibrate()
+	chunk := burn.Chunk(50 * time.Microsecond)
 	// No garbage collection or heap scavenging once ready: the worker
 	// allocates almost nothing from here on, and background GC work would
 	// run in the query cgroup before the task's arrival.
@@ -132,7 +128,7 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	// The need is counted from here, so what the process does between
 	// ready and burning (sleeping in its cgroup, waking at go) is part of
 	// it, as the cgroup counts it.
-	begin := processCPU()
+	begin := burn.ProcessCPU()
 	if _, err := fmt.Fprintln(out, readyLine); err != nil {
 		return fmt.Errorf("worker: signal ready: %w", err)
 	}
@@ -143,7 +139,7 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	end = begin + time.Duration(spec.NeedUsec)*time.Microsecond
 	close(start)
 	at := <-done
-	burnt := processCPU() - begin
+	burnt := burn.ProcessCPU() - begin
 	if _, err := fmt.Fprintf(out, doneFormat, int64(at), int64(burnt)); err != nil {
 		return fmt.Errorf("worker: report done: %w", err)
 	}
@@ -151,79 +147,14 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	return nil
 }
 
-// sink keeps the busy loop's result alive so the compiler keeps the loop.
-var sink atomic.Uint64
-
-// burnUntil spins on its locked OS thread in chunks of about 50 µs until
-// the process's CPU clock reaches end, sends the monotonic time it saw,
-// and parks the thread for good: ending a locked goroutine would make the
-// runtime exit its thread, CPU the measurement would count.
+// burnUntil spins on its locked OS thread until the process's CPU clock
+// reaches end, checking it every chunk (about 50 µs), sends the monotonic
+// time it saw, and parks the thread for good: ending a locked goroutine
+// would make the runtime exit its thread, CPU the measurement would count.
 func burnUntil(end time.Duration, chunk int, done chan<- time.Duration) {
-	x := uint64(1)
-	for processCPU() < end {
-		for range chunk {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-	}
-	sink.Add(x)
-	done <- monotonic()
+	burn.Until(func() bool { return burn.ProcessCPU() >= end }, chunk)
+	done <- burn.Monotonic()
 	select {}
-}
-
-// calibrate returns the loop iterations that take about 50 µs of CPU, so
-// each thread checks the clock often enough to stop within 50 µs of its
-// need without spending much on clock reads.
-func calibrate() int {
-	const probe = 1 << 16
-	x := uint64(1)
-	t0 := threadCPU()
-	for range probe {
-		x = x*6364136223846793005 + 1442695040888963407
-	}
-	sink.Add(x)
-	per := threadCPU() - t0
-	if per <= 0 {
-		return probe
-	}
-	return max(1000, int(int64(probe)*int64(50*time.Microsecond)/int64(per)))
-}
-
-func processCPU() time.Duration { return clock(unix.CLOCK_PROCESS_CPUTIME_ID) }
-func threadCPU() time.Duration  { return clock(unix.CLOCK_THREAD_CPUTIME_ID) }
-func monotonic() time.Duration  { return clock(unix.CLOCK_MONOTONIC) }
-
-// clockMonotonicCoarse advances only at scheduler ticks.
-const clockMonotonicCoarse = unix.CLOCK_MONOTONIC_COARSE
-
-func clock(id int32) time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(id, &ts); err != nil {
-		panic(fmt.Sprintf("clock_gettime(%d): %v", id, err))
-	}
-	return time.Duration(ts.Nano())
-}
-
-// pinProcess restricts every thread of this process to cpus; threads
-// started later inherit the mask from the thread that starts them.
-func pinProcess(cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return fmt.Errorf("worker: list threads: %w", err)
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("worker: pin thread %d to cpus %s: %w", tid, formatCPUs(cpus), err)
-		}
-	}
-	return nil
 }
 
 // workerReport is what a worker said when it finished.

@@ -8,13 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/poolagent/poolagent/internal/burn"
 )
 
 // envBurner, when set in a test binary's environment, makes [Main] run a
@@ -98,7 +97,7 @@ func runBurner(spec string) error {
 	}
 	runtime.LockOSThread()
 	if b.Pin {
-		if err := pinAllThreads(b.CPU); err != nil {
+		if err := burn.Pin([]int{b.CPU}); err != nil {
 			return err
 		}
 	}
@@ -111,58 +110,21 @@ func runBurner(spec string) error {
 	if n, _ := os.Stdin.Read(buf[:]); n == 0 {
 		return nil
 	}
-	burn(b)
+	burnFor(b)
 	return nil
 }
 
-// pinAllThreads sets the affinity of every thread of this process; threads
-// started later inherit it from their creator.
-func pinAllThreads(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, task := range tasks {
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
-		}
-	}
-	return nil
-}
-
-// sink keeps the busy loop's result alive so the compiler keeps the loop.
-var sink uint64
-
-func burn(b Burn) {
+// burnFor runs the busy loop until b.For has passed on b's clock.
+func burnFor(b Burn) {
 	done := func() func() bool {
 		if b.Clock == CPUTime {
-			start := cpuNow()
-			return func() bool { return cpuNow()-start >= b.For }
+			start := burn.ProcessCPU()
+			return func() bool { return burn.ProcessCPU()-start >= b.For }
 		}
 		end := time.Now().Add(b.For)
 		return func() bool { return !time.Now().Before(end) }
 	}()
-	x := uint64(1)
-	for !done() {
-		for range 10000 {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-	}
-	sink = x
-}
-
-func cpuNow() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		panic(err)
-	}
-	return time.Duration(ts.Nano())
+	burn.Until(done, 10000)
 }
 
 // Burner is a started burner child. It waits for [Burner.Go] so the test can
