@@ -86,6 +86,8 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 			}
 			samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
 		}
-		s.predictor.Step(d.Node.CPUs, samples)
+		if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
+			s.cfg.Log.Warn("throttling prediction", "err", err)
+		}
 	}
 }

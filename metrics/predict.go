@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strconv"
 	"sync"
 
 	"github.com/poolagent/poolagent/cpulimit"
@@ -25,12 +28,12 @@ type PoolSample struct {
 // Predictor keeps, per pool, the simulator's predicted throttled time for
 // the intervals between calls to [Predictor.Step], summed. For each interval
 // it takes the CPU time the pool measurably used (usage_usec delta), splits
-// it into Running equal tasks (at least one) arriving at the interval's
-// start, and runs the chapter's model (simulate.Run, ticks of 1 µs) under the
-// pool's cpu.max and burst on the node's CPUs; the tasks' throttled ticks,
-// summed, are the interval's prediction — the same per-CPU sum the kernel's
-// throttled_usec is. docs/metrics.md says what this model leaves out.
-// Safe for concurrent use.
+// it into Running equal single-threaded tasks (at least one) arriving at the
+// interval's start, and runs the kernel-faithful model (simulate.RunKernel,
+// the one compare validates against the kernel) under the pool's cpu.max and
+// burst on the node's CPUs; the pool's predicted throttled_usec is the
+// interval's prediction. docs/metrics.md says what this leaves out and what
+// it costs. Safe for concurrent use.
 type Predictor struct {
 	mu    sync.Mutex
 	last  map[string]observe.CPUStat
@@ -45,10 +48,12 @@ func NewPredictor() *Predictor {
 // Step closes the interval since the previous Step for every pool in pools
 // and adds its prediction. A pool's first Step only records its counters.
 // Pools missing from pools are forgotten (a pool created again under the
-// same name starts from zero, as its cgroup's counters do).
-func (p *Predictor) Step(cpus float64, pools []PoolSample) {
+// same name starts from zero, as its cgroup's counters do). A pool whose
+// interval the model refuses adds nothing; the error names it.
+func (p *Predictor) Step(cpus float64, pools []PoolSample) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var errs []error
 	seen := make(map[string]bool, len(pools))
 	for _, s := range pools {
 		seen[s.Name] = true
@@ -62,7 +67,12 @@ func (p *Predictor) Step(cpus float64, pools []PoolSample) {
 			// The cgroup was removed and created again between two steps.
 			used = s.CPU.UsageUsec
 		}
-		p.total[s.Name] += PredictThrottledUsec(cpus, s, used)
+		throttled, err := PredictThrottledUsec(cpus, s, used)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", s.Name, err))
+			continue
+		}
+		p.total[s.Name] += throttled
 	}
 	for name := range p.last {
 		if !seen[name] {
@@ -70,6 +80,7 @@ func (p *Predictor) Step(cpus float64, pools []PoolSample) {
 			delete(p.total, name)
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // ThrottledUsec is the pool's predicted throttled time so far, µs.
@@ -79,27 +90,29 @@ func (p *Predictor) ThrottledUsec(pool string) uint64 {
 	return p.total[pool]
 }
 
-// PredictThrottledUsec is the throttled time, µs, the chapter's model gives
-// for usageUsec of work split over s.Running tasks arriving together under
-// s's cpu.max and burst on cpus CPUs (rounded down, at least 1).
-func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) uint64 {
+// PredictThrottledUsec is the throttled time, µs, that the kernel-faithful
+// model gives for usageUsec of work split over s.Running single-threaded
+// tasks (at least one) arriving together under s's limit on cpus CPUs
+// (rounded down, at least 1), with the kernel's default runtime slice and
+// tick (simulate.DefaultKernelParams). A burst above the quota is taken as
+// the quota, as the kernel refuses more.
+func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) (uint64, error) {
 	l := s.Limit
-	if l.QuotaUsec <= 0 || l.PeriodUsec <= 0 || usageUsec == 0 {
-		return 0
+	if !l.Limited() || l.QuotaUsec <= 0 || l.PeriodUsec <= 0 || usageUsec == 0 {
+		return 0, nil
 	}
+	l.BurstUsec = min(max(l.BurstUsec, 0), l.QuotaUsec)
 	n := max(s.Running, 1)
-	ncpu := max(int(math.Floor(cpus)), 1)
-	need := int(usageUsec) / n
-	tasks := make([]simulate.Task, n)
-	for i := range tasks {
-		tasks[i] = simulate.Task{Arrive: 0, Need: need}
+	need := int64(usageUsec) / int64(n)
+	h := simulate.Host{CPUs: max(int(math.Floor(cpus)), 1), TickUsec: 1, Groups: []simulate.Group{{Name: "pool", Limit: l}}}
+	h.Tasks = make([]simulate.HostTask, n)
+	for i := range h.Tasks {
+		h.Tasks[i] = simulate.HostTask{Name: "q" + strconv.Itoa(i), Group: "pool", NeedUsec: need, Threads: 1}
 	}
-	tasks[0].Need += int(usageUsec) % n
-	limit := simulate.Limit{Quota: int(l.QuotaUsec), Period: int(l.PeriodUsec), Burst: int(min(max(l.BurstUsec, 0), l.QuotaUsec))}
-	results, _ := simulate.Run(limit, ncpu, tasks)
-	var throttled uint64
-	for _, r := range results {
-		throttled += uint64(r.Throttled)
+	h.Tasks[0].NeedUsec += int64(usageUsec) % int64(n)
+	run, err := simulate.RunKernel(h, simulate.DefaultKernelParams())
+	if err != nil {
+		return 0, fmt.Errorf("predict throttling: %w", err)
 	}
-	return throttled
+	return run.Groups[0].Stat.ThrottledUsec, nil
 }
