@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ThreadIDs lists the threads in cgroup dir and every cgroup below it, at
@@ -64,14 +65,19 @@ type ThreadStat struct {
 }
 
 // ReadThreadStat reads thread tid's schedstat and state below procRoot
-// (normally /proc).
+// (normally /proc). A thread that has ended reads as an error wrapping
+// fs.ErrNotExist.
+//
+// NOTE: a thread that is exiting still has its /proc directory, but its
+// files refuse reads with ESRCH until it is reaped; that is an ended
+// thread too.
 func ReadThreadStat(procRoot string, tid int) (ThreadStat, error) {
 	dir := filepath.Join(procRoot, strconv.Itoa(tid))
-	sched, err := os.ReadFile(filepath.Join(dir, "schedstat"))
+	sched, err := readThreadFile(filepath.Join(dir, "schedstat"))
 	if err != nil {
 		return ThreadStat{}, err
 	}
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	stat, err := readThreadFile(filepath.Join(dir, "stat"))
 	if err != nil {
 		return ThreadStat{}, err
 	}
@@ -85,6 +91,16 @@ func ReadThreadStat(procRoot string, tid int) (ThreadStat, error) {
 	}
 	ts.Runnable = state == 'R'
 	return ts, nil
+}
+
+// readThreadFile reads a file of a thread's /proc directory, an exiting
+// thread's ESRCH as fs.ErrNotExist.
+func readThreadFile(name string) ([]byte, error) {
+	b, err := os.ReadFile(name)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil, fmt.Errorf("%w: %w", fs.ErrNotExist, err)
+	}
+	return b, err
 }
 
 // parseSchedstat returns the run time of /proc/TID/schedstat: "RUN_NS
