@@ -159,34 +159,7 @@ func (a *applier) grant(s *grantStmt) {
 	if s.revoke {
 		verb = "REVOKE"
 	}
-	var rights Right
-	ok := true
-	for _, pw := range s.privileges {
-		name := strings.ToUpper(strings.Join(strings.Fields(pw.text), " "))
-		pr, known := privileges[name]
-		if !known {
-			msg := fmt.Sprintf("unknown right %q", pw.text)
-			if best, close := nearest(name, privilegeNames); close {
-				msg += fmt.Sprintf("; did you mean %s?", best)
-			} else {
-				msg += "; accepted: YDB's rights such as SELECT ROW, ALL, 'ydb.generic.use' (see docs/pools.md)"
-			}
-			a.errs.errorf(pw.pos, "%s", msg)
-			ok = false
-			continue
-		}
-		if pr.rights == 0 && !pr.silent {
-			a.warnf(pw.pos, "%s %s has no meaning for resource pools on a host; it is ignored", verb, pw.text)
-		}
-		rights |= pr.rights
-	}
-	if s.grantOption {
-		rights |= RightAdmin
-	}
-	if s.revoke && s.grantOption {
-		// REVOKE GRANT OPTION FOR … takes back only the right to grant.
-		rights = RightAdmin
-	}
+	rights, ok := a.rightsOf(s, verb)
 	var targets []target
 	var targetPos []Pos
 	for _, o := range s.objects {
@@ -241,6 +214,39 @@ func (a *applier) grant(s *grantStmt) {
 			}
 		}
 	}
+}
+
+// rightsOf is the rights s grants or revokes, from its privileges and its
+// GRANT OPTION; ok is false when a privilege is unknown (each is reported).
+func (a *applier) rightsOf(s *grantStmt, verb string) (rights Right, ok bool) {
+	ok = true
+	for _, pw := range s.privileges {
+		name := strings.ToUpper(strings.Join(strings.Fields(pw.text), " "))
+		pr, known := privileges[name]
+		if !known {
+			msg := fmt.Sprintf("unknown right %q", pw.text)
+			if best, close := nearest(name, privilegeNames); close {
+				msg += fmt.Sprintf("; did you mean %s?", best)
+			} else {
+				msg += "; accepted: YDB's rights such as SELECT ROW, ALL, 'ydb.generic.use' (see docs/pools.md)"
+			}
+			a.errs.errorf(pw.pos, "%s", msg)
+			ok = false
+			continue
+		}
+		if pr.rights == 0 && !pr.silent {
+			a.warnf(pw.pos, "%s %s has no meaning for resource pools on a host; it is ignored", verb, pw.text)
+		}
+		rights |= pr.rights
+	}
+	if s.grantOption {
+		rights |= RightAdmin
+	}
+	if s.revoke && s.grantOption {
+		// REVOKE GRANT OPTION FOR … takes back only the right to grant.
+		rights = RightAdmin
+	}
+	return rights, ok
 }
 
 // privilegeList renders the rights of a statement as written.

@@ -167,7 +167,10 @@ func (e *HostError) Unwrap() error { return ErrInvalidInput }
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
 // Validate reports every part of h that RunHost cannot simulate, as
-// [*HostError] values joined with errors.Join, or nil.
+// [*HostError] values joined with errors.Join, or nil. It is one long list
+// on purpose: every input rule of the model is here, the host's, then each
+// group's, then each task's, as docs/simulator.md's Input section gives
+// them, so the two read side by side.
 func (h Host) Validate() error {
 	var errs []error
 	hostErr := func(field, msg string, args ...any) {
