@@ -31,23 +31,59 @@ type FS interface {
 // path or symlink (magic /proc links included) may lead out of it.
 const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
+// ErrNotCgroup is wrapped when a directory opened as a cgroup is not on a
+// cgroup file system.
+var ErrNotCgroup = errors.New("not on a cgroup file system")
+
 // Dir is an [FS] on the real filesystem. It opens the pool root once and
 // resolves every name beneath it with openat2(2), so a name can never
 // address a path outside the root, even if validation were bypassed or a
 // symlink were planted in the tree. Errors keep the full path and, for
 // writes, the value. Needs Linux 5.6 or later.
 type Dir struct {
-	path string
-	fd   int
+	path    string
+	fd      int
+	resolve uint64 // openat2's RESOLVE_* flags
 }
 
-// OpenDir opens the pool root dir (an existing directory).
+// OpenDir opens the pool root dir (an existing directory) on any file
+// system: for tests on plain directories. The real cgroup tree is opened
+// with [OpenCgroupDir].
 func OpenDir(dir string) (*Dir, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open pool root", Path: dir, Err: err}
 	}
-	return &Dir{path: dir, fd: fd}, nil
+	return &Dir{path: dir, fd: fd, resolve: resolveBeneath}, nil
+}
+
+// OpenCgroupDir opens dir, an existing cgroup directory, after checking
+// with fstatfs(2) on the opened directory that it is on a cgroup file
+// system (cgroup2, or a cgroup v1 hierarchy), so nothing is ever written
+// to a directory that only looks like a cgroup (a tmpfs mounted over it, a
+// wrong mount table). Every lookup beneath it also refuses to cross a
+// mount (RESOLVE_NO_XDEV): the cgroup tree below a hierarchy's directory
+// is one mount, so a crossing is a mount placed inside it. (runc adds
+// RESOLVE_NO_XDEV on cgroup v2 only, because it resolves v1 paths from the
+// tmpfs at /sys/fs/cgroup; the directory opened here is always on the
+// hierarchy's own mount, v1 or v2.)
+func OpenCgroupDir(dir string) (*Dir, error) {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(d.fd, &st); err != nil {
+		d.Close()
+		return nil, &os.PathError{Op: "statfs pool root", Path: dir, Err: err}
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC && st.Type != unix.CGROUP_SUPER_MAGIC {
+		d.Close()
+		return nil, fmt.Errorf("%w: %s has file system type %#x (accepted: cgroup2 %#x or cgroup %#x)",
+			ErrNotCgroup, dir, st.Type, unix.CGROUP2_SUPER_MAGIC, unix.CGROUP_SUPER_MAGIC)
+	}
+	d.resolve |= unix.RESOLVE_NO_XDEV
+	return d, nil
 }
 
 // Path returns the pool root's path as given to OpenDir.
@@ -67,7 +103,7 @@ func (d *Dir) full(name string) string {
 
 // open resolves name beneath the root with openat2.
 func (d *Dir) open(name string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveBeneath}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: d.resolve}
 	for range 8 {
 		fd, err := unix.Openat2(d.fd, name, &how)
 		// EAGAIN: a concurrent rename or mount raced the lookup; the

@@ -127,3 +127,18 @@ func TestApplyRefusesPlantedSymlinks(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenCgroupDirRefusesOtherFS: a directory that is not on a cgroup
+// file system is refused before anything could be written below it.
+func TestOpenCgroupDirRefusesOtherFS(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenCgroupDir(dir)
+	if !errors.Is(err, ErrNotCgroup) {
+		t.Fatalf("OpenCgroupDir(%s) = %v, %v; want ErrNotCgroup", dir, d, err)
+	}
+	for _, want := range []string{dir, "accepted: cgroup2 0x63677270 or cgroup 0x27e0eb"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -583,3 +583,51 @@ func (k *kernel) snapshot(t *testing.T, roles map[int]string) string {
 	}
 	return b.String()
 }
+
+// TestKernelNoMountCrossing: OpenCgroupDir checks the file system on the
+// real kernel and refuses to follow a lookup into a mount placed inside
+// the tree (RESOLVE_NO_XDEV), where a plain beneath-root open would. v2
+// only: it mounts a tmpfs inside the test's own subtree, which on the
+// project's hosts (cgroup v1 shared with other work) it does not; the VM
+// is its own machine.
+func TestKernelNoMountCrossing(t *testing.T) {
+	k := newKernelFor(t, kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}, cgroupfs.Options{})
+	child := filepath.Join(k.root.Path, "mounted")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(child) })
+	if err := unix.Mount("tmpfs", child, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", child, err)
+	}
+	t.Cleanup(func() { unix.Unmount(child, unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(child, "cpu.max"), []byte("max 100000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := cgroupfs.OpenCgroupDir(child); !errors.Is(err, cgroupfs.ErrNotCgroup) {
+		t.Errorf("OpenCgroupDir on the tmpfs: %v, want ErrNotCgroup", err)
+	}
+	d, err := cgroupfs.OpenCgroupDir(k.root.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.ReadFile("cpu.max"); err != nil {
+		t.Errorf("read the root's own cpu.max: %v", err)
+	}
+	if _, err := d.ReadFile("mounted/cpu.max"); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("read across the mount: %v, want EXDEV", err)
+	}
+	if err := d.WriteFile("mounted/cpu.max", "1000 100000"); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("write across the mount: %v, want EXDEV", err)
+	}
+	plain, err := cgroupfs.OpenDir(k.root.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.ReadFile("mounted/cpu.max"); err != nil {
+		t.Errorf("OpenDir without the check reads across the mount: %v, want it to (the difference is the point)", err)
+	}
+}

@@ -79,7 +79,7 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	t := &Tree{v2: v2, roots: map[string]string{}, mounts: map[string]string{}, openFS: opt.OpenFS,
 		fss: map[string]FS{}, mfss: map[string]FS{}, pageSize: int64(os.Getpagesize())}
 	if t.openFS == nil {
-		t.openFS = func(dir string) (FS, error) { return OpenDir(dir) }
+		t.openFS = func(dir string) (FS, error) { return OpenCgroupDir(dir) }
 	}
 	if v2 {
 		t.roots[HierUnified], t.mounts[HierUnified] = root, cpuDir
