@@ -83,6 +83,11 @@ type Config struct {
 	// directory is created if missing, and the socket is made
 	// world-writable (0666) so that every local user may connect.
 	Socket string
+	// Listener, when set, is Socket already listening, passed by systemd's
+	// socket activation (poolagent.socket): Serve accepts on it instead of
+	// creating the socket, and leaves the socket file to systemd, so
+	// clients that connect while the daemon restarts wait in its backlog.
+	Listener *net.UnixListener
 	// LoadSample is the host load sampling interval;
 	// admission.DefaultSampleInterval when 0.
 	LoadSample time.Duration
@@ -213,9 +218,12 @@ func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 // daemon) keep their slots until they are empty. Queries still running
 // when it ends keep their cgroups for the next daemon.
 func (s *Server) Serve(ctx context.Context) error {
-	ln, err := listen(s.cfg.Socket)
-	if err != nil {
-		return err
+	ln := s.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = listen(s.cfg.Socket); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

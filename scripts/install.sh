@@ -15,7 +15,8 @@ Usage: scripts/install.sh [--no-start | --no-service | --help]
 Run it as root (sudo scripts/install.sh when you are not). It installs
 PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX defaults to
 /usr/local), PREFIX/share/man/man1/poolagent.1, the bash and zsh completion
-below PREFIX/share, the unit /etc/systemd/system/poolagent.service, and
+below PREFIX/share, the units /etc/systemd/system/poolagent.service and
+poolagent.socket (systemd holds the socket across restarts), and
 /etc/poolagent/pools.sql when there is none yet (an existing pool file is
 never overwritten). It checks the unit with systemd-analyze verify and the
 pool file with poolagent check before it starts anything.
@@ -124,6 +125,7 @@ fi
 install -d -m 0755 "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
 sed "s#/usr/local/bin/poolagent#$bin#g" scripts/poolagent.service > "$tmp/poolagent.service"
 install -m 0644 "$tmp/poolagent.service" "$DESTDIR$unit"
+install -m 0644 scripts/poolagent.socket "$DESTDIR/etc/systemd/system/poolagent.socket"
 if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
 	cat > "$tmp/pools.sql" <<'SQL'
 -- /etc/poolagent/pools.sql: poolagent's pools, in YDB's DDL (docs/pools.md).
@@ -146,7 +148,8 @@ echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$uni
 if command -v systemd-analyze >/dev/null; then
 	mkdir "$tmp/verify"
 	sed "s#$bin#$DESTDIR$bin#g" "$DESTDIR$unit" > "$tmp/verify/poolagent.service"
-	systemd-analyze verify "$tmp/verify/poolagent.service" 2>&1 | tee "$tmp/verify.log"
+	cp "$DESTDIR/etc/systemd/system/poolagent.socket" "$tmp/verify/"
+	systemd-analyze verify "$tmp/verify/poolagent.socket" "$tmp/verify/poolagent.service" 2>&1 | tee "$tmp/verify.log"
 	if grep -q "Unknown key 'DelegateSubgroup'" "$tmp/verify.log"; then
 		echo "   (expected before systemd 254: it ignores DelegateSubgroup= and the daemon moves itself into agent/, docs/operate.md)"
 	fi
@@ -158,8 +161,9 @@ if [ -n "$DESTDIR" ]; then
 	exit 0
 fi
 systemctl daemon-reload
-systemctl enable poolagent.service
+systemctl enable poolagent.socket poolagent.service
 if [ "$start" = 1 ]; then
+	systemctl start poolagent.socket
 	systemctl restart poolagent.service
 	systemctl --no-pager status poolagent.service | head -n 5
 fi

@@ -27,9 +27,9 @@ fi
 
 unit=/etc/systemd/system/poolagent.service
 if [ -z "$DESTDIR" ] && [ -e "$unit" ]; then
-	systemctl disable --now poolagent.service || true
+	systemctl disable --now poolagent.socket poolagent.service || true
 fi
-rm -f "$DESTDIR$unit" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" \
+rm -f "$DESTDIR$unit" "$DESTDIR/etc/systemd/system/poolagent.socket" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" \
 	"$DESTDIR$PREFIX/share/man/man1/poolagent.1" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent" \
 	"$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ -z "$DESTDIR" ]; then

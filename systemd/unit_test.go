@@ -11,7 +11,10 @@ import (
 	"testing"
 )
 
-const unitFile = "../scripts/poolagent.service"
+const (
+	unitFile   = "../scripts/poolagent.service"
+	socketFile = "../scripts/poolagent.socket"
+)
 
 // requireTool finds a program the test needs; in CI
 // (POOLAGENT_REQUIRE_KERNEL=1, whose test script installs it) a missing one
@@ -29,10 +32,16 @@ func requireTool(t *testing.T, name string) string {
 	return ""
 }
 
-// unitSettings reads the unit's Key=Value lines, section-qualified.
+// unitSettings reads the service unit's Key=Value lines, section-qualified.
 func unitSettings(t *testing.T) map[string][]string {
 	t.Helper()
-	f, err := os.Open(unitFile)
+	return settingsOf(t, unitFile)
+}
+
+// settingsOf reads a unit file's Key=Value lines, section-qualified.
+func settingsOf(t *testing.T, file string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +104,28 @@ func TestUnitSettings(t *testing.T) {
 	}
 }
 
-// TestUnitVerifies runs systemd-analyze verify on the unit, with ExecStart
+// TestSocketUnit pins socket activation: the socket unit listens where the
+// daemon's --socket says, for every user, and the service needs it and
+// keeps its directory across restarts.
+func TestSocketUnit(t *testing.T) {
+	sock, svc := settingsOf(t, socketFile), unitSettings(t)
+	exec := strings.Join(svc["Service.ExecStart"], " ")
+	if got := sock["Socket.ListenStream"]; len(got) != 1 || !strings.Contains(exec, "--socket "+got[0]) {
+		t.Errorf("ListenStream = %q, not the --socket of ExecStart %q", got, exec)
+	}
+	for k, v := range map[string]string{"Socket.SocketMode": "0666", "Socket.Service": "poolagent.service", "Install.WantedBy": "sockets.target"} {
+		if got := sock[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("poolagent.socket %s = %q, want %q", k, got, v)
+		}
+	}
+	for k, v := range map[string]string{"Unit.Requires": "poolagent.socket", "Service.RuntimeDirectoryPreserve": "yes", "Install.Also": "poolagent.socket"} {
+		if got := svc[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("poolagent.service %s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// TestUnitVerifies runs systemd-analyze verify on the units, with ExecStart
 // pointing at an executable that exists (verify checks it). systemd older
 // than 254 does not know DelegateSubgroup= and says so; nothing else may be
 // reported.
@@ -109,12 +139,20 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "poolagent.service")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "poolagent.service")
 	text := strings.ReplaceAll(string(unit), "/usr/local/bin/poolagent", self)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	socket, err := os.ReadFile(socketFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "poolagent.socket"), socket, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", filepath.Join(dir, "poolagent.socket"), path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
@@ -197,6 +235,7 @@ func TestInstallScripts(t *testing.T) {
 		}
 	}
 	for f, want := range map[string]string{
+		"etc/systemd/system/poolagent.socket":                   "ListenStream=/run/poolagent/agent.sock",
 		"usr/local/share/man/man1/poolagent.1":                  ".TH poolagent 1",
 		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
@@ -216,7 +255,7 @@ func TestInstallScripts(t *testing.T) {
 	}
 	run("uninstall.sh")
 	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service",
-		"usr/local/share/man/man1/poolagent.1", "usr/local/share/bash-completion/completions/poolagent",
+		"etc/systemd/system/poolagent.socket", "usr/local/share/man/man1/poolagent.1", "usr/local/share/bash-completion/completions/poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)

@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/admission"
@@ -121,8 +123,13 @@ func runDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	activated, err := activatedSocket(c.String("socket"))
+	if err != nil {
+		return err
+	}
 	cfg := daemon.Config{
 		Socket:     c.String("socket"),
+		Listener:   activated,
 		LoadSample: c.Duration("load-sample"),
 		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
 		Log:        log,
@@ -144,4 +151,28 @@ func runDaemon(c *cli.Context) error {
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
 	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
+}
+
+// activatedSocket returns the socket systemd passed the daemon by socket
+// activation (LISTEN_FDS, poolagent.socket), or nil when it passed none.
+// It must be one Unix stream socket listening on path: a unit whose
+// ListenStream= and --socket differ would serve where no client looks.
+func activatedSocket(path string) (*net.UnixListener, error) {
+	lns, err := activation.Listeners()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	switch {
+	case len(lns) == 0:
+		return nil, nil
+	case len(lns) > 1:
+		return nil, fmt.Errorf("socket activation: systemd passed %d sockets (accepted: one, ListenStream=%s)", len(lns), path)
+	}
+	ln, ok := lns[0].(*net.UnixListener)
+	if !ok || lns[0].Addr().String() != path {
+		lns[0].Close()
+		return nil, fmt.Errorf("socket activation: systemd passed %s %s, but --socket is %s (ListenStream= and --socket must name the same path)",
+			lns[0].Addr().Network(), lns[0].Addr(), path)
+	}
+	return ln, nil
 }
