@@ -94,8 +94,12 @@ func Diagnose(t *Trace, b Budget) Diagnosis {
 	}
 	if cpus >= 2 && exhaust <= lim.PeriodUsec/2 {
 		d.Mechanisms = append(d.Mechanisms, Parallelism)
-		say("%d threads spend %s in the first %s of each %s period and wait out the remaining %s (%s)",
-			par, quotaText, msText(exhaust), msText(lim.PeriodUsec), msText(lim.PeriodUsec-exhaust), Parallelism)
+		who := fmt.Sprintf("%d threads", par)
+		if par > cpus {
+			who += fmt.Sprintf(" on %d CPUs", cpus)
+		}
+		say("%s spend %s in the first %s of each %s period and wait out the remaining %s (%s)",
+			who, quotaText, msText(exhaust), msText(lim.PeriodUsec), msText(lim.PeriodUsec-exhaust), Parallelism)
 	}
 	if use < aboveCapShare && afterIdle*2 >= episodes {
 		d.Mechanisms = append(d.Mechanisms, BurstAfterIdle)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
@@ -121,7 +122,7 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 	run = make(map[int]uint64, len(tids))
 	for _, tid := range tids {
 		st, err := observe.ReadThreadStat(r.procRoot, tid)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			continue // the thread ended between listing and reading
 		}
 		if errors.Is(err, fs.ErrPermission) {
