@@ -261,18 +261,23 @@ func (t *Trace) Validate() error {
 	case len(t.Samples) > MaxSamples:
 		return bad("samples", "%d (accepted: at most %d; record a shorter time or a longer interval)", len(t.Samples), MaxSamples)
 	}
-	cpuTime := uint64(t.IntervalUsec) * uint64(t.CPUs)
+	// A sample may be read up to one interval late (a busy host), so the
+	// bounds are those of two intervals.
+	span := 2 * t.IntervalUsec
+	cpuTime := uint64(span) * uint64(t.CPUs)
+	maxPeriods := uint64(span/t.Limit.PeriodUsec) + 2
+	maxThrottled := cpuTime + uint64(t.Limit.PeriodUsec)*uint64(t.CPUs)
 	for i, s := range t.Samples {
 		at := func(field string) string { return fmt.Sprintf("samples[%d].%s", i, field) }
 		switch {
-		case s.UsageUsec > cpuTime+cpuTime/10:
-			return bad(at("usage_usec"), "%d is more than %d CPUs can run in %d µs (accepted: 0..%d)", s.UsageUsec, t.CPUs, t.IntervalUsec, cpuTime+cpuTime/10)
-		case s.ThrottledUsec > cpuTime*2+uint64(t.Limit.PeriodUsec)*uint64(t.CPUs):
-			return bad(at("throttled_usec"), "%d is more than %d CPUs can be throttled around one interval (accepted: 0..%d)", s.ThrottledUsec, t.CPUs, cpuTime*2+uint64(t.Limit.PeriodUsec)*uint64(t.CPUs))
+		case s.UsageUsec > cpuTime:
+			return bad(at("usage_usec"), "%d is more than %d CPUs can run in two intervals (accepted: 0..%d)", s.UsageUsec, t.CPUs, cpuTime)
+		case s.ThrottledUsec > maxThrottled:
+			return bad(at("throttled_usec"), "%d is more than %d CPUs can be throttled around two intervals (accepted: 0..%d)", s.ThrottledUsec, t.CPUs, maxThrottled)
 		case s.NrThrottled > s.NrPeriods:
 			return bad(at("nr_throttled"), "%d is more than nr_periods %d (accepted: 0..nr_periods)", s.NrThrottled, s.NrPeriods)
-		case s.NrPeriods > uint64(t.IntervalUsec/t.Limit.PeriodUsec)+2:
-			return bad(at("nr_periods"), "%d periods of %d µs cannot fit in %d µs (accepted: 0..%d)", s.NrPeriods, t.Limit.PeriodUsec, t.IntervalUsec, t.IntervalUsec/t.Limit.PeriodUsec+2)
+		case s.NrPeriods > maxPeriods:
+			return bad(at("nr_periods"), "%d periods of %d µs cannot fit in two intervals of %d µs (accepted: 0..%d)", s.NrPeriods, t.Limit.PeriodUsec, t.IntervalUsec, maxPeriods)
 		case s.Threads < -1 || s.Threads > MaxThreads:
 			return bad(at("threads"), "%d (accepted: -1 for unknown, or 0..%d)", s.Threads, MaxThreads)
 		case s.Ran < -1 || s.Ran > MaxThreads || (s.Threads >= 0 && s.Ran > s.Threads):

@@ -52,7 +52,7 @@ func TestParseTraceErrors(t *testing.T) {
 		{"pool path", swap(`"olap"`, `"../etc"`), `bad.json: pool: "../etc" is not a pool name`},
 		{"period", swap(`"period_usec": 100000`, `"period_usec": 999`), "bad.json: limit.period_usec: 999 (accepted: 1000..1000000"},
 		{"burst above quota", swap(`"burst_usec": 0`, `"burst_usec": 50000`), "bad.json: limit.burst_usec: 50000 (accepted: 0..quota_usec"},
-		{"usage beyond the cpus", swap(`"usage_usec": 40000`, `"usage_usec": 400000`), "bad.json: samples[0].usage_usec: 400000 is more than 2 CPUs can run in 100000 µs"},
+		{"usage beyond the cpus", swap(`"usage_usec": 40000`, `"usage_usec": 400001`), "bad.json: samples[0].usage_usec: 400001 is more than 2 CPUs can run in two intervals"},
 		{"throttled above periods", swap(`"nr_throttled": 1`, `"nr_throttled": 2`), "bad.json: samples[0].nr_throttled: 2 is more than nr_periods 1"},
 		{"ran above threads", swap(`"ran": 2`, `"ran": 3`), "bad.json: samples[0].ran: 3 (accepted: -1 for unknown, or 0..threads)"},
 		{"threads", swap(`"threads": 2, "ran": 1`, `"threads": -2, "ran": 1`), "bad.json: samples[1].threads: -2 (accepted: -1 for unknown, or 0..4096)"},

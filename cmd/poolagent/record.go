@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -89,32 +90,31 @@ func runRecord(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Threads are read up to ten times an interval, at most every 10 ms,
-	// so that a thread that runs and ends within an interval is seen.
-	polls := int(min(10, max(1, interval/(10*time.Millisecond))))
-	ticker := time.NewTicker(interval / time.Duration(polls))
-	defer ticker.Stop()
+	// Samples are taken on a fixed schedule, start + k*interval. Between
+	// them threads are read every interval/10 (at least 10 ms apart)
+	// while there is time, so that a thread that runs and ends within an
+	// interval is seen; on a slow host there are fewer such reads, not
+	// later samples.
+	step := max(interval/10, min(interval, 10*time.Millisecond))
+	start := time.Now()
 	why := fmt.Sprintf("recorded %s", total)
-loop:
-	for tick := 1; len(t.Samples) < n; tick++ {
-		select {
-		case <-ctx.Done():
-			why = "interrupted"
-			break loop
-		case <-ticker.C:
-		}
-		if tick%polls != 0 {
-			err := rec.Poll()
-			if errors.Is(err, fs.ErrNotExist) {
-				why = "the pool was removed"
+	for k := 1; len(t.Samples) < n; k++ {
+		deadline := start.Add(time.Duration(k) * interval)
+		var err error
+		for next := time.Now().Add(step); next.Before(deadline) && err == nil; next = time.Now().Add(step) {
+			if !sleepUntil(ctx, next) {
 				break
 			}
-			if err != nil {
-				return fmt.Errorf("%w; nothing written", err)
-			}
-			continue
+			err = rec.Poll()
 		}
-		s, err := rec.Sample()
+		var s advise.Sample
+		if err == nil && sleepUntil(ctx, deadline) {
+			s, err = rec.Sample()
+		}
+		if ctx.Err() != nil {
+			why = "interrupted"
+			break
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			why = "the pool was removed"
 			break
@@ -140,6 +140,19 @@ loop:
 	}
 	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", why, len(t.Samples), interval, pool, out, note)
 	return nil
+}
+
+// sleepUntil sleeps until t and reports true, or false as soon as ctx is
+// done.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // writeTraceFile writes the trace to a temporary file beside path and
