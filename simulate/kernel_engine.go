@@ -185,6 +185,17 @@ type engine struct {
 	due     []int   // fire: groups or tasks due now
 	levels  []int   // tick, settleCPU: groups to process on one CPU
 	counted []int   // computeRates: groups with a runnable count
+	ths     []int   // computeRates: runnable threads of one CPU
+	perCPU  []int   // leastLoaded, idleBalance: counts per CPU
+	ents    []entity
+	subs    []int // share: threads below each entity, a stack like ents
+}
+
+// entity is what share divides a CPU among: a group or a thread.
+type entity struct {
+	group  int // -1 for a thread
+	thread int
+	weight float64
 }
 
 // runKernelInput simulates in and returns the counters. It assumes in
@@ -666,7 +677,7 @@ func (e *engine) arrive(ti int) {
 // leastLoaded picks among allowed (nil = all) the CPU with the fewest
 // threads that can run, then the fewest threads, then the lowest number.
 func (e *engine) leastLoaded(allowed []int) int {
-	counts := make([]int, 2*e.ncpu) // per CPU: threads that can run, all threads
+	counts := e.zeroPerCPU(2 * e.ncpu) // per CPU: threads that can run, all threads
 	for _, i := range e.live {
 		cpu := e.threads[i].cpu
 		counts[2*cpu+1]++
@@ -908,6 +919,13 @@ func (e *engine) settleCPU(cpu int) bool {
 	return changed
 }
 
+// zeroPerCPU returns e.perCPU as n zeros.
+func (e *engine) zeroPerCPU(n int) []int {
+	e.perCPU = slices.Grow(e.perCPU[:0], n)[:n]
+	clear(e.perCPU)
+	return e.perCPU
+}
+
 // setBusy sets whether group gi's runqueue on cpu is busy, keeping
 // e.busy in step.
 func (e *engine) setBusy(gi, cpu int, busy bool) {
@@ -932,7 +950,7 @@ func (e *engine) idleBalance() bool {
 	if e.settled == e.epoch {
 		return false
 	}
-	running := make([]int, e.ncpu)
+	running := e.zeroPerCPU(e.ncpu)
 	for _, i := range e.live {
 		if !e.blocked(i) {
 			running[e.threads[i].cpu]++
@@ -987,7 +1005,7 @@ func (e *engine) computeRates() {
 		}
 	}
 	e.bucketLive()
-	var ths []int
+	ths := e.ths
 	for cpu := range e.ncpu {
 		ths = ths[:0]
 		for _, i := range e.onCPU[cpu] {
@@ -1013,26 +1031,22 @@ func (e *engine) computeRates() {
 	for _, gi := range counted {
 		e.groups[gi].runnable = 0
 	}
-	e.counted = counted[:0]
+	e.counted, e.ths = counted[:0], ths[:0]
 }
 
 // share splits fraction of a CPU among the entities below parent (-1 is
 // the root): threads directly in parent and child groups with runnable
-// threads.
+// threads. Its entities and their threads are kept on the stacks e.ents
+// and e.subs above those of the callers.
 func (e *engine) share(ths []int, parent int, fraction float64) {
-	type entity struct {
-		group  int // -1 for a thread
-		thread int
-		weight float64
-	}
-	var ents []entity
+	base := len(e.ents)
 	e.gen++
 	gen := e.gen
 	for _, i := range ths {
 		levels := e.tasks[e.threads[i].task].levels
 		child := childOf(levels, parent)
 		if child < 0 {
-			ents = append(ents, entity{group: -1, thread: i, weight: nice0Weight})
+			e.ents = append(e.ents, entity{group: -1, thread: i, weight: nice0Weight})
 			continue
 		}
 		g := &e.groups[child]
@@ -1042,26 +1056,30 @@ func (e *engine) share(ths []int, parent int, fraction float64) {
 		g.seen = gen
 		w := g.spec.weight * nice0Weight / 100
 		w *= float64(g.here) / float64(g.runnable)
-		ents = append(ents, entity{group: child, weight: w})
+		e.ents = append(e.ents, entity{group: child, weight: w})
 	}
+	end := len(e.ents)
 	total := 0.0
-	for _, en := range ents {
+	for _, en := range e.ents[base:end] {
 		total += en.weight
 	}
-	for _, en := range ents {
+	for k := base; k < end; k++ {
+		en := e.ents[k]
 		f := fraction * en.weight / total
 		if en.group < 0 {
 			e.threads[en.thread].rate = f
 			continue
 		}
-		var sub []int
+		from := len(e.subs)
 		for _, i := range ths {
 			if slices.Contains(e.tasks[e.threads[i].task].levels, en.group) {
-				sub = append(sub, i)
+				e.subs = append(e.subs, i)
 			}
 		}
-		e.share(sub, en.group, f)
+		e.share(e.subs[from:], en.group, f)
+		e.subs = e.subs[:from]
 	}
+	e.ents = e.ents[:base]
 }
 
 // childOf returns the level directly below parent on a leaf-first path,
