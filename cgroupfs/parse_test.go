@@ -2,6 +2,7 @@ package cgroupfs
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +39,24 @@ func FuzzParseProcs(f *testing.F) {
 			if err == nil && p <= 0 {
 				t.Fatalf("%q parsed to pid %d", in, p)
 			}
+		}
+	})
+}
+
+// FuzzParseCount: whatever a count file parses to is the file's number,
+// non-negative.
+func FuzzParseCount(f *testing.F) {
+	for _, s := range []string{"0", "1024\n", "18446744073709551615", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		v, err := parseCount(in)
+		if err != nil {
+			return
+		}
+		u, uerr := strconv.ParseUint(strings.TrimSpace(in), 10, 64)
+		if v < 0 || uerr != nil || u != uint64(v) {
+			t.Fatalf("parseCount(%q) = %d; the number is %d, %v", in, v, u, uerr)
 		}
 	})
 }

@@ -296,13 +296,13 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
 		}
 		s.cpu.QuotaUsec, s.cpu.PeriodUsec = m.QuotaUsec, m.PeriodUsec
-		if s.cpu.BurstUsec, err = readIntOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec); err != nil {
+		if s.cpu.BurstUsec, err = readOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec, parseCount); err != nil {
 			return s, err
 		}
-		if s.cpu.Weight, err = readIntOr(f, cg, fileCPUWeight, s.cpu.Weight); err != nil {
+		if s.cpu.Weight, err = readOr(f, cg, fileCPUWeight, s.cpu.Weight, parseCount); err != nil {
 			return s, err
 		}
-		if s.memBytes, err = readMemOr(f, cg, fileMemoryMax); err != nil {
+		if s.memBytes, err = readOr(f, cg, fileMemoryMax, -1, observe.ParseMemoryLimit); err != nil {
 			return s, err
 		}
 		return s, nil
@@ -322,7 +322,7 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		file string
 		dst  *int64
 	}{{fileCFSPeriod, &s.cpu.PeriodUsec}, {fileCFSBurst, &s.cpu.BurstUsec}, {fileShares, &s.shares}} {
-		if *x.dst, err = readIntOr(f, cg, x.file, *x.dst); err != nil {
+		if *x.dst, err = readOr(f, cg, x.file, *x.dst, parseCount); err != nil {
 			return s, err
 		}
 	}
@@ -331,16 +331,17 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if err != nil {
 			return s, err
 		}
-		if s.memBytes, err = readMemOr(mf, cg, fileMemLimit); err != nil {
+		if s.memBytes, err = readOr(mf, cg, fileMemLimit, -1, observe.ParseMemoryLimit); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-// readIntOr reads a file holding an unsigned number; a missing file (a
-// kernel without that feature) reads as def.
-func readIntOr(f FS, cg, file string, def int64) (int64, error) {
+// readOr reads cg's file with parse; a missing file (a kernel without
+// that feature, a controller not enabled here) reads as def. A value parse
+// refuses is an error naming the file.
+func readOr(f FS, cg, file string, def int64, parse func(string) (int64, error)) (int64, error) {
 	b, err := f.ReadFile(path.Join(cg, file))
 	if errors.Is(err, fs.ErrNotExist) {
 		return def, nil
@@ -348,31 +349,22 @@ func readIntOr(f FS, cg, file string, def int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := parseUint(file, string(b))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", cg, err)
-	}
-	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("%s: %s %d: want at most %d", cg, file, v, int64(math.MaxInt64))
-	}
-	return int64(v), nil
-}
-
-// readMemOr reads a memory limit; a missing file (memory controller not
-// enabled here) reads as unlimited.
-func readMemOr(f FS, cg, file string) (int64, error) {
-	b, err := f.ReadFile(path.Join(cg, file))
-	if errors.Is(err, fs.ErrNotExist) {
-		return -1, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	v, err := observe.ParseMemoryLimit(string(b))
+	v, err := parse(string(b))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path.Join(cg, file), err)
 	}
 	return v, nil
+}
+
+// parseCount parses a file holding an unsigned number (µs, a weight,
+// shares) that fits an int64.
+func parseCount(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || v > math.MaxInt64 {
+		return 0, fmt.Errorf("%q: want an unsigned integer up to %d", t, int64(math.MaxInt64))
+	}
+	return int64(v), nil
 }
 
 // defaults are a new cgroup's values, as the kernel creates it.
