@@ -621,7 +621,8 @@ func (b *Backend) tickLoop(ctx context.Context) {
 }
 
 // Tick fails this node's waiting queries whose deadline is at or before
-// now: QUERY_CANCEL_AFTER_SECONDS (YDB's "Delay deadline exceeded"), or,
+// now: QUERY_CANCEL_AFTER_SECONDS (YDB's "Delay deadline exceeded", or
+// the cut-off error when etcd failed before the query was registered), or,
 // for a query that could not be registered because etcd is unreachable and
 // whose pool sets no deadline, one TTL after it arrived. The backend also
 // ticks by itself every 100 ms and sends what it finds on Events.
@@ -634,7 +635,9 @@ func (b *Backend) Tick(now time.Time) []admission.Event {
 		}
 		switch {
 		case !q.deadline.IsZero() && !now.Before(q.deadline):
-			if q.st == pending && b.lease == 0 {
+			// Never registered, and etcd failed: the cause is the
+			// cluster, not the queue.
+			if q.st == pending && (b.lease == 0 || b.health.LastError != "") {
 				events = append(events, b.fail(q, now, b.cutOffError(q.pool)))
 			} else {
 				events = append(events, b.fail(q, now, admission.DeadlineError(q.pool)))

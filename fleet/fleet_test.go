@@ -27,6 +27,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(nodeEnv); spec != "" {
+		os.Exit(runNode(spec))
+	}
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
@@ -66,11 +69,17 @@ type node struct {
 
 func openNode(t *testing.T, endpoints []string, cluster, name string, pools map[string]admission.Limits, ttl time.Duration) *node {
 	t.Helper()
-	b, err := Open(context.Background(), Config{
-		Endpoints: endpoints, Cluster: cluster, Node: name, TTL: ttl, VCPUs: 2, Version: "test",
+	return openNodeConfig(t, Config{
+		Endpoints: endpoints, Cluster: cluster, Node: name, TTL: ttl,
 		// Generous: the whole test run loads the machine.
 		RequestTimeout: 10 * time.Second,
 	}, pools)
+}
+
+func openNodeConfig(t *testing.T, cfg Config, pools map[string]admission.Limits) *node {
+	t.Helper()
+	cfg.VCPUs, cfg.Version = 2, "test"
+	b, err := Open(context.Background(), cfg, pools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +146,7 @@ func TestGlobalLimit(t *testing.T) {
 	}
 	var running []ran
 	var queue []ran // arrival order
+	var log runLog
 	// The first 14 arrive one after the other, alternating nodes.
 	for i := range 14 {
 		n := nodes[i%3]
@@ -148,6 +158,7 @@ func TestGlobalLimit(t *testing.T) {
 			t.Fatalf("query %d on %s: started %v, want %v", i, n.cfg.Node, started, i < 4)
 		}
 		if started {
+			log.add(1)
 			running = append(running, ran{n, id})
 		} else {
 			queue = append(queue, ran{n, id})
@@ -204,6 +215,7 @@ func TestGlobalLimit(t *testing.T) {
 	for len(running) > 0 {
 		r := running[0]
 		running = running[1:]
+		log.add(-1)
 		r.n.Leave(r.id, time.Now())
 		if len(queue) == 0 {
 			continue
@@ -214,6 +226,7 @@ func TestGlobalLimit(t *testing.T) {
 		if ev.ID != head.id || ev.Err != nil {
 			t.Fatalf("after an end, node %s got %+v; want query %d to start", head.n.cfg.Node, ev, head.id)
 		}
+		log.add(1)
 		running = append(running, head)
 		for _, n := range nodes {
 			if n != head.n {
@@ -226,6 +239,51 @@ func TestGlobalLimit(t *testing.T) {
 			p := poolStats(n.Backend, "olap")
 			return p.Running == 0 && p.Queued == 0
 		}, "node %s sees the pool empty", n.cfg.Node)
+	}
+	log.check(t, 4, 10)
+}
+
+// runLog is the start and end times of the queries of one pool as their
+// clients saw them: a start when Submit or an event said so, an end just
+// before Leave.
+type runLog struct {
+	mu sync.Mutex
+	at []time.Time
+	d  []int // +1 start, -1 end
+}
+
+func (l *runLog) add(d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at = append(l.at, time.Now())
+	l.d = append(l.d, d)
+}
+
+// check replays the log in time order: never more than c running at once,
+// and exactly c running before each of the first handOvers ends (an end
+// that lets a queued query start), then 0 at the end.
+func (l *runLog) check(t *testing.T, c, handOvers int) {
+	t.Helper()
+	idx := make([]int, len(l.at))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return l.at[i].Compare(l.at[j]) })
+	n, ends := 0, 0
+	for _, i := range idx {
+		if l.d[i] < 0 {
+			if ends < handOvers && n != c {
+				t.Fatalf("log: %d running before end %d at %s; want %d", n, ends+1, l.at[i].Format(time.StampMicro), c)
+			}
+			ends++
+		}
+		n += l.d[i]
+		if n > c {
+			t.Fatalf("log: %d running at %s; the limit is %d", n, l.at[i].Format(time.StampMicro), c)
+		}
+	}
+	if n != 0 || ends != handOvers+c {
+		t.Fatalf("log: %d running at the end after %d ends; want 0 after %d", n, ends, handOvers+c)
 	}
 }
 
