@@ -24,6 +24,16 @@ func isAdminOp(op string) bool {
 // serveAdmin answers one operator operation on se.
 func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request) {
 	reply := protocol.AdminReply{Type: protocol.ReplyDone}
+	if req.Op != protocol.OpSQL {
+		// A view's reply may be large; one nobody reads holds it until
+		// the write deadline, so only so many are written at once.
+		done, err := s.peers.view(cred.Uid)
+		if err != nil {
+			se.send(protocol.AdminReply{Type: protocol.ReplyError, Code: protocol.CodeLimit, Error: err.Error()})
+			return
+		}
+		defer done()
+	}
 	switch req.Op {
 	case protocol.OpPools:
 		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired())
@@ -34,7 +44,7 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
 	}
-	se.enc.Encode(reply)
+	se.send(reply)
 }
 
 func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {

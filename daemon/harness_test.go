@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 	if d, ok := os.LookupEnv(envTestSpin); ok {
 		os.Exit(spinMain(d))
 	}
+	if spec, ok := os.LookupEnv(envTestDaemon); ok {
+		os.Exit(daemonMain(spec))
+	}
+	if spec, ok := os.LookupEnv(envTestFlood); ok {
+		os.Exit(floodMain(spec))
+	}
 	kerneltest.Main(m)
 }
 

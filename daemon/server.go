@@ -9,6 +9,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,6 +109,9 @@ type Config struct {
 	Log *slog.Logger
 	// Listening, when set, is called once the socket accepts clients.
 	Listening func()
+	// Limits bound what local users can make the daemon hold; zero
+	// fields take their defaults (docs/security.md).
+	Limits Limits
 }
 
 // Server is a running admission service, made of parts that each own one
@@ -124,9 +128,14 @@ type Config struct {
 // its lock may call into a part after it in this order, never into one
 // before it, and no lock is held while waiting on a client or a channel.
 // The socket service (Serve, the sessions) holds none of these while it
-// talks to a client.
+// talks to a client; its own count of what each user holds (perUser) has a
+// lock that is a leaf: nothing is called while it is held.
 type Server struct {
-	cfg     Config
+	cfg    Config
+	limits Limits
+	peers  *perUser
+	// loops are the accept loops running, for the health check.
+	loops   sync.Map // *guardedListener -> struct{}
 	cg      Cgroups
 	users   Users
 	load    LoadSource
@@ -164,6 +173,10 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
+	limits := cfg.Limits.withDefaults()
 	backend := cfg.Admission
 	if backend == nil {
 		ctl, err := admission.NewController(cfg.Load, admission.LimitsFromModel(policy.Model))
@@ -178,6 +191,8 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 	}
 	s := &Server{
 		cfg:       cfg,
+		limits:    limits,
+		peers:     newPerUser(limits),
 		cg:        cg,
 		users:     users,
 		load:      load,
@@ -216,19 +231,31 @@ func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 // Serve listens on the socket and serves clients until ctx ends. Query
 // cgroups that still hold processes when it starts (queries of an earlier
 // daemon) keep their slots until they are empty. Queries still running
-// when it ends keep their cgroups for the next daemon.
+// when it ends keep their cgroups for the next daemon. It returns once
+// every goroutine it started has ended: the reads of every connection end
+// with ctx, and a reply still being written within Limits.Write.
 func (s *Server) Serve(ctx context.Context) error {
-	ln := s.cfg.Listener
-	if ln == nil {
+	sock := s.cfg.Listener
+	if sock == nil {
 		var err error
-		if ln, err = listen(s.cfg.Socket); err != nil {
+		if sock, err = listen(s.cfg.Socket); err != nil {
 			return err
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
+		Error: "the poolagent daemon is out of file descriptors: try again in a few seconds"})
+	ln, err := guard(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
+	if err != nil {
+		sock.Close()
+		return err
+	}
+	defer ln.dropReserve()
+	// Deferred calls run last first: the goroutines are told to end
+	// (cancel) before Serve waits for them.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if err := s.adoptRunning(ctx, &wg); err != nil {
 		ln.Close()
 		return err
@@ -239,19 +266,22 @@ func (s *Server) Serve(ctx context.Context) error {
 	wg.Go(func() {
 		<-ctx.Done()
 		ln.Close()
+		s.peers.stop()
 	})
+	s.loops.Store(ln, struct{}{})
+	defer s.loops.Delete(ln)
 	if s.cfg.Listening != nil {
 		s.cfg.Listening()
 	}
 	for {
-		conn, err := ln.AcceptUnix()
+		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("accept on %s: %w", s.cfg.Socket, err)
 		}
-		wg.Go(func() { s.serveConn(ctx, conn) })
+		wg.Go(func() { s.serveConn(ctx, conn.(*net.UnixConn)) })
 	}
 }
 
@@ -349,6 +379,11 @@ func listen(path string) (*net.UnixListener, error) {
 		c.Close()
 		return nil, fmt.Errorf("socket %s: another daemon is listening on it", path)
 	}
+	// Only a socket is replaced: --socket naming a file by mistake must
+	// not delete it.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
+		return nil, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
@@ -363,6 +398,23 @@ func listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("socket mode: %w", err)
 	}
 	return ln, nil
+}
+
+// fileKind names a file's type for an error.
+func fileKind(m os.FileMode) string {
+	switch m.Type() {
+	case 0:
+		return "a regular file"
+	case os.ModeDir:
+		return "a directory"
+	case os.ModeSymlink:
+		return "a symbolic link"
+	case os.ModeNamedPipe:
+		return "a named pipe"
+	case os.ModeDevice, os.ModeDevice | os.ModeCharDevice:
+		return "a device"
+	}
+	return "not a socket"
 }
 
 func (s *Server) sampleLoop(ctx context.Context) {

@@ -41,6 +41,10 @@ const healthTimeout = 5 * time.Second
 // the daemon is stopping; running queries keep running and the next daemon
 // adopts them.
 func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
+	// Deferred calls run last first: the goroutines are told to end
+	// (cancel) before RunService waits for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var notify systemd.Notifier
@@ -54,16 +58,23 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 	if opt.PredictEvery == 0 {
 		opt.PredictEvery = time.Second
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	failed := make(chan error, 1)
 	if opt.MetricsListen != "" {
-		ln, err := net.Listen("tcp", opt.MetricsListen)
+		tcp, err := net.Listen("tcp", opt.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("metrics endpoint: %w", err)
 		}
+		ln, err := guard(tcp, "metrics "+tcp.Addr().String(), s.cfg.Log, []byte(metricsRefusal))
+		if err != nil {
+			tcp.Close()
+			return fmt.Errorf("metrics endpoint: %w", err)
+		}
+		ln.capConns(metricsConns)
 		s.cfg.Log.Info("metrics endpoint", "url", "http://"+ln.Addr().String()+"/metrics")
+		s.loops.Store(ln, struct{}{})
 		wg.Go(func() {
+			defer ln.dropReserve()
+			defer s.loops.Delete(ln)
 			if err := metrics.Serve(ctx, ln, s); err != nil {
 				failed <- fmt.Errorf("metrics endpoint: %w", err)
 			}
@@ -128,10 +139,31 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 	}
 }
 
-// healthy reports whether the admission state can be taken within
-// healthTimeout: a daemon stuck holding it gets no watchdog ping, and
-// systemd restarts it.
+// metricsConns caps the metrics endpoint's open connections: beyond it,
+// clients wait in the kernel's backlog (docs/security.md).
+const metricsConns = 64
+
+// metricsRefusal is what a connection to the metrics endpoint gets when
+// the daemon has no descriptor for it.
+var metricsRefusal = func() string {
+	body := "poolagent daemon: out of file descriptors; retry\n"
+	return fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
+// healthy reports whether every accept loop is at accept or has just left
+// it (none stalled: see guardedListener.stalled) and the admission state
+// can be taken within healthTimeout: a daemon that stopped accepting or is
+// stuck holding the state gets no watchdog ping, and systemd restarts it.
 func (s *Server) healthy() error {
+	now := time.Now()
+	var stalled error
+	s.loops.Range(func(k, _ any) bool {
+		stalled = k.(*guardedListener).stalled(now)
+		return stalled == nil
+	})
+	if stalled != nil {
+		return stalled
+	}
 	done := make(chan struct{})
 	go func() {
 		s.reg.mu.Lock()

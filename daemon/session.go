@@ -23,15 +23,20 @@ type session struct {
 	done chan struct{}
 }
 
-func (se *session) send(r protocol.Reply) error { return se.enc.Encode(r) }
+// send writes r within Limits.Write. A reply the client does not read in
+// time closes the connection: the session then sees the client gone.
+func (se *session) send(r any) error {
+	se.conn.SetWriteDeadline(time.Now().Add(se.s.limits.Write))
+	err := se.enc.Encode(r)
+	if err != nil {
+		se.conn.Close()
+	}
+	return err
+}
 
 func (se *session) fail(code string, err error) {
 	se.send(protocol.Reply{Type: protocol.ReplyError, Code: code, Error: err.Error()})
 }
-
-// firstRequestTimeout bounds how long a connection may stay silent before
-// naming its query.
-const firstRequestTimeout = 10 * time.Second
 
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
@@ -42,14 +47,18 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	dec := json.NewDecoder(conn)
-	conn.SetReadDeadline(time.Now().Add(firstRequestTimeout))
-	var req protocol.Request
-	if err := dec.Decode(&req); err != nil {
-		se.fail(protocol.CodeBadRequest, fmt.Errorf("read request: %w", err))
+	forget, err := s.peers.connect(cred.Uid, conn)
+	if err != nil {
+		se.fail(protocol.CodeLimit, err)
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
+	defer forget()
+	in := newMsgReader(conn, s.limits)
+	var req protocol.Request
+	if err := in.first(&req); err != nil {
+		se.fail(readErrorCode(err), err)
+		return
+	}
 	if isAdminOp(req.Op) {
 		s.serveAdmin(se, cred, req)
 		return
@@ -58,7 +67,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, protocol.OpRun))
 		return
 	}
-	go se.read(dec)
+	go se.read(in)
 	id, err := s.users.Identity(cred)
 	if err != nil {
 		se.fail(protocol.CodeInternal, err)
@@ -75,12 +84,13 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	se.run(ctx, id, cred.Pid, place, req.Progress)
 }
 
-// read forwards the client's requests until it hangs up.
-func (se *session) read(dec *json.Decoder) {
+// read forwards the client's requests until it hangs up or a message
+// breaks a limit.
+func (se *session) read(in *msgReader) {
 	defer close(se.msgs)
 	for {
 		var r protocol.Request
-		if err := dec.Decode(&r); err != nil {
+		if err := in.next(&r, se.done); err != nil {
 			return
 		}
 		select {
@@ -128,8 +138,17 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		return
 	}
 	limit := ps.Query.CPU.VCPU() // 0: no cap
+	notStarted, err := s.peers.admitted(id.UID)
+	if err != nil {
+		s.leave(qid)
+		se.fail(protocol.CodeLimit, err)
+		return
+	}
+	defer notStarted()
 	s.admitted(se, name, queuedFor, limit)
 	se.send(protocol.Reply{Type: protocol.ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
+	startBy := time.NewTimer(s.limits.Start)
+	defer startBy.Stop()
 	var r protocol.Request
 	for r.Op != protocol.OpStart {
 		select {
@@ -139,6 +158,11 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 				return
 			}
 			r = m
+		case <-startBy.C:
+			s.leave(qid)
+			s.cfg.Log.Info("admitted query not started in time; slot freed", "pool", place.Pool, "query", name, "uid", id.UID, "within", s.limits.Start)
+			se.fail(protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", name, protocol.OpStart, s.limits.Start, place.Pool))
+			return
 		case <-ctx.Done():
 			// Nothing runs yet: the client is told, as a queued one is,
 			// rather than holding up the daemon's stop.
@@ -147,6 +171,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 			return
 		}
 	}
+	notStarted()
 	if err := s.place(peerPID, id.UID, r.PID, ps, name); err != nil {
 		se.fail(errorCode(err), err)
 		// A move whose check failed afterwards may have placed a process:

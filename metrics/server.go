@@ -29,12 +29,29 @@ func Handler(src Source) http.Handler {
 	return mux
 }
 
+// The endpoint's bounds on a client (docs/security.md): a request's
+// headers must arrive within ReadHeaderTimeout and the whole request within
+// ReadTimeout, the reply be read within WriteTimeout, a kept-alive
+// connection is closed after IdleTimeout without a request, and headers
+// are at most MaxHeaderBytes.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second
+	WriteTimeout      = 30 * time.Second
+	IdleTimeout       = 15 * time.Second
+	MaxHeaderBytes    = 8 << 10
+)
+
 // Serve serves [Handler] on ln until ctx is done, then shuts the server down
 // and returns nil; any other end of serving is returned as an error.
 func Serve(ctx context.Context, ln net.Listener, src Source) error {
 	srv := &http.Server{
 		Handler:           Handler(src),
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

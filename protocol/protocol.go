@@ -16,6 +16,13 @@ import "errors"
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/poolagent/agent.sock"
 
+// MaxMessageBytes is the longest message the daemon reads, its newline
+// included: 256 KiB. The largest message is a run-time change (OpSQL),
+// whose DDL of a thousand pools and classifiers stays well below it; a
+// longer one is refused (CodeBadRequest) as soon as the limit is passed,
+// so a client cannot make the daemon buffer more.
+const MaxMessageBytes = 256 << 10
+
 // Client operations.
 const (
 	// OpRun asks to run a query: the first message of a connection.
@@ -59,6 +66,14 @@ const (
 	CodeInternal      = "internal"
 	// CodeRejected: a classifier with ACTION='reject' matched the query.
 	CodeRejected = "rejected"
+	// CodeLimit: one of the daemon's limits on what a user may hold
+	// (connections, queries admitted and not started, unread view
+	// replies, file descriptors) refused the request; Error names the
+	// limit (docs/security.md).
+	CodeLimit = "limit"
+	// CodeTimeout: the client did not send in time (its first request,
+	// a whole message, or OpStart after admission); Error says which.
+	CodeTimeout = "timeout"
 )
 
 // Operator operations: the first and only request of a connection,

@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Backoff of an accept loop out of file descriptors: from the first to
+// the longest pause, doubling (as net/http does for its own loop).
+const (
+	firstAcceptPause   = 5 * time.Millisecond
+	longestAcceptPause = time.Second
+	// shedPerTurn bounds how many pending connections one pause closes.
+	shedPerTurn = 64
+	// acceptStall is how long an accept loop may stay away from accept
+	// before healthy says it is stuck.
+	acceptStall = 5 * time.Second
+)
+
+// guardedListener is an accept loop's listener that keeps serving when the
+// process runs out of file descriptors (EMFILE, or ENFILE for the host).
+// Accept then does not return the error: it logs once per burst, closes a
+// reserve descriptor it holds to make room, accepts the pending
+// connections it can, writes each a short refusal and closes it (so the
+// clients that flood it are told and let go), reopens the reserve, and
+// tries again after a pause. It records when the loop last left Accept,
+// for the watchdog's health check (stalled).
+type guardedListener struct {
+	net.Listener
+	what    string // "socket /run/poolagent/agent.sock", for the log
+	log     *slog.Logger
+	refusal []byte // written to each connection closed for want of descriptors
+	raw     syscall.RawConn
+
+	// outside is when the loop last returned from Accept with a
+	// connection (unix nanoseconds); 0 while it waits in Accept.
+	outside atomic.Int64
+	closed  chan struct{}
+	once    sync.Once
+	// slots, when not nil, caps the connections open at once: Accept
+	// waits for one to close, and the clients wait in the kernel's
+	// backlog, holding none of the daemon's descriptors.
+	slots chan struct{}
+
+	// Only Accept's goroutine uses these.
+	reserve *os.File
+	burst   time.Time // when the current burst of exhaustion began
+	last    time.Time // when accept last failed for want of descriptors
+	shed    int       // connections closed in the burst
+}
+
+// guard wraps ln, a *net.UnixListener or a *net.TCPListener.
+func guard(ln net.Listener, what string, log *slog.Logger, refusal []byte) (*guardedListener, error) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%s: listener %T has no descriptor", what, ln)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	g := &guardedListener{Listener: ln, what: what, log: log, refusal: refusal, raw: raw, closed: make(chan struct{})}
+	if g.reserve, err = os.Open(os.DevNull); err != nil {
+		return nil, fmt.Errorf("%s: reserve descriptor: %w", what, err)
+	}
+	return g, nil
+}
+
+// capConns makes Accept keep at most n connections open at once.
+func (g *guardedListener) capConns(n int) { g.slots = make(chan struct{}, n) }
+
+// Accept returns the next connection, riding out descriptor exhaustion.
+func (g *guardedListener) Accept() (net.Conn, error) {
+	g.outside.Store(0)
+	if g.slots != nil {
+		select {
+		case g.slots <- struct{}{}:
+		case <-g.closed:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := g.accept()
+	g.outside.Store(time.Now().UnixNano())
+	switch {
+	case err != nil && g.slots != nil:
+		<-g.slots
+	case g.slots != nil:
+		c = &slotConn{Conn: c, free: sync.OnceFunc(func() { <-g.slots })}
+	}
+	return c, err
+}
+
+// slotConn gives its slot back when closed.
+type slotConn struct {
+	net.Conn
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	c.free()
+	return c.Conn.Close()
+}
+
+func (g *guardedListener) accept() (net.Conn, error) {
+	pause := firstAcceptPause
+	for {
+		c, err := g.Listener.Accept()
+		if err == nil {
+			g.endBurst()
+			return c, nil
+		}
+		if !outOfDescriptors(err) {
+			return nil, err
+		}
+		g.last = time.Now()
+		if g.burst.IsZero() {
+			g.burst = g.last
+			g.log.Error("out of file descriptors: connections are refused until some close", "listener", g.what, "err", err)
+		}
+		g.shedPending()
+		select {
+		case <-g.closed:
+			return nil, net.ErrClosed
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, longestAcceptPause)
+	}
+}
+
+// Close closes the listener; Accept returns net.ErrClosed.
+func (g *guardedListener) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.Listener.Close()
+}
+
+// dropReserve closes the reserve descriptor, once the loop has ended.
+func (g *guardedListener) dropReserve() {
+	if g.reserve != nil {
+		g.reserve.Close()
+		g.reserve = nil
+	}
+}
+
+// outOfDescriptors reports whether an accept failed for want of a file
+// descriptor or of the memory for one.
+func outOfDescriptors(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// shedPending gives up the reserve descriptor, accepts without waiting
+// up to shedPerTurn pending connections, refuses and closes each, and
+// takes the reserve again.
+func (g *guardedListener) shedPending() {
+	g.dropReserve()
+	// The listener is non-blocking: accept4 returns EAGAIN at once when
+	// nothing is pending.
+	g.raw.Control(func(fd uintptr) {
+		for range shedPerTurn {
+			nfd, _, err := unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+			if err != nil {
+				break
+			}
+			unix.Write(nfd, g.refusal) // a few bytes into an empty socket: never blocks
+			unix.Close(nfd)
+			g.shed++
+		}
+	})
+	// If another goroutine took the freed descriptor, the next pause
+	// tries again.
+	g.reserve, _ = os.Open(os.DevNull)
+}
+
+// endBurst logs the end of a burst of exhaustion, if one was on and
+// accept has not failed for the longest pause: a burst is one record at
+// its start and one at its end, however often descriptors come and go in
+// it.
+func (g *guardedListener) endBurst() {
+	if g.burst.IsZero() || time.Since(g.last) < longestAcceptPause {
+		return
+	}
+	g.log.Warn("file descriptors available again: accepting connections", "listener", g.what,
+		"refused", g.shed, "after", time.Since(g.burst).Round(time.Millisecond))
+	g.burst, g.shed = time.Time{}, 0
+}
+
+// stalled reports an accept loop that took a connection and has not come
+// back to Accept within acceptStall: it stopped, or is stuck.
+func (g *guardedListener) stalled(now time.Time) error {
+	out := g.outside.Load()
+	if out == 0 {
+		return nil
+	}
+	if away := now.Sub(time.Unix(0, out)); away > acceptStall {
+		return fmt.Errorf("the accept loop of %s has not come back to accept for %s", g.what, away.Round(time.Second))
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/poolagent/poolagent/protocol"
+)
+
+// Why a client's message was not read.
+var (
+	// errTooLong: a message passed protocol.MaxMessageBytes.
+	errTooLong = errors.New("message too long")
+	// errTooSlow: a message did not arrive whole in time.
+	errTooSlow = errors.New("message too slow")
+	// errClosing: the session ended while the reader waited.
+	errClosing = errors.New("session over")
+)
+
+// msgReader reads a connection's messages, JSON objects one per line,
+// within the Limits: none longer than protocol.MaxMessageBytes, the first
+// whole within FirstRequest of the connection, a later one whole within
+// Message of its first byte, and later ones no faster than the message
+// budget.
+type msgReader struct {
+	conn   *net.UnixConn
+	br     *bufio.Reader
+	limits Limits
+	// The message budget: a token bucket.
+	tokens float64
+	filled time.Time
+}
+
+func newMsgReader(conn *net.UnixConn, l Limits) *msgReader {
+	return &msgReader{conn: conn, br: bufio.NewReaderSize(conn, 4096), limits: l, tokens: float64(l.MessageBurst), filled: time.Now()}
+}
+
+// first reads the connection's first request.
+func (r *msgReader) first(req *protocol.Request) error {
+	r.conn.SetReadDeadline(time.Now().Add(r.limits.FirstRequest))
+	if err := r.read(req, r.limits.FirstRequest); err != nil {
+		return err
+	}
+	r.conn.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// next reads a later message. The client may stay silent as long as it
+// likes (a queued or running query has nothing to say) but, once a
+// message begins, it must arrive whole within Limits.Message. A
+// connection over its message budget is not read until it has a token
+// again, or done is closed.
+func (r *msgReader) next(req *protocol.Request, done <-chan struct{}) error {
+	if err := r.spend(done); err != nil {
+		return err
+	}
+	if _, err := r.br.Peek(1); err != nil {
+		return err
+	}
+	r.conn.SetReadDeadline(time.Now().Add(r.limits.Message))
+	if err := r.read(req, r.limits.Message); err != nil {
+		return err
+	}
+	r.conn.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// spend takes a token from the message budget, waiting for one if need be.
+func (r *msgReader) spend(done <-chan struct{}) error {
+	now := time.Now()
+	r.tokens = min(float64(r.limits.MessageBurst), r.tokens+now.Sub(r.filled).Seconds()*r.limits.MessagesPerSecond)
+	r.filled = now
+	if r.tokens < 1 {
+		wait := time.Duration((1 - r.tokens) / r.limits.MessagesPerSecond * float64(time.Second))
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+			return errClosing
+		case <-t.C:
+		}
+		r.tokens, r.filled = 1, time.Now()
+	}
+	r.tokens--
+	return nil
+}
+
+// read reads one line into req; blank lines are skipped. within is the
+// deadline in force, for the error.
+func (r *msgReader) read(req *protocol.Request, within time.Duration) error {
+	var msg []byte
+	for {
+		frag, err := r.br.ReadSlice('\n')
+		if len(msg)+len(frag) > protocol.MaxMessageBytes {
+			return fmt.Errorf("%w: more than %d bytes without a newline (the protocol's limit, protocol.MaxMessageBytes)", errTooLong, protocol.MaxMessageBytes)
+		}
+		msg = append(msg, frag...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w: no whole message (a JSON object and a newline) within %s", errTooSlow, within)
+		case errors.Is(err, io.EOF) && len(bytes.TrimSpace(msg)) > 0:
+			return fmt.Errorf("read request: %w (a message must end with a newline)", io.ErrUnexpectedEOF)
+		case err != nil:
+			return fmt.Errorf("read request: %w", err)
+		}
+		if len(bytes.TrimSpace(msg)) == 0 {
+			msg = msg[:0]
+			continue
+		}
+		if err := json.Unmarshal(msg, req); err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		return nil
+	}
+}
+
+// readErrorCode is the reply code for a first request that could not be
+// read.
+func readErrorCode(err error) string {
+	if errors.Is(err, errTooSlow) {
+		return protocol.CodeTimeout
+	}
+	return protocol.CodeBadRequest
+}

@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/protocol"
+)
+
+// socketPair is a connected pair of Unix stream sockets.
+func socketPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c.(*net.UnixConn)
+		t.Cleanup(func() { c.Close() })
+	}
+	return conns[0], conns[1]
+}
+
+// TestMessageBudget: a client that sends messages as fast as it can is
+// read no faster than its budget allows: the burst, then the rate.
+func TestMessageBudget(t *testing.T) {
+	daemonEnd, clientEnd := socketPair(t)
+	l := Limits{}.withDefaults()
+	go clientEnd.Write([]byte(strings.Repeat(`{"op":"exited"}`+"\n", 100)))
+	in := newMsgReader(daemonEnd, l)
+	done := make(chan struct{})
+	start := time.Now()
+	n := 0
+	for time.Since(start) < time.Second {
+		var r protocol.Request
+		if err := in.next(&r, done); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	elapsed := time.Since(start).Seconds()
+	most := float64(l.MessageBurst) + l.MessagesPerSecond*elapsed + 1
+	t.Logf("%d messages read in %.2f s (budget: %d at once, %g a second)", n, elapsed, l.MessageBurst, l.MessagesPerSecond)
+	if n < l.MessageBurst || float64(n) > most {
+		t.Errorf("read %d messages in %.2f s: want the burst of %d and at most %.0f", n, elapsed, l.MessageBurst, most)
+	}
+}
+
+// TestMessageLimits: a message longer than protocol.MaxMessageBytes, or
+// one that trickles past its deadline, is refused with a reason.
+func TestMessageLimits(t *testing.T) {
+	l := Limits{Message: 200 * time.Millisecond}.withDefaults()
+	t.Run("too long", func(t *testing.T) {
+		daemonEnd, clientEnd := socketPair(t)
+		go clientEnd.Write([]byte(`{"op":"sql","sql":"` + strings.Repeat("a", protocol.MaxMessageBytes)))
+		var r protocol.Request
+		err := newMsgReader(daemonEnd, l).next(&r, nil)
+		if err == nil || !strings.Contains(err.Error(), "more than 262144 bytes without a newline") {
+			t.Fatalf("error %v, want the message refused as too long", err)
+		}
+	})
+	t.Run("trickle", func(t *testing.T) {
+		daemonEnd, clientEnd := socketPair(t)
+		go func() {
+			for _, b := range []byte(`{"op":"exited"}`) {
+				if _, err := clientEnd.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		var r protocol.Request
+		err := newMsgReader(daemonEnd, l).next(&r, nil)
+		if err == nil || !strings.Contains(err.Error(), "no whole message (a JSON object and a newline) within 200ms") {
+			t.Fatalf("error %v, want the trickle refused", err)
+		}
+	})
+}
+
+// TestHealthCoversAcceptLoops: an accept loop that left accept and did
+// not come back makes the watchdog's health check fail.
+func TestHealthCoversAcceptLoops(t *testing.T) {
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	if err := d.srv.healthy(); err != nil {
+		t.Fatalf("a serving daemon is unhealthy: %v", err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socketDir(t) + "/stuck.sock", Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard(ln, "socket stuck.sock", d.srv.cfg.Log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.outside.Store(time.Now().Add(-2 * acceptStall).UnixNano())
+	d.srv.loops.Store(g, struct{}{})
+	defer d.srv.loops.Delete(g)
+	if err := d.srv.healthy(); err == nil || !strings.Contains(err.Error(), "the accept loop of socket stuck.sock has not come back to accept") {
+		t.Fatalf("health %v, want the stuck loop named", err)
+	}
+}
