@@ -7,10 +7,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/metrics"
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -149,3 +153,196 @@ const (
 	msgOutOfFDs = "out of file descriptors: connections are refused until some close"
 	msgFDsBack  = "file descriptors available again: accepting connections"
 )
+
+// rawConns opens n connections to socket, sends msg on each and returns
+// them with a channel per connection carrying every reply read on it.
+func rawConns(t *testing.T, socket string, n int, msg string) ([]net.Conn, []chan protocol.Reply) {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	replies := make([]chan protocol.Reply, n)
+	for i := range n {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		ch := make(chan protocol.Reply, 16)
+		go func() {
+			defer close(ch)
+			dec := json.NewDecoder(c)
+			for {
+				var r protocol.Reply
+				if dec.Decode(&r) != nil {
+					return
+				}
+				select {
+				case ch <- r:
+				default:
+				}
+			}
+		}()
+		conns[i], replies[i] = c, ch
+	}
+	return conns, replies
+}
+
+// next is the next reply on ch within 10 s; a closed connection gives
+// the zero reply.
+func next(t *testing.T, ch chan protocol.Reply) protocol.Reply {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply within 10 s")
+		return protocol.Reply{}
+	}
+}
+
+// poolRow is the named pool's row of the pools view.
+func poolRow(t *testing.T, pools []protocol.Pool, name string) protocol.Pool {
+	t.Helper()
+	for _, p := range pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("pool %s not in the view %+v", name, pools)
+	return protocol.Pool{}
+}
+
+// TestAbuseUnreadViews: 2,000 connections ask for a large queries view
+// and never read. Only a few replies are written at once (4 per uid); the
+// rest are refused at once, the ones written are given up after the
+// write deadline, and the daemon's memory stays bounded.
+func TestAbuseUnreadViews(t *testing.T) {
+	requireRoot(t)
+	d := startDaemonProc(t, daemonSpec{
+		Pools:  olapPool(1, 3000, ""),
+		Limits: Limits{ConnsPerUID: 5000, Start: time.Minute, Write: 3 * time.Second},
+	})
+	// A queries view of 1,500 rows: the first query holds the slot
+	// without starting, the others queue.
+	rawConns(t, d.socket, 1500, `{"op":"run","pool":"olap"}`+"\n")
+	waitFor(t, "1,499 queries queued", func() bool { return poolRow(t, d.answers(t), "olap").QueuedQueries == 1499 })
+	view, err := ask(d.socket, protocol.Request{Op: protocol.OpQueries}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(view)
+	t.Logf("the queries view is %d KiB", len(b)>>10)
+	if len(b) < 512<<10 {
+		t.Fatalf("the queries view is %d bytes: too small to outgrow a socket's buffer", len(b))
+	}
+	_, before := d.memory(t)
+
+	f := startFlood(t, floodSpec{Network: "unix", Addr: d.socket, Conns: 2000, Send: `{"op":"queries"}` + "\n"}, abuseUID)
+	for range 5 {
+		d.answers(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Refused at once: all but the 4 being written, well before their
+	// write deadline.
+	waitFor(t, "the flood's view requests over the limit refused", func() bool { return f.poll(t).Closed >= 2000-4 })
+	waitFor(t, "the unread replies given up at their write deadline", func() bool { return f.poll(t).Closed == 2000 })
+	f.release()
+	d.answers(t)
+	t.Logf("peak resident set before the flood: %d MiB", before>>20)
+	d.checkPeak(t, 128<<20)
+}
+
+// TestAbuseNeverStart: 300 queries of one user are admitted and never
+// started. At most 64 are admitted at once, the others refused with the
+// limit; each admitted one gives its slot back at the start deadline.
+func TestAbuseNeverStart(t *testing.T) {
+	d := startDaemonProc(t, daemonSpec{Limits: Limits{Start: 2 * time.Second}})
+	_, replies := rawConns(t, d.socket, 300, `{"op":"run"}`+"\n")
+	var admitted []chan protocol.Reply
+	refused := 0
+	for _, ch := range replies {
+		switch r := next(t, ch); {
+		case r.Type == protocol.ReplyAdmitted:
+			admitted = append(admitted, ch)
+		case r.Code == protocol.CodeLimit && strings.Contains(r.Error, "queries admitted and not started (at most 64 per user)"):
+			refused++
+		default:
+			t.Fatalf("reply %+v, want admitted or refused by the limit", r)
+		}
+	}
+	if len(admitted) != 64 || refused != 300-64 {
+		t.Fatalf("%d admitted, %d refused; want 64 and 236", len(admitted), refused)
+	}
+	if p := poolRow(t, d.answers(t), planner.DefaultPool); p.RunningQueries != 64 {
+		t.Errorf("pool %+v: want the 64 admitted running", p)
+	}
+	for _, ch := range admitted {
+		if r := next(t, ch); r.Code != protocol.CodeTimeout || !strings.Contains(r.Error, "no \"start\" within 2s of admission") {
+			t.Fatalf("reply %+v, want the start deadline", r)
+		}
+	}
+	waitFor(t, "every slot given back", func() bool { return poolRow(t, d.answers(t), planner.DefaultPool).RunningQueries == 0 })
+	if _, err := client.Run(client.RunOptions{Socket: d.socket, Args: []string{"true"}}); err != nil {
+		t.Fatalf("a query after the 300: %v", err)
+	}
+	d.checkPeak(t, 64<<20)
+}
+
+// TestAbuseSlowloris: connections that send their messages a byte at a
+// time, to the socket (a first request; a message after queueing) and to
+// the metrics endpoint (headers; an idle kept-alive connection after a
+// scrape). Each is closed at its deadline, and the socket and the metrics
+// endpoint answer others meanwhile.
+func TestAbuseSlowloris(t *testing.T) {
+	d := startDaemonProc(t, daemonSpec{
+		Pools:   olapPool(1, 500, ""),
+		Metrics: true,
+		Limits:  Limits{FirstRequest: time.Second, Message: time.Second, Start: time.Minute},
+	})
+	// Holds olap's slot, so the trickling queries queue.
+	rawConns(t, d.socket, 1, `{"op":"run","pool":"olap"}`+"\n")
+	const n = 30
+	floods := map[string]*flood{
+		"socket, first request": startFlood(t, floodSpec{Network: "unix", Addr: d.socket, Conns: n,
+			Dribble: `{"op":"pools"}`, DribbleEvery: 100 * time.Millisecond, Read: true}, 0),
+		"socket, after queueing": startFlood(t, floodSpec{Network: "unix", Addr: d.socket, Conns: n,
+			Send: `{"op":"run","pool":"olap"}` + "\n", Dribble: `{"op":"exited"}`, DribbleEvery: 100 * time.Millisecond, Read: true}, 0),
+		"metrics, headers": startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: n,
+			Send: "GET /metrics HTTP/1.1\r\nHost: localhost\r\n", Dribble: "X-Slow: 1\r\n", DribbleEvery: 500 * time.Millisecond}, 0),
+		"metrics, kept alive": startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: n,
+			Send: "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", Read: true}, 0),
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(metrics.IdleTimeout + 10*time.Second)
+	for {
+		d.answers(t)
+		resp, err := hc.Get("http://" + d.metrics + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape during the slowloris: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		open := 0
+		for what, f := range floods {
+			if st := f.poll(t); st.Closed < n {
+				open++
+				if time.Now().After(deadline) {
+					t.Errorf("%s: %d of %d connections still open", what, n-st.Closed, n)
+				}
+			}
+		}
+		if open == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := floods["socket, first request"].poll(t); st.Codes[protocol.CodeTimeout] != n {
+		t.Errorf("first requests trickled: %+v, want each told %s", st, protocol.CodeTimeout)
+	}
+	if p := poolRow(t, d.answers(t), "olap"); p.QueuedQueries != 0 {
+		t.Errorf("pool %+v: the trickling queries are still queued", p)
+	}
+	d.checkPeak(t, 64<<20)
+}

@@ -141,7 +141,7 @@ func (s *Server) RunService(ctx context.Context, opt ServiceOptions) error {
 
 // metricsConns caps the metrics endpoint's open connections: beyond it,
 // clients wait in the kernel's backlog (docs/security.md).
-const metricsConns = 64
+const metricsConns = 256
 
 // metricsRefusal is what a connection to the metrics endpoint gets when
 // the daemon has no descriptor for it.
