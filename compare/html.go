@@ -116,6 +116,8 @@ func verdictHTML(r *Report, g GroupResult) string {
 	case !r.Env.Measured:
 	case len(g.Misses) == 0:
 		verdict = "<span class=\"ok\">kernel model within target</span> — "
+	case len(g.OutsideSpread) == 0:
+		verdict = "<span class=\"ok\">kernel model within the measured runs' range, not the target: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
 	default:
 		verdict = "<span class=\"miss\">kernel model missed: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
 	}

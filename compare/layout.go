@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/poolagent/poolagent/accuracy"
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
@@ -150,4 +151,84 @@ func LimitText(g simulate.Group) string {
 		s += " burst " + simulate.FormatUsec(g.BurstUsec)
 	}
 	return s
+}
+
+// poolOfGroup is the top-level group (the pool) group name is in.
+func (l *Layout) poolOfGroup(name string) string {
+	for {
+		g := groupByName(l.Kernel, name)
+		if g.Parent == "" {
+			return name
+		}
+		name = g.Parent
+	}
+}
+
+// Class is the workload class of group name (docs/accuracy.md): its
+// tasks' threads and pinning, its quota, and whether pinned work of
+// another pool runs on its CPU at the same time, by the kernel model's
+// run kr of the layout (arrival to completion).
+func (l *Layout) Class(name string, kr simulate.KernelRun) accuracy.Class {
+	g := groupByName(l.Kernel, name)
+	w := accuracy.Work{QuotaCPUs: -1}
+	if g.QuotaUsec != cpulimit.Max {
+		w.QuotaCPUs = float64(g.QuotaUsec) / float64(g.PeriodUsec)
+	}
+	pool := l.poolOfGroup(name)
+	cpus := map[int]bool{}
+	pinned := true
+	var mine []int // indexes of the group's tasks
+	for i, t := range l.Kernel.Tasks {
+		if !l.inGroup(t.Group, name) {
+			continue
+		}
+		mine = append(mine, i)
+		c := l.TaskCPUs[t.Name]
+		if len(c) != 1 {
+			pinned = false
+		}
+		for _, cpu := range c {
+			cpus[cpu] = true
+		}
+	}
+	for _, i := range mine { // the most threads runnable at once
+		n := 0
+		for _, j := range mine {
+			if overlap(kr, l.Kernel.Tasks, i, j) {
+				n += max(l.Kernel.Tasks[j].Threads, 1)
+			}
+		}
+		w.Threads = max(w.Threads, n)
+	}
+	if pinned && len(mine) > 0 {
+		w.PinnedCPUs = len(cpus)
+	}
+	if w.PinnedCPUs == 1 {
+		for _, i := range mine {
+			for j, o := range l.Kernel.Tasks {
+				c := l.TaskCPUs[o.Name]
+				if l.poolOfGroup(o.Group) != pool && len(c) == 1 && cpus[c[0]] && overlap(kr, l.Kernel.Tasks, i, j) {
+					w.SharesCPU = true
+				}
+			}
+		}
+	}
+	return accuracy.Classify(w)
+}
+
+// inGroup reports whether group g is name or below it.
+func (l *Layout) inGroup(g, name string) bool {
+	for g != "" {
+		if g == name {
+			return true
+		}
+		g = groupByName(l.Kernel, g).Parent
+	}
+	return false
+}
+
+// overlap reports whether tasks i and j were runnable at the same time
+// in the kernel model's run kr; a task overlaps itself.
+func overlap(kr simulate.KernelRun, tasks []simulate.HostTask, i, j int) bool {
+	return i == j || tasks[i].ArriveUsec < kr.Tasks[j].DoneUsec && tasks[j].ArriveUsec < kr.Tasks[i].DoneUsec
 }

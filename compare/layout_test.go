@@ -1,9 +1,13 @@
 package compare
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/accuracy"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
 )
@@ -121,5 +125,64 @@ func TestDefaultScenario(t *testing.T) {
 	}
 	if !l.Pinned() || l.Kernel.CPUs != 1 || l.Paths["q1"] != "olap/q1" {
 		t.Errorf("built-in layout: pinned %v, %d CPUs, q1 at %q; want pinned, 1 CPU, olap/q1", l.Pinned(), l.Kernel.CPUs, l.Paths["q1"])
+	}
+}
+
+// TestLayoutClass files the shipped compare scenarios' groups with a
+// quota under the workload classes of docs/accuracy.md.
+func TestLayoutClass(t *testing.T) {
+	want := map[string]map[string]accuracy.Class{
+		"compare-burst-queries.scn":            {"etl": accuracy.OneCPU},
+		"compare-chapter-burst.scn":            {"noburst": accuracy.OneCPU, "burst": accuracy.OneCPU},
+		"compare-chapter-fixed-window.scn":     {"app": accuracy.OneCPU},
+		"compare-chapter-parallelism-1cpu.scn": {"app": accuracy.OneCPU},
+		"compare-chapter-parallelism-2cpu.scn": {"app": accuracy.PlacedBelowCPU},
+		"compare-pinned-spread.scn":            {"one": accuracy.PinnedSpread, "onehalf": accuracy.PinnedSpread},
+		"compare-placed-multicpu.scn":          {"one": accuracy.PlacedCPUOrMore, "onehalf": accuracy.PlacedCPUOrMore},
+		// packed and spread run at different times: neither shares CPU 0.
+		"compare-placement.scn": {"packed": accuracy.OneCPU, "spread": accuracy.PinnedSpread},
+		// olap's share of the node when both pools are busy is a third of a CPU.
+		"compare-seed-olap-ceo.scn": {"olap": accuracy.PlacedBelowCPU, "report": accuracy.PlacedBelowCPU,
+			"the_ceo": accuracy.PlacedCPUOrMore, "strategy": accuracy.PlacedCPUOrMore},
+		"compare-seed-weights.scn": {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU, "c": accuracy.SharedCPU, "d": accuracy.SharedCPU},
+	}
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "scenarios", "compare-*.scn"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shipped compare scenarios: %v", err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := simulate.ParseScenario(name, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := LayoutOf(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := simulate.DefaultKernelParams()
+			p.TaskCPUs = l.TaskCPUs
+			kr, err := simulate.RunKernel(l.Kernel, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, ok := want[name]
+			if !ok {
+				t.Fatalf("no expected classes for %s: add them", name)
+			}
+			for _, g := range l.Kernel.Groups {
+				if g.QuotaUsec == cpulimit.Max {
+					continue
+				}
+				if got := l.Class(g.Name, kr); got != w[g.Name] {
+					t.Errorf("group %s: class %q, want %q", g.Name, got, w[g.Name])
+				}
+			}
+		})
 	}
 }

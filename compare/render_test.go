@@ -3,10 +3,12 @@ package compare
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/poolagent/poolagent/accuracy"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -32,12 +34,12 @@ func fixtureReport(measured bool) *Report {
 		WindowUsec: 100000,
 		Runs:       []RunInfo{{TickPhaseUsec: 1200}, {TickPhaseUsec: 3100}},
 		Groups: []GroupResult{
-			{Name: "olap", Path: "olap", Limit: "max/100ms", QuotaUsec: -1, Simple: stat(60000, 0, 0, 0, 0, 0),
+			{Name: "olap", Path: "olap", Limit: "max/100ms", QuotaUsec: -1, Class: accuracy.OneCPU, Simple: stat(60000, 0, 0, 0, 0, 0),
 				Runs: []GroupRun{
 					{Measured: stat(60400, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0), MeasuredWindows: win(40100, 0, 20300, 0)},
 					{Measured: stat(60300, 0, 0, 0, 0, 0), Kernel: stat(60000, 0, 0, 0, 0, 0), KernelWindows: win(40000, 0, 20000, 0)},
 				}},
-			{Name: "q1", Path: "olap/q1", Limit: "20ms/100ms burst 20ms", QuotaUsec: 20000, Simple: stat(60000, 2, 1, 60000, 1, 20000),
+			{Name: "q1", Path: "olap/q1", Limit: "20ms/100ms burst 20ms", QuotaUsec: 20000, Class: accuracy.OneCPU, Simple: stat(60000, 2, 1, 60000, 1, 20000),
 				Runs: []GroupRun{
 					{Measured: stat(60400, 4, 2, 59000, 1, 20000), Kernel: stat(60000, 4, 2, 60000, 1, 20000), PhaseUsec: 31000,
 						KernelWindows: win(40000, 0, 20000, 60000), MeasuredWindows: win(40100, 0, 20300, 59000)},
@@ -123,6 +125,43 @@ func TestFinishTargets(t *testing.T) {
 	got := r.Groups[1].Misses
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("misses = %q, want %q", got, want)
+	}
+	// Measured 2 and 5 throttles, 59000 and 80000 µs: both predictions lie
+	// within the runs' range though they miss the target.
+	q = r.Groups[1]
+	if len(q.OutsideSpread) != 0 || q.Verdict(true) != "spread" {
+		t.Errorf("outside spread %q, verdict %s; want both misses within the spread", q.OutsideSpread, q.Verdict(true))
+	}
+	// Measured 3 and 5, 63000 and 80000: the kernel's 2 and 60000 are
+	// below both runs.
+	r.Groups[1].Runs[0].Measured.NrThrottled = 3
+	r.Groups[1].Runs[0].Measured.ThrottledUsec = 63000
+	r.Finish()
+	q = r.Groups[1]
+	if len(q.Misses) != 2 || len(q.OutsideSpread) != 2 || q.Verdict(true) != "missed" {
+		t.Errorf("misses %q, outside spread %q, verdict %s; want two misses outside the spread", q.Misses, q.OutsideSpread, q.Verdict(true))
+	}
+	if q.Verdict(false) != "" {
+		t.Errorf("verdict of a simulation = %q, want none", q.Verdict(false))
+	}
+}
+
+func TestThrottledErrorPercent(t *testing.T) {
+	r := fixtureReport(true) // tick 1000 µs
+	q := r.Groups[1]
+	// measured mean 61000, kernel 60000: 1000 µs off, within the tick.
+	if got := q.ThrottledErrorPercent(r.Target); got != 0 {
+		t.Errorf("error within a tick = %g%%, want 0", got)
+	}
+	r.Groups[1].Runs[1].Measured.ThrottledUsec = 83000 // mean 71000: 11000 off, 10000 beyond the tick
+	r.Finish()
+	if got, want := r.Groups[1].ThrottledErrorPercent(r.Target), 100*10000.0/71000; math.Abs(got-want) > 1e-9 {
+		t.Errorf("error = %g%%, want %g%%", got, want)
+	}
+	r.Groups[1].Runs[0].Measured.ThrottledUsec, r.Groups[1].Runs[1].Measured.ThrottledUsec = 0, 0 // the model predicts 60000 of nothing
+	r.Finish()
+	if got, want := r.Groups[1].ThrottledErrorPercent(r.Target), 100*59000.0/1000; math.Abs(got-want) > 1e-9 {
+		t.Errorf("error on nothing measured = %g%%, want %g%% (of a tick)", got, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/poolagent/poolagent/accuracy"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -130,9 +131,45 @@ type GroupResult struct {
 	Simple observe.CPUStat `json:"simple"`
 	// Fields compares the counters over all runs, in FieldNames order.
 	Fields []FieldCompare `json:"fields"`
+	// Class is the group's workload class (docs/accuracy.md): how many
+	// runqueues its work is on at once and who placed it there.
+	Class accuracy.Class `json:"class"`
 	// Misses lists the targets the kernel model missed, empty when it met
 	// them all or nothing was measured.
 	Misses []string `json:"misses,omitempty"`
+	// OutsideSpread lists the misses whose prediction also falls outside
+	// the measured runs' range [min..max]: a miss within the run-to-run
+	// spread is no larger than the kernel's own scatter.
+	OutsideSpread []string `json:"outside_spread,omitempty"`
+}
+
+// Verdict says how the group's prediction fared: "target" when it met
+// the target, "spread" when every miss is within the measured runs'
+// range, "missed" otherwise; "" when nothing was measured.
+func (g GroupResult) Verdict(measured bool) string {
+	switch {
+	case !measured:
+		return ""
+	case len(g.Misses) == 0:
+		return "target"
+	case len(g.OutsideSpread) == 0:
+		return "spread"
+	}
+	return "missed"
+}
+
+// ThrottledErrorPercent is the kernel model's error of throttled_usec
+// beyond the one scheduler tick the target always accepts (t.FloorUsec),
+// in percent of the measured mean (of the tick when the mean is below
+// it): 0 within a tick. This is the error the accuracy run files under
+// the group's class.
+func (g GroupResult) ThrottledErrorPercent(t Target) float64 {
+	for _, f := range g.Fields {
+		if f.Field == "throttled_usec" {
+			return 100 * max(math.Abs(f.Diff)-t.FloorUsec, 0) / max(f.Measured.Mean, t.FloorUsec, 1)
+		}
+	}
+	return 0
 }
 
 // GroupRun is one group in one run.
@@ -260,9 +297,9 @@ func (r *Report) Finish() {
 			}
 			g.Fields = append(g.Fields, fc)
 		}
-		g.Misses = nil
+		g.Misses, g.OutsideSpread = nil, nil
 		if r.Env.Measured {
-			g.Misses = r.Target.misses(g.Fields)
+			g.Misses, g.OutsideSpread = r.Target.misses(g.Fields)
 		}
 	}
 }
@@ -281,26 +318,34 @@ func spread(v []uint64) Spread {
 	return s
 }
 
-// misses checks the kernel model's mean against the measured mean.
-func (t Target) misses(fields []FieldCompare) []string {
-	var out []string
+// misses checks the kernel model's mean against the measured mean, and
+// returns the targets missed and, of those, the ones whose predicted mean
+// also lies outside the measured runs' range.
+func (t Target) misses(fields []FieldCompare) (missed, outside []string) {
 	for _, f := range fields {
+		var miss string
 		switch f.Field {
 		case "nr_throttled":
 			if math.Abs(f.Diff) > t.NrThrottled {
-				out = append(out, fmt.Sprintf("nr_throttled off by %+.1f periods (target ±%g)", f.Diff, t.NrThrottled))
+				miss = fmt.Sprintf("nr_throttled off by %+.1f periods (target ±%g)", f.Diff, t.NrThrottled)
 			}
 		case "usage_usec", "throttled_usec":
 			if f.Field == "usage_usec" && !t.Usage {
 				continue
 			}
-			limit := max(t.FloorUsec, t.Pct/100*f.Measured.Mean)
-			if math.Abs(f.Diff) > limit {
-				out = append(out, fmt.Sprintf("%s off by %s (target ±%g%%)", f.Field, pctText(f), t.Pct))
+			if math.Abs(f.Diff) > max(t.FloorUsec, t.Pct/100*f.Measured.Mean) {
+				miss = fmt.Sprintf("%s off by %s (target ±%g%%)", f.Field, pctText(f), t.Pct)
 			}
 		}
+		if miss == "" {
+			continue
+		}
+		missed = append(missed, miss)
+		if f.Kernel.Mean < float64(f.Measured.Min) || f.Kernel.Mean > float64(f.Measured.Max) {
+			outside = append(outside, miss)
+		}
 	}
-	return out
+	return missed, outside
 }
 
 // pctText renders a field's difference in percent, or its absolute value

@@ -44,7 +44,11 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 }
 
 func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
-	fmt.Fprintf(b, "group %s (%s) cpu.max %s\n", g.Name, g.Path, g.Limit)
+	fmt.Fprintf(b, "group %s (%s) cpu.max %s", g.Name, g.Path, g.Limit)
+	if g.Class != "" {
+		fmt.Fprintf(b, ", workload class: %s", g.Class)
+	}
+	b.WriteString("\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	if r.Env.Measured {
 		fmt.Fprintln(tw, "  counter\tmeasured mean [min..max]\tkernel model\tdiff\tsimple model")
@@ -64,6 +68,8 @@ func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
 	case !r.Env.Measured:
 	case len(g.Misses) == 0:
 		b.WriteString("  kernel model within target (nr_periods, nr_bursts and burst_usec are shown, not held to it)\n")
+	case len(g.OutsideSpread) == 0:
+		fmt.Fprintf(b, "  kernel model missed the target, within the measured runs' range [min..max]: %s\n", strings.Join(g.Misses, "; "))
 	default:
 		fmt.Fprintf(b, "  kernel model missed: %s\n", strings.Join(g.Misses, "; "))
 	}

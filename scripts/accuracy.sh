@@ -2,62 +2,72 @@
 # accuracy.sh - how well the kernel-faithful model predicts the kernel.
 #
 # Runs every shipped compare scenario (testdata/scenarios/compare-*.scn)
-# RUNS times (default 3) for real with `poolagent compare`: on this host's
+# RUNS times (default 5) for real with `poolagent compare`: on this host's
 # cgroup cpu controller (v1 on the hybrid development host) and in the
-# project's cgroup v2 VM (scripts/vm/run.sh). Prints one markdown row per
-# pool or query with a quota: the measured spread of nr_throttled and
-# throttled_usec, the kernel model's error against the measured mean (and
-# the simple model's for throttled_usec), usage, and whether the target of
-# docs/accuracy.md was met. With -o, the host runs' JSON reports go to OUT.
+# project's cgroup v2 VM (scripts/vm/run.sh). Keeps each scenario's JSON
+# report (in OUT with -o) and prints the accuracy table of
+# docs/accuracy.md from them (go run ./accuracy/gen -md): one markdown row
+# per pool or query with a quota, the kernel model's mean prediction
+# beside the measured mean and the runs' range, the error, the target and
+# whether it was met, or met only within the runs' range; then a summary
+# and the model's error per workload class. With -w, the error per class
+# is also written to accuracy/measured.go, the table `poolagent advise`
+# takes its margin from.
 #
-# Usage: sudo scripts/accuracy.sh [-n RUNS] [-o OUT] [host|vm|both]
-# Needs root; the VM needs scripts/vm/setup.sh to have run once.
+# Usage: scripts/accuracy.sh [-n RUNS] [-o OUT] [-w] [host|vm|both]
+# Needs root; the VM needs scripts/vm/setup.sh to have run once. Measures
+# CPU time: run it alone, e.g. under flock /tmp/poolagent-kernel.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3
+usage() { echo "usage: $0 [-n RUNS] [-o OUT] [-w] [host|vm|both]" >&2; exit 2; }
+runs=5
 out=
-while getopts "n:o:" opt; do
+write=
+while getopts "n:o:w" opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	o) out=$OPTARG ;;
-	*) echo "usage: $0 [-n RUNS] [-o OUT] [host|vm|both]" >&2; exit 2 ;;
+	w) write=1 ;;
+	*) usage ;;
 	esac
 done
 shift $((OPTIND - 1))
 modes=${1:-both}
 case $modes in
 host | vm | both) ;;
-*) echo "usage: $0 [-n RUNS] [-o OUT] [host|vm|both]" >&2; exit 2 ;;
+*) usage ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "accuracy.sh: needs root to create cgroups" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-[ -z "$out" ] || mkdir -p "$out"
+json=${out:-$tmp/json}
+mkdir -p "$json"
 bin=$tmp/poolagent
 CGO_ENABLED=0 go build -o "$bin" ./cmd/poolagent
+go build -o "$tmp/gen" ./accuracy/gen
 
 echo "host: $(uname -r), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "runs per scenario: $runs"
 echo
-# rows prints one run's table; only the first keeps the header.
-rows() {
-	if [ -e "$tmp/header" ]; then tail -n +3 "$1"; else cat "$1"; touch "$tmp/header"; fi
-}
 for f in testdata/scenarios/compare-*.scn; do
 	name=$(basename "$f" .scn)
 	if [ "$modes" != vm ]; then
-		json=()
-		[ -z "$out" ] || json=(--json "$out/$name.host.json")
-		"$bin" compare -q -s "$f" --repeat "$runs" --format markdown "${json[@]}" >"$tmp/rows"
-		rows "$tmp/rows"
+		"$bin" compare -q -s "$f" --repeat "$runs" --format json >"$json/$name.host.json"
 	fi
 	if [ "$modes" != host ]; then
-		scripts/vm/run.sh "$bin" compare -q -s "$f" --repeat "$runs" --format markdown >"$tmp/rows"
-		rows "$tmp/rows"
+		scripts/vm/run.sh "$bin" compare -q -s "$f" --repeat "$runs" --format json >"$json/$name.vm.json"
 	fi
 done
-echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-[ -z "$out" ] || [ "$modes" = vm ] || echo "host JSON reports: $out"
+echo
+reports=("$json"/*.json)
+if [ -n "$write" ]; then
+	"$tmp/gen" -md -o accuracy/measured.go "${reports[@]}"
+	echo
+	echo "wrote accuracy/measured.go"
+else
+	"$tmp/gen" -md "${reports[@]}"
+fi
+[ -z "$out" ] || echo "JSON reports: $out"
