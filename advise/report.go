@@ -52,7 +52,7 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nhow sure: the workload is %s; the model's error for it is up to %s%% of throttled time (%s).\n",
+	fmt.Fprintf(&b, "\nhow sure: the workload's class is \"%s\"; the model's error for it is up to %s%% of throttled time\n  (%s).\n",
 		a.Class.Name, percentText(a.Class.ErrorPercent), a.Class.Basis)
 	if a.Choice != nil && a.Choice != &a.Current {
 		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%%.\n", percentText(a.Class.ErrorPercent))

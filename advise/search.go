@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/poolagent/poolagent/accuracy"
 	"github.com/poolagent/poolagent/cpulimit"
 )
 
@@ -40,11 +41,11 @@ func (b Budget) String() string {
 	return strings.Join(parts, " and ")
 }
 
-// Class is a kind of workload with the kernel model's measured error for
-// it (docs/accuracy.md).
+// Class is the workload class of docs/accuracy.md a replay falls into,
+// with the kernel model's measured error for it (package accuracy).
 type Class struct {
 	// Name says what the class is.
-	Name string
+	Name accuracy.Class
 	// ErrorPercent is the model's largest measured error on throttled
 	// time for the class, in percent of the measured value.
 	ErrorPercent float64
@@ -52,25 +53,26 @@ type Class struct {
 	Basis string
 }
 
-// The classes of docs/accuracy.md that a recorded pool falls into. A live
-// pool's threads are not pinned: one thread at a time is the single-CPU
-// case, several are placed by the kernel.
-var (
-	classOneThread = Class{Name: "one thread at a time", ErrorPercent: 5,
-		Basis: "the target for work on one CPU, met by every single-thread row of docs/accuracy.md"}
-	classParallel = Class{Name: "parallel threads placed by the kernel", ErrorPercent: 34,
-		Basis: "the largest error of docs/accuracy.md for unpinned threads, compare-chapter-parallelism-2cpu on cgroup v1: +33.8%"}
-)
-
-// classOf is the class of the demand: parallel as soon as one slot runs
-// on two threads.
-func classOf(slots []Slot) Class {
+// classFor is the class of the trace's demand under lim, with its
+// measured error. A live pool's threads are not pinned: one thread at a
+// time is on one CPU, several are placed by the kernel, and the quota
+// decides between the two classes of those (below one CPU, or one CPU and
+// more). Two pools taking turns on one CPU (accuracy.SharedCPU) cannot be
+// told from one pool's recording and is not chosen.
+func classFor(t *Trace, slots []Slot, lim cpulimit.Limit) (Class, error) {
+	w := accuracy.Work{QuotaCPUs: -1}
 	for _, s := range slots {
-		if s.Threads > 1 {
-			return classParallel
-		}
+		w.Threads = max(w.Threads, min(s.Threads, t.CPUs))
 	}
-	return classOneThread
+	if lim.QuotaUsec >= 0 {
+		w.QuotaCPUs = float64(lim.QuotaUsec) / float64(lim.PeriodUsec)
+	}
+	e, err := accuracy.ErrorOf(accuracy.Classify(w))
+	if err != nil {
+		return Class{}, err
+	}
+	return Class{Name: e.Class, ErrorPercent: e.Percent,
+		Basis: fmt.Sprintf("the largest error of its %d rows in docs/accuracy.md, at least the target: %s", e.Rows, e.Worst)}, nil
 }
 
 // The search grid. Periods are only ever shortened: a longer period
@@ -87,6 +89,8 @@ type Candidate struct {
 	Limit   cpulimit.Limit
 	// Predicted are the counters the model predicts for the demand.
 	Predicted Outcome
+	// Class is the workload class of the demand under Limit.
+	Class Class
 	// Margin are the counters it predicts with every need raised by the
 	// class's error.
 	Margin Outcome
@@ -98,7 +102,9 @@ type Candidate struct {
 type Advice struct {
 	Pool   string
 	Budget Budget
-	Class  Class
+	// Class is the workload class of the advised setting (of the
+	// recorded one when there is no advice) and the margin it took.
+	Class Class
 	// Measured are the recorded counters.
 	Measured Outcome
 	// Current is the recorded limit, predicted.
@@ -123,18 +129,24 @@ type Advice struct {
 // periods come from periodGrid (only shorter ones than the current),
 // bursts from burstGrid. A candidate meets b only when its prediction
 // does both as reconstructed and with every need raised by the model's
-// error for the workload's class.
+// measured error for the workload's class under that setting (classFor):
+// the margin follows the class.
 func Advise(t *Trace, b Budget) (*Advice, error) {
 	s := &searcher{t: t, b: b, slots: Demand(t)}
-	a := &Advice{Pool: t.Pool, Budget: b, Class: classOf(s.slots), Measured: Measured(t)}
-	s.scale = 1 + a.Class.ErrorPercent/100
+	a := &Advice{Pool: t.Pool, Budget: b, Measured: Measured(t)}
 	cur := settingOf(t)
 	current, err := s.evalLimit(cur, t.Limit)
 	if err != nil {
 		return nil, err
 	}
 	a.Current = current
-	defer func() { a.Replays = s.replays }()
+	defer func() {
+		a.Replays = s.replays
+		a.Class = a.Current.Class
+		if a.Choice != nil {
+			a.Class = a.Choice.Class
+		}
+	}()
 	if current.Meets || t.Limit.QuotaUsec < 0 {
 		a.Choice = &a.Current
 		return a, nil
@@ -183,7 +195,6 @@ type searcher struct {
 	t       *Trace
 	b       Budget
 	slots   []Slot
-	scale   float64
 	replays int
 }
 
@@ -199,10 +210,13 @@ func (s *searcher) eval(st Setting) (Candidate, error) {
 func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) {
 	c := Candidate{Setting: st, Limit: lim}
 	var err error
+	if c.Class, err = classFor(s.t, s.slots, lim); err != nil {
+		return Candidate{}, err
+	}
 	if c.Predicted, err = Replay(s.t, s.slots, lim, 1); err != nil {
 		return Candidate{}, err
 	}
-	if c.Margin, err = Replay(s.t, s.slots, lim, s.scale); err != nil {
+	if c.Margin, err = Replay(s.t, s.slots, lim, 1+c.Class.ErrorPercent/100); err != nil {
 		return Candidate{}, err
 	}
 	s.replays += 2

@@ -109,7 +109,7 @@ func TestAdviceIsMinimal(t *testing.T) {
 				}
 				return
 			}
-			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), scale: 1 + a.Class.ErrorPercent/100}
+			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace)}
 			meets := func(st Setting) bool {
 				cand, err := s.eval(st)
 				if err != nil {
