@@ -238,6 +238,7 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 		return res, fmt.Errorf("gate pipe: %w", err)
 	}
 	defer releaseW.Close()
+	pidfd := -1
 	env := c.opts.Env[:len(c.opts.Env):len(c.opts.Env)]
 	if admitted.CPULimit > 0 {
 		env = append(env, EnvCPULimit+"="+strconv.FormatFloat(admitted.CPULimit, 'f', -1, 64))
@@ -250,13 +251,18 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 		Stdout:     c.opts.Stdout,
 		Stderr:     c.opts.Stderr,
 		ExtraFiles: []*os.File{release},
+		// The gate's pidfd goes with the start request: the daemon
+		// checks and moves that very process, whatever pid it has.
+		SysProcAttr: &syscall.SysProcAttr{PidFD: &pidfd},
 	}
 	err = cmd.Start()
 	release.Close()
 	if err != nil {
 		return res, fmt.Errorf("start the gate for %s: %w", c.opts.Args[0], err)
 	}
-	if err := c.enc.Encode(protocol.Request{Op: protocol.OpStart, PID: cmd.Process.Pid}); err != nil {
+	err = c.sendWithFD(protocol.Request{Op: protocol.OpStart, PID: cmd.Process.Pid}, pidfd)
+	syscall.Close(pidfd)
+	if err != nil {
 		releaseW.Close()
 		cmd.Wait()
 		return res, fmt.Errorf("send start: %w", err)
@@ -301,6 +307,36 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// sendWithFD sends r with the descriptor fd attached (SCM_RIGHTS), in
+// one sendmsg, so that the daemon receives the descriptor with the
+// request's first byte.
+func (c *client) sendWithFD(r protocol.Request, fd int) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	raw, err := c.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	rights := unix.UnixRights(fd)
+	var n int
+	var sendErr error
+	if err := raw.Write(func(s uintptr) bool {
+		n, sendErr = unix.SendmsgN(int(s), b, rights, nil, 0)
+		return sendErr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	// The descriptor went with the first part; the rest is plain data.
+	_, err = c.conn.Write(b[n:])
+	return err
 }
 
 func (c *client) awaitStarted() error {

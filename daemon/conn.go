@@ -28,9 +28,10 @@ var (
 // within the Limits: none longer than protocol.MaxMessageBytes, the first
 // whole within FirstRequest of the connection, a later one whole within
 // Message of its first byte, and later ones no faster than the message
-// budget.
+// budget. It keeps the descriptor last sent with a message (fds).
 type msgReader struct {
 	conn   *net.UnixConn
+	fds    *fdReader
 	br     *bufio.Reader
 	limits Limits
 	// The message budget: a token bucket.
@@ -39,7 +40,8 @@ type msgReader struct {
 }
 
 func newMsgReader(conn *net.UnixConn, l Limits) *msgReader {
-	return &msgReader{conn: conn, br: bufio.NewReaderSize(conn, 4096), limits: l, tokens: float64(l.MessageBurst), filled: time.Now()}
+	fds := newFDReader(conn)
+	return &msgReader{conn: conn, fds: fds, br: bufio.NewReaderSize(fds, 4096), limits: l, tokens: float64(l.MessageBurst), filled: time.Now()}
 }
 
 // first reads the connection's first request.

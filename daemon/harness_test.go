@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if spec, ok := os.LookupEnv(envTestClient); ok {
 		os.Exit(testClientMain(spec))
 	}
+	if socket, ok := os.LookupEnv(envTestRacer); ok {
+		os.Exit(racerMain(socket))
+	}
 	if d, ok := os.LookupEnv(envTestSpin); ok {
 		os.Exit(spinMain(d))
 	}

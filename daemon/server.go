@@ -112,6 +112,11 @@ type Config struct {
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
+
+	// beforeMove, when set (tests), runs while a process is held and
+	// checked, just before its pid is written to cgroup.procs: the window
+	// in which a reaped process's pid could pass to another.
+	beforeMove func(pid int)
 }
 
 // Server is a running admission service, made of parts that each own one

@@ -305,6 +305,51 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 	waitFor(t, "no query left", func() bool { return cg.left() == 0 && d.pool(t, planner.DefaultPool).Running == 0 })
 }
 
+// TestStartRefusesForeignDescriptor: the descriptor sent with start must
+// be a pidfd of the client's own child; its pid names nothing by itself.
+func TestStartRefusesForeignDescriptor(t *testing.T) {
+	cg := newFakeCgroups(t)
+	d := startDaemon(t, Config{}, policyOf(t, ""), cg, SystemUsers{})
+	pipeR, pipeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipeR.Close()
+	defer pipeW.Close()
+	init, err := unix.PidfdOpen(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(init)
+	child := startHeld(t)
+	for _, tc := range []struct {
+		name string
+		fd   int
+		want string
+	}{
+		{"pipe", int(pipeR.Fd()), "not a pidfd"},
+		{"pid 1", init, "process 1 has parent 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, d.socket)
+			c.send(t, protocol.Request{Op: protocol.OpRun})
+			if r := c.recv(t); r.Type != protocol.ReplyAdmitted {
+				t.Fatalf("reply %+v, want admitted", r)
+			}
+			// The pid says the held child, the descriptor another.
+			b, _ := json.Marshal(protocol.Request{Op: protocol.OpStart, PID: child.Process.Pid})
+			if _, _, err := c.conn.(*net.UnixConn).WriteMsgUnix(append(b, '\n'), unix.UnixRights(tc.fd), nil); err != nil {
+				t.Fatal(err)
+			}
+			r := c.recv(t)
+			if r.Type != protocol.ReplyError || r.Code != protocol.CodeBadRequest || !strings.Contains(r.Error, tc.want) {
+				t.Fatalf("reply %+v, want a refusal saying %q", r, tc.want)
+			}
+		})
+	}
+	waitFor(t, "no query left", func() bool { return cg.left() == 0 && d.pool(t, planner.DefaultPool).Running == 0 })
+}
+
 func TestBadFirstRequest(t *testing.T) {
 	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
 	c := dialRaw(t, d.socket)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -54,6 +56,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	}
 	defer forget()
 	in := newMsgReader(conn, s.limits)
+	defer in.fds.close()
 	var req protocol.Request
 	if err := in.first(&req); err != nil {
 		se.fail(readErrorCode(err), err)
@@ -79,9 +82,15 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(errorCode(err), err)
 		return
 	}
+	peer, err := peerProcess(conn, cred, s.cfg.ProcRoot)
+	if err != nil {
+		se.fail(protocol.CodeInternal, err)
+		return
+	}
+	defer unix.Close(peer.fd)
 	s.reg.begin(se, &tracked{id: id, clientPID: int(cred.Pid), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()})
 	defer s.reg.end(se)
-	se.run(ctx, id, cred.Pid, place, req.Progress)
+	se.run(ctx, id, peer, in.fds, place, req.Progress)
 }
 
 // read forwards the client's requests until it hangs up or a message
@@ -114,6 +123,7 @@ func errorCode(err error) string {
 		{admission.ErrAccessDenied, protocol.CodeAccessDenied},
 		{admission.ErrRejected, protocol.CodeRejected},
 		{ErrNotYourChild, protocol.CodeBadRequest},
+		{ErrCannotHold, protocol.CodeBadRequest},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code
@@ -123,7 +133,7 @@ func errorCode(err error) string {
 }
 
 // run takes a classified query through admission, start and end.
-func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32, place admission.Placement, progress bool) {
+func (se *session) run(ctx context.Context, id admission.Identity, peer process, fds *fdReader, place admission.Placement, progress bool) {
 	s := se.s
 	arrived := time.Now()
 	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, progress)
@@ -172,7 +182,12 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		}
 	}
 	notStarted()
-	if err := s.place(peerPID, id.UID, r.PID, ps, name); err != nil {
+	target, err := startTarget(s.cfg.ProcRoot, fds.take(), r.PID)
+	if err == nil {
+		defer unix.Close(target.fd)
+		err = s.place(placement{peer: peer, uid: id.UID, target: target, rel: childOfPeer}, ps, name)
+	}
+	if err != nil {
 		se.fail(errorCode(err), err)
 		// A move whose check failed afterwards may have placed a process:
 		// the slot stays held until the cgroup (if made) is empty.
@@ -191,6 +206,28 @@ func (se *session) run(ctx context.Context, id admission.Identity, peerPID int32
 		return
 	}
 	se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: place.Pool, Query: name, Stats: &stats})
+}
+
+// startTarget is the process a start request names: the pidfd sent with
+// it (fd, -1 when none came) or, from a client that sends none, a pidfd
+// opened for its pid. The caller closes the process's fd.
+func startTarget(procRoot string, fd, pid int) (process, error) {
+	if fd >= 0 {
+		p, err := pidfdProcess(procRoot, fd)
+		if err != nil {
+			unix.Close(fd)
+			return process{}, err
+		}
+		return p, nil
+	}
+	if pid <= 0 {
+		return process{}, fmt.Errorf("%w: pid %d", ErrNotYourChild, pid)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return process{}, fmt.Errorf("%w: process %d: pidfd_open: %w", ErrNotYourChild, pid, err)
+	}
+	return process{fd: fd, pid: pid}, nil
 }
 
 // admit submits the query and waits for its start. It reports false when
