@@ -142,7 +142,7 @@ func (b *Backend) drop(q *query) {
 		b.pools[q.pool].pending--
 	}
 	if q.key != "" {
-		b.deletes[q.key] = struct{}{}
+		b.deletes[q.key] = q.rev
 	}
 	b.forgetToken(q)
 	delete(b.queries, q.id)
@@ -244,6 +244,8 @@ type attempt struct {
 	q        *query
 	token    string
 	runKey   string // the slot or extra key it puts
+	rev      int64  // the run key's create revision, once it started
+	claimed  bool   // runKey is a slot in b.claims
 	cmps     []clientv3.Cmp
 	ops      []clientv3.Op
 	reserved bool
@@ -271,7 +273,7 @@ func (b *Backend) register(q *query) (bool, error) {
 	v := b.view(q.pool)
 	var a *attempt
 	if len(v.queue) == 0 {
-		a = b.startAttempt(q, v.slots, v.running(), b.rev, 0, lease, e)
+		a = b.startAttempt(q, v.slots, v.running(), b.rev, 0, true, lease, e)
 	}
 	b.mu.Unlock()
 
@@ -298,7 +300,7 @@ func (b *Backend) register(q *query) (bool, error) {
 		// token no longer live, and is deleted as an orphan.
 		b.mu.Lock()
 		if a != nil {
-			b.unreserve(a)
+			b.release(a)
 		}
 		if q.st == pending && q.token == token {
 			b.forgetToken(q)
@@ -312,21 +314,22 @@ func (b *Backend) register(q *query) (bool, error) {
 	if q.token != token {
 		// Failed meanwhile (deadline): its keys are orphans now.
 		if resp.Succeeded && a != nil {
-			b.deletes[a.runKey] = struct{}{}
+			b.deletes[a.runKey] = resp.Header.Revision
 		} else {
-			b.deletes[qkey] = struct{}{}
+			b.deletes[qkey] = resp.Header.Revision
 		}
 		b.mu.Unlock()
 		return false, nil
 	}
 	p.pending--
 	if a != nil && resp.Succeeded {
+		a.rev = resp.Header.Revision
 		b.started(q, a, now)
 		b.mu.Unlock()
 		return true, nil
 	}
 	if a != nil {
-		b.unreserve(a)
+		b.release(a)
 	}
 	r := resp.Responses
 	slotKVs := r[1].GetResponseRange().Kvs
@@ -351,7 +354,7 @@ func (b *Backend) register(q *query) (bool, error) {
 	for _, kv := range slotKVs {
 		slots[string(kv.Key)] = entry{}
 	}
-	a = b.startAttempt(q, slots, running, resp.Header.Revision, 0, lease, e)
+	a = b.startAttempt(q, slots, running, resp.Header.Revision, 0, true, lease, e)
 	if a == nil {
 		b.mu.Unlock()
 		return false, nil
@@ -373,14 +376,20 @@ func (b *Backend) queuedAttempt(a *attempt) {
 	q.st = starting
 }
 
-// try runs a's transaction and reports whether it started the query.
+// try runs a's transaction and reports whether it started the query;
+// a.rev is then the revision it ran at, its run key's create revision.
+// b.mu is not held, and a is not shared until try returns.
 func (b *Backend) try(a *attempt) bool {
 	ctx, cancel := b.request()
 	defer cancel()
 	start := time.Now()
 	resp, err := b.cli.Txn(ctx).If(a.cmps...).Then(a.ops...).Commit()
 	b.note(start, err)
-	return err == nil && resp.Succeeded
+	if err != nil || !resp.Succeeded {
+		return false
+	}
+	a.rev = resp.Header.Revision
+	return true
 }
 
 // settle records the outcome of a queued query's start; b.mu is held. It
@@ -390,14 +399,14 @@ func (b *Backend) settle(a *attempt, ok bool, now time.Time) bool {
 	if q.token != a.token || q.st != starting {
 		// Failed (deadline) or lost meanwhile.
 		if ok {
-			b.deletes[a.runKey] = struct{}{}
+			b.deletes[a.runKey] = a.rev
 		}
-		b.unreserve(a)
+		b.release(a)
 		return false
 	}
 	if !ok {
 		q.st = queued
-		b.unreserve(a)
+		b.release(a)
 		return false
 	}
 	b.started(q, a, now)
@@ -409,28 +418,37 @@ func (b *Backend) settle(a *attempt, ok bool, now time.Time) bool {
 // (slots taken, running queries) lets it start: the pos-th free slot, or
 // an extra key in a pool without a concurrency limit; CPU-load admission
 // reserves its share. nil when it may not start. b.mu is held.
-func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, rev int64, pos int, lease clientv3.LeaseID, e entry) *attempt {
+func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, rev int64, pos int, arriving bool, lease clientv3.LeaseID, e entry) *attempt {
 	l := b.pools[q.pool].limits
 	a := &attempt{q: q, token: q.token}
 	if l.ConcurrentQueryLimit != admission.Unlimited {
 		if pos >= l.ConcurrentQueryLimit-running {
 			return nil
 		}
-		n := 0
+		var free []string
 		for i := range l.ConcurrentQueryLimit {
-			k := b.keys.slot(q.pool, i)
-			if _, busy := slots[k]; busy {
-				continue
+			if k := b.keys.slot(q.pool, i); !hasKey(slots, k) {
+				free = append(free, k)
 			}
-			if n == pos {
+		}
+		// A queued query takes the pos-th free slot, as every node counts
+		// them, so that the queries ahead of it on other nodes do not
+		// race it for the same one; an arriving query, any free slot from
+		// this node's own offset. Either skips the slots this node's
+		// other attempts have claimed.
+		if !arriving && pos < len(free) && !hasKey(b.claims, free[pos]) {
+			a.runKey = free[pos]
+		}
+		for j := 0; a.runKey == "" && j < len(free); j++ {
+			if k := free[(b.offset+j)%len(free)]; !hasKey(b.claims, k) {
 				a.runKey = k
-				break
 			}
-			n++
 		}
 		if a.runKey == "" {
 			return nil
 		}
+		b.claims[a.runKey] = struct{}{}
+		a.claimed = true
 		a.cmps = []clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", 0),
 			// No extra registered since rev: the count of running
@@ -451,17 +469,36 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 	return a
 }
 
-func (b *Backend) unreserve(a *attempt) {
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// release ends a's claims: its slot and its share of the node's CPU.
+func (b *Backend) release(a *attempt) {
+	if a.claimed {
+		delete(b.claims, a.runKey)
+		a.claimed = false
+	}
 	if a.reserved {
 		b.load.unreserve()
 		a.reserved = false
 	}
 }
 
-// started marks q running under attempt a; b.mu is held.
+// started marks q running under attempt a; b.mu is held. The view holds
+// its key at once, before the watch shows it, so that this node's next
+// attempts count it.
 func (b *Backend) started(q *query, a *attempt, now time.Time) {
+	b.release(a)
 	q.st = running
-	q.key, q.rev = a.runKey, 0
+	q.key, q.rev = a.runKey, a.rev
+	e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), key: a.runKey, rev: a.rev, lease: int64(b.lease)}
+	if dir, _ := b.keys.parse(a.runKey); dir == slotDir {
+		b.view(q.pool).slots[a.runKey] = e
+	} else {
+		b.view(q.pool).extras[a.runKey] = e
+	}
 	p := b.pools[q.pool]
 	p.stats.Admitted++
 	p.stats.QueueWait += now.Sub(q.arrived)
@@ -530,16 +567,25 @@ func (b *Backend) pump() {
 }
 
 // deleteKeys deletes the keys of ended queries and orphans, in one
-// transaction per 64.
+// transaction per 64. A key known by its create revision goes only if it
+// is still that key: a slot key another node has taken since (the watch
+// may show this node's own put after the query left) stays.
 func (b *Backend) deleteKeys() {
 	b.mu.Lock()
 	keys := slices.Sorted(maps.Keys(b.deletes))
+	revs := maps.Clone(b.deletes)
 	b.mu.Unlock()
 	for len(keys) > 0 {
 		n := min(len(keys), 64)
 		var ops []clientv3.Op
 		for _, k := range keys[:n] {
-			ops = append(ops, clientv3.OpDelete(k))
+			if revs[k] == 0 {
+				ops = append(ops, clientv3.OpDelete(k))
+				continue
+			}
+			ops = append(ops, clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", revs[k])},
+				[]clientv3.Op{clientv3.OpDelete(k)}, nil))
 		}
 		ctx, cancel := b.request()
 		start := time.Now()
@@ -551,7 +597,9 @@ func (b *Backend) deleteKeys() {
 		}
 		b.mu.Lock()
 		for _, k := range keys[:n] {
-			delete(b.deletes, k)
+			if b.deletes[k] == revs[k] {
+				delete(b.deletes, k)
+			}
 		}
 		b.mu.Unlock()
 		keys = keys[n:]
@@ -578,7 +626,7 @@ func (b *Backend) startQueued() {
 				continue
 			}
 			e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
-			if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, b.lease, e); a != nil {
+			if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, b.lease, e); a != nil {
 				b.queuedAttempt(a)
 				as = append(as, a)
 			}

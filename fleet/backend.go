@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -178,9 +179,16 @@ type Backend struct {
 	tokens  map[string]*query
 	lastID  admission.QueryID
 	load    nodeLoad
-	// deletes are keys of this node to delete: of queries that ended, and
-	// orphans (keys whose registration is no longer live).
-	deletes map[string]struct{}
+	// deletes are keys of this node to delete, with their create
+	// revision (0: a key named by its token, which no other registration
+	// reuses): of queries that ended, and orphans (keys whose registration
+	// is no longer live).
+	deletes map[string]int64
+	// claims are the slot keys this node's start transactions in flight
+	// put; offset is where an arriving query of this node starts looking
+	// for a free slot, so that the nodes' arrivals spread over the slots.
+	claims map[string]struct{}
+	offset int
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
 	health  Health
@@ -256,7 +264,9 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		queries: map[admission.QueryID]*query{},
 		tokens:  map[string]*query{},
 		load:    load,
-		deletes: map[string]struct{}{},
+		deletes: map[string]int64{},
+		claims:  map[string]struct{}{},
+		offset:  int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())

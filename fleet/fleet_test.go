@@ -15,6 +15,7 @@ import (
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/internal/etcdtest"
 	"github.com/poolagent/poolagent/state"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // shared is one 3-member etcd cluster for the tests that kill no member;
@@ -31,9 +32,11 @@ func TestMain(m *testing.M) {
 		os.Exit(runNode(spec))
 	}
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-		os.RemoveAll(sharedDir)
+	for c, dir := range map[*etcdtest.Cluster]string{shared: sharedDir, benchEtc: benchDir} {
+		if c != nil {
+			c.Stop()
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -437,4 +440,43 @@ func TestDefinitionsConflict(t *testing.T) {
 			t.Fatalf("node %d sees %+v", i, d)
 		}
 	}
+}
+
+// TestStaleOrphan: a node's watch may show its own put of a slot key only
+// after the query left and another node took the slot under the same
+// name; the node then takes the key for an orphan, and deleting it must
+// not delete the other node's query.
+func TestStaleOrphan(t *testing.T) {
+	eps := sharedCluster(t)
+	pools := map[string]admission.Limits{"olap": limits(1, 1)}
+	a := openNode(t, eps, "stale", "a", pools, 0)
+	b := openNode(t, eps, "stale", "b", pools, 0)
+	id := admit(t, b, "olap", 10*time.Second)
+	b.mu.Lock()
+	old := *b.queries[id]
+	lease := b.lease
+	b.mu.Unlock()
+	b.Leave(id, time.Now())
+	waitFor(t, func() bool { return len(queryKeys(t, eps, "stale")) == 0 }, "b's slot freed")
+	aid := admit(t, a, "olap", 10*time.Second)
+	// b's put of the slot, shown late: its registration is no longer live.
+	b.mu.Lock()
+	b.applyPut(&mvccpb.KeyValue{
+		Key: []byte(old.key), CreateRevision: old.rev, ModRevision: old.rev, Lease: int64(lease),
+		Value: []byte(entry{Node: "b", Token: old.token, ArrivedUnixMilli: old.arrived.UnixMilli()}.value()),
+	})
+	if len(b.deletes) != 1 {
+		t.Fatalf("the late put is not taken for an orphan: deletes %v", b.deletes)
+	}
+	b.mu.Unlock()
+	b.poke()
+	waitFor(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.deletes) == 0
+	}, "b's pump done with the orphan")
+	if keys := queryKeys(t, eps, "stale"); len(keys) != 1 || keys[0] != old.key {
+		t.Fatalf("keys %v: a's query must still hold %s", keys, old.key)
+	}
+	a.Leave(aid, time.Now())
 }

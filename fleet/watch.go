@@ -141,7 +141,7 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 	}
 	if e.Node == b.cfg.Node && clientv3.LeaseID(e.lease) == b.lease {
 		if _, live := b.tokens[e.Token]; !live {
-			b.deletes[key] = struct{}{}
+			b.deletes[key] = e.rev
 		}
 	}
 	return nil
@@ -161,7 +161,11 @@ func (b *Backend) applyDelete(kv *mvccpb.KeyValue) {
 	default:
 		return
 	}
-	delete(b.deletes, key)
+	// The key this node meant to delete is gone, unless it is a later
+	// one under the same name.
+	if rev, ok := b.deletes[key]; ok && rev < kv.ModRevision {
+		delete(b.deletes, key)
+	}
 	v := b.view(pool)
 	switch dir {
 	case queueDir:

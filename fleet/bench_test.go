@@ -1,0 +1,282 @@
+package fleet
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The benchmarks of README "Performance / Fleet mode" and docs/fleet.md
+// (scripts/bench-fleet.sh runs them): a 3-member etcd cluster of separate
+// processes on loopback with fsync on, as in production, shared by the
+// benchmarks of one run; each uses a cluster name of its own.
+var (
+	benchMu  sync.Mutex
+	benchEtc *etcdtest.Cluster
+	benchDir string
+	benchSeq int
+)
+
+func benchCluster(b *testing.B) ([]string, string) {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if benchEtc == nil {
+		dir, err := os.MkdirTemp("", "fleet-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := etcdtest.New(etcdtest.Binary(b), dir, etcdtest.Options{Members: 3, Fsync: true})
+		if err != nil {
+			os.RemoveAll(dir)
+			b.Fatal(err)
+		}
+		benchEtc, benchDir = c, dir
+	}
+	benchSeq++
+	return benchEtc.Endpoints(), fmt.Sprintf("bench%d", benchSeq)
+}
+
+// benchNode is a backend whose events go to the goroutine waiting for
+// them.
+type benchNode struct {
+	*Backend
+	mu      sync.Mutex
+	waiting map[admission.QueryID]chan admission.Event
+	early   map[admission.QueryID]admission.Event
+}
+
+func openBenchNode(b *testing.B, eps []string, cluster, name string, pools map[string]admission.Limits) *benchNode {
+	b.Helper()
+	be, err := Open(b.Context(), Config{Endpoints: eps, Cluster: cluster, Node: name, VCPUs: 2, Version: "bench"}, pools)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := &benchNode{Backend: be, waiting: map[admission.QueryID]chan admission.Event{}, early: map[admission.QueryID]admission.Event{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case ev := <-be.Events():
+				n.mu.Lock()
+				if ch, ok := n.waiting[ev.ID]; ok {
+					delete(n.waiting, ev.ID)
+					ch <- ev
+				} else {
+					n.early[ev.ID] = ev
+				}
+				n.mu.Unlock()
+			case <-be.ctx.Done():
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		be.Close()
+		<-done
+	})
+	return n
+}
+
+// await waits for the event of query id.
+func (n *benchNode) await(b *testing.B, id admission.QueryID) admission.Event {
+	n.mu.Lock()
+	if ev, ok := n.early[id]; ok {
+		delete(n.early, id)
+		n.mu.Unlock()
+		return ev
+	}
+	ch := make(chan admission.Event, 1)
+	n.waiting[id] = ch
+	n.mu.Unlock()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(30 * time.Second):
+		b.Fatalf("node %s: no event for query %d within 30 s", n.cfg.Node, id)
+		return admission.Event{}
+	}
+}
+
+// admitted submits a query and waits until it starts.
+func (n *benchNode) admitted(b *testing.B, pool string) admission.QueryID {
+	id, started, err := n.Submit(pool, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !started {
+		if ev := n.await(b, id); ev.Err != nil {
+			b.Fatal(ev.Err)
+		}
+	}
+	return id
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkAdmitLatency: the time from Submit to a started query in a
+// pool with a concurrency limit and a free slot, single-host (the
+// admission.Controller) and fleet (one etcd transaction), interleaved;
+// each query leaves at once. It reports both p50 and p99 and what etcd
+// adds.
+func BenchmarkAdmitLatency(b *testing.B) {
+	eps, cluster := benchCluster(b)
+	pools := map[string]admission.Limits{"olap": limits(64, 64)}
+	n := openBenchNode(b, eps, cluster, "n0", pools)
+	single, err := admission.NewController(admission.LoadConfig{}, pools)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var local, fleet []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		id, started, err := single.Submit("olap", start)
+		local = append(local, time.Since(start))
+		if !started || err != nil {
+			b.Fatalf("single host: started %v, %v", started, err)
+		}
+		single.Leave(id, time.Now())
+		start = time.Now()
+		id = n.admitted(b, "olap")
+		fleet = append(fleet, time.Since(start))
+		n.Leave(id, time.Now())
+	}
+	b.ReportMetric(ms(quantile(local, 0.5)), "single-p50-ms")
+	b.ReportMetric(ms(quantile(local, 0.99)), "single-p99-ms")
+	b.ReportMetric(ms(quantile(fleet, 0.5)), "fleet-p50-ms")
+	b.ReportMetric(ms(quantile(fleet, 0.99)), "fleet-p99-ms")
+	b.ReportMetric(ms(quantile(fleet, 0.5)-quantile(local, 0.5)), "added-p50-ms")
+	b.ReportMetric(ms(quantile(fleet, 0.99)-quantile(local, 0.99)), "added-p99-ms")
+}
+
+// BenchmarkClusterAdmissions: 3 nodes, 32 clients each, one pool shared
+// by all 96: each client submits, waits until its query starts, and ends
+// it at once. With C = 32 most queries queue and start when another ends
+// (three writes each: queue key, slot, delete); with C = 1000 every query
+// finds a free slot (two writes: slot, delete). It reports admissions per
+// second across the cluster.
+func BenchmarkClusterAdmissions(b *testing.B) {
+	for _, c := range []int{32, 1000} {
+		b.Run(fmt.Sprintf("C=%d", c), func(b *testing.B) { clusterAdmissions(b, c) })
+	}
+}
+
+func clusterAdmissions(b *testing.B, c int) {
+	eps, cluster := benchCluster(b)
+	pools := map[string]admission.Limits{"olap": limits(c, 1000)}
+	var nodes []*benchNode
+	for i := range 3 {
+		nodes = append(nodes, openBenchNode(b, eps, cluster, fmt.Sprintf("n%d", i), pools))
+	}
+	const clients = 96
+	var mu sync.Mutex
+	left := b.N
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		n := nodes[c%3]
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				id := n.admitted(b, "olap")
+				n.Leave(id, time.Now())
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "admissions/s")
+}
+
+// BenchmarkHandOver: C = 1 and two nodes; the query in the slot ends on
+// one node while a query waits on the other: the time from the end (Leave)
+// to the waiting query's start. The roles swap each round.
+func BenchmarkHandOver(b *testing.B) {
+	eps, cluster := benchCluster(b)
+	pools := map[string]admission.Limits{"olap": limits(1, 10)}
+	x := openBenchNode(b, eps, cluster, "a", pools)
+	y := openBenchNode(b, eps, cluster, "b", pools)
+	held := x.admitted(b, "olap")
+	var d []time.Duration
+	for b.Loop() {
+		id, started, err := y.Submit("olap", time.Now())
+		if started || err != nil {
+			b.Fatalf("round %d, second query on %s: started %v, %v; keys %v", len(d), y.cfg.Node, started, err, y.Queries())
+		}
+		// Its queue key is in; wait until the holder's node has seen it, as
+		// in a steady cluster, so the measure is the hand-over alone.
+		for poolStats(x.Backend, "olap").Queued == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		end := time.Now()
+		x.Leave(held, end)
+		if ev := y.await(b, id); ev.Err != nil {
+			b.Fatal(ev.Err)
+		}
+		d = append(d, time.Since(end))
+		x, y, held = y, x, id
+	}
+	x.Leave(held, time.Now())
+	b.ReportMetric(ms(quantile(d, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(d, 0.99)), "p99-ms")
+}
+
+// BenchmarkEtcdWrites: the same cluster's own rate of writes from 96
+// concurrent clients (one Put each, a key per client), the ceiling the
+// admissions above are measured against: a query that starts at once
+// costs two writes (its slot, and the delete when it ends), a query that
+// queues three.
+func BenchmarkEtcdWrites(b *testing.B) {
+	eps, cluster := benchCluster(b)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	const clients = 96
+	var mu sync.Mutex
+	left := b.N
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			key := fmt.Sprintf("/poolagent/%s/w%d", cluster, c)
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				if _, err := cli.Put(b.Context(), key, "x"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
+}

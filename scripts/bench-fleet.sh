@@ -1,0 +1,25 @@
+#!/bin/bash
+# bench-fleet.sh - the fleet mode figures of README "Performance / Fleet
+# mode" and docs/fleet.md, in one run against a 3-member etcd cluster of
+# separate etcd-member processes on loopback, fsync on (package fleet's
+# benchmarks):
+#
+#   1. admission latency, single host (admission.Controller) and fleet (one
+#      etcd transaction), interleaved: p50, p99 and what etcd adds;
+#   2. admissions per second across 3 nodes with 96 concurrent clients,
+#      with C = 32 (most queue) and C = 1000 (none do);
+#   3. slot hand-over: a query ends on node A, the one waiting on node B
+#      starts: p50, p99;
+#   4. the same cluster's own write rate with 96 clients, the ceiling.
+#
+# Env: N (default 2000) iterations of each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/etcd-member" ./internal/etcdtest/etcd-member
+export POOLAGENT_ETCD_MEMBER=$bin/etcd-member
+echo "== host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+go test -count=1 -run '^$' -bench '^Benchmark(AdmitLatency|ClusterAdmissions|HandOver|EtcdWrites)$' \
+	-benchtime "${N:-2000}x" ./fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
