@@ -32,10 +32,13 @@ func TestMain(m *testing.M) {
 		os.Exit(runNode(spec))
 	}
 	code := m.Run()
-	for c, dir := range map[*etcdtest.Cluster]string{shared: sharedDir, benchEtc: benchDir} {
-		if c != nil {
+	for _, c := range []struct {
+		*etcdtest.Cluster
+		dir string
+	}{{shared, sharedDir}, {benchEtc, benchDir}} {
+		if c.Cluster != nil {
 			c.Stop()
-			os.RemoveAll(dir)
+			os.RemoveAll(c.dir)
 		}
 	}
 	os.Exit(code)
