@@ -2,11 +2,17 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/poolagent/poolagent/protocol"
 )
+
+// ErrNoAnswer: the request was sent whole, but the connection ended
+// before the daemon answered (it stopped or died): what the request asked
+// may have been done.
+var ErrNoAnswer = errors.New("no answer from the poolagent daemon")
 
 // Ask sends one operator request (protocol.OpSQL or a system view) to the
 // daemon at socket (protocol.DefaultSocket when empty) and returns its
@@ -24,7 +30,7 @@ func Ask(socket string, req protocol.Request) (protocol.AdminReply, error) {
 	}
 	var r protocol.AdminReply
 	if err := json.NewDecoder(conn).Decode(&r); err != nil {
-		return protocol.AdminReply{}, fmt.Errorf("read the poolagent daemon's answer: %w", err)
+		return protocol.AdminReply{}, fmt.Errorf("%w: the request was sent, then reading the answer failed: %w", ErrNoAnswer, err)
 	}
 	if r.Type == protocol.ReplyError {
 		return r, &RefusedError{Code: r.Code, Message: r.Error}

@@ -112,3 +112,31 @@ func TestHealthCoversAcceptLoops(t *testing.T) {
 		t.Fatalf("health %v, want the stuck loop named", err)
 	}
 }
+
+// TestListenRefusesNonSocket: a --socket path that names a file that is
+// not a socket is refused and left as it was; a stale socket is replaced.
+func TestListenRefusesNonSocket(t *testing.T) {
+	dir := socketDir(t)
+	file := dir + "/pools.sql"
+	if err := os.WriteFile(file, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listen(file); err == nil || !strings.Contains(err.Error(), "exists and is not a socket (a regular file)") {
+		t.Fatalf("listen on a regular file: %v, want a refusal", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "precious" {
+		t.Fatalf("the file after the refusal: %q, %v", b, err)
+	}
+	stale := dir + "/stale.sock"
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	ln, err = listen(stale)
+	if err != nil {
+		t.Fatalf("listen on a stale socket: %v", err)
+	}
+	ln.Close()
+}

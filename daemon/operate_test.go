@@ -28,7 +28,7 @@ func operated(t *testing.T, pools string, users Users) (*testDaemon, *fakeCgroup
 	if err := os.WriteFile(file, []byte(pools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store, err := state.Open(filepath.Join(dir, "state"))
+	store, err := state.Open(filepath.Join(dir, "state"), state.Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

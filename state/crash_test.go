@@ -35,7 +35,7 @@ func changeDDL(seq uint64) string {
 // runWriter appends changes to the log in dir until it is killed, printing
 // "acked SEQ" after each Append returned, i.e. once the change is durable.
 func runWriter(dir string) {
-	s, err := Open(dir)
+	s, err := Open(dir, Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

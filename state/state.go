@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,6 +46,18 @@ const tempPrefix = "." + FileName + ".tmp-"
 // ErrLocked is returned by [Open] when another process holds the state
 // directory.
 var ErrLocked = errors.New("state directory is in use by another process")
+
+// ErrNoDir is returned by [Open] when the state directory does not exist
+// and [Options].Create was not given: a mistyped path must not start a
+// daemon that keeps its changes somewhere nobody looks.
+var ErrNoDir = errors.New("state directory does not exist")
+
+// Options tune [Open].
+type Options struct {
+	// Create makes a missing state directory (mode 0700) instead of
+	// refusing it.
+	Create bool
+}
 
 // Change is one accepted run-time change: the DDL text as the administrator
 // sent it, applied after the pool file and every earlier change.
@@ -76,15 +89,25 @@ type Store struct {
 	changes []Change
 }
 
-// Open locks the state directory dir (creating it with mode 0700 if missing),
-// removes temporary files a crash left behind, and reads the log. A missing
-// changes.json is an empty log. Close releases the lock.
-func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
+// Open locks the state directory dir (a missing one is refused with
+// ErrNoDir, or made with mode 0700 when opt.Create), removes temporary files
+// a crash left behind, and reads the log. A missing changes.json is an empty
+// log. Close releases the lock.
+func Open(dir string, opt Options) (*Store, error) {
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist) && opt.Create:
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create state directory: %w", err)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: %w", dir, ErrNoDir)
+	case err != nil:
+		return nil, fmt.Errorf("state directory: %w", err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("state directory %s: not a directory", dir)
 	}
 	lockPath := filepath.Join(dir, lockName)
-	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open state lock: %w", err)
 	}
@@ -220,12 +243,27 @@ func (s *Store) removeTemps() error {
 }
 
 // Read reads a changes.json without locking its directory (for views and
-// tools). A missing file is an empty log.
+// tools). A missing file is an empty log; a symbolic link (dangling or
+// not) or anything but a regular file is refused, never followed: the
+// daemon that reads it is root.
 func Read(path string) ([]Change, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	// O_NONBLOCK: opening a named pipe must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%s: a symbolic link, not followed (the change log must be a regular file)", path)
+	case err != nil:
+		return nil, fmt.Errorf("read state: %w", err)
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%v)", path, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("read state: %w", err)
 	}
@@ -238,18 +276,20 @@ func Read(path string) ([]Change, error) {
 
 // Parse decodes the content of a changes.json and checks it: the Format
 // value, no unknown fields, sequence numbers 1, 2, 3, ... and non-empty DDL.
+// Its errors say where (a byte offset, a change's number, a field of the
+// format) and never quote the content: the file may not be what it claims.
 func Parse(data []byte) ([]Change, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var l Log
 	if err := dec.Decode(&l); err != nil {
-		return nil, fmt.Errorf("not a change log: %w", err)
+		return nil, fmt.Errorf("not a change log: %s", describe(err, dec.InputOffset()))
 	}
 	if dec.More() {
 		return nil, errors.New("not a change log: data after the JSON object")
 	}
 	if l.Format != Format {
-		return nil, fmt.Errorf("format %q is not supported (want %q)", l.Format, Format)
+		return nil, fmt.Errorf("format is not %q, the only one supported", Format)
 	}
 	for i, c := range l.Changes {
 		if c.Seq != uint64(i)+1 {
@@ -263,4 +303,19 @@ func Parse(data []byte) ([]Change, error) {
 		return nil, nil
 	}
 	return l.Changes, nil
+}
+
+// describe says what is wrong with a change log's JSON without quoting it.
+func describe(err error, offset int64) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %s is not a %s (byte %d)", typ.Field, typ.Type, typ.Offset)
+	}
+	return fmt.Sprintf("a field the format does not have, before byte %d", offset)
 }

@@ -5,13 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 func TestAppendSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestAppendSurvivesReopen(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(dir)
+	s, err = Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +59,12 @@ func TestAppendSurvivesReopen(t *testing.T) {
 
 func TestOpenRefusesSecondHolder(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open: err = %v, want ErrLocked", err)
 	}
 }
@@ -78,7 +79,7 @@ func TestOpenRemovesStaleTemporaryFiles(t *testing.T) {
 	if err := os.WriteFile(other, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir)
+	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestOpenRemovesStaleTemporaryFiles(t *testing.T) {
 
 func TestAppendFailureKeepsLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Open(dir)
+	s, err := Open(dir, Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,13 +130,13 @@ func TestParse(t *testing.T) {
 		{name: "two changes", in: `{"format":"poolagent-changes/1","changes":[
 			{"seq":1,"time":"2026-03-01T12:00:00Z","uid":0,"ddl":"DROP RESOURCE POOL a;"},
 			{"seq":2,"time":"2026-03-01T12:00:01Z","uid":0,"ddl":"DROP RESOURCE POOL b;"}]}`, want: 2},
-		{name: "other format", in: `{"format":"poolagent-changes/2","changes":[]}`, wantErr: `format "poolagent-changes/2" is not supported`},
-		{name: "missing format", in: `{"changes":[]}`, wantErr: `format "" is not supported`},
+		{name: "other format", in: `{"format":"poolagent-changes/2","changes":[]}`, wantErr: `format is not "poolagent-changes/1"`},
+		{name: "missing format", in: `{"changes":[]}`, wantErr: `format is not "poolagent-changes/1"`},
 		{name: "gap in seq", in: `{"format":"poolagent-changes/1","changes":[
 			{"seq":1,"time":"2026-03-01T12:00:00Z","uid":0,"ddl":"DROP RESOURCE POOL a;"},
 			{"seq":3,"time":"2026-03-01T12:00:01Z","uid":0,"ddl":"DROP RESOURCE POOL b;"}]}`, wantErr: "change 2 has seq 3"},
 		{name: "empty ddl", in: `{"format":"poolagent-changes/1","changes":[{"seq":1,"time":"2026-03-01T12:00:00Z","uid":0,"ddl":"  "}]}`, wantErr: "change 1 has no ddl"},
-		{name: "unknown field", in: `{"format":"poolagent-changes/1","changes":[],"extra":1}`, wantErr: "unknown field"},
+		{name: "unknown field", in: `{"format":"poolagent-changes/1","changes":[],"extra":1}`, wantErr: "a field the format does not have"},
 		{name: "torn", in: `{"format":"poolagent-changes/1","changes":[{"seq":1,`, wantErr: "not a change log"},
 		{name: "trailing data", in: `{"format":"poolagent-changes/1","changes":[]} {}`, wantErr: "data after the JSON object"},
 		{name: "empty file", in: ``, wantErr: "not a change log"},
@@ -183,4 +184,67 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestOpenRefusesMissingDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrNoDir) {
+		t.Fatalf("Open of a missing directory: %v, want ErrNoDir", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused Open created %s", dir)
+	}
+	s, err := Open(dir, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("created %s: %v, %v; want a directory of mode 0700", dir, fi, err)
+	}
+}
+
+// TestReadRefusesLinksAndNeverEchoes: a change log that is a symbolic
+// link, dangling or to another file, or not a regular file, is refused;
+// no error quotes what the file holds.
+func TestReadRefusesLinksAndNeverEchoes(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("Sroot:$6$hash:19000::::::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		make    func(path string) error
+		wantErr string
+	}{
+		{name: "link to another file", make: func(p string) error { return os.Symlink(secret, p) }, wantErr: "a symbolic link, not followed"},
+		{name: "dangling link", make: func(p string) error { return os.Symlink(filepath.Join(dir, "nothing"), p) }, wantErr: "a symbolic link, not followed"},
+		{name: "named pipe", make: func(p string) error { return syscall.Mkfifo(p, 0o600) }, wantErr: "not a regular file"},
+		{name: "other content", make: func(p string) error { return os.WriteFile(p, []byte("Sroot:$6$hash"), 0o600) }, wantErr: "invalid JSON at byte 1"},
+		{name: "unknown field", make: func(p string) error {
+			return os.WriteFile(p, []byte(`{"format":"poolagent-changes/1","Sroot":"$6$hash"}`), 0o600)
+		}, wantErr: "a field the format does not have"},
+		{name: "other format", make: func(p string) error {
+			return os.WriteFile(p, []byte(`{"format":"Sroot:$6$hash"}`), 0o600)
+		}, wantErr: "format is not"},
+		{name: "wrong type", make: func(p string) error {
+			return os.WriteFile(p, []byte(`{"format":"poolagent-changes/1","changes":[{"seq":"Sroot:$6$hash"}]}`), 0o600)
+		}, wantErr: "field changes.seq is not a uint64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := tt.make(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Read(path)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Read: %v, want an error containing %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "Sroot") || strings.Contains(err.Error(), "hash") {
+				t.Fatalf("error %q quotes the file", err)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,7 +44,8 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.BoolFlag{Name: "delegated", Usage: "run in the cgroup systemd delegated to the unit (Delegate=yes): move into its leaf agent/ and keep the pools in pools/ beside it (instead of --root)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused"},
+			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused. It must exist (systemd's StateDirectory= makes it) unless --create-state-dir"},
+			&cli.BoolFlag{Name: "create-state-dir", Usage: "make --state-dir (mode 0700) if it does not exist, instead of refusing to start"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
@@ -75,7 +77,10 @@ func runDaemon(c *cli.Context) error {
 	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}
 	if dir := c.String("state-dir"); dir != "" {
-		store, err := state.Open(dir)
+		store, err := state.Open(dir, state.Options{Create: c.Bool("create-state-dir")})
+		if errors.Is(err, state.ErrNoDir) {
+			return fmt.Errorf("--state-dir: %w (create it, mode 0700, or add --create-state-dir)", err)
+		}
 		if err != nil {
 			return fmt.Errorf("--state-dir: %w", err)
 		}

@@ -66,6 +66,10 @@ func runSQL(c *cli.Context) error {
 		n := strings.Count(refused.Message, "\n") + 1
 		return fmt.Errorf("%s: %d %s, nothing changed", req.Source, n, plural(n, "error", "errors"))
 	}
+	if errors.Is(err, client.ErrNoAnswer) {
+		return fmt.Errorf("sql: %w\nthe change may have been applied and saved before the connection dropped: "+
+			"look at `poolagent pools` and `poolagent classifiers` (or the daemon's log) before sending it again", err)
+	}
 	if err != nil {
 		return err
 	}

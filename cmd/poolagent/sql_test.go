@@ -88,6 +88,31 @@ func TestSQLRefusesBeforeAsking(t *testing.T) {
 	}
 }
 
+// TestSQLNoAnswer: when the connection drops after the DDL was sent,
+// the error says the change may have been applied.
+func TestSQLNoAnswer(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		// A daemon that reads the request whole and dies before answering.
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		bufio.NewReader(c).ReadString('\n')
+		c.Close()
+	}()
+	_, _, err = runAppStatus(t, "sql", "--socket", socket, "-e", "DROP RESOURCE POOL a;")
+	if err == nil || !strings.Contains(err.Error(), "no answer from the poolagent daemon") ||
+		!strings.Contains(err.Error(), "the change may have been applied and saved before the connection dropped") {
+		t.Fatalf("error %v, want it to say the change may have been applied", err)
+	}
+}
+
 // agent is a `poolagent daemon` process of a test.
 type agent struct {
 	cmd     *exec.Cmd
@@ -277,7 +302,7 @@ func TestKernelOperate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer notify.Close()
-	args := []string{"--pools", pools, "--root", root.Path, "--state-dir", filepath.Join(dir, "state"),
+	args := []string{"--pools", pools, "--root", root.Path, "--state-dir", filepath.Join(dir, "state"), "--create-state-dir",
 		"--socket", socket, "--cpus", "2", "--memory", "1073741824"}
 	a := startAgent(t, notify, args...)
 
