@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -93,6 +94,16 @@ func checkName(what, name string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s name %q is refused: %s; accepted: %s", what, name, reason, nameRule)
+}
+
+// CheckName returns why name cannot name a cgroup poolagent makes, or
+// nil: the one rule for pools, classifiers, and the groups and tasks of a
+// scenario. what says which ("pool", "group", ...), for the message.
+func CheckName(what, name string) error {
+	if why := checkName(what, name); why != "" {
+		return errors.New(why)
+	}
+	return nil
 }
 
 // maxMemberLen is the longest user or group name in a member, in bytes.

@@ -3,10 +3,10 @@ package simulate
 import (
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
 )
 
 // Host is a node to simulate in the simple host model: CPUs shared by a
@@ -162,10 +162,6 @@ func (e *HostError) Error() string {
 // Unwrap returns [ErrInvalidInput].
 func (e *HostError) Unwrap() error { return ErrInvalidInput }
 
-// namePattern is what Group.Name and HostTask.Name accept: a word that is
-// also a safe cgroup directory name.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
-
 // Validate reports every part of h that RunHost cannot simulate, as
 // [*HostError] values joined with errors.Join, or nil. It is one long list
 // on purpose: every input rule of the model is here, the host's, then each
@@ -192,8 +188,10 @@ func (h Host) Validate() error {
 		bad := func(field, msg string, args ...any) {
 			errs = append(errs, &HostError{Group: i, Task: -1, Field: field, name: g.Name, Msg: fmt.Sprintf(msg, args...)})
 		}
-		if !namePattern.MatchString(g.Name) {
-			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", g.Name)
+		// Groups and tasks may become cgroups (compare): the rule of
+		// pool names.
+		if err := planner.CheckName("group", g.Name); err != nil {
+			bad("name", "%v", err)
 		} else if _, dup := index[g.Name]; dup {
 			bad("name", "name %q is already used by another group (accepted: a name of its own)", g.Name)
 		} else {
@@ -234,8 +232,8 @@ func (h Host) Validate() error {
 		bad := func(field, msg string, args ...any) {
 			errs = append(errs, &HostError{Group: -1, Task: i, Field: field, name: t.Name, Msg: fmt.Sprintf(msg, args...)})
 		}
-		if !namePattern.MatchString(t.Name) {
-			bad("name", "name %q is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')", t.Name)
+		if err := planner.CheckName("task", t.Name); err != nil {
+			bad("name", "%v", err)
 		} else if taskNames[t.Name] {
 			bad("name", "name %q is already used by another task (accepted: a name of its own)", t.Name)
 		}

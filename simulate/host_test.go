@@ -414,7 +414,9 @@ func TestHostValidate(t *testing.T) {
 	}{
 		{"no CPUs", func(h *Host) { h.CPUs = 0 }, -1, -1, "cpus 0 is out of range"},
 		{"no tick", func(h *Host) { h.TickUsec = 0 }, -1, -1, "tick 0 is out of range"},
-		{"bad group name", func(h *Host) { h.Groups[0].Name = "../x"; h.Groups[1].Parent = "../x" }, 0, -1, `name "../x" is not accepted`},
+		{"bad group name", func(h *Host) { h.Groups[0].Name = "../x"; h.Groups[1].Parent = "../x" }, 0, -1, `group name "../x" is refused`},
+		{"kernel file as a group name", func(h *Host) { h.Groups[0].Name = "tasks"; h.Groups[1].Parent = "tasks" }, 0, -1, `"tasks" is a cgroup v1 kernel file`},
+		{"kernel file as a task name", func(h *Host) { h.Tasks[0].Name = "cgroup.procs" }, -1, 0, `names starting with "cgroup." are the kernel's cgroup files`},
 		{"duplicate group", func(h *Host) { h.Groups[1].Name = "pool" }, 1, -1, `name "pool" is already used`},
 		{"parent after child", func(h *Host) { h.Groups[0].Parent = "q" }, 0, -1, `parent "q" is not a group defined before it`},
 		{"zero period", func(h *Host) { h.Groups[0].PeriodUsec = 0 }, 0, -1, "period 0 is not accepted"},

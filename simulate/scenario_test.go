@@ -105,7 +105,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"quota off the tick", "cpus 1\ntick 1ms\ngroup g quota 250us\n",
 			[]string{"x.scn:3: quota 250us is not accepted (accepted: max or a positive multiple of the tick 1ms)"}},
 		{"bad name", "cpus 1\ngroup ../etc\n",
-			[]string{`x.scn:2: name "../etc" is not accepted (accepted: letters, digits, '_', '.', '-', not starting with '.' or '-')`}},
+			[]string{`x.scn:2: group name "../etc" is refused: it contains '/', which would address another directory; accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-'`}},
 		{"group defined twice", head + "group g\n", []string{`x.scn:3: name "g" is already used by another group (accepted: a name of its own)`}},
 		{"parent defined later", "cpus 1\ngroup q parent p\ngroup p\n", []string{`x.scn:2: parent "p" is not a group defined before it (accepted: a group on an earlier line)`}},
 		{"task in a pool with queries", head + "group q parent g\ntask t group g need 1ms\n",
