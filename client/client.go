@@ -17,8 +17,8 @@ import (
 )
 
 // EnvCPULimit is set in the command's environment to its CPU cap in vCPUs
-// (e.g. "1.5"), so runtimes can size their thread pools; it is not set
-// when the query has no cap.
+// (e.g. "1.5") when it was admitted, so runtimes can size their thread
+// pools; the query cgroup's cpu.max carries the current cap.
 const EnvCPULimit = "POOLAGENT_CPU_LIMIT"
 
 // RunOptions describe one query run by a client.

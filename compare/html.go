@@ -121,6 +121,9 @@ func verdictHTML(r *Report, g GroupResult) string {
 	default:
 		verdict = "<span class=\"miss\">kernel model missed: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
 	}
+	if g.Tie != "" && r.Env.Measured {
+		verdict += esc(g.Tie) + " — "
+	}
 	return fmt.Sprintf("<b>%s</b> (cpu.max %s): %s%s", esc(g.Path), esc(g.Limit), verdict, esc(figures))
 }
 

@@ -32,7 +32,10 @@ func TestMain(m *testing.M) {
 // two pinned queries, about 1 s) three times for real and holds the
 // kernel-faithful model to the pinned target: nr_throttled within ±1
 // period, throttled_usec and usage_usec within 5%, on the mean of the runs.
-// It runs on the host's cgroup v1 and in the cgroup v2 VM.
+// The queries carry their pool's allocation (the same cpu.max as olap), so
+// which level counts a throttled period is the kernel's race and only
+// usage is held for them and the pool (see [Report.ties]). It runs on the
+// host's cgroup v1 and in the cgroup v2 VM.
 func TestKernelCompare(t *testing.T) {
 	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 	h := kerneltest.Require(t, need)

@@ -132,7 +132,8 @@ func TestDefaultScenario(t *testing.T) {
 // quota under the workload classes of docs/accuracy.md.
 func TestLayoutClass(t *testing.T) {
 	want := map[string]map[string]accuracy.Class{
-		"compare-burst-queries.scn":            {"etl": accuracy.OneCPU},
+		// Queries carry their pool's allocation, so they have a quota too.
+		"compare-burst-queries.scn":            {"etl": accuracy.OneCPU, "load1": accuracy.OneCPU, "load2": accuracy.OneCPU, "load3": accuracy.OneCPU},
 		"compare-chapter-burst.scn":            {"noburst": accuracy.OneCPU, "burst": accuracy.OneCPU},
 		"compare-chapter-fixed-window.scn":     {"app": accuracy.OneCPU},
 		"compare-chapter-parallelism-1cpu.scn": {"app": accuracy.OneCPU},
@@ -140,11 +141,13 @@ func TestLayoutClass(t *testing.T) {
 		"compare-pinned-spread.scn":            {"one": accuracy.PinnedSpread, "onehalf": accuracy.PinnedSpread},
 		"compare-placed-multicpu.scn":          {"one": accuracy.PlacedCPUOrMore, "onehalf": accuracy.PlacedCPUOrMore},
 		// packed and spread run at different times: neither shares CPU 0.
-		"compare-placement.scn": {"packed": accuracy.OneCPU, "spread": accuracy.PinnedSpread},
+		"compare-placement.scn": {"packed": accuracy.OneCPU, "spread": accuracy.PinnedSpread,
+			"packed-a": accuracy.OneCPU, "packed-b": accuracy.OneCPU, "spread-a": accuracy.OneCPU, "spread-b": accuracy.OneCPU},
 		// olap's share of the node when both pools are busy is a third of a CPU.
 		"compare-seed-olap-ceo.scn": {"olap": accuracy.PlacedBelowCPU, "report": accuracy.PlacedBelowCPU,
 			"the_ceo": accuracy.PlacedCPUOrMore, "strategy": accuracy.PlacedCPUOrMore},
-		"compare-seed-weights.scn": {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU, "c": accuracy.SharedCPU, "d": accuracy.SharedCPU},
+		"compare-seed-weights.scn": {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU, "c": accuracy.SharedCPU, "d": accuracy.SharedCPU,
+			"qa": accuracy.SharedCPU, "qb": accuracy.SharedCPU, "qc": accuracy.SharedCPU, "qd": accuracy.SharedCPU},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "scenarios", "compare-*.scn"))
 	if err != nil || len(files) == 0 {

@@ -43,6 +43,9 @@ func WriteMarkdownRows(w io.Writer, r *Report, scenario string) error {
 		case "missed":
 			meets = "no: " + strings.Join(g.OutsideSpread, "; ")
 		}
+		if g.Tie != "" {
+			meets += " (" + g.Tie + ")"
+		}
 		target := fmt.Sprintf("±%g, ±%g%% or %s", r.Target.NrThrottled, r.Target.Pct, msText(r.Target.FloorUsec))
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s [%d..%d] | %s | %s | %s..%s | %s | %s | %s | %s | %s | %s |\n",
 			scenario, r.Env.Cgroup, g.Path, r.Target.Class, g.Class,

@@ -203,3 +203,31 @@ func TestTargetEmulated(t *testing.T) {
 		t.Errorf("emulated CPU: misses %q, want none (usage not held)", r.Groups[1].Misses)
 	}
 }
+
+// TestTies: a group with the same cpu.max as its parent group, both
+// limited, has its throttling left out of the target, and so has the
+// parent; an unlimited or differently limited child does not.
+func TestTies(t *testing.T) {
+	r := Report{Env: Env{Measured: true}, Target: TargetFor(true, false, 1000), Groups: []GroupResult{
+		{Path: "olap", Limit: "40ms/100ms", QuotaUsec: 40000},
+		{Path: "olap/q1", Limit: "40ms/100ms", QuotaUsec: 40000},
+		{Path: "etl", Limit: "40ms/100ms", QuotaUsec: 40000},
+		{Path: "etl/q", Limit: "20ms/100ms", QuotaUsec: 20000},
+		{Path: "free", Limit: "max/100ms", QuotaUsec: -1},
+		{Path: "free/q", Limit: "max/100ms", QuotaUsec: -1},
+	}}
+	off := GroupRun{Measured: observe.CPUStat{NrThrottled: 2, ThrottledUsec: 1000000}, Kernel: observe.CPUStat{NrThrottled: 9, ThrottledUsec: 10}}
+	for i := range r.Groups {
+		r.Groups[i].Runs = []GroupRun{off}
+	}
+	r.Finish()
+	for _, g := range r.Groups {
+		tied := g.Path == "olap" || g.Path == "olap/q1"
+		if (g.Tie != "") != tied {
+			t.Errorf("%s: tie %q, want tied %v", g.Path, g.Tie, tied)
+		}
+		if missed := len(g.Misses) > 0; missed == tied {
+			t.Errorf("%s: misses %v, want missed %v", g.Path, g.Misses, !tied)
+		}
+	}
+}

@@ -73,6 +73,9 @@ func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
 	default:
 		fmt.Fprintf(b, "  kernel model missed: %s\n", strings.Join(g.Misses, "; "))
 	}
+	if g.Tie != "" && r.Env.Measured {
+		fmt.Fprintf(b, "  %s\n", g.Tie)
+	}
 }
 
 // meanText renders a mean without decimals when it is whole.

@@ -165,12 +165,32 @@ func (rp *replanner) demandNow() map[string]float64 {
 // started notes a query start in pool: the pool's observed demand is
 // forgotten until the next refresh measures it again, so a new query is
 // never held to what the pool used while it was idle; and the pools are
-// re-planned, since the active set may have changed.
+// re-planned at once, since the active set may have changed, so that the
+// CPU limit the query is told (POOLAGENT_CPU_LIMIT) is the one its pool
+// has with it running.
 func (rp *replanner) started(pool string) {
 	rp.mu.Lock()
 	delete(rp.demand, pool)
 	rp.mu.Unlock()
-	rp.request()
+	if err := rp.plan(); err != nil {
+		rp.log.Error("re-plan pools", "err", err)
+	}
+}
+
+// withPool calls fn with pool's state in the plan last applied, holding
+// the plan lock, so that no re-plan is applied between reading the state
+// and fn's cgroup writes: a query cgroup made from it has its pool's
+// current limits (on cgroup v1 the kernel would refuse a query quota
+// above a pool quota that a re-plan had lowered meanwhile). ok is false
+// when the plan has no such pool.
+func (rp *replanner) withPool(pool string, fn func(planner.PoolState) error) (ok bool, err error) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	ps, ok := rp.desired().Pool(pool)
+	if !ok {
+		return false, nil
+	}
+	return true, fn(ps)
 }
 
 // planInput is what a plan is made from; the same input gives the same

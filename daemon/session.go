@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -147,7 +148,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
 		return
 	}
-	limit := ps.Query.CPU.VCPU() // 0: no cap
+	limit := ps.Query.CPU.VCPU()
 	notStarted, err := s.peers.admitted(id.UID)
 	if err != nil {
 		s.leave(qid)
@@ -185,7 +186,15 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 	target, err := startTarget(s.cfg.ProcRoot, fds.take(), r.PID)
 	if err == nil {
 		defer unix.Close(target.fd)
-		err = s.place(placement{peer: peer, uid: id.UID, target: target, rel: childOfPeer}, ps, name)
+		var found bool
+		found, err = s.rp.withPool(place.Pool, func(ps planner.PoolState) error {
+			return s.place(placement{peer: peer, uid: id.UID, target: target, rel: childOfPeer}, ps, name)
+		})
+		if !found {
+			s.leave(qid)
+			se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
+			return
+		}
 	}
 	if err != nil {
 		se.fail(errorCode(err), err)

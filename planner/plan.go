@@ -36,7 +36,10 @@ type Activity struct {
 // The pool's cpu.max quota is allocation × period, rounded to µs and at
 // least 1000 µs, or "max" when the pool has no CPU limit and is not held
 // below the whole node. Each query's cpu.max is the allocation ×
-// QUERY_CPU_LIMIT_PERCENT_PER_NODE; memory.max is node memory ×
+// QUERY_CPU_LIMIT_PERCENT_PER_NODE, or the whole allocation without that
+// limit: always a quota, so a program that sizes itself from its own
+// cgroup's cpu.max (Go's GOMAXPROCS, nproc) sees the CPU it may use
+// rather than the host's; memory.max is node memory ×
 // TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
 // QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query. CPU_BURST_PERCENT
 // of a quota becomes its cpu.max.burst.
@@ -102,10 +105,11 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		if p.TotalCPULimitPercent >= 0 || alloc[i] < node.CPUs*(1-1e-12) {
 			quota = quotaUsec(alloc[i], period)
 		}
-		queryQuota := int64(cpulimit.Max)
+		queryCPUs := alloc[i]
 		if p.QueryCPULimitPercent >= 0 {
-			queryQuota = quotaUsec(alloc[i]*p.QueryCPULimitPercent/100, period)
+			queryCPUs *= p.QueryCPULimitPercent / 100
 		}
+		queryQuota := quotaUsec(queryCPUs, period)
 		out.Pools[i] = PoolState{
 			Name:      p.Name,
 			Pool:      cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent)),

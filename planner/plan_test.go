@@ -66,7 +66,7 @@ func TestPlanSeedExamples(t *testing.T) {
 			files: []string{"seed.sql"},
 			want: map[string]want{
 				"olap":    {7, "700000 100000", "350000 100000", 100, 1024},
-				"default": {10, "max 100000", "max 100000", 100, 1024},
+				"default": {10, "max 100000", "1000000 100000", 100, 1024},
 			},
 		},
 		{

@@ -135,7 +135,8 @@ type Reply struct {
 	// Query is the query's id and the name of its cgroup below the pool.
 	Query string `json:"query,omitempty"`
 	// CPULimit is the query's CPU cap in vCPUs (its cpu.max quota over
-	// period); 0 when the query is not capped.
+	// period) as planned when the query was admitted; every query cgroup
+	// has a quota, so a daemon always sends it.
 	CPULimit float64 `json:"cpu_limit,omitempty"`
 	// Wait says why a queued query is not running (ReplyQueued).
 	Wait  *Wait  `json:"wait,omitempty"`
