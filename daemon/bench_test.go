@@ -277,3 +277,82 @@ func BenchmarkQueuedRSS(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExitedSpam: what clients that send `exited` as fast as they
+// can cost everyone else. Eight running queries (a sleeping process each)
+// flood their connections with `exited` messages, each of which makes
+// the daemon read the query cgroup, while `poolagent-run -- /bin/true`
+// runs; spam on and off alternate run by run, and the benchmark reports
+// both wall-clock medians and their ratio. Each connection's message
+// budget (Limits.MessagesPerSecond) keeps the ratio near 1.
+func BenchmarkExitedSpam(b *testing.B) {
+	socket, _ := benchDaemon(b, "")
+	slim := benchBinary(b, "poolagent-run")
+	var spamming sync.WaitGroup
+	on := make(chan struct{})
+	stop := make(chan struct{})
+	var gate sync.RWMutex // held for writing while spam is off
+	gate.Lock()
+	exited := []byte(`{"op":"exited"}` + "\n")
+	for range 8 {
+		c, err := benchDial(socket, "default")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.conn.Close() })
+		if r, err := c.reply(); err != nil || r.Type != protocol.ReplyAdmitted {
+			b.Fatalf("reply %+v, %v", r, err)
+		}
+		held := exec.Command("sleep", "3600")
+		if err := held.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { held.Process.Kill(); held.Wait() })
+		start, _ := json.Marshal(protocol.Request{Op: protocol.OpStart, PID: held.Process.Pid})
+		c.conn.Write(append(start, '\n'))
+		if r, err := c.reply(); err != nil || r.Type != protocol.ReplyStarted {
+			b.Fatalf("reply %+v, %v", r, err)
+		}
+		spamming.Go(func() {
+			<-on
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				gate.RLock()
+				c.conn.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+				c.conn.Write(exited)
+				gate.RUnlock()
+			}
+		})
+	}
+	close(on)
+	b.Cleanup(func() {
+		close(stop)
+		gate.Unlock()
+		spamming.Wait()
+	})
+	timed := func() time.Duration {
+		start := time.Now()
+		if out, err := exec.Command(slim, "--socket", socket, "--", "/bin/true").CombinedOutput(); err != nil {
+			b.Fatalf("poolagent-run: %v: %s", err, out)
+		}
+		return time.Since(start)
+	}
+	var quiet, spam []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		quiet = append(quiet, timed())
+		gate.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		spam = append(spam, timed())
+		gate.Lock()
+	}
+	b.StopTimer()
+	mq, ms := median(quiet), median(spam)
+	b.ReportMetric(float64(mq.Microseconds())/1000, "ms-quiet-median")
+	b.ReportMetric(float64(ms.Microseconds())/1000, "ms-spam-median")
+	b.ReportMetric(float64(ms)/float64(mq), "spam/quiet")
+}

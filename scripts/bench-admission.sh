@@ -11,12 +11,14 @@
 #      children, the gate and the command) and per query of the daemon;
 #   2. queries admitted per second in the unlimited default pool, over the
 #      socket, 16 clients at once;
-#   3. the daemon's resident memory with 100 pools and 1,000 queued clients.
+#   3. the daemon's resident memory with 100 pools and 1,000 queued clients;
+#   4. `poolagent-run -- /bin/true` while 8 running queries flood the socket
+#      with `exited` messages, against the same without them (docs/security.md).
 #
 # Then, for scale, what starting each client binary costs here (their help
 # text) beside an empty Go program, /bin/true, and the gate's shell running
 # /bin/true (perf stat, when installed). Env: RUNS (default 300), ADMISSIONS (default
-# 20000).
+# 20000), SPAM_RUNS (default 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-admission.sh: needs root (it creates cgroups)" >&2; exit 1; }
@@ -31,6 +33,8 @@ echo "== admissions per second, default pool, over the socket"
 bench BenchmarkAdmissions "${ADMISSIONS:-20000}x"
 echo "== daemon RSS, 100 pools, 1,000 queued clients"
 bench BenchmarkQueuedRSS 3x
+echo "== poolagent-run -- /bin/true with 8 clients spamming exited, against without (${SPAM_RUNS:-100} runs each, interleaved)"
+bench BenchmarkExitedSpam "${SPAM_RUNS:-100}x"
 
 if command -v perf >/dev/null; then
 	bin=$(mktemp -d)
