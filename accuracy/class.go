@@ -25,13 +25,17 @@ const (
 	// PlacedCPUOrMore is parallel threads placed by the kernel under a
 	// quota of one CPU or more.
 	PlacedCPUOrMore Class = "placed by the kernel, quota of one CPU or more"
+	// QuotaEdge is work that ends as the quota runs out: it needs a whole
+	// number of quotas, so whether its last period ends with one more
+	// throttle turns on a few µs.
+	QuotaEdge Class = "work ending as the quota runs out"
 	// SharedCPU is work on one CPU that another pool runs on at the same
 	// time: the two take turns on the CPU.
 	SharedCPU Class = "one CPU, shared with another pool"
 )
 
 // Classes lists every class in the order above.
-var Classes = []Class{OneCPU, PinnedSpread, PlacedBelowCPU, PlacedCPUOrMore, SharedCPU}
+var Classes = []Class{OneCPU, PinnedSpread, PlacedBelowCPU, PlacedCPUOrMore, QuotaEdge, SharedCPU}
 
 // Work describes a group's work for [Classify].
 type Work struct {
@@ -46,16 +50,22 @@ type Work struct {
 	// SharesCPU is set when another pool's pinned work runs on the same
 	// CPU at the same time.
 	SharesCPU bool
+	// WholeQuotas is set when the group's work adds up to a whole number
+	// of its quotas, within a scheduler tick per CPU it runs on.
+	WholeQuotas bool
 }
 
-// Classify returns the class of w: pinned work by its CPUs (one CPU
-// shared with another pool or not), unpinned work by its threads: one
-// thread is on one CPU at a time, several are placed by the kernel and
-// split by whether the quota reaches one CPU.
+// Classify returns the class of w: work on a CPU shared with another
+// pool, then work of a whole number of quotas, then pinned work by its
+// CPUs and unpinned work by its threads: one thread is on one CPU at a
+// time, several are placed by the kernel and split by whether the quota
+// reaches one CPU.
 func Classify(w Work) Class {
 	switch {
 	case w.PinnedCPUs == 1 && w.SharesCPU:
 		return SharedCPU
+	case w.WholeQuotas:
+		return QuotaEdge
 	case w.PinnedCPUs == 1:
 		return OneCPU
 	case w.PinnedCPUs > 1:

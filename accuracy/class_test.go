@@ -19,6 +19,9 @@ func TestClassify(t *testing.T) {
 		{"8 threads placed, quota 40%", Work{Threads: 8, QuotaCPUs: 0.4}, PlacedBelowCPU},
 		{"4 threads placed, quota of one CPU", Work{Threads: 4, QuotaCPUs: 1}, PlacedCPUOrMore},
 		{"2 threads placed, no quota", Work{Threads: 2, QuotaCPUs: -1}, PlacedCPUOrMore},
+		{"8 tasks on one CPU needing two quotas", Work{Threads: 8, PinnedCPUs: 1, QuotaCPUs: 0.4, WholeQuotas: true}, QuotaEdge},
+		{"8 threads placed needing two quotas", Work{Threads: 8, QuotaCPUs: 0.4, WholeQuotas: true}, QuotaEdge},
+		{"a shared CPU before whole quotas", Work{Threads: 1, PinnedCPUs: 1, QuotaCPUs: 0.5, SharesCPU: true, WholeQuotas: true}, SharedCPU},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.w); got != tt.want {

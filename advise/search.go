@@ -58,7 +58,10 @@ type Class struct {
 // time is on one CPU, several are placed by the kernel, and the quota
 // decides between the two classes of those (below one CPU, or one CPU and
 // more). Two pools taking turns on one CPU (accuracy.SharedCPU) cannot be
-// told from one pool's recording and is not chosen.
+// told from one pool's recording and is not chosen; nor is work ending as
+// the quota runs out (accuracy.QuotaEdge), whose one throttle more or less
+// the margin itself guards against: raised needs move the work off the
+// edge.
 func classFor(t *Trace, slots []Slot, lim cpulimit.Limit) (Class, error) {
 	w := accuracy.Work{QuotaCPUs: -1}
 	for _, s := range slots {

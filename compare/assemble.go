@@ -46,7 +46,7 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 		for i := range r.Groups {
 			g := &r.Groups[i]
 			if g.Class == "" { // by the first run's prediction
-				g.Class = l.Class(g.Name, kr)
+				g.Class = l.Class(g.Name, kr, p.TickUsec)
 			}
 			gr := GroupRun{Kernel: kr.Groups[i].Stat, PhaseUsec: run.phases[g.Name], Measured: run.measured[g.Name]}
 			for _, w := range kr.Groups[i].Windows {

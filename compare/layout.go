@@ -165,10 +165,11 @@ func (l *Layout) poolOfGroup(name string) string {
 }
 
 // Class is the workload class of group name (docs/accuracy.md): its
-// tasks' threads and pinning, its quota, and whether pinned work of
-// another pool runs on its CPU at the same time, by the kernel model's
-// run kr of the layout (arrival to completion).
-func (l *Layout) Class(name string, kr simulate.KernelRun) accuracy.Class {
+// tasks' threads and pinning, its quota, whether pinned work of another
+// pool runs on its CPU at the same time, by the kernel model's run kr of
+// the layout (arrival to completion), and whether its tasks need a whole
+// number of its quotas, within a tick (tickUsec) per CPU they run on.
+func (l *Layout) Class(name string, kr simulate.KernelRun, tickUsec int64) accuracy.Class {
 	g := groupByName(l.Kernel, name)
 	w := accuracy.Work{QuotaCPUs: -1}
 	if g.QuotaUsec != cpulimit.Max {
@@ -178,11 +179,13 @@ func (l *Layout) Class(name string, kr simulate.KernelRun) accuracy.Class {
 	cpus := map[int]bool{}
 	pinned := true
 	var mine []int // indexes of the group's tasks
+	var need int64
 	for i, t := range l.Kernel.Tasks {
 		if !l.inGroup(t.Group, name) {
 			continue
 		}
 		mine = append(mine, i)
+		need += t.NeedUsec
 		c := l.TaskCPUs[t.Name]
 		if len(c) != 1 {
 			pinned = false
@@ -202,6 +205,14 @@ func (l *Layout) Class(name string, kr simulate.KernelRun) accuracy.Class {
 	}
 	if pinned && len(mine) > 0 {
 		w.PinnedCPUs = len(cpus)
+	}
+	if q := g.QuotaUsec; q != cpulimit.Max && q > 0 && need >= q {
+		runqueues := int64(min(w.Threads, l.Kernel.CPUs))
+		if w.PinnedCPUs > 0 {
+			runqueues = int64(w.PinnedCPUs)
+		}
+		off := need % q
+		w.WholeQuotas = min(off, q-off) <= tickUsec*runqueues
 	}
 	if w.PinnedCPUs == 1 {
 		for _, i := range mine {
