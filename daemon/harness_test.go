@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if spec, ok := os.LookupEnv(envTestFlood); ok {
 		os.Exit(floodMain(spec))
 	}
+	if socket, ok := os.LookupEnv(envTestNSClient); ok {
+		os.Exit(nsClientMain(socket))
+	}
 	if _, ok := os.LookupEnv(envTestGOMAXPROCS); ok {
 		os.Exit(gomaxprocsMain())
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,7 +186,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 		}
 	}
 	notStarted()
-	target, err := startTarget(s.cfg.ProcRoot, fds.take(), r.PID)
+	target, err := startTarget(s.cfg.ProcRoot, peer, fds.take(), r.PID)
 	if err == nil {
 		defer unix.Close(target.fd)
 		var found bool
@@ -220,7 +223,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 // startTarget is the process a start request names: the pidfd sent with
 // it (fd, -1 when none came) or, from a client that sends none, a pidfd
 // opened for its pid. The caller closes the process's fd.
-func startTarget(procRoot string, fd, pid int) (process, error) {
+func startTarget(procRoot string, peer process, fd, pid int) (process, error) {
 	if fd >= 0 {
 		p, err := pidfdProcess(procRoot, fd)
 		if err != nil {
@@ -232,11 +235,26 @@ func startTarget(procRoot string, fd, pid int) (process, error) {
 	if pid <= 0 {
 		return process{}, fmt.Errorf("%w: pid %d", ErrNotYourChild, pid)
 	}
+	if ownPIDNamespace(procRoot, peer.pid) {
+		return process{}, fmt.Errorf("%w: the client (process %d here) runs in a pid namespace of its own, where pid %d names another process than here, "+
+			"and it sent no pidfd with %q; poolagent run and poolagent-run of this version send one", ErrNotYourChild, peer.pid, pid, protocol.OpStart)
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return process{}, fmt.Errorf("%w: process %d: pidfd_open: %w", ErrNotYourChild, pid, err)
 	}
 	return process{fd: fd, pid: pid}, nil
+}
+
+// ownPIDNamespace reports whether process pid is in another pid namespace
+// than the daemon; false when that cannot be read.
+func ownPIDNamespace(procRoot string, pid int) bool {
+	theirs, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "pid"))
+	if err != nil {
+		return false
+	}
+	ours, err := os.Readlink(filepath.Join(procRoot, "self", "ns", "pid"))
+	return err == nil && theirs != ours
 }
 
 // admit submits the query and waits for its start. It reports false when
