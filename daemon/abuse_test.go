@@ -346,3 +346,35 @@ func TestAbuseSlowloris(t *testing.T) {
 	}
 	d.checkPeak(t, 64<<20)
 }
+
+// TestAbuseMetricsFlood: TCP connections flood the metrics endpoint,
+// four times its connection cap. The endpoint holds at most its cap, the
+// rest wait in the kernel's backlog, so the daemon never runs out of
+// descriptors and its socket answers throughout; once the flood is
+// released, scrapes work again.
+func TestAbuseMetricsFlood(t *testing.T) {
+	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metricsConns + 128, Metrics: true})
+	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metricsConns}, 0)
+	if st := f.poll(t); st.Opened != 4*metricsConns {
+		t.Fatalf("flood %+v: want %d connections made", st, 4*metricsConns)
+	}
+	for range 5 {
+		d.answers(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := d.logged(msgOutOfFDs); n != 0 {
+		t.Errorf("the daemon ran out of descriptors (%d records):\n%s", n, d.tail())
+	}
+	f.release()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + d.metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape after the flood: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("scrape after the flood: %s", resp.Status)
+	}
+	d.checkPeak(t, 64<<20)
+}
