@@ -48,6 +48,14 @@ func UnlimitedLimits() Limits {
 	}
 }
 
+// Global reports whether the pool has a database-wide limit
+// (CONCURRENT_QUERY_LIMIT, QUEUE_SIZE or DATABASE_LOAD_CPU_THRESHOLD):
+// in fleet mode such a pool admits against the whole cluster, one without
+// admits on each node alone.
+func (l Limits) Global() bool {
+	return l.ConcurrentQueryLimit != Unlimited || l.QueueSize != Unlimited || l.checksLoad()
+}
+
 // checksLoad reports whether admission in this pool waits for CPU load.
 func (l Limits) checksLoad() bool { return l.LoadCPUThresholdPercent > 0 }
 

@@ -37,10 +37,11 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	switch req.Op {
 	case protocol.OpPools:
 		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired())
+		s.clusterPools(reply.Pools, req.Local)
 	case protocol.OpClassifiers:
 		reply.Classifiers = sysview.Classifiers(s.Model())
 	case protocol.OpQueries:
-		reply.Queries = s.queryRows()
+		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
 	}

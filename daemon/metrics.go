@@ -31,7 +31,26 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 	for i, p := range d.Pools {
 		planned[p.Name] = i
 	}
+	var local map[string][2]int
+	if c := s.cfg.Cluster; c != nil {
+		// Fleet mode: the pool series count this node's queries, the
+		// cluster series the whole cluster's.
+		local = s.localCounts()
+		h := c.Health()
+		snap.Cluster = &metrics.Cluster{
+			Connected: h.Connected, RoundTripSeconds: h.RoundTrip.Seconds(),
+			WatchLagSeconds: h.WatchLag.Seconds(), Sessions: h.Sessions,
+		}
+		for _, p := range pools {
+			if p.Limits.Global() {
+				snap.Cluster.Pools = append(snap.Cluster.Pools, metrics.ClusterPool{Name: p.Name, Running: p.Running, Queued: p.Queued})
+			}
+		}
+	}
 	for _, p := range pools {
+		if local != nil {
+			p.Running, p.Queued = local[p.Name][0], local[p.Name][1]
+		}
 		mp := metrics.Pool{
 			Name: p.Name, Running: p.Running, Queued: p.Queued,
 			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,

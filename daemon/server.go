@@ -99,6 +99,9 @@ type Config struct {
 	// admission.Controller with Load. New configures it with the
 	// policy's limits.
 	Admission admission.Backend
+	// Cluster, in fleet mode, is the cluster's side of the views and
+	// metrics; nil on a single host.
+	Cluster ClusterView
 	// Progress is how often a queued client that asked for progress is
 	// told its position if it changed; 1 s when 0.
 	Progress time.Duration

@@ -173,7 +173,7 @@ func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, e
 	b.lastID++
 	q := &query{id: b.lastID, pool: pool, arrived: now}
 	b.queries[q.id] = q
-	if !global(l) {
+	if !l.Global() {
 		q.local, q.st = true, running
 		p.local++
 		p.stats.Admitted++
@@ -214,7 +214,7 @@ func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 	b.lastID++
 	q := &query{id: b.lastID, pool: pool, arrived: now, st: running}
 	b.queries[q.id] = q
-	if !global(p.limits) {
+	if !p.limits.Global() {
 		q.local = true
 		p.local++
 		return q.id

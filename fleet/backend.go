@@ -146,12 +146,6 @@ type poolState struct {
 	pending int                 // queries of this node not registered yet
 }
 
-// global reports whether a pool's admission needs the cluster.
-func global(l admission.Limits) bool {
-	return l.ConcurrentQueryLimit != admission.Unlimited || l.QueueSize != admission.Unlimited ||
-		l.LoadCPUThresholdPercent > 0
-}
-
 // Backend is one node's view of, and its part in, the cluster's admission.
 // Its methods are safe for concurrent use.
 type Backend struct {

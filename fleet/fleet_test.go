@@ -217,6 +217,23 @@ func TestGlobalLimit(t *testing.T) {
 			return p.Running == 4 && p.Queued == 10
 		}, "node %s sees 4 running and 10 queued", n.cfg.Node)
 	}
+	// Every node lists the cluster's queries: 4 running, then the queue
+	// in arrival order, each with its node.
+	for _, n := range nodes {
+		qs := n.Queries()
+		if len(qs) != 14 {
+			t.Fatalf("node %s lists %d queries, want 14: %+v", n.cfg.Node, len(qs), qs)
+		}
+		for i, q := range qs {
+			running := i < 4
+			if q.Running != running || q.Token == "" || !strings.HasPrefix(q.Token, q.Node+".") {
+				t.Fatalf("node %s, query %d: %+v", n.cfg.Node, i, q)
+			}
+			if !running && (q.Position != i-3 || q.Node != queue[i-4].n.cfg.Node) {
+				t.Fatalf("node %s, query %d: %+v; want position %d on %s", n.cfg.Node, i, q, i-3, queue[i-4].n.cfg.Node)
+			}
+		}
+	}
 	// Each end starts the oldest queued query, wherever it waits.
 	for len(running) > 0 {
 		r := running[0]

@@ -20,7 +20,7 @@ func (b *Backend) Pools() []admission.PoolStats {
 	for name, p := range b.pools {
 		s := p.stats
 		s.Dropped = p.dropped
-		if global(p.limits) {
+		if p.limits.Global() {
 			v := b.view(name)
 			s.Running, s.Queued = v.running(), len(v.queue)
 		} else {
@@ -34,6 +34,8 @@ func (b *Backend) Pools() []admission.PoolStats {
 
 // Query is one query of a globally limited pool somewhere in the cluster.
 type Query struct {
+	// Token names the query's registration in the cluster.
+	Token   string
 	Pool    string
 	Node    string
 	Running bool
@@ -53,15 +55,15 @@ func (b *Backend) Queries() []Query {
 		v := b.views[name]
 		var run []Query
 		for _, e := range v.slots {
-			run = append(run, Query{Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+			run = append(run, Query{Token: e.Token, Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
 		}
 		for _, e := range v.extras {
-			run = append(run, Query{Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+			run = append(run, Query{Token: e.Token, Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
 		}
 		slices.SortFunc(run, func(x, y Query) int { return x.Arrived.Compare(y.Arrived) })
 		out = append(out, run...)
 		for i, e := range v.queue {
-			out = append(out, Query{Pool: name, Node: e.Node, Position: i + 1, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+			out = append(out, Query{Token: e.Token, Pool: name, Node: e.Node, Position: i + 1, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
 		}
 	}
 	return out
@@ -79,6 +81,9 @@ func (b *Backend) Position(id admission.QueryID) int {
 	}
 	return b.view(q.pool).position(q.rev) + 1
 }
+
+// Node names this node in the cluster.
+func (b *Backend) Node() string { return b.cfg.Node }
 
 // PoolLimits returns the limits of a pool that exists and is not dropped.
 func (b *Backend) PoolLimits(name string) (admission.Limits, bool) {

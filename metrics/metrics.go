@@ -33,6 +33,33 @@ func (f SourceFunc) MetricsSnapshot() (Snapshot, error) { return f() }
 type Snapshot struct {
 	Host  Host
 	Pools []Pool
+	// Cluster is the node's part in a fleet (daemon --etcd); nil on a
+	// single host: the cluster series are then not exposed.
+	Cluster *Cluster
+}
+
+// Cluster is a fleet node's view of the cluster and its connection to
+// etcd.
+type Cluster struct {
+	// Pools are the globally limited pools' running and queued queries
+	// across the cluster, as the node's watch last showed them.
+	Pools []ClusterPool
+	// Connected: the node holds a live session lease.
+	Connected bool
+	// RoundTripSeconds is the latest successful etcd request's duration.
+	RoundTripSeconds float64
+	// WatchLagSeconds is the time since the watch on the cluster last
+	// delivered (each node writes its record every load refresh, so a
+	// healthy watch delivers at least that often).
+	WatchLagSeconds float64
+	// Sessions counts the session leases the node has taken.
+	Sessions int
+}
+
+// ClusterPool is one globally limited pool across the cluster.
+type ClusterPool struct {
+	Name            string
+	Running, Queued int
 }
 
 // Host is the node-wide state of CPU-load admission.
@@ -91,6 +118,10 @@ type Collector struct {
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
 
+	clusterRunning, clusterQueued              *prometheus.Desc
+	etcdConnected, etcdRoundTrip, etcdWatchLag *prometheus.Desc
+	etcdSessions                               *prometheus.Desc
+
 	// cAdvisor's names for the same cpu.stat counters, so its dashboards
 	// and alerts (kubernetes-mixin's CPUThrottlingHigh) work on pools.
 	cadvisorUsage, cadvisorPeriods, cadvisorThrottledPeriods, cadvisorThrottled *prometheus.Desc
@@ -133,6 +164,13 @@ func NewCollector(src Source) *Collector {
 		pressureFull: d("pool_cpu_pressure_full_seconds_total",
 			"Time in which all of the pool's non-idle threads waited for a CPU at once (cpu.pressure full total).", pool),
 
+		clusterRunning: d("cluster_pool_running_queries", "Fleet mode: queries running in a globally limited pool across the cluster.", pool),
+		clusterQueued:  d("cluster_pool_queued_queries", "Fleet mode: queries waiting in a globally limited pool's queue across the cluster.", pool),
+		etcdConnected:  d("etcd_session_up", "Fleet mode: 1 while the node holds a live etcd session lease, else 0.", nil),
+		etcdRoundTrip:  d("etcd_round_trip_seconds", "Fleet mode: duration of the node's latest successful etcd request.", nil),
+		etcdWatchLag:   d("etcd_watch_lag_seconds", "Fleet mode: time since the node's watch on the cluster last delivered.", nil),
+		etcdSessions:   d("etcd_sessions_total", "Fleet mode: etcd session leases the node has taken (1 + each time it lost one).", nil),
+
 		cadvisorUsage:            c("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds (cAdvisor's name; the pool's usage_usec)."),
 		cadvisorPeriods:          c("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals (cAdvisor's name; the pool's nr_periods)."),
 		cadvisorThrottledPeriods: c("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals (cAdvisor's name; the pool's nr_throttled)."),
@@ -156,6 +194,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
+		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions,
 	} {
 		ch <- d
 	}
@@ -217,6 +256,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if ps.Full != nil {
 				counter(c.pressureFull, seconds(ps.Full.TotalUsec), p.Name)
 			}
+		}
+	}
+	if cl := s.Cluster; cl != nil {
+		up := 0.0
+		if cl.Connected {
+			up = 1
+		}
+		gauge(c.etcdConnected, up)
+		gauge(c.etcdRoundTrip, cl.RoundTripSeconds)
+		gauge(c.etcdWatchLag, cl.WatchLagSeconds)
+		counter(c.etcdSessions, float64(cl.Sessions))
+		cps := slices.Clone(cl.Pools)
+		slices.SortFunc(cps, func(a, b ClusterPool) int { return cmp.Compare(a.Name, b.Name) })
+		for _, p := range cps {
+			gauge(c.clusterRunning, float64(p.Running), p.Name)
+			gauge(c.clusterQueued, float64(p.Queued), p.Name)
 		}
 	}
 }

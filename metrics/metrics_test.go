@@ -59,6 +59,12 @@ func fixture() Snapshot {
 			},
 			{Name: "adhoc", ConcurrentQueryLimit: 0, QueueSize: -1, CPULimitCores: 2.5, CPUWeight: 200},
 		},
+		// A fleet node: olap's limits are the cluster's, its counts above
+		// this node's.
+		Cluster: &Cluster{
+			Pools:     []ClusterPool{{Name: "olap", Running: 10, Queued: 24}},
+			Connected: true, RoundTripSeconds: 0.0042, WatchLagSeconds: 1.5, Sessions: 2,
+		},
 	}
 }
 

@@ -123,6 +123,10 @@ type Request struct {
 	// positions.
 	SQL    string `json:"sql,omitempty"`
 	Source string `json:"source,omitempty"`
+	// Local asks a view (OpPools, OpQueries) for this node alone; in
+	// fleet mode the views show the cluster otherwise. A single host is
+	// its own cluster.
+	Local bool `json:"local,omitempty"`
 }
 
 // Reply is a message from the daemon.

@@ -36,6 +36,11 @@ type Pool struct {
 	// Dropped pools are gone from the model but still have queries
 	// running; they disappear when the last one ends.
 	Dropped bool `json:"Dropped,omitempty"`
+	// Node, in fleet mode, is whose queries RunningQueries and
+	// QueuedQueries count: "*" for the whole cluster (a globally limited
+	// pool), else this node's name (a pool without a global limit, or a
+	// view asked with Local); "" on a single host.
+	Node string `json:"Node,omitempty"`
 }
 
 // Classifier is one row of `poolagent classifiers`: YDB's
@@ -93,4 +98,10 @@ type Query struct {
 	// Adopted queries were running when the daemon started; their client
 	// belongs to an earlier daemon, so User and ClientPid are unknown.
 	Adopted bool `json:"Adopted,omitempty"`
+	// Node, in fleet mode, is the node the query runs or waits on; ""
+	// on a single host. A query of another node has only its id (its
+	// registration in etcd), pool, state, position and times: its user,
+	// client and CPU figures are that node's to show, and its running
+	// time counts from its arrival.
+	Node string `json:"Node,omitempty"`
 }

@@ -100,21 +100,34 @@ func WriteJSON[T any](w io.Writer, rows []T) error {
 	return enc.Encode(rows)
 }
 
-// WritePools writes the pools view as a table.
+// WritePools writes the pools view as a table; in fleet mode a Node
+// column says whose queries the counts are ("*": the cluster's).
 func WritePools(w io.Writer, rows []protocol.Pool) error {
-	t := newTable(w, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
+	fleet := slices.ContainsFunc(rows, func(r protocol.Pool) bool { return r.Node != "" })
+	t := newTable(w, nodeColumn(fleet, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
 		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
-		"RunningQueries", "QueuedQueries", "CpuLimitCores")
+		"RunningQueries", "QueuedQueries", "CpuLimitCores")...)
 	for _, r := range rows {
 		name := r.Name
 		if r.Dropped {
 			name += " (dropped)"
 		}
-		t.row(name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
+		t.row(nodeCell(fleet, r.Node, name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
 			ftoa(r.TotalCpuLimitPercentPerNode), ftoa(r.QueryCpuLimitPercentPerNode), ftoa(r.QueryMemoryLimitPercentPerNode),
-			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores))
+			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores))...)
 	}
 	return t.flush()
+}
+
+// nodeColumn puts a Node column after the first when fleet is set.
+func nodeColumn(fleet bool, header ...string) []string { return nodeCell(fleet, "Node", header...) }
+
+// nodeCell puts node after the first cell when fleet is set.
+func nodeCell(fleet bool, node string, cells ...string) []string {
+	if !fleet {
+		return cells
+	}
+	return slices.Insert(cells, 1, node)
 }
 
 // WriteClassifiers writes the classifiers view as a table.
@@ -126,30 +139,43 @@ func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
 	return t.flush()
 }
 
-// WriteQueries writes the queries view as a table, times in seconds.
+// WriteQueries writes the queries view as a table, times in seconds; in
+// fleet mode a Node column says where each query is, and another node's
+// queries show only what the cluster knows of them.
 func WriteQueries(w io.Writer, rows []protocol.Query) error {
-	t := newTable(w, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
-		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "Waiting")
+	fleet := slices.ContainsFunc(rows, func(r protocol.Query) bool { return r.Node != "" })
+	t := newTable(w, nodeColumn(fleet, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
+		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "Waiting")...)
 	for _, r := range rows {
 		pos, user, pid := "", r.User, strconv.Itoa(r.ClientPid)
 		if r.QueuePosition > 0 {
 			pos = strconv.Itoa(r.QueuePosition)
 		}
-		if r.Adopted {
+		remote := r.Node != "" && !r.Adopted && r.User == "" && r.ClientPid == 0
+		switch {
+		case r.Adopted:
 			user, pid = "(adopted)", "-"
-		} else if user == "" {
+		case remote:
+			user, pid = "-", "-"
+		case user == "":
 			user = strconv.FormatUint(uint64(r.Uid), 10)
 		}
 		running, limit, why := usec(r.RunningTimeUs), cores(r.CpuLimitCores), ""
 		if r.Wait != nil {
 			why = r.Wait.String()
 		}
-		if r.State == protocol.StateQueued {
-			running, limit = "-", "-"
+		if r.State == protocol.StateQueued || remote {
+			limit = "-"
 		}
-		t.row(r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
-			usec(r.QueuedTimeUs), running, limit,
-			usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec)), why)
+		if r.State == protocol.StateQueued {
+			running = "-"
+		}
+		used, nrThrottled, throttled := usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec))
+		if remote {
+			used, nrThrottled, throttled = "-", "-", "-"
+		}
+		t.row(nodeCell(fleet, r.Node, r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
+			usec(r.QueuedTimeUs), running, limit, used, nrThrottled, throttled, why)...)
 	}
 	return t.flush()
 }

@@ -58,8 +58,27 @@ var queries = []protocol.Query{
 	{QueryId: "qt8k00-3", ResourcePoolId: "default", State: protocol.StateRunning, Adopted: true, RunningTimeUs: 60_000_000, CpuLimitCores: -1, UsageUsec: 59_000_000},
 }
 
+// fleetQueries is a fleet node n1's view: its own queries, and n0's as
+// the cluster's keys show them.
+var fleetQueries = []protocol.Query{
+	{QueryId: "qt8k2a-7", Node: "n1", ResourcePoolId: "olap", State: protocol.StateRunning, User: "alice", Uid: 1001, ClientPid: 4242,
+		QueuedTimeUs: 1_500_000, RunningTimeUs: 12_345_678, CpuLimitCores: -1, UsageUsec: 30_000_000},
+	{QueryId: "n0.6b06a233c9949902.1", Node: "n0", ResourcePoolId: "olap", State: protocol.StateRunning, RunningTimeUs: 2_199_000, CpuLimitCores: -1},
+	{QueryId: "n0.6b06a233c9949902.2", Node: "n0", ResourcePoolId: "olap", State: protocol.StateQueued, QueuePosition: 1, QueuedTimeUs: 1_858_000, CpuLimitCores: -1},
+	{QueryId: "qt8k2a-9", Node: "n1", ResourcePoolId: "olap", State: protocol.StateQueued, QueuePosition: 2, User: "bob", Uid: 1002, ClientPid: 4300,
+		QueuedTimeUs: 800_000, CpuLimitCores: -1, Wait: &protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitConcurrency, Running: 2, Limit: 2}},
+}
+
 func TestViewsGolden(t *testing.T) {
 	m, adm, d := fixture(t)
+	fleetPools := Pools(m, adm, d)
+	for i, p := range fleetPools {
+		// A pool without a global limit admits on each node alone.
+		fleetPools[i].Node = "*"
+		if p.ConcurrentQueryLimit < 0 && p.QueueSize < 0 {
+			fleetPools[i].Node = "n1"
+		}
+	}
 	tests := []struct {
 		name  string
 		write func(*bytes.Buffer) error
@@ -71,6 +90,9 @@ func TestViewsGolden(t *testing.T) {
 		{"queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, queries) }},
 		{"queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, queries) }},
 		{"no-queries.json", func(b *bytes.Buffer) error { return WriteJSON[protocol.Query](b, nil) }},
+		{"fleet-pools.txt", func(b *bytes.Buffer) error { return WritePools(b, fleetPools) }},
+		{"fleet-queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, fleetQueries) }},
+		{"fleet-queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, fleetQueries) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

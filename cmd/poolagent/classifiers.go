@@ -29,6 +29,11 @@ func classifiersCommand() *cli.Command {
 	}
 }
 
+// localFlag is --local of the views that show the cluster in fleet mode.
+func localFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "local", Usage: "fleet mode: this node's queries only (default: the whole cluster's)"}
+}
+
 // viewFlags are the flags of the view commands.
 func viewFlags() []cli.Flag {
 	return []cli.Flag{
@@ -42,7 +47,7 @@ func showView(c *cli.Context, op string, write func(protocol.AdminReply) error) 
 	if _, err := formatOf(c, "text", "json"); err != nil {
 		return err
 	}
-	r, err := client.Ask(c.String("socket"), protocol.Request{Op: op})
+	r, err := client.Ask(c.String("socket"), protocol.Request{Op: op, Local: c.Bool("local")})
 	if err != nil {
 		return err
 	}

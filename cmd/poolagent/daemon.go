@@ -146,7 +146,7 @@ func runDaemon(c *cli.Context) error {
 			return err
 		}
 		defer backend.Close()
-		cfg.Admission, model = backend, shared
+		cfg.Admission, cfg.Cluster, model = backend, clusterView{backend}, shared
 	}
 	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -130,4 +131,22 @@ func (r *reloader) reload() {
 	if s := r.srv.Load(); s != nil {
 		s.Reload()
 	}
+}
+
+// clusterView is a fleet backend as the daemon's views and metrics see it.
+type clusterView struct{ b *fleet.Backend }
+
+func (v clusterView) Node() string { return v.b.Node() }
+
+func (v clusterView) Queries() []daemon.ClusterQuery {
+	var out []daemon.ClusterQuery
+	for _, q := range v.b.Queries() {
+		out = append(out, daemon.ClusterQuery{ID: q.Token, Pool: q.Pool, Node: q.Node, Running: q.Running, Position: q.Position, Arrived: q.Arrived})
+	}
+	return out
+}
+
+func (v clusterView) Health() daemon.ClusterHealth {
+	h := v.b.Health()
+	return daemon.ClusterHealth{Connected: h.Connected, RoundTrip: h.LastRoundTrip, WatchLag: time.Since(h.WatchAt), Sessions: h.Sessions}
 }

@@ -16,8 +16,11 @@ func poolsCommand() *cli.Command {
 			"DatabaseLoadCpuThreshold, ResourceWeight, TotalCpuLimitPercentPerNode,\n" +
 			"QueryCpuLimitPercentPerNode, QueryMemoryLimitPercentPerNode; -1 = not set), then the\n" +
 			"queries running and queued and the CPU limit written now (vCPUs; max = none). --format\n" +
-			"json adds every parameter and the cgroup's cpu.weight. Any local user may look.",
-		Flags: viewFlags(),
+			"json adds every parameter and the cgroup's cpu.weight. Any local user may look.\n\n" +
+			"In fleet mode (daemon --etcd) the running and queued queries of a globally limited\n" +
+			"pool are the whole cluster's (Node *); --local counts this node's alone (Node is its\n" +
+			"name).",
+		Flags: append(viewFlags(), localFlag()),
 		Action: func(c *cli.Context) error {
 			return showView(c, protocol.OpPools, func(r protocol.AdminReply) error {
 				if c.String("format") == "json" {

@@ -16,8 +16,12 @@ func queriesCommand() *cli.Command {
 			"(ResourcePoolId), state (RUNNING or QUEUED, with the queue position), the calling user\n" +
 			"and `poolagent run` process, the time queued and running, its CPU limit (vCPUs) and its\n" +
 			"cgroup's CPU usage and throttling. Queries an earlier daemon left running show as\n" +
-			"(adopted). --format json gives the times and counters in µs. Any local user may look.",
-		Flags: viewFlags(),
+			"(adopted). --format json gives the times and counters in µs. Any local user may look.\n\n" +
+			"In fleet mode (daemon --etcd) a Node column says where each query is, and the queries\n" +
+			"of globally limited pools on the other nodes are listed too, with what the cluster\n" +
+			"knows of them (pool, state, position, time since arrival); --local lists this node's\n" +
+			"alone.",
+		Flags: append(viewFlags(), localFlag()),
 		Action: func(c *cli.Context) error {
 			return showView(c, protocol.OpQueries, func(r protocol.AdminReply) error {
 				if c.String("format") == "json" {
