@@ -95,7 +95,7 @@ func read(files []string) ([]*compare.Report, error) {
 func writeMarkdown(w io.Writer, reports []*compare.Report) error {
 	var b strings.Builder
 	b.WriteString(compare.MarkdownHeader)
-	verdicts := map[string]int{}
+	verdicts, ties := map[string]int{}, 0
 	for _, r := range reports {
 		if err := compare.WriteMarkdownRows(&b, r, filepath.Base(r.Scenario)); err != nil {
 			return err
@@ -104,11 +104,14 @@ func writeMarkdown(w io.Writer, reports []*compare.Report) error {
 			if g.QuotaUsec != cpulimit.Max {
 				verdicts[g.Verdict(true)]++
 			}
+			if g.QuotaUsec != cpulimit.Max && g.Tie != "" {
+				ties++
+			}
 		}
 	}
 	rows := verdicts["target"] + verdicts["spread"] + verdicts["missed"]
-	fmt.Fprintf(&b, "\n%d rows: %d meet the target, %d more are within the measured runs' range, %d miss both.\n\n",
-		rows, verdicts["target"], verdicts["spread"], verdicts["missed"])
+	fmt.Fprintf(&b, "\n%d rows: %d meet the target, %d more are within the measured runs' range, %d miss both; %d rows hold usage only (a query with its pool's cpu.max: the kernel throttles either).\n\n",
+		rows, verdicts["target"], verdicts["spread"], verdicts["missed"], ties)
 	b.WriteString("| workload class | rows on a native CPU | advise margin: largest throttled_usec error beyond one tick, at least the target | worst row |\n| --- | --- | --- | --- |\n")
 	for _, e := range classErrors(reports) {
 		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %s |\n", e.Class, e.Rows, e.Percent, e.Worst)
@@ -140,7 +143,9 @@ func generate(reports []*compare.Report) ([]byte, error) {
 }
 
 // classErrors is the largest error among every class's rows, in the
-// order of accuracy.Classes; classes without rows are left out. Reports
+// order of accuracy.Classes; classes without rows are left out, and so
+// are rows whose throttling is not held (compare.GroupResult.Tie: a query
+// with its pool's cpu.max, where the kernel throttles either). Reports
 // from an emulated CPU (the qemu TCG VM) are left out too: there the guest
 // charges translation and the time the host took from the vCPU to the
 // running task, so its scatter is the emulator's, while advice is for
@@ -153,7 +158,7 @@ func classErrors(reports []*compare.Report) []accuracy.Error {
 			continue
 		}
 		for _, g := range r.Groups {
-			if g.QuotaUsec == cpulimit.Max {
+			if g.QuotaUsec == cpulimit.Max || g.Tie != "" {
 				continue
 			}
 			e := errs[g.Class]
