@@ -120,8 +120,12 @@ func writeMarkdown(w io.Writer, reports []*compare.Report) error {
 	return err
 }
 
-// generate renders the error per class as Go source.
+// generate renders the error per class as Go source; an accuracy run
+// without rows on a native CPU has nothing to write.
 func generate(reports []*compare.Report) ([]byte, error) {
+	if len(classErrors(reports)) == 0 {
+		return nil, fmt.Errorf("no held rows measured on a native CPU (VM reports alone do not make the table): run scripts/accuracy.sh host first")
+	}
 	sources := map[string]bool{}
 	for _, r := range reports {
 		if r.Env.Emulated {

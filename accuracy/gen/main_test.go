@@ -76,4 +76,7 @@ func TestClassErrors(t *testing.T) {
 	if !strings.Contains(md.String(), "4 rows: 1 meet the target, 0 more are within the measured runs' range, 3 miss both; 0 rows hold usage only") {
 		t.Errorf("summary missing:\n%s", md.String())
 	}
+	if _, err := generate([]*compare.Report{vm}); err == nil {
+		t.Error("generate of VM reports alone: no error")
+	}
 }
