@@ -344,17 +344,15 @@ func (b *Backend) register(q *query) (bool, error) {
 		return false, admission.QueueFullError(q.pool, n, held(running, waiting, l), l)
 	}
 	q.st, q.key, q.rev = queued, qkey, resp.Header.Revision
-	if waiting != 0 {
-		b.mu.Unlock()
-		return false, nil
-	}
-	// First in the queue: start now if the transaction's own reading
-	// allows, rather than wait for the watch to show the key.
+	// At position waiting in the queue: start now if the transaction's
+	// own reading lets it (waiting < the free slots, so every query ahead
+	// of it may start too, each in the slot before its own), rather than
+	// wait for the watch to show the key and the pump to start it.
 	slots := map[string]entry{}
 	for _, kv := range slotKVs {
 		slots[string(kv.Key)] = entry{}
 	}
-	a = b.startAttempt(q, slots, running, resp.Header.Revision, 0, true, lease, e)
+	a = b.startAttempt(q, slots, running, resp.Header.Revision, waiting, false, lease, e)
 	if a == nil {
 		b.mu.Unlock()
 		return false, nil
