@@ -188,7 +188,7 @@ func (c *client) wait() (protocol.Reply, Result, error) {
 			case protocol.ReplyQueued:
 				queued = r
 				c.drawProgress(queued, arrived)
-			case protocol.ReplyAdmitted:
+			case protocol.ReplyAdmitted, protocol.ReplyStarted:
 				c.clearProgress(queued)
 				return r, Result{Pool: r.Pool, Query: r.Query}, nil
 			case protocol.ReplyError:
@@ -239,10 +239,7 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 	}
 	defer releaseW.Close()
 	pidfd := -1
-	env := c.opts.Env[:len(c.opts.Env):len(c.opts.Env)]
-	if admitted.CPULimit > 0 {
-		env = append(env, EnvCPULimit+"="+strconv.FormatFloat(admitted.CPULimit, 'f', -1, 64))
-	}
+	env := commandEnv(c.opts.Env, admitted.CPULimit)
 	cmd := &exec.Cmd{
 		Path:       gateShell,
 		Args:       append([]string{"sh", "-c", gateScript, "poolagent-gate"}, c.opts.Args...),
@@ -349,6 +346,16 @@ func (c *client) awaitStarted() error {
 		}
 	}
 	return errDaemonGone
+}
+
+// commandEnv is env with EnvCPULimit set to limit vCPUs (0: no cap, not
+// set).
+func commandEnv(env []string, limit float64) []string {
+	env = env[:len(env):len(env)]
+	if limit > 0 {
+		env = append(env, EnvCPULimit+"="+strconv.FormatFloat(limit, 'f', -1, 64))
+	}
+	return env
 }
 
 // exitCode is a shell's view of how a process ended.

@@ -36,16 +36,25 @@ const (
 		"else where the classifiers put the caller, else default. While the query waits in the\n" +
 		"pool's queue a terminal shows its position and the time waited; a signal (Ctrl-C) leaves\n" +
 		"the queue. Once admitted, CMD runs as the calling user in its own query cgroup\n" +
-		"<root>/<pool>/<query> with the pool's per-query limits, signals are passed to it, and\n" +
-		"the client exits with CMD's status (128+N when signal N ended it) after CMD and every\n" +
-		"process it started have exited. POOLAGENT_CPU_LIMIT in CMD's environment is its CPU cap\n" +
-		"in vCPUs. When the client itself fails or the query is refused (YDB's message), it exits\n" +
-		"125; 126 when CMD cannot be started, 127 when it is not found. `poolagent run` and the\n" +
-		"slim `poolagent-run` behave alike; poolagent-run starts faster. See docs/admission.md.\n" +
+		"<root>/<pool>/<query> with the pool's per-query limits; POOLAGENT_CPU_LIMIT in CMD's\n" +
+		"environment is its CPU cap in vCPUs. The query holds its slot until CMD and every process\n" +
+		"it started have exited. When the client itself fails or the query is refused (YDB's\n" +
+		"message), it exits 125; 126 when CMD cannot be started, 127 when it is not found.\n" +
+		"\n" +
+		"Without --stats the query runs in place: the daemon moves the client process itself into\n" +
+		"the query cgroup and the client becomes CMD (execve), so nothing of poolagent stays\n" +
+		"running, signals reach CMD directly, and the exit status is CMD's own (a shell sees\n" +
+		"128+N when signal N ended it); the client returns when CMD exits, while processes CMD left\n" +
+		"behind keep the slot. With --stats the client stays CMD's parent: it starts CMD through a\n" +
+		"gate shell, passes signals on, waits for CMD and every process it started, then prints\n" +
+		"the statistics and exits with CMD's status (128+N for signal N); this costs a shell, a\n" +
+		"running client and two more round trips to the daemon. `poolagent run` and the slim\n" +
+		"`poolagent-run` behave alike; poolagent-run starts faster. See docs/admission.md.\n" +
 		"\n" +
 		"Options:\n" +
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
 		"   --stats FORMAT        after CMD, print the query's statistics to stderr as FORMAT text or json\n" +
+		"                         (the client stays CMD's parent: see above)\n" +
 		"   --socket PATH         the daemon's socket PATH (default: " + protocol.DefaultSocket + ")\n" +
 		"   --version             print the version and exit\n" +
 		"   --help, -h            show this help"
@@ -108,6 +117,27 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
+	if format == "" {
+		// Nothing to do after the command: it runs in place of this
+		// process, and Exec returns only if it did not start.
+		res, err := Exec(path, opts)
+		var execErr *exec.Error
+		switch {
+		case errors.As(err, &execErr):
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			if errors.Is(err, syscall.ENOENT) {
+				return ExitNotFound
+			}
+			return ExitCannotStart
+		case err != nil:
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			if errors.Is(err, ErrLeftQueue) {
+				return res.ExitCode
+			}
+			return ExitRefused
+		}
+		return res.ExitCode
+	}
 	res, err := Run(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
@@ -116,13 +146,11 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		}
 		return ExitRefused
 	}
-	if format != "" {
-		if res.Stats == nil {
-			fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
-		} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-			return ExitRefused
-		}
+	if res.Stats == nil {
+		fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
+	} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return ExitRefused
 	}
 	return res.ExitCode
 }

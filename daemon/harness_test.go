@@ -26,6 +26,7 @@ import (
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
+	"github.com/poolagent/poolagent/protocol"
 )
 
 // envTestClient, set in this test binary's environment, makes it a client
@@ -84,11 +85,18 @@ func spinMain(d string) int {
 	return 0
 }
 
-// clientSpec is what a client process runs.
+// clientSpec is what a client process runs: client.Run, or with Exec the
+// whole run command (client.RunCommand as poolagent-run), which runs the
+// command in place of the client.
 type clientSpec struct {
 	Socket string
 	Pool   string
 	Argv   []string
+	Exec   bool
+	// Handoff makes the client ask for an in-place run, hand its
+	// connection to a child (/bin/sleep) once queued, print the child's
+	// pid and exit: the connection's peer is gone when the query starts.
+	Handoff bool
 }
 
 // clientOutcome is what a client process reports on file descriptor 3.
@@ -105,6 +113,16 @@ func testClientMain(spec string) int {
 		return 2
 	}
 	syscall.CloseOnExec(3)
+	if s.Handoff {
+		return handoffMain(s)
+	}
+	if s.Exec {
+		args := []string{"--socket", s.Socket}
+		if s.Pool != "" {
+			args = append(args, "--pool", s.Pool)
+		}
+		return client.RunCommand("poolagent-run", append(append(args, "--"), s.Argv...), os.Stdin, os.Stdout, os.Stderr)
+	}
 	report := os.NewFile(3, "report")
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -124,12 +142,37 @@ func testClientMain(spec string) int {
 	return res.ExitCode
 }
 
+// handoffMain is the Handoff client.
+func handoffMain(s clientSpec) int {
+	conn, err := client.Dial(s.Socket)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	json.NewEncoder(conn).Encode(protocol.Request{Op: protocol.OpExec, Pool: s.Pool})
+	var r protocol.Reply
+	if err := json.NewDecoder(conn).Decode(&r); err != nil || r.Type != protocol.ReplyQueued {
+		fmt.Fprintf(os.Stderr, "reply %+v, %v; want queued\n", r, err)
+		return 2
+	}
+	child := exec.Command("/bin/sleep", "30")
+	child.ExtraFiles = []*os.File{conn}
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println(child.Process.Pid)
+	return 0
+}
+
 // fakeCgroups keeps query "cgroups" as lists of pids; a query is empty
-// when none of its pids is a live (non-zombie) process. It cannot see
+// when none of its pids has a live (non-zombie) thread. It cannot see
 // grandchildren: tests of those use the real kernel.
 type fakeCgroups struct {
 	mu      sync.Mutex
 	queries map[string][]int
+	// placed is every process placed, by pid: the pool it was placed in.
+	placed  map[int]string
 	created int
 	removed int
 	applied []planner.Desired
@@ -141,7 +184,7 @@ func newFakeCgroups(t testing.TB) *fakeCgroups {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeCgroups{queries: map[string][]int{}, fs: fs}
+	return &fakeCgroups{queries: map[string][]int{}, placed: map[int]string{}, fs: fs}
 }
 
 func (f *fakeCgroups) Apply(d planner.Desired) error {
@@ -159,6 +202,7 @@ func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) er
 		return fmt.Errorf("query cgroup %s exists", key)
 	}
 	f.queries[key] = []int{pid}
+	f.placed[pid] = ps.Name
 	f.created++
 	return nil
 }
@@ -168,12 +212,17 @@ func (f *fakeCgroups) populated(key string) bool {
 	pids := slices.Clone(f.queries[key])
 	f.mu.Unlock()
 	for _, pid := range pids {
-		p, err := f.fs.Proc(pid)
+		// Every thread, as the kernel's thread list counts them: while a
+		// process execs from a thread other than its leader, the leader
+		// is a zombie for a moment and the exec'ing thread lives on.
+		threads, err := f.fs.AllThreads(pid)
 		if err != nil {
 			continue
 		}
-		if st, err := p.Stat(); err == nil && st.State != "Z" {
-			return true
+		for _, p := range threads {
+			if st, err := p.Stat(); err == nil && st.State != "Z" {
+				return true
+			}
 		}
 	}
 	return false
@@ -210,6 +259,13 @@ func (f *fakeCgroups) Queries() ([][2]string, error) {
 }
 
 func (f *fakeCgroups) PoolStats([]string) (map[string]observe.Sample, error) { return nil, nil }
+
+// placedIn is the pool process pid was placed in, "" if none.
+func (f *fakeCgroups) placedIn(pid int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.placed[pid]
+}
 
 // left is the number of query cgroups not removed.
 func (f *fakeCgroups) left() int {

@@ -70,8 +70,8 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		s.serveAdmin(se, cred, req)
 		return
 	}
-	if req.Op != protocol.OpRun {
-		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q", req.Op, protocol.OpRun))
+	if req.Op != protocol.OpRun && req.Op != protocol.OpExec {
+		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q or %q", req.Op, protocol.OpRun, protocol.OpExec))
 		return
 	}
 	go se.read(in)
@@ -94,7 +94,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer unix.Close(peer.fd)
 	s.reg.begin(se, &tracked{id: id, clientPID: int(cred.Pid), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()})
 	defer s.reg.end(se)
-	se.run(ctx, id, peer, in.fds, place, req.Progress)
+	se.run(ctx, id, peer, in.fds, place, req)
 }
 
 // read forwards the client's requests until it hangs up or a message
@@ -136,11 +136,12 @@ func errorCode(err error) string {
 	return protocol.CodeInternal
 }
 
-// run takes a classified query through admission, start and end.
-func (se *session) run(ctx context.Context, id admission.Identity, peer process, fds *fdReader, place admission.Placement, progress bool) {
+// run takes a classified query through admission, start and end: req is
+// its OpRun or OpExec request.
+func (se *session) run(ctx context.Context, id admission.Identity, peer process, fds *fdReader, place admission.Placement, req protocol.Request) {
 	s := se.s
 	arrived := time.Now()
-	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, progress)
+	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, req.Progress)
 	if !ok {
 		return
 	}
@@ -160,7 +161,13 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 	}
 	defer notStarted()
 	s.admitted(se, name, queuedFor, limit)
-	se.send(protocol.Reply{Type: protocol.ReplyAdmitted, Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit})
+	admitted := protocol.Reply{Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit}
+	if req.Op == protocol.OpExec {
+		se.runInPlace(ctx, id, peer, qid, ps, admitted, arrived, queuedFor, notStarted)
+		return
+	}
+	admitted.Type = protocol.ReplyAdmitted
+	se.send(admitted)
 	startBy := time.NewTimer(s.limits.Start)
 	defer startBy.Stop()
 	var r protocol.Request
@@ -255,6 +262,32 @@ func ownPIDNamespace(procRoot string, pid int) bool {
 	}
 	ours, err := os.Readlink(filepath.Join(procRoot, "self", "ns", "pid"))
 	return err == nil && theirs != ours
+}
+
+// runInPlace starts an OpExec query: it moves the client itself (peer)
+// into the query cgroup, tells it so (the client then execs the command),
+// and holds the slot until the cgroup is empty. The client's socket closes
+// when it execs (close-on-exec), so the connection's end says nothing
+// about the query's: only the cgroup does, and the command's children and
+// grandchildren keep the slot as they do on the OpRun path. notStarted
+// ends the query's count among its user's admitted, not started ones.
+func (se *session) runInPlace(ctx context.Context, id admission.Identity, peer process, qid admission.QueryID, ps planner.PoolState, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
+	s := se.s
+	err := s.place(placement{peer: peer, uid: id.UID, target: peer, rel: peerItself}, ps, started.Query)
+	notStarted()
+	if err != nil {
+		se.fail(errorCode(err), err)
+		// As on the OpRun path: a move whose check failed afterwards may
+		// have placed a process, so the slot stays held until the cgroup
+		// (if made) is empty.
+		se.finish(ctx, qid, ps.Name, started.Query, arrived, queuedFor)
+		return
+	}
+	started.Type = protocol.ReplyStarted
+	se.send(started)
+	if _, err := se.finish(ctx, qid, ps.Name, started.Query, arrived, queuedFor); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("query end", "pool", ps.Name, "query", started.Query, "err", err)
+	}
 }
 
 // admit submits the query and waits for its start. It reports false when

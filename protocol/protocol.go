@@ -27,6 +27,13 @@ const MaxMessageBytes = 256 << 10
 const (
 	// OpRun asks to run a query: the first message of a connection.
 	OpRun = "run"
+	// OpExec asks to run a query in place, the first message of a
+	// connection instead of OpRun: once the query is admitted the daemon
+	// moves the client process itself (the socket's peer) into the query
+	// cgroup and answers ReplyStarted, and the client execs the command.
+	// The client names no process and sends nothing more; the query ends
+	// when its cgroup is empty.
+	OpExec = "exec"
 	// OpStart names the process that is to become the query, once the
 	// query was admitted.
 	OpStart = "start"
@@ -46,9 +53,13 @@ const (
 	// create the query cgroup and move the process into it.
 	ReplyAdmitted = "admitted"
 	// ReplyStarted: the process named by OpStart is in the query cgroup
-	// and may exec the command.
+	// and may exec the command. To OpExec it is the only answer after the
+	// queue: the client itself is in the query cgroup, and the reply
+	// carries what ReplyAdmitted would (Pool, Classifier, Query,
+	// CPULimit).
 	ReplyStarted = "started"
 	// ReplyDone: the query cgroup is empty and removed; Stats are final.
+	// Never sent to OpExec, whose client is the command by then.
 	ReplyDone = "done"
 	// ReplyError: the query failed; Error says why, Code says how.
 	ReplyError = "error"
