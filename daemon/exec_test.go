@@ -308,45 +308,38 @@ func TestExecCPULimitInEnvironment(t *testing.T) {
 // handed to a child) has nothing placed, its child least of all, and
 // its slot freed.
 func TestExecPlacesOnlyItsClient(t *testing.T) {
-	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
-
-	c := dialRaw(t, d.socket)
-	c.send(t, protocol.Request{Op: protocol.OpExec, Pool: "olap", PID: os.Getppid()})
-	if r := c.recv(t); r.Type != protocol.ReplyStarted || r.Pool != "olap" || r.Query == "" {
-		t.Fatalf("reply %+v, want started in olap", r)
-	}
-	if cg.placedIn(os.Getpid()) != "olap" || cg.placedIn(os.Getppid()) != "" {
-		t.Fatalf("placed %v; want this process (the peer) only", cg.placed)
-	}
-
-	// The slot is this process's until the daemon stops (it never
-	// exits); the handoff client queues behind it.
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startClientProc(t, exe, clientSpec{Socket: d.socket, Pool: "olap", Handoff: true}, nil)
-	line, err := io.ReadAll(h.stdout)
+	cg := newFakeCgroups(t)
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+
+	other := startHeld(t)
+	runner := startClientProc(t, exe, clientSpec{Socket: d.socket, Pool: "olap", Raw: true, PID: other.Process.Pid}, nil)
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(runner.stdout, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("reply %q, %v; want started", line, err)
+	}
+	if cg.placedIn(runner.proc.Pid) != "olap" || cg.placedIn(other.Process.Pid) != "" {
+		t.Fatalf("placed %v; want the client process %d only", cg.placed, runner.proc.Pid)
+	}
+
+	h := startClientProc(t, exe, clientSpec{Socket: d.socket, Pool: "olap", Raw: true, Handoff: true}, nil)
+	out, err := io.ReadAll(h.stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.proc.Wait()
-	child, err := strconv.Atoi(strings.TrimSpace(string(line)))
-	if err != nil {
-		t.Fatalf("handoff client printed %q", line)
+	reply, pid, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	child, err := strconv.Atoi(pid)
+	if reply != protocol.ReplyQueued || err != nil {
+		t.Fatalf("handoff client printed %q, want queued and its child's pid", out)
 	}
 	sleeper, _ := os.FindProcess(child)
 	t.Cleanup(func() { sleeper.Kill() })
-	if p := d.pool(t, "olap"); p.Queued != 1 {
-		t.Fatalf("pool %+v, want the handoff queued", p)
-	}
-	// Free the slot: the queued query starts, its peer is gone.
-	cg.mu.Lock()
-	for key := range cg.queries {
-		cg.queries[key] = nil // empty: the fake's cgroup holds nothing
-	}
-	cg.mu.Unlock()
+	// The runner ends: the handoff's query starts, and its peer is gone.
+	runner.release.Close()
 	waitFor(t, "the handoff's query to end", func() bool {
 		p := d.pool(t, "olap")
 		return p.Queued == 0 && p.Running == 0 && p.Admitted == 2

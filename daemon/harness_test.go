@@ -93,9 +93,13 @@ type clientSpec struct {
 	Pool   string
 	Argv   []string
 	Exec   bool
-	// Handoff makes the client ask for an in-place run, hand its
-	// connection to a child (/bin/sleep) once queued, print the child's
-	// pid and exit: the connection's peer is gone when the query starts.
+	// Raw makes the client send an OpExec request naming PID itself and
+	// print the reply's type: once started, it waits for its stdin to
+	// close. With Handoff, once queued it hands its connection to a child
+	// (/bin/sleep), prints the child's pid and exits: the connection's
+	// peer is gone when the query starts.
+	Raw     bool
+	PID     int
 	Handoff bool
 }
 
@@ -113,8 +117,8 @@ func testClientMain(spec string) int {
 		return 2
 	}
 	syscall.CloseOnExec(3)
-	if s.Handoff {
-		return handoffMain(s)
+	if s.Raw {
+		return rawMain(s)
 	}
 	if s.Exec {
 		args := []string{"--socket", s.Socket}
@@ -142,18 +146,23 @@ func testClientMain(spec string) int {
 	return res.ExitCode
 }
 
-// handoffMain is the Handoff client.
-func handoffMain(s clientSpec) int {
+// rawMain is the Raw client.
+func rawMain(s clientSpec) int {
 	conn, err := client.Dial(s.Socket)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	json.NewEncoder(conn).Encode(protocol.Request{Op: protocol.OpExec, Pool: s.Pool})
+	json.NewEncoder(conn).Encode(protocol.Request{Op: protocol.OpExec, Pool: s.Pool, PID: s.PID})
 	var r protocol.Reply
-	if err := json.NewDecoder(conn).Decode(&r); err != nil || r.Type != protocol.ReplyQueued {
-		fmt.Fprintf(os.Stderr, "reply %+v, %v; want queued\n", r, err)
+	if err := json.NewDecoder(conn).Decode(&r); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	fmt.Println(r.Type)
+	if !s.Handoff {
+		io.Copy(io.Discard, os.Stdin)
+		return 0
 	}
 	child := exec.Command("/bin/sleep", "30")
 	child.ExtraFiles = []*os.File{conn}

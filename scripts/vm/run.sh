@@ -38,6 +38,9 @@
 #   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
 #   POOLAGENT_VM_MEM_MIB   guest memory (default 1024)
 #   POOLAGENT_VM_ENV       extra variable names to pass into the guest
+#   POOLAGENT_VM_FILES     more host files the job runs (absolute paths, not
+#                          below /tmp), copied into the guest at the same
+#                          paths, links followed
 #   POOLAGENT_VM_CONSOLE=1 print the guest's console log to stderr afterwards
 #   POOLAGENT_VM_APPEND    extra kernel command line (e.g. loglevel=7 to debug boots)
 #   POOLAGENT_VM_TIMING=1  print one line to stderr: boot, job and wall seconds
@@ -77,6 +80,16 @@ cp "$bin" "$stage/job/bin"
 chmod 755 "$stage/job/bin"
 [ -d "$mod/testdata" ] && cp -r "$mod/testdata" "$stage/src/testdata"
 [ -n "$rel" ] && [ -d testdata ] && cp -r testdata "$stage/src/$rel/testdata"
+for f in ${POOLAGENT_VM_FILES:-}; do
+	case $f in
+	/tmp/*) die "POOLAGENT_VM_FILES: $f is below /tmp, which the guest mounts a tmpfs over" ;;
+	/*) ;;
+	*) die "POOLAGENT_VM_FILES: $f is not an absolute path" ;;
+	esac
+	[ -e "$f" ] || die "POOLAGENT_VM_FILES: no such file: $f"
+	mkdir -p "$stage$(dirname "$f")"
+	cp -L "$f" "$stage$f"
+done
 
 quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 : "${POOLAGENT_KERNEL_MODE:=v2}"
@@ -93,7 +106,7 @@ export POOLAGENT_KERNEL_MODE
 
 # The job's archive goes first and uncompressed: the kernel unpacks both
 # into one rootfs, but refuses an uncompressed archive after a gzipped one.
-(cd "$stage" && find job src | busybox cpio -o -H newc 2>/dev/null) >"$work/initrd"
+(cd "$stage" && find ./* | sed 's|^\./||' | busybox cpio -o -H newc 2>/dev/null) >"$work/initrd"
 cat "$lab/base.cpio.gz" >>"$work/initrd"
 
 # seconds DURATION: a Go duration ("10m0s", "90s", "1h0m0s") in whole
