@@ -120,14 +120,15 @@ func run(bin, cgexec, command string, runs int) error {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("%s, kernel %s, load average %s; %d rounds, each way once per round in rotating order\n",
 		mode, strings.TrimSpace(string(kernel)), strings.Join(strings.Fields(string(load))[:3], " "), runs)
+	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
 	base := ways[2]
-	fmt.Printf("%-36s %12s %16s %18s\n", "way", "median ms", "÷ cgexec median", "median of ÷ cgexec")
+	fmt.Printf("%-36s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
 	for _, w := range ways {
 		ratios := make([]time.Duration, len(w.wall)) // ratio × 1e6, to reuse median
 		for i := range w.wall {
 			ratios[i] = time.Duration(float64(w.wall[i]) / float64(base.wall[i]) * 1e6)
 		}
-		fmt.Printf("%-36s %12.2f %16.2f %18.2f\n", w.name, ms(median(w.wall)),
+		fmt.Printf("%-36s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
 			float64(median(w.wall))/float64(median(base.wall)), float64(median(ratios))/1e6)
 	}
 	return nil
