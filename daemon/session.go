@@ -163,7 +163,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 	s.admitted(se, name, queuedFor, limit)
 	admitted := protocol.Reply{Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit}
 	if req.Op == protocol.OpExec {
-		se.runInPlace(ctx, id, peer, qid, ps, admitted, arrived, queuedFor, notStarted)
+		se.runInPlace(ctx, id, peer, qid, place.Pool, admitted, arrived, queuedFor, notStarted)
 		return
 	}
 	admitted.Type = protocol.ReplyAdmitted
@@ -271,22 +271,32 @@ func ownPIDNamespace(procRoot string, pid int) bool {
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-func (se *session) runInPlace(ctx context.Context, id admission.Identity, peer process, qid admission.QueryID, ps planner.PoolState, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
+func (se *session) runInPlace(ctx context.Context, id admission.Identity, peer process, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
 	s := se.s
-	err := s.place(placement{peer: peer, uid: id.UID, target: peer, rel: peerItself}, ps, started.Query)
+	// As for a start: placed holding the plan lock, with the limits its
+	// pool has now (the cap the command is told included).
+	found, err := s.rp.withPool(pool, func(ps planner.PoolState) error {
+		started.CPULimit = ps.Query.CPU.VCPU()
+		return s.place(placement{peer: peer, uid: id.UID, target: peer, rel: peerItself}, ps, started.Query)
+	})
 	notStarted()
+	if !found {
+		s.leave(qid)
+		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", pool))
+		return
+	}
 	if err != nil {
 		se.fail(errorCode(err), err)
 		// As on the OpRun path: a move whose check failed afterwards may
 		// have placed a process, so the slot stays held until the cgroup
 		// (if made) is empty.
-		se.finish(ctx, qid, ps.Name, started.Query, arrived, queuedFor)
+		se.finish(ctx, qid, pool, started.Query, arrived, queuedFor)
 		return
 	}
 	started.Type = protocol.ReplyStarted
 	se.send(started)
-	if _, err := se.finish(ctx, qid, ps.Name, started.Query, arrived, queuedFor); err != nil && ctx.Err() == nil {
-		s.cfg.Log.Error("query end", "pool", ps.Name, "query", started.Query, "err", err)
+	if _, err := se.finish(ctx, qid, pool, started.Query, arrived, queuedFor); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("query end", "pool", pool, "query", started.Query, "err", err)
 	}
 }
 
