@@ -193,7 +193,7 @@ func newFakeCgroups(t testing.TB) *fakeCgroups {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeCgroups{queries: map[string][]int{}, placed: map[int]string{}, fs: fs}
+	return &fakeCgroups{queries: map[string][]int{}, fs: fs}
 }
 
 func (f *fakeCgroups) Apply(d planner.Desired) error {
@@ -211,6 +211,9 @@ func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) er
 		return fmt.Errorf("query cgroup %s exists", key)
 	}
 	f.queries[key] = []int{pid}
+	if f.placed == nil {
+		f.placed = map[int]string{}
+	}
 	f.placed[pid] = ps.Name
 	f.created++
 	return nil
