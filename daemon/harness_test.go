@@ -229,6 +229,11 @@ func (f *fakeCgroups) populated(key string) bool {
 		// is a zombie for a moment and the exec'ing thread lives on.
 		threads, err := f.fs.AllThreads(pid)
 		if err != nil {
+			// Gone, or caught in the middle of its exec: only a
+			// process that is gone is empty.
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				return true
+			}
 			continue
 		}
 		for _, p := range threads {
