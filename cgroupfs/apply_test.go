@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -606,4 +607,35 @@ func TestFavourAndRemoveAll(t *testing.T) {
 			t.Errorf("RemoveAll of a removed tree: %v", err)
 		}
 	})
+}
+
+// TestIdleNeedsKernelFile: an idle pool is refused before anything is
+// written where the kernel has no cpu.idle, and planned (cpu.idle "1",
+// no weight) where it has.
+func TestIdleNeedsKernelFile(t *testing.T) {
+	idle := func() planner.Desired {
+		d := seedDesired()
+		d.Pools[1].Pool.CPU.Weight, d.Pools[1].Pool.CPU.Idle = 0, true
+		return d
+	}
+	w := newWorld(t, false)
+	tr := w.tree("poolagent", nil)
+	_, err := tr.Changes(idle())
+	if !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), "cpu.idle") || !strings.Contains(err.Error(), "CPU_IDLE=-1") {
+		t.Fatalf("err = %v, want ErrNoController naming cpu.idle and CPU_IDLE=-1", err)
+	}
+	w.must(os.WriteFile(filepath.Join(w.mounts.V1[HierCPU], fileCPUIdle), []byte("0\n"), 0o644))
+	ch, err := tr.Changes(idle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrote []string
+	for _, op := range ch.Ops {
+		if op.Path == "etl" && op.Kind == OpWrite {
+			wrote = append(wrote, op.File+"="+op.Value)
+		}
+	}
+	if !slices.Contains(wrote, "cpu.idle=1") || slices.ContainsFunc(wrote, func(s string) bool { return strings.HasPrefix(s, "cpu.shares=") }) {
+		t.Errorf("etl writes %v, want cpu.idle=1 and no cpu.shares", wrote)
+	}
 }

@@ -280,11 +280,22 @@ func (b *builder) values(tg target) {
 		}
 		b.bw[tg.path] = w.cpu
 	}
+	// The kernel refuses a weight for an idle cgroup, and leaving idle
+	// sets the weight to the default: idle goes off before the weight is
+	// written, on after (an idle cgroup's desired weight is 0, unwritten).
+	idle := func() { b.add(cpuH, tg.path, OpWrite, fileCPUIdle, w.cpu.CPUIdle()) }
+	if w.cpu.Idle != c.cpu.Idle && !w.cpu.Idle {
+		idle()
+		c.cpu.Weight, c.shares = cpulimit.DefaultWeight, cpulimit.DefaultShares
+	}
 	if b.cur.v2 && w.cpu.Weight != 0 && w.cpu.Weight != c.cpu.Weight {
 		b.add(cpuH, tg.path, OpWrite, fileCPUWeight, strconv.FormatInt(w.cpu.Weight, 10))
 	}
 	if !b.cur.v2 && w.shares != 0 && w.shares != c.shares {
 		b.add(cpuH, tg.path, OpWrite, fileShares, strconv.FormatInt(w.shares, 10))
+	}
+	if w.cpu.Idle != c.cpu.Idle && w.cpu.Idle {
+		idle()
 	}
 	if pageDown(w.memBytes, b.cur.pageSize) != pageDown(c.memBytes, b.cur.pageSize) {
 		if b.cur.v2 {

@@ -631,3 +631,81 @@ func TestKernelNoMountCrossing(t *testing.T) {
 		t.Errorf("OpenDir without the check reads across the mount: %v, want it to (the difference is the point)", err)
 	}
 }
+
+// TestKernelIdlePool: a pool with cpu.idle 1 yields to a normal pool.
+// Two busy loops pinned to CPU 0 run for 1 s of wall time, one in each
+// pool: the normal one gets nearly all of the CPU, the idle one about the
+// idle weight's share (3 of 1027) and what wake-ups leave. Alone, the idle
+// pool runs at full speed: idle is not a cap. Made normal again, the pool
+// takes its weight.
+func TestKernelIdlePool(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	batch := cg(-1, 100000, 0, 0)
+	batch.CPU.Idle = true
+	d := planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: fresh},
+		{Name: "batch", Pool: batch, Query: fresh},
+		{Name: "web", Pool: cg(-1, 100000, 0, 100), Query: fresh},
+	}}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.read(t, "batch", "cpu.idle"); got != "1" {
+		t.Fatalf("batch cpu.idle = %q, want 1", got)
+	}
+	k.root.Favour(t)
+	queries := 0
+	run := func(pools ...string) map[string]uint64 {
+		t.Helper()
+		before := map[string]uint64{}
+		var bs []*kerneltest.Burner
+		for _, p := range pools {
+			_, before[p] = k.stat(t, p)
+			queries++
+			b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
+			if err := k.tree.PlaceQuery(d.Pools[map[string]int{"batch": 1, "web": 2}[p]], fmt.Sprintf("q%d", queries), b.PID); err != nil {
+				t.Fatal(err)
+			}
+			bs = append(bs, b)
+		}
+		for _, b := range bs {
+			if err := b.Go(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, b := range bs {
+			if _, err := b.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		used := map[string]uint64{}
+		for _, p := range pools {
+			_, u := k.stat(t, p)
+			used[p] = u - before[p]
+		}
+		return used
+	}
+	both := run("batch", "web")
+	t.Logf("1 s on CPU 0, both pools busy: web %d µs, idle batch %d µs (%.2f%% of web)",
+		both["web"], both["batch"], 100*float64(both["batch"])/float64(max(both["web"], 1)))
+	if both["web"] < 500_000 || both["batch"]*10 > both["web"] {
+		t.Errorf("web %d µs, batch %d µs: want web at least 0.5 s and batch under a tenth of it", both["web"], both["batch"])
+	}
+	alone := run("batch")
+	t.Logf("1 s on CPU 0, idle batch alone: %d µs", alone["batch"])
+	if alone["batch"] < 500_000 {
+		t.Errorf("idle batch alone used %d µs of 1 s, want at least 0.5 s: idle must not cap", alone["batch"])
+	}
+
+	d.Pools[1].Pool = cg(-1, 100000, 0, 200)
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	file, want := "cpu.shares", "2048"
+	if k.v2() {
+		file, want = "cpu.weight", "200"
+	}
+	if idle, w := k.read(t, "batch", "cpu.idle"), k.read(t, "batch", file); idle != "0" || w != want {
+		t.Errorf("batch made normal: cpu.idle %q, %s %q; want 0 and %s", idle, file, w, want)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -55,6 +57,9 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 		return nil, fmt.Errorf("read pool tree: %w", err)
 	}
 	if err := t.checkControllers(mem, hiers); err != nil {
+		return nil, err
+	}
+	if err := t.checkIdle(d); err != nil {
 		return nil, err
 	}
 	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{},
@@ -305,6 +310,9 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if s.memBytes, err = readOr(f, cg, fileMemoryMax, -1, observe.ParseMemoryLimit); err != nil {
 			return s, err
 		}
+		if s.cpu.Idle, err = readIdle(f, cg); err != nil {
+			return s, err
+		}
 		return s, nil
 	}
 	f, err := t.fs(HierCPU)
@@ -325,6 +333,9 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if *x.dst, err = readOr(f, cg, x.file, *x.dst, parseCount); err != nil {
 			return s, err
 		}
+	}
+	if s.cpu.Idle, err = readIdle(f, cg); err != nil {
+		return s, err
 	}
 	if slices.Contains(hiers, HierMemory) {
 		mf, err := t.fs(HierMemory)
@@ -354,6 +365,86 @@ func readOr(f FS, cg, file string, def int64, parse func(string) (int64, error))
 		return 0, fmt.Errorf("%s: %w", path.Join(cg, file), err)
 	}
 	return v, nil
+}
+
+// readIdle reads cg's cpu.idle; a kernel without it (before 5.15) has no
+// idle cgroups.
+func readIdle(f FS, cg string) (bool, error) {
+	b, err := f.ReadFile(path.Join(cg, fileCPUIdle))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	idle, err := cpulimit.ParseCPUIdle(string(b))
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path.Join(cg, fileCPUIdle), err)
+	}
+	return idle, nil
+}
+
+// checkIdle refuses a desired state with an idle pool on a kernel without
+// cpu.idle. The file is looked for in the pool root or, before the root
+// is made, in its parent; a cgroup v2 root cgroup has none on any kernel,
+// so when the parent is the v2 mount's root the kernel's release decides
+// (cpu.idle came with Linux 5.15, for v1 and v2 alike).
+func (t *Tree) checkIdle(d planner.Desired) error {
+	var idle []string
+	for _, p := range d.Pools {
+		if p.Pool.CPU.Idle || p.Query.CPU.Idle {
+			idle = append(idle, p.Name)
+		}
+	}
+	if len(idle) == 0 {
+		return nil
+	}
+	h := t.order[0]
+	f, err := t.mountFS(h)
+	if err != nil {
+		return fmt.Errorf("check cpu.idle: %w", err)
+	}
+	for dir := t.inMount(h, t.roots[h]); ; dir = path.Dir(dir) {
+		if dir == "." && t.v2 {
+			return checkIdleRelease(idle)
+		}
+		ok, err := isDir(f, dir)
+		if err != nil {
+			return fmt.Errorf("check cpu.idle: %w", err)
+		}
+		if ok {
+			_, err := f.ReadFile(path.Join(dir, fileCPUIdle))
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("CPU_IDLE=1 in pool %s: %w: %s has no %s (idle cgroups need Linux 5.15 or later); accepted here: CPU_IDLE=-1",
+					strings.Join(idle, ", "), ErrNoController, filepath.Join(t.mounts[h], dir), fileCPUIdle)
+			}
+			if err != nil {
+				return fmt.Errorf("check cpu.idle: %w", err)
+			}
+			return nil
+		}
+		if dir == "." {
+			return nil
+		}
+	}
+}
+
+// checkIdleRelease refuses idle pools on a kernel release before 5.15.
+func checkIdleRelease(idle []string) error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Errorf("check cpu.idle: uname: %w", err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return fmt.Errorf("check cpu.idle: kernel release %q: %w", release, err)
+	}
+	if major < 5 || major == 5 && minor < 15 {
+		return fmt.Errorf("CPU_IDLE=1 in pool %s: %w: kernel %s has no cpu.idle (idle cgroups need Linux 5.15 or later); accepted here: CPU_IDLE=-1",
+			strings.Join(idle, ", "), ErrNoController, release)
+	}
+	return nil
 }
 
 // parseCount parses a file holding an unsigned number (µs, a weight,

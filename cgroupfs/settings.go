@@ -16,6 +16,7 @@ import (
 //	v2 cpu.weight            "100", 1..10000
 //	v2 memory.max            "max" | bytes (read back rounded down to a page)
 //	v2 cgroup.subtree_control "cpu memory"; written as "+cpu"
+//	v2, v1 cpu.idle          "0" | "1" (Linux >= 5.15; not on a root)
 //	v1 cpu.cfs_quota_us      "-1" | µs
 //	v1 cpu.cfs_period_us     µs, 1000..1000000
 //	v1 cpu.cfs_burst_us      µs
@@ -26,6 +27,7 @@ const (
 	fileCPUMaxBurst    = "cpu.max.burst"
 	fileCPUWeight      = "cpu.weight"
 	fileMemoryMax      = "memory.max"
+	fileCPUIdle        = "cpu.idle"
 	fileSubtreeControl = "cgroup.subtree_control"
 	fileControllers    = "cgroup.controllers"
 	fileProcs          = "cgroup.procs"

@@ -4,8 +4,8 @@
 // cgroupfs writes and reads it back, the simulator runs on it, and compare
 // and the metrics report it; nothing else renders or parses these files.
 //
-// A further CPU setting of a cgroup (cpu.idle, a cpuset) belongs here as a
-// field of Limit, with its file's encoding next to the others.
+// A further CPU setting of a cgroup (a cpuset) belongs here as a field of
+// Limit, with its file's encoding next to the others.
 package cpulimit
 
 import (
@@ -50,6 +50,11 @@ const (
 //	Weight      share among busy siblings, 1..10000 (v2 cpu.weight; v1
 //	            cpu.shares, see [Limit.Shares]); 0 = the kernel's default,
 //	            and cgroupfs leaves the file as it is
+//	Idle        SCHED_IDLE for the whole cgroup: its tasks run only when
+//	            no non-idle task of its siblings wants the CPU (v2 and v1
+//	            cpu.idle "1", "0" otherwise; Linux >= 5.15). The kernel
+//	            gives an idle cgroup the least weight and refuses a
+//	            weight written to it, so Weight is 0 with Idle
 //
 // The zero Limit is not valid (its period is 0); [Unlimited] is a cgroup's
 // state when nothing limits it.
@@ -58,6 +63,7 @@ type Limit struct {
 	PeriodUsec int64
 	BurstUsec  int64
 	Weight     int64
+	Idle       bool
 }
 
 // Unlimited is a limit without a quota or burst, with the given period and
@@ -84,6 +90,22 @@ func (l Limit) EffectiveWeight() int64 {
 		return DefaultWeight
 	}
 	return l.Weight
+}
+
+// IdleWeight is the weight an idle cgroup has in the scheduler, in
+// cpu.weight's units: the kernel gives it WEIGHT_IDLEPRIO, 3 where the
+// default weight is NICE_0_LOAD's 1024 (kernel/sched/fair.c
+// sched_group_set_idle), so 3 × 100 / 1024.
+const IdleWeight = 3.0 * DefaultWeight / 1024
+
+// SchedWeight is the weight the scheduler shares CPU by: [IdleWeight] for
+// an idle cgroup, the effective weight otherwise. An idle cgroup is also
+// preempted at once by a waking non-idle task, which a weight cannot say.
+func (l Limit) SchedWeight() float64 {
+	if l.Idle {
+		return IdleWeight
+	}
+	return float64(l.EffectiveWeight())
 }
 
 // Ratio is the kernel's normalised bandwidth, to_ratio(period, quota) =
@@ -129,6 +151,27 @@ func ParseCPUMax(s string) (Limit, error) {
 	return Limit{QuotaUsec: quota, PeriodUsec: period}, nil
 }
 
+// CPUIdle renders cpu.idle (cgroup v2 and v1 alike): "1" for an idle
+// cgroup, "0" otherwise.
+func (l Limit) CPUIdle() string {
+	if l.Idle {
+		return "1"
+	}
+	return "0"
+}
+
+// ParseCPUIdle reads cpu.idle as the kernel writes it: "0" or "1".
+func ParseCPUIdle(s string) (bool, error) {
+	switch t := strings.TrimSpace(s); t {
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("cpu.idle %q: want 0 or 1", t)
+	}
+}
+
 // CFSQuota renders cgroup v1 cpu.cfs_quota_us: the quota in µs, "-1"
 // without one.
 func (l Limit) CFSQuota() string { return strconv.FormatInt(max(l.QuotaUsec, Max), 10) }
@@ -159,7 +202,7 @@ func SharesFromWeight(weight int64) int64 {
 // Check applies the kernel's rules to the values set (tg_set_cfs_bandwidth,
 // cpu_weight_write_u64): a quota of Max or at least MinQuotaUsec, a period
 // of MinPeriodUsec..MaxPeriodUsec, a burst at most the quota, a weight of 0
-// (left as it is) or MinWeight..MaxWeight.
+// (left as it is) or MinWeight..MaxWeight, and weight 0 when idle.
 func (l Limit) Check() error {
 	if l.QuotaUsec != Max && l.QuotaUsec < MinQuotaUsec {
 		return fmt.Errorf("quota %d µs: want -1 (unlimited) or at least %d µs", l.QuotaUsec, MinQuotaUsec)
@@ -175,6 +218,9 @@ func (l Limit) Check() error {
 	}
 	if l.Weight != 0 && (l.Weight < MinWeight || l.Weight > MaxWeight) {
 		return fmt.Errorf("cpu.weight %d: want %d..%d", l.Weight, MinWeight, MaxWeight)
+	}
+	if l.Idle && l.Weight != 0 {
+		return fmt.Errorf("cpu.weight %d on an idle cgroup: the kernel refuses a weight for a cgroup with cpu.idle 1; want weight 0 (left as it is)", l.Weight)
 	}
 	return nil
 }

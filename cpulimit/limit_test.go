@@ -117,3 +117,47 @@ func FuzzParseCPUMax(f *testing.F) {
 		}
 	})
 }
+
+// TestCPUIdle: cpu.idle reads back what it renders, refuses anything but
+// 0 and 1, and an idle limit with a weight fails Check.
+func TestCPUIdle(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		idle bool
+		ok   bool
+	}{{"0\n", false, true}, {"1\n", true, true}, {" 1 ", true, true}, {"2", false, false}, {"", false, false}, {"-1", false, false}, {"yes", false, false}} {
+		idle, err := ParseCPUIdle(tc.in)
+		if (err == nil) != tc.ok || idle != tc.idle {
+			t.Errorf("ParseCPUIdle(%q) = %v, %v; want %v, ok %v", tc.in, idle, err, tc.idle, tc.ok)
+		}
+	}
+	if got := (Limit{Idle: true}).CPUIdle(); got != "1" {
+		t.Errorf("idle renders %q, want 1", got)
+	}
+	l := Unlimited(DefaultPeriodUsec)
+	l.Idle = true
+	if err := l.Check(); err == nil {
+		t.Errorf("idle with weight %d passed Check", l.Weight)
+	}
+	l.Weight = 0
+	if err := l.Check(); err != nil {
+		t.Errorf("idle without a weight: %v", err)
+	}
+}
+
+// FuzzParseCPUIdle: whatever cpu.idle parses renders back to the value
+// read.
+func FuzzParseCPUIdle(f *testing.F) {
+	for _, s := range []string{"0\n", "1\n", "2", "", " 1 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		idle, err := ParseCPUIdle(in)
+		if err != nil {
+			return
+		}
+		if back, err := ParseCPUIdle(Limit{Idle: idle}.CPUIdle()); err != nil || back != idle {
+			t.Fatalf("%q -> %v -> %v %v", in, idle, back, err)
+		}
+	})
+}

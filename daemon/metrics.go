@@ -57,10 +57,12 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
 			QueueWait:              s.waits(p.Name).Snapshot(),
 			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
+			Starved:                s.starvation.Starved(p.Name),
 		}
 		if i, ok := planned[p.Name]; ok {
 			mp.CPULimitCores = d.Pools[i].Pool.CPU.VCPU()
 			mp.CPUWeight = d.Pools[i].Pool.CPU.Weight
+			mp.CPUIdle = d.Pools[i].Pool.CPU.Idle
 		}
 		if st, ok := stats[p.Name]; ok {
 			mp.CPU, mp.Pressure = &st.CPU, st.Pressure
@@ -73,7 +75,8 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 // RunPredictor closes a prediction interval every period until ctx ends:
 // each pool's measured usage over the interval is run through the
 // simulator under the pool's cpu.max (metrics.Predictor), so the predicted
-// throttled seconds accumulate beside the measured ones.
+// throttled seconds accumulate beside the measured ones; the same
+// intervals count each pool's starved time (metrics.Starvation).
 func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -105,6 +108,7 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 			}
 			samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
 		}
+		s.starvation.Step(time.Now(), samples)
 		if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
 			s.cfg.Log.Warn("throttling prediction", "err", err)
 		}

@@ -155,9 +155,10 @@ type Server struct {
 	// seconds, base 36, after every earlier daemon's whose query cgroups
 	// remain: see avoidNames), so ids do not repeat across restarts.
 	start string
-	// predictor and waitHists feed the metrics (metrics.go).
-	predictor *metrics.Predictor
-	waitHists sync.Map // pool name -> *metrics.WaitRecorder
+	// predictor, starvation and waitHists feed the metrics (metrics.go).
+	predictor  *metrics.Predictor
+	starvation *metrics.Starvation
+	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -206,7 +207,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 		load:      load,
 		procs:     procs,
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
-		predictor: metrics.NewPredictor(),
+		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
 	}
 	s.reg = newRegistry(backend, policy)
 	s.changes = &changes{log: cfg.Log, reg: s.reg}

@@ -9,6 +9,7 @@ package metrics
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,6 +94,11 @@ type Pool struct {
 	CPULimitCores float64
 	// CPUWeight is the pool cgroup's cpu.weight (1..10000); 0 = not set.
 	CPUWeight int64
+	// CPUIdle is whether the pool cgroup is idle (cpu.idle 1, CPU_IDLE=1).
+	CPUIdle bool
+	// Starved is the time the pool had queries running and used under
+	// StarvedBelow of one CPU (see [Starvation]).
+	Starved time.Duration
 	// CPU is the pool cgroup's cpu.stat, cumulative; nil when the cgroup is
 	// not there (yet): the CPU series are then not exposed.
 	CPU *observe.CPUStat
@@ -113,7 +119,7 @@ type Collector struct {
 
 	running, queued, concurrencyLimit, queueSize *prometheus.Desc
 	admitted, rejected, timedOut, queueWait      *prometheus.Desc
-	cpuLimit, cpuWeight                          *prometheus.Desc
+	cpuLimit, cpuWeight, cpuIdle, starved        *prometheus.Desc
 	usage, periods, throttledPeriods, throttled  *prometheus.Desc
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
@@ -151,6 +157,9 @@ func NewCollector(src Source) *Collector {
 		queueWait:        d("pool_queue_wait_seconds", "Time admitted queries spent in the queue.", pool),
 		cpuLimit:         d("pool_cpu_limit_cores", "The pool cgroup's CPU bandwidth limit in vCPUs, cpu.max quota/period (absent when max).", pool),
 		cpuWeight:        d("pool_cpu_weight", "The pool cgroup's cpu.weight (1..10000).", pool),
+		cpuIdle:          d("pool_cpu_idle", "1 when the pool cgroup is idle (cpu.idle 1, CPU_IDLE=1): it gets only CPU the other pools leave.", pool),
+		starved: d("pool_starved_seconds_total",
+			"Wall time in which the pool had queries running but used under 1% of one CPU: admitted queries making no progress, as an idle pool's do beside busy pools.", pool),
 		usage:            d("pool_cpu_usage_seconds_total", "CPU time used by the pool cgroup (cpu.stat usage_usec).", pool),
 		periods:          d("pool_cpu_periods_total", "Enforcement periods with activity (cpu.stat nr_periods).", pool),
 		throttledPeriods: d("pool_cpu_throttled_periods_total", "Periods in which the pool was throttled (cpu.stat nr_throttled).", pool),
@@ -189,7 +198,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.hostCPUs, c.hostLoad, c.hostReserved,
 		c.running, c.queued, c.concurrencyLimit, c.queueSize,
 		c.admitted, c.rejected, c.timedOut, c.queueWait,
-		c.cpuLimit, c.cpuWeight,
+		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved,
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
@@ -238,6 +247,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if p.CPUWeight > 0 {
 			gauge(c.cpuWeight, float64(p.CPUWeight), p.Name)
 		}
+		idle := 0.0
+		if p.CPUIdle {
+			idle = 1
+		}
+		gauge(c.cpuIdle, idle, p.Name)
+		counter(c.starved, p.Starved.Seconds(), p.Name)
 		if st := p.CPU; st != nil {
 			counter(c.usage, seconds(st.UsageUsec), p.Name)
 			counter(c.periods, float64(st.NrPeriods), p.Name)

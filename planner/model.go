@@ -49,6 +49,11 @@ type Pool struct {
 	// CPUBurstPercent is the burst allowance (cpu.max.burst) as a percent
 	// of the quota. CPU_BURST_PERCENT (poolagent's extension), 0..100.
 	CPUBurstPercent float64
+	// CPUIdle 1 puts the pool's cgroup in SCHED_IDLE (cpu.idle 1): its
+	// queries get only CPU that the other pools' do not want. CPU_IDLE
+	// (poolagent's extension), -1 or 0..1; -1 and 0 are not idle. An idle
+	// pool takes no part in the division (RESOURCES_WEIGHT -1).
+	CPUIdle int64
 	// Created is where the pool was created; zero for `default`.
 	Created Pos
 }
@@ -373,6 +378,15 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 			}
 		}
 		a.errs.errorf(at, "pool %q: QUEUE_SIZE=%d needs CONCURRENT_QUERY_LIMIT or DATABASE_LOAD_CPU_THRESHOLD (without either, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them", p.Name, p.QueueSize)
+	}
+	if p.CPUIdle == 1 && p.ResourcesWeight >= 0 {
+		at := at
+		for _, st := range settings {
+			if pr := paramByName[strings.ToUpper(st.key.text)]; pr == paramByName["CPU_IDLE"] || pr == paramByName["RESOURCES_WEIGHT"] {
+				at = st.key.pos
+			}
+		}
+		a.errs.errorf(at, "pool %q: CPU_IDLE=1 with RESOURCES_WEIGHT=%d: an idle pool gets only CPU the others leave, so it takes no part in the division of the node (the kernel gives it the least weight and refuses any other); accepted: RESOURCES_WEIGHT=-1 with CPU_IDLE=1, or CPU_IDLE=-1", p.Name, p.ResourcesWeight)
 	}
 }
 

@@ -21,7 +21,7 @@ func TestNewModelDefaultPool(t *testing.T) {
 	want := Pool{
 		Name: DefaultPool, ConcurrentQueryLimit: -1, QueueSize: -1, DatabaseLoadCPUThresholdPercent: -1,
 		ResourcesWeight: -1, TotalCPULimitPercent: -1, QueryCPULimitPercent: -1, QueryMemoryLimitPercent: -1,
-		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1,
+		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
 	}
 	if pools[0] != want {
 		t.Errorf("default = %+v\nwant %+v", pools[0], want)
@@ -40,7 +40,7 @@ func TestLoadSeed(t *testing.T) {
 	want := Pool{
 		Name: "olap", ConcurrentQueryLimit: 10, QueueSize: 1000, DatabaseLoadCPUThresholdPercent: 80,
 		ResourcesWeight: 100, TotalCPULimitPercent: 70, QueryCPULimitPercent: 50, QueryMemoryLimitPercent: -1,
-		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1,
+		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
 		Created: Pos{File: "../testdata/pools/seed.sql", Line: 12, Col: 22},
 	}
 	if olap != want {
@@ -108,6 +108,14 @@ func TestApplyErrors(t *testing.T) {
 			"f.sql:1:46: CPU_PERIOD_USEC=999: outside 1 ms..1 s, the periods the kernel accepts; accepted: -1 (the node's period) or 1000..1000000"},
 		{"period above 1 s", "CREATE RESOURCE POOL p WITH (CPU_PERIOD_USEC=1000001);",
 			"f.sql:1:46: CPU_PERIOD_USEC=1000001: outside 1 ms..1 s, the periods the kernel accepts; accepted: -1 (the node's period) or 1000..1000000"},
+		{"idle out of range", "CREATE RESOURCE POOL p WITH (CPU_IDLE=2);",
+			"f.sql:1:39: CPU_IDLE=2: above 1; accepted: -1 (not idle; 0 too) or 0..1"},
+		{"idle as a word", "CREATE RESOURCE POOL p WITH (CPU_IDLE='yes');",
+			"f.sql:1:39: CPU_IDLE='yes': not a number; accepted: -1 (not idle; 0 too) or 0..1"},
+		{"idle with a weight", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT=10, CPU_IDLE=1);",
+			`f.sql:1:51: pool "p": CPU_IDLE=1 with RESOURCES_WEIGHT=10: an idle pool gets only CPU the others leave, so it takes no part in the division of the node (the kernel gives it the least weight and refuses any other); accepted: RESOURCES_WEIGHT=-1 with CPU_IDLE=1, or CPU_IDLE=-1`},
+		{"weight given to an idle pool", "CREATE RESOURCE POOL p WITH (CPU_IDLE=1);\nALTER RESOURCE POOL p SET (RESOURCE_WEIGHT=5);",
+			`f.sql:2:28: pool "p": CPU_IDLE=1 with RESOURCES_WEIGHT=5: an idle pool gets only CPU the others leave, so it takes no part in the division of the node (the kernel gives it the least weight and refuses any other); accepted: RESOURCES_WEIGHT=-1 with CPU_IDLE=1, or CPU_IDLE=-1`},
 		{"parameter without a value", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT);",
 			"f.sql:1:30: RESOURCES_WEIGHT needs a value (RESOURCES_WEIGHT = …); accepted: -1 (not in the fair division) or 0..2147483647"},
 
@@ -115,11 +123,11 @@ func TestApplyErrors(t *testing.T) {
 		{"unknown parameter, near a known one", "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODES=10);",
 			"f.sql:1:30: unknown pool parameter TOTAL_CPU_LIMIT_PERCENT_PER_NODES; did you mean TOTAL_CPU_LIMIT_PERCENT_PER_NODE?"},
 		{"unknown parameter, nothing near", "ALTER RESOURCE POOL default SET (FOO=1);",
-			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT"},
+			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE"},
 		{"unknown parameter in RESET", setupSrc + "\nALTER RESOURCE POOL olap RESET (QUEUESIZE);",
 			"f.sql:3:33: unknown pool parameter QUEUESIZE; did you mean QUEUE_SIZE?"},
 		{"classifier parameter on a pool", "CREATE RESOURCE POOL p WITH (RANK=1);",
-			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT"},
+			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE"},
 		{"both weight spellings", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT=1, RESOURCE_WEIGHT=2);",
 			"f.sql:1:50: RESOURCE_WEIGHT is given twice (first as RESOURCES_WEIGHT at f.sql:1:30)"},
 

@@ -39,7 +39,7 @@ type param struct {
 }
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT).
+// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE).
 var params = []*param{
 	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
 		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
@@ -66,6 +66,8 @@ var params = []*param{
 	{name: "CPU_BURST_PERCENT", percent: true, unset: "no burst",
 		above:    "burst above the quota: the kernel refuses a cpu.max.burst larger than the quota",
 		pctField: func(p *Pool) *float64 { return &p.CPUBurstPercent }},
+	{name: "CPU_IDLE", min: 0, max: 1, unset: "not idle; 0 too",
+		intField: func(p *Pool) *int64 { return &p.CPUIdle }},
 }
 
 // paramByName finds a pool parameter by any spelling, case-insensitively.

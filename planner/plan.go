@@ -42,7 +42,9 @@ type Activity struct {
 // rather than the host's; memory.max is node memory ×
 // TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
 // QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query. CPU_BURST_PERCENT
-// of a quota becomes its cpu.max.burst.
+// of a quota becomes its cpu.max.burst. CPU_IDLE=1 makes the pool's cgroup
+// idle (cpu.idle 1, no cpu.weight); its queries are not idle among
+// themselves.
 func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	if err := checkNode(node); err != nil {
 		return Desired{}, err
@@ -110,9 +112,13 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 			queryCPUs *= p.QueryCPULimitPercent / 100
 		}
 		queryQuota := quotaUsec(queryCPUs, period)
+		pool := cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent))
+		if p.CPUIdle == 1 {
+			pool.CPU.Idle, pool.CPU.Weight = true, 0
+		}
 		out.Pools[i] = PoolState{
 			Name:      p.Name,
-			Pool:      cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent)),
+			Pool:      pool,
 			Query:     cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent)),
 			Active:    active[p.Name],
 			Weight:    p.ResourcesWeight,

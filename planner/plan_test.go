@@ -486,3 +486,31 @@ func benchmarkPlan(b *testing.B, pools int) {
 		}
 	}
 }
+
+// TestPlanIdle: CPU_IDLE=1 makes the pool's cgroup idle without a weight
+// (the kernel refuses one) and leaves its caps and its queries as they
+// would be; the normal pool beside it divides the node alone.
+func TestPlanIdle(t *testing.T) {
+	m, _, err := Load("f.sql", []byte(`
+CREATE RESOURCE POOL batch WITH (CPU_IDLE=1, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=50);
+CREATE RESOURCE POOL web WITH (RESOURCES_WEIGHT=100);
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Plan(m, Node{CPUs: 4, MemoryBytes: 1 << 30, PeriodUsec: 100000}, Activity{Active: []string{"batch", "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, _ := d.Pool("batch")
+	web, _ := d.Pool("web")
+	if c := batch.Pool.CPU; !c.Idle || c.Weight != 0 || c.CPUMax() != "200000 100000" || c.Check() != nil {
+		t.Errorf("batch pool cgroup %+v (check %v), want idle, no weight, 2 vCPU", c, c.Check())
+	}
+	if c := batch.Query.CPU; c.Idle || c.CPUMax() != "200000 100000" {
+		t.Errorf("batch query template %+v, want not idle, 2 vCPU", c)
+	}
+	if c := web.Pool.CPU; c.Idle || c.Weight != 100 || web.AllocCPUs != 4 {
+		t.Errorf("web %+v alloc %v, want not idle, weight 100, the whole node", c, web.AllocCPUs)
+	}
+}

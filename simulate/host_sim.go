@@ -79,7 +79,7 @@ func newHostSim(h Host, opt HostOptions) *hostSim {
 			quota:   int(g.QuotaUsec / h.TickUsec),
 			period:  int(g.PeriodUsec / h.TickUsec),
 			burst:   int(g.BurstUsec / h.TickUsec),
-			stride:  strideScale / int64(g.EffectiveWeight()),
+			stride:  int64(float64(strideScale) / g.SchedWeight()),
 		}
 		if g.Parent != "" {
 			hg.parent = index[g.Parent]

@@ -182,7 +182,7 @@ func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
 			quota = 0
 		}
 		in.groups = append(in.groups, kernelGroupSpec{name: g.Name, parent: parent, quotaUsec: quota,
-			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: float64(g.EffectiveWeight()),
+			periodUsec: float64(g.PeriodUsec), burstUsec: float64(g.BurstUsec), weight: g.SchedWeight(),
 			phaseUsec: float64(p.PeriodPhaseUsec[g.Name])})
 	}
 	for _, t := range h.Tasks {

@@ -174,6 +174,7 @@ type poolJSON struct {
 	AllocCPUs       float64 `json:"alloc_cpus"`
 	CPUMax          string  `json:"cpu_max"`
 	CPUWeight       int64   `json:"cpu_weight"`
+	CPUIdle         bool    `json:"cpu_idle,omitempty"`
 	CPUMaxBurstUsec int64   `json:"cpu_max_burst_usec"`
 	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
 	QueryCPUMax     string  `json:"query_cpu_max"`
@@ -204,7 +205,7 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	for _, p := range d.Pools {
 		out.Pools = append(out.Pools, poolJSON{
 			Name: p.Name, Active: p.Active, Weight: p.Weight, CapCPUs: p.CapCPUs, AllocCPUs: p.AllocCPUs,
-			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
+			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUIdle: p.Pool.CPU.Idle, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
 			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPU.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
 		})
 	}
@@ -228,9 +229,13 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 		if p.Active {
 			active = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
+		weight := strconv.FormatInt(p.Pool.CPU.Weight, 10)
+		if p.Pool.CPU.Idle {
+			weight = "idle"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
 			p.Name, active, p.Weight, formatCPUs(p.CapCPUs), formatCPUs(p.AllocCPUs),
-			p.Pool.CPU.CPUMax(), p.Pool.CPU.Weight, p.Pool.CPU.BurstUsec, p.Query.CPU.CPUMax(),
+			p.Pool.CPU.CPUMax(), weight, p.Pool.CPU.BurstUsec, p.Query.CPU.CPUMax(),
 			p.Pool.MemoryMax(), p.Query.MemoryMax())
 	}
 	if err := tw.Flush(); err != nil {
