@@ -29,6 +29,8 @@ import (
 	"github.com/poolagent/poolagent/admission"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DefaultTTL is the session lease's time to live: a node that stops
@@ -240,7 +242,15 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		DialTimeout:          cfg.RequestTimeout,
 		DialKeepAliveTime:    cfg.TTL / 3,
 		DialKeepAliveTimeout: cfg.RequestTimeout,
-		Logger:               zap.NewNop(),
+		// gRPC's default reconnection backoff grows to 120 s: a node back
+		// in touch after a long partition could wait that long before it
+		// registers its running queries again. At most TTL/3 between
+		// attempts keeps it within a lease renewal.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.TTL / 3},
+			MinConnectTimeout: cfg.RequestTimeout,
+		})},
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
