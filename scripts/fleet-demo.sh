@@ -75,11 +75,14 @@ for i in 0 1 2; do
 	pids+=($!)
 done
 for i in 0 1 2; do
-	for _ in $(seq 600); do
+	# A member is ready once the cluster has a leader; on a loaded machine
+	# that can take a while (etcd-member gives up after a minute).
+	for _ in $(seq 900); do
 		grep -q ready "$dir/m$i.out" && break
+		kill -0 "${pids[$i]}" 2>/dev/null || break
 		sleep 0.1
 	done
-	grep -q ready "$dir/m$i.out" || { echo "etcd member m$i not ready after 60 s:" >&2; cat "$dir/m$i.log" >&2; exit 1; }
+	grep -q ready "$dir/m$i.out" || { echo "etcd member m$i not ready:" >&2; cat "$dir/m$i.log" >&2; exit 1; }
 done
 
 cat >"$dir/pools.sql" <<'SQL'
