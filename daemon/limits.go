@@ -95,8 +95,9 @@ func (l Limits) check() error {
 	return nil
 }
 
-// perUser counts what each uid holds against Limits, and the open
-// connections, so a stop can end their reads. Its lock is a leaf: nothing
+// perUser counts what each uid holds against Limits, and the connections
+// still reading their first request, so a stop can end those reads (the
+// sessions past it end with the daemon's context, telling their clients). Its lock is a leaf: nothing
 // is called while it is held.
 type perUser struct {
 	limits Limits
@@ -106,12 +107,12 @@ type perUser struct {
 	notStarted map[uint32]int
 	views      map[uint32]int
 	viewsAll   int
-	open       map[*net.UnixConn]struct{}
+	first      map[*net.UnixConn]struct{}
 	stopping   bool
 }
 
 func newPerUser(l Limits) *perUser {
-	return &perUser{limits: l, conns: map[uint32]int{}, notStarted: map[uint32]int{}, views: map[uint32]int{}, open: map[*net.UnixConn]struct{}{}}
+	return &perUser{limits: l, conns: map[uint32]int{}, notStarted: map[uint32]int{}, views: map[uint32]int{}, first: map[*net.UnixConn]struct{}{}}
 }
 
 // take adds one to m[uid] unless it has reached limit, and returns the
@@ -140,17 +141,22 @@ func (p *perUser) connect(uid uint32, conn *net.UnixConn) (func(), error) {
 			errLimit, uid, p.limits.ConnsPerUID, p.limits.ConnsPerUID)
 	}
 	p.mu.Lock()
-	p.open[conn] = struct{}{}
+	p.first[conn] = struct{}{}
 	if p.stopping {
 		conn.SetReadDeadline(time.Now())
 	}
 	p.mu.Unlock()
 	return func() {
-		p.mu.Lock()
-		delete(p.open, conn)
-		p.mu.Unlock()
+		p.firstRead(conn)
 		release()
 	}, nil
+}
+
+// firstRead says conn has read its first request (or given up on it).
+func (p *perUser) firstRead(conn *net.UnixConn) {
+	p.mu.Lock()
+	delete(p.first, conn)
+	p.mu.Unlock()
 }
 
 // admitted counts one more of uid's queries as admitted and not started.
@@ -187,13 +193,12 @@ func (p *perUser) view(uid uint32) (func(), error) {
 	}), nil
 }
 
-// stop ends every read in progress and every later one: the daemon stops.
-// Writes go on, so queued clients are told.
+// stop ends the reads of first requests, now and later: the daemon stops.
 func (p *perUser) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopping = true
-	for c := range p.open {
+	for c := range p.first {
 		c.SetReadDeadline(time.Now())
 	}
 }

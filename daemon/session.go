@@ -62,7 +62,9 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	in := newMsgReader(conn, s.limits)
 	defer in.fds.close()
 	var req protocol.Request
-	if err := in.first(&req); err != nil {
+	err = in.first(&req)
+	s.peers.firstRead(conn)
+	if err != nil {
 		se.fail(readErrorCode(err), err)
 		return
 	}

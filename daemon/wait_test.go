@@ -18,6 +18,8 @@ func TestWhyQueued(t *testing.T) {
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	head := startInProc(t, d.socket, "olap")
+	// Queued before the next arrives, so the next is second in the queue.
+	waitFor(t, "the head to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 	var progress lockedBuffer
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
