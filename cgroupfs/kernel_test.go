@@ -633,8 +633,8 @@ func TestKernelNoMountCrossing(t *testing.T) {
 }
 
 // TestKernelIdlePool: a pool with cpu.idle 1 yields to a normal pool.
-// Two busy loops pinned to CPU 0 run for 1 s of wall time, one in each
-// pool: the normal one gets nearly all of the CPU, the idle one about the
+// Two busy loops pinned to CPU 0, one in each pool, are measured over 1 s
+// in which both run: the normal one gets nearly all of the CPU, the idle one about the
 // idle weight's share (3 of 1027) and what wake-ups leave. Alone, the idle
 // pool runs at full speed: idle is not a cap. Made normal again, the pool
 // takes its weight.
@@ -655,14 +655,16 @@ func TestKernelIdlePool(t *testing.T) {
 	}
 	k.root.Favour(t)
 	queries := 0
+	// run starts a busy loop pinned to CPU 0 in each pool for 3 s of wall
+	// time and measures each pool's usage over 1 s from 0.5 s after the
+	// last one was told to go: a window all of them are running in, however
+	// slowly an emulated guest starts them.
 	run := func(pools ...string) map[string]uint64 {
 		t.Helper()
-		before := map[string]uint64{}
 		var bs []*kerneltest.Burner
 		for _, p := range pools {
-			_, before[p] = k.stat(t, p)
 			queries++
-			b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
+			b := kerneltest.StartBurner(t, kerneltest.Burn{For: 3 * time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
 			if err := k.tree.PlaceQuery(d.Pools[map[string]int{"batch": 1, "web": 2}[p]], fmt.Sprintf("q%d", queries), b.PID); err != nil {
 				t.Fatal(err)
 			}
@@ -673,15 +675,21 @@ func TestKernelIdlePool(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, b := range bs {
-			if _, err := b.Wait(); err != nil {
-				t.Fatal(err)
-			}
+		time.Sleep(500 * time.Millisecond)
+		before := map[string]uint64{}
+		for _, p := range pools {
+			_, before[p] = k.stat(t, p)
 		}
+		time.Sleep(time.Second)
 		used := map[string]uint64{}
 		for _, p := range pools {
 			_, u := k.stat(t, p)
 			used[p] = u - before[p]
+		}
+		for _, b := range bs {
+			if _, err := b.Wait(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return used
 	}
