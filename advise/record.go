@@ -196,3 +196,34 @@ func ReadLimit(tree observe.Tree, pool string) (cpulimit.Limit, error) {
 	}
 	return l, nil
 }
+
+// Spread shares s, a sample that covers n intervals (its read came
+// n-1 whole intervals late, the host stalled), evenly over n samples, so
+// that the trace keeps one sample per interval: each counter's growth is
+// divided by n, the remainder going to the first samples (so nr_throttled
+// stays at most nr_periods in each), and the thread counts are repeated.
+// n < 2 returns s alone.
+func Spread(s Sample, n int) []Sample {
+	if n < 2 {
+		return []Sample{s}
+	}
+	share := func(v uint64, i int) uint64 {
+		q, r := v/uint64(n), v%uint64(n)
+		if uint64(i) < r {
+			q++
+		}
+		return q
+	}
+	out := make([]Sample, n)
+	for i := range out {
+		p := s
+		p.UsageUsec, p.NrPeriods, p.NrThrottled = share(s.UsageUsec, i), share(s.NrPeriods, i), share(s.NrThrottled, i)
+		p.ThrottledUsec, p.NrBursts, p.BurstUsec = share(s.ThrottledUsec, i), share(s.NrBursts, i), share(s.BurstUsec, i)
+		if s.PressureSomeUsec != nil {
+			v := share(*s.PressureSomeUsec, i)
+			p.PressureSomeUsec = &v
+		}
+		out[i] = p
+	}
+	return out
+}

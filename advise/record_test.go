@@ -80,3 +80,45 @@ func TestRecorder(t *testing.T) {
 		t.Errorf("sample of a removed pool: %v", err)
 	}
 }
+
+// TestSpread: a late sample's growth is shared evenly, the remainder to
+// the first samples, the totals kept and nr_throttled at most nr_periods
+// in every share.
+func TestSpread(t *testing.T) {
+	some := uint64(7)
+	s := Sample{UsageUsec: 250001, NrPeriods: 5, NrThrottled: 4, ThrottledUsec: 10, NrBursts: 1, BurstUsec: 3,
+		Threads: 4, Ran: 3, Runnable: 2, PressureSomeUsec: &some}
+	for _, n := range []int{0, 1, 2, 3, 6} {
+		got := Spread(s, n)
+		if want := max(n, 1); len(got) != want {
+			t.Fatalf("n=%d: %d samples, want %d", n, len(got), want)
+		}
+		var sum Sample
+		var pressure uint64
+		for i, p := range got {
+			if p.NrThrottled > p.NrPeriods {
+				t.Errorf("n=%d: sample %d: nr_throttled %d > nr_periods %d", n, i, p.NrThrottled, p.NrPeriods)
+			}
+			if p.Threads != s.Threads || p.Ran != s.Ran || p.Runnable != s.Runnable {
+				t.Errorf("n=%d: sample %d: threads %d/%d/%d, want %d/%d/%d", n, i, p.Threads, p.Ran, p.Runnable, s.Threads, s.Ran, s.Runnable)
+			}
+			if i > 0 && (p.UsageUsec > got[0].UsageUsec || got[0].UsageUsec-p.UsageUsec > 1) {
+				t.Errorf("n=%d: sample %d: usage %d, first %d: not an even share", n, i, p.UsageUsec, got[0].UsageUsec)
+			}
+			sum.UsageUsec += p.UsageUsec
+			sum.NrPeriods += p.NrPeriods
+			sum.NrThrottled += p.NrThrottled
+			sum.ThrottledUsec += p.ThrottledUsec
+			sum.NrBursts += p.NrBursts
+			sum.BurstUsec += p.BurstUsec
+			pressure += *p.PressureSomeUsec
+		}
+		if sum.UsageUsec != s.UsageUsec || sum.NrPeriods != s.NrPeriods || sum.NrThrottled != s.NrThrottled ||
+			sum.ThrottledUsec != s.ThrottledUsec || sum.NrBursts != s.NrBursts || sum.BurstUsec != s.BurstUsec || pressure != some {
+			t.Errorf("n=%d: shares add up to %+v (pressure %d), want %+v (pressure %d)", n, sum, pressure, s, some)
+		}
+	}
+	if *s.PressureSomeUsec != some {
+		t.Errorf("the sample spread was changed: pressure %d", *s.PressureSomeUsec)
+	}
+}

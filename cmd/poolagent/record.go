@@ -98,6 +98,7 @@ func runRecord(c *cli.Context) error {
 	step := max(interval/10, min(interval, 10*time.Millisecond))
 	start := time.Now()
 	why := fmt.Sprintf("recorded %s", total)
+	stalls := 0
 	for k := 1; len(t.Samples) < n; k++ {
 		deadline := start.Add(time.Duration(k) * interval)
 		var err error
@@ -108,8 +109,10 @@ func runRecord(c *cli.Context) error {
 			err = rec.Poll()
 		}
 		var s advise.Sample
+		var readAt time.Time
 		if err == nil && sleepUntil(ctx, deadline) {
 			s, err = rec.Sample()
+			readAt = time.Now()
 		}
 		if ctx.Err() != nil {
 			why = "interrupted"
@@ -126,7 +129,18 @@ func runRecord(c *cli.Context) error {
 			why = "the pool's CPU limit changed"
 			break
 		}
-		t.Samples = append(t.Samples, s)
+		// A read that came a whole interval or more late (the host or the
+		// VM stalled) covers the intervals it missed too: its growth is
+		// shared among them, so every sample still covers about one
+		// interval, and the schedule goes on from the next one due.
+		missed := int(readAt.Sub(deadline) / interval)
+		if missed > 0 {
+			stalls++
+		}
+		// Shares past the recording's end cover time after it: dropped.
+		t.Samples = append(t.Samples, advise.Spread(s, missed+1)...)
+		t.Samples = t.Samples[:min(len(t.Samples), n)]
+		k += missed
 	}
 	if len(t.Samples) == 0 {
 		return fmt.Errorf("%s before the first interval ended; nothing written", why)
@@ -137,6 +151,9 @@ func runRecord(c *cli.Context) error {
 	note := ""
 	if rec.Truncated {
 		note = fmt.Sprintf(" (threads counted up to %d)", advise.MaxThreads)
+	}
+	if stalls > 0 {
+		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", stalls)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", why, len(t.Samples), interval, pool, out, note)
 	return nil
