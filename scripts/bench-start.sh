@@ -7,7 +7,8 @@
 # missing) and `/bin/true` alone: medians and each one's ratio to cgexec.
 # Runs on this host's cpu hierarchy (cgroup v1 or v2) and then, unless
 # NO_VM=1, in the cgroup v2 VM (scripts/vm/setup.sh first). Needs root, Go
-# and Debian's apt. Env: RUNS (rounds, default 40).
+# and Debian's apt. Env: RUNS (rounds, default 40), VM_RUNS (rounds in the VM,
+# default RUNS), NO_VM=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-start.sh: needs root (it creates cgroups)" >&2; exit 1; }
@@ -33,6 +34,7 @@ echo "== host: $(nproc) CPUs"
 "$bin/benchstart" -bin "$bin" -cgexec "$cgexec" -cmd "$true_bin" -runs "$runs"
 
 [ "${NO_VM:-}" = 1 ] && exit 0
+[ "${VM_RUNS:-}" ] && runs=$VM_RUNS
 echo "== VM: cgroup v2"
 # cgexec and true are dynamically linked: the guest gets them with their
 # libraries and loader, at the paths the host has them.
@@ -40,4 +42,4 @@ files="$bin/poolagent $bin/poolagent-run $cgexec $true_bin"
 for f in "$cgexec" "$true_bin"; do
 	files="$files $(ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')"
 done
-POOLAGENT_VM_FILES="$files" scripts/vm/run.sh "$bin/benchstart" -bin "$bin" -cgexec "$cgexec" -cmd "$true_bin" -runs "$runs"
+POOLAGENT_VM_FILES="$files" POOLAGENT_VM_TIMEOUT=${POOLAGENT_VM_TIMEOUT:-1800} scripts/vm/run.sh "$bin/benchstart" -bin "$bin" -cgexec "$cgexec" -cmd "$true_bin" -runs "$runs"

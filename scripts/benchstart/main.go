@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -102,6 +103,9 @@ func run(bin, cgexec, command string, runs int) error {
 		}
 	}
 	for i := range runs {
+		if i%10 == 0 {
+			fmt.Fprintf(os.Stderr, "benchstart: round %d of %d\n", i+1, runs)
+		}
 		for j := range ways {
 			w := ways[(i+j)%len(ways)]
 			d, err := start(w.argv)
@@ -135,14 +139,18 @@ func run(bin, cgexec, command string, runs int) error {
 }
 
 // start runs argv with no input or output and returns its wall time from
-// fork to reaped; a status other than 0 is an error.
+// fork to reaped; a status other than 0, or a minute, is an error.
 func start(argv []string) (time.Duration, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	begin := time.Now()
 	err := cmd.Run()
 	d := time.Since(begin)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		return 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, stderr.String())
 	}
 	return d, nil
 }
