@@ -99,9 +99,9 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // BenchmarkRunTrue times `poolagent run -- /bin/true` and the slim
-// `poolagent-run -- /bin/true` (client start, admission, gate, query cgroup
-// created, process moved, cgroup found empty and removed, statistics read)
-// against `/bin/true` alone, interleaved, and reports the three wall-clock
+// `poolagent-run -- /bin/true` (client start, admission, query cgroup
+// created, the client moved into it and exec'ing the command; the query's
+// end is the daemon's, after the command) against `/bin/true` alone, interleaved, and reports the three wall-clock
 // medians and each client's overhead (difference of medians); and, since
 // wall time on a shared host is mostly waiting for a CPU, the CPU time per
 // run of each client (with the gate and the command, its children) and of
