@@ -64,3 +64,30 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	}
 	return nil
 }
+
+// QueryPlaces returns, for every hierarchy [Tree.PlaceQuery] would move a
+// process in, the hierarchy's mount directory and the query cgroup
+// <pool>/<query> as a path below it, slash-separated and starting with
+// "/" as /proc/PID/cgroup shows cgroups ("/poolagent/olap/q1"): the
+// cgroups a placed process leaves are the ones on its path that are not
+// on this one. It writes nothing.
+func (t *Tree) QueryPlaces(ps planner.PoolState, query string) (map[string]QueryPlace, error) {
+	hiers, err := t.hiers(fromDesired(ps.Query).memBytes >= 0)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]QueryPlace{}
+	for _, h := range hiers {
+		rel := t.inMount(h, t.roots[h])
+		out[h] = QueryPlace{Mount: t.mounts[h], Path: path.Join("/", rel, ps.Name, query)}
+	}
+	return out, nil
+}
+
+// QueryPlace is where a query cgroup is in one hierarchy.
+type QueryPlace struct {
+	// Mount is the hierarchy's mount directory.
+	Mount string
+	// Path is the query cgroup below it, "/"-rooted.
+	Path string
+}

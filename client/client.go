@@ -331,6 +331,11 @@ func (c *client) sendWithFD(r protocol.Request, fd int) error {
 	if sendErr != nil {
 		return sendErr
 	}
+	if n == len(b) {
+		// NOTE: no write of nothing after it: on a socket the daemon
+		// already closed (it refused the start) that fails with EPIPE.
+		return nil
+	}
 	// The descriptor went with the first part; the rest is plain data.
 	_, err = c.conn.Write(b[n:])
 	return err

@@ -101,6 +101,9 @@ type clientSpec struct {
 	Raw     bool
 	PID     int
 	Handoff bool
+	// Procs, when set, is a cgroup.procs file the client moves itself
+	// into before anything else.
+	Procs string
 }
 
 // clientOutcome is what a client process reports on file descriptor 3.
@@ -115,6 +118,12 @@ func testClientMain(spec string) int {
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if s.Procs != "" {
+		if err := os.WriteFile(s.Procs, []byte("0"), 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
 	}
 	syscall.CloseOnExec(3)
 	if s.Raw {
@@ -217,6 +226,10 @@ func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) er
 	f.placed[pid] = ps.Name
 	f.created++
 	return nil
+}
+
+func (f *fakeCgroups) LimitsLeft(planner.PoolState, string, int) ([]observe.CgroupLimit, error) {
+	return nil, nil
 }
 
 func (f *fakeCgroups) populated(key string) bool {

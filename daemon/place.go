@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -22,6 +23,11 @@ var ErrNotYourChild = errors.New("not the client's own child")
 // ErrCannotHold: the daemon could not hold the process still while it
 // moved it (see hold), so it did not move it.
 var ErrCannotHold = errors.New("cannot hold the process while moving it")
+
+// ErrConfined: the process is held by a CPU or memory limit that its
+// query cgroup would not be below, and Config.MayLeave does not allow
+// leaving it.
+var ErrConfined = errors.New("held by a limit the query would leave")
 
 // procChecker reads what the kernel says about a process.
 type procChecker struct {
@@ -117,6 +123,9 @@ func (s *Server) place(p placement, ps planner.PoolState, query string) error {
 		if err := s.procs.check(p); err != nil {
 			return err
 		}
+		if err := s.confined(p.target.pid, ps, query); err != nil {
+			return err
+		}
 		if s.cfg.beforeMove != nil {
 			s.cfg.beforeMove(p.target.pid)
 		}
@@ -136,30 +145,116 @@ func (s *Server) place(p placement, ps planner.PoolState, query string) error {
 	return err
 }
 
+// confined refuses to move process pid out of a CPU or memory limit: one
+// on a cgroup holding the process that the query cgroup would not be
+// below, unless Config.MayLeave allows that cgroup. Moving such a process
+// would free it from what an administrator set for it (a user's session
+// capped at 10% would run uncapped in the default pool), or from the caps
+// of the query it runs in, and root's write to cgroup.procs is not
+// refused by the kernel.
+func (s *Server) confined(pid int, ps planner.PoolState, query string) error {
+	limits, err := s.cg.LimitsLeft(ps, query, pid)
+	if err != nil {
+		return err
+	}
+	for _, l := range limits {
+		if mayLeave(s.cfg.MayLeave, l.Cgroup) {
+			continue
+		}
+		what := fmt.Sprintf("%.3g vCPU", l.CPUs)
+		if l.MemoryBytes > 0 {
+			what = fmt.Sprintf("%d bytes", l.MemoryBytes)
+		}
+		return fmt.Errorf("%w: process %d is in cgroup %s, limited by its %s %s (%s), "+
+			"which a query in pool %s would leave, so it stays where it is; "+
+			"an administrator may allow queries to leave that cgroup's limits: poolagent daemon --may-leave %s",
+			ErrConfined, pid, l.Cgroup, l.File, l.Value, what, ps.Name, l.Cgroup)
+	}
+	return nil
+}
+
+// mayLeave reports whether cgroup is one of allowed or below one.
+func mayLeave(allowed []string, cgroup string) bool {
+	for _, a := range allowed {
+		if a == "/" || cgroup == a || strings.HasPrefix(cgroup, a+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // hold runs fn while process pid cannot be reaped, so that its pid keeps
 // naming it. It attaches to the process with ptrace(PTRACE_SEIZE), which
 // neither stops nor signals it; while a process is traced, its parent
 // cannot reap it even once it has exited (a zombie tracee is visible to
 // its tracer only, and passes to its parent when the tracer lets go), so
-// no other process can get its pid. The tracer is the thread that
-// attached: hold runs fn on a thread of its own, which exits afterwards
-// (the goroutine never unlocks it), and the kernel lets go of its tracees
-// as it exits, handing a zombie back to its parent and delivering a
-// signal that arrived meanwhile. It needs CAP_SYS_PTRACE (the unit grants
-// it); a process that is already traced (a debugger, strace -f) cannot be
-// held. Either failure wraps ErrCannotHold.
+// no other process can get its pid. Then it lets go (release). The tracer
+// is a thread, so hold runs on a thread locked to it. It needs
+// CAP_SYS_PTRACE (the unit grants it); a process that is already traced
+// (a debugger, strace -f) cannot be held. Either failure wraps
+// ErrCannotHold.
 func hold(pid int, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the thread ends with this goroutine.
 		if err := unix.PtraceSeize(pid); err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("%w %d: ptrace(PTRACE_SEIZE): %w", ErrCannotHold, pid, err)
 			return
 		}
-		done <- fn()
+		err := fn()
+		if release(pid) {
+			runtime.UnlockOSThread()
+		}
+		// Otherwise the thread stays locked and exits with this
+		// goroutine, and the kernel lets go of its tracees as it exits.
+		done <- err
 	}()
 	return <-done
+}
+
+// releaseWait bounds how long release waits for the held process to stop.
+const releaseWait = time.Second
+
+// release lets go of process pid, which this thread holds: it asks the
+// process to stop (PTRACE_INTERRUPT), waits for the stop and detaches,
+// passing on a signal that stopped it; a process that exited meanwhile is
+// handed to its parent by the wait. It reports false when the process did
+// not stop within releaseWait (it sleeps where no stop can reach it, as a
+// vfork parent does).
+func release(pid int) bool {
+	if err := unix.PtraceInterrupt(pid); err != nil {
+		return false
+	}
+	pause := 20 * time.Microsecond
+	for deadline := time.Now().Add(releaseWait); ; {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return false
+		case got == pid && (ws.Exited() || ws.Signaled()):
+			return true
+		case got == pid && ws.Stopped():
+			// A signal-delivery stop (no event in the status's high
+			// bits) passes its signal on; the interrupt's stop or a
+			// group stop (PTRACE_EVENT_STOP) passes nothing, and a
+			// group stop goes on after the detach.
+			sig := uintptr(0)
+			if uint32(ws)>>16 == 0 {
+				sig = uintptr(ws.StopSignal())
+			}
+			_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, sig, 0, 0)
+			return errno == 0
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Millisecond)
+	}
 }
 
 // tracer returns the TracerPid of process pid, from /proc/PID/status: 0

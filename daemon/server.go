@@ -39,6 +39,10 @@ type Cgroups interface {
 	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
 	// query template and moves process pid into it.
 	PlaceQuery(ps planner.PoolState, query string, pid int) error
+	// LimitsLeft returns the CPU and memory limits, set outside the query
+	// cgroup's own path, that process pid would leave by being placed in
+	// <pool>/<query>.
+	LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error)
 	// Populated reports whether the query cgroup still holds a process.
 	Populated(pool, query string) (bool, error)
 	// QueryStat reads the query cgroup's CPU accounting.
@@ -110,6 +114,11 @@ type Config struct {
 	ProcRoot string
 	// Log receives the daemon's own events; slog.Default() when nil.
 	Log *slog.Logger
+	// MayLeave lists cgroups ("/"-rooted, as /proc/PID/cgroup names them)
+	// whose CPU and memory limits a query's process may leave: a process
+	// held by a limit set on any other cgroup that the query cgroup is not
+	// below is refused (ErrConfined). A cgroup allows its descendants.
+	MayLeave []string
 	// Listening, when set, is called once the socket accepts clients.
 	Listening func()
 	// Limits bound what local users can make the daemon hold; zero

@@ -130,6 +130,7 @@ func errorCode(err error) string {
 		{admission.ErrRejected, protocol.CodeRejected},
 		{ErrNotYourChild, protocol.CodeBadRequest},
 		{ErrCannotHold, protocol.CodeBadRequest},
+		{ErrConfined, protocol.CodeConfined},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

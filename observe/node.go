@@ -247,3 +247,97 @@ func parseCFSQuota(quota string, periodUsec uint64) (float64, error) {
 	}
 	return float64(q) / float64(periodUsec), nil
 }
+
+// CgroupLimit is a CPU or memory limit set on one cgroup.
+type CgroupLimit struct {
+	// Cgroup is the cgroup, "/"-rooted below its hierarchy's mount as
+	// /proc/PID/cgroup names it ("/user.slice/user-1000.slice").
+	Cgroup string
+	// File is the limit's file: cpu.max or memory.max (v2),
+	// cpu.cfs_quota_us or memory.limit_in_bytes (v1).
+	File string
+	// Value is the file's content, trimmed: "10000 100000", "536870912".
+	Value string
+	// CPUs is a CPU limit in vCPU (quota / period); 0 for a memory limit.
+	CPUs float64
+	// MemoryBytes is a memory limit in bytes; 0 for a CPU limit.
+	MemoryBytes int64
+}
+
+// Limit files [ReadCgroupLimits] reads, by kind of hierarchy.
+const (
+	LimitsV2       = "v2"     // cpu.max, memory.max
+	LimitsV1CPU    = "cpu"    // cpu.cfs_quota_us over cpu.cfs_period_us
+	LimitsV1Memory = "memory" // memory.limit_in_bytes
+)
+
+// ReadCgroupLimits reads the limits set on cgroup (a "/"-rooted path)
+// below the hierarchy mounted at mount, whose limit files are those of kind (LimitsV2, LimitsV1CPU, LimitsV1Memory): v2
+// cpu.max ("max PERIOD" or "QUOTA PERIOD", µs) and memory.max ("max" or
+// bytes); v1 cpu.cfs_quota_us (µs, -1 = none) over cpu.cfs_period_us, and
+// memory.limit_in_bytes (bytes; the page-rounded maximum = none). A file
+// that is missing or says "no limit" adds nothing.
+func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
+	dir := filepath.Join(mount, cgroup)
+	var out []CgroupLimit
+	cpu := func(file string, vcpu float64, raw string) {
+		if vcpu > 0 {
+			out = append(out, CgroupLimit{Cgroup: cgroup, File: file, Value: raw, CPUs: vcpu})
+		}
+	}
+	memory := func(file string) error {
+		mem, raw, err := readLimitRaw(dir, file, ParseMemoryLimit)
+		if mem > 0 {
+			out = append(out, CgroupLimit{Cgroup: cgroup, File: file, Value: raw, MemoryBytes: mem})
+		}
+		return err
+	}
+	switch kind {
+	case LimitsV2:
+		limit, raw, err := readLimitRaw(dir, "cpu.max", cpulimit.ParseCPUMax)
+		if err != nil {
+			return nil, err
+		}
+		cpu("cpu.max", limit.VCPU(), raw)
+		if err := memory("memory.max"); err != nil {
+			return nil, err
+		}
+	case LimitsV1CPU:
+		period, _, err := readLimitRaw(dir, "cpu.cfs_period_us", parseCFSPeriod)
+		if err != nil || period == 0 {
+			return nil, err
+		}
+		vcpu, raw, err := readLimitRaw(dir, "cpu.cfs_quota_us", func(q string) (float64, error) { return parseCFSQuota(q, period) })
+		if err != nil {
+			return nil, err
+		}
+		cpu("cpu.cfs_quota_us", vcpu, fmt.Sprintf("%s (period %d)", raw, period))
+	case LimitsV1Memory:
+		if err := memory("memory.limit_in_bytes"); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("limit kind %q: want %q, %q or %q", kind, LimitsV2, LimitsV1CPU, LimitsV1Memory)
+	}
+	return out, nil
+}
+
+// readLimitRaw reads the limit file dir/name with parse and returns the
+// value and the file's trimmed content; a missing file is the zero value
+// and "".
+func readLimitRaw[T any](dir, name string, parse func(string) (T, error)) (T, string, error) {
+	var zero T
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return zero, "", nil
+	}
+	if err != nil {
+		return zero, "", err
+	}
+	raw := strings.TrimSpace(string(b))
+	v, err := parse(raw)
+	if err != nil {
+		return zero, raw, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
+	return v, raw, nil
+}

@@ -77,6 +77,9 @@ const (
 	CodeInternal      = "internal"
 	// CodeRejected: a classifier with ACTION='reject' matched the query.
 	CodeRejected = "rejected"
+	// CodeConfined: the process is held by a CPU or memory limit an
+	// administrator set, which the query would leave.
+	CodeConfined = "confined"
 	// CodeLimit: one of the daemon's limits on what a user may hold
 	// (connections, queries admitted and not started, unread view
 	// replies, file descriptors) refused the request; Error names the

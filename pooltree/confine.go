@@ -1,0 +1,95 @@
+package pooltree
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// limitKinds are the limit files that count in each hierarchy a query is
+// placed in; cpuacct has none.
+var limitKinds = map[string]string{
+	cgroupfs.HierUnified: observe.LimitsV2,
+	cgroupfs.HierCPU:     observe.LimitsV1CPU,
+	cgroupfs.HierMemory:  observe.LimitsV1Memory,
+}
+
+// LimitsLeft returns the CPU and memory limits process pid would leave by
+// being placed in the query cgroup <pool>/<query>: in every hierarchy
+// PlaceQuery moves it in, the limits on the cgroups from the process's
+// own up to, not including, the first that also holds the query cgroup
+// (read from /proc/PID/cgroup and the cgroups' limit files). Limits the
+// query cgroup stays below are kept by the move and are not listed. It
+// writes nothing.
+func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error) {
+	h.mu.Lock()
+	places, err := h.writer.QueryPlaces(ps, query)
+	h.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("where query %s/%s goes: %w", ps.Name, query, err)
+	}
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	groups, err := proc.Cgroups()
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	var out []observe.CgroupLimit
+	for _, hier := range slices.Sorted(maps.Keys(places)) {
+		kind, ok := limitKinds[hier]
+		if !ok {
+			continue
+		}
+		from, ok := cgroupOf(groups, hier)
+		if !ok {
+			continue
+		}
+		for _, cg := range leftCgroups(from, places[hier].Path) {
+			limits, err := observe.ReadCgroupLimits(places[hier].Mount, cg, kind)
+			if err != nil {
+				return nil, fmt.Errorf("limits of cgroup %s holding process %d: %w", cg, pid, err)
+			}
+			out = append(out, limits...)
+		}
+	}
+	return out, nil
+}
+
+// cgroupOf is the process's cgroup in hierarchy hier, from its
+// /proc/PID/cgroup lines: the v2 line (hierarchy 0) for the unified
+// hierarchy, the v1 line listing the controller otherwise.
+func cgroupOf(groups []procfs.Cgroup, hier string) (string, bool) {
+	for _, g := range groups {
+		switch {
+		case hier == cgroupfs.HierUnified && g.HierarchyID == 0,
+			hier != cgroupfs.HierUnified && g.HierarchyID != 0 && slices.Contains(g.Controllers, hier):
+			return g.Path, true
+		}
+	}
+	return "", false
+}
+
+// leftCgroups lists the cgroups a process in from leaves when it moves to
+// to ("/"-rooted paths in one hierarchy): from and its ancestors, up to
+// and not including the first that is to or an ancestor of to. The root
+// "/" is never left.
+func leftCgroups(from, to string) []string {
+	var out []string
+	for c := path.Clean(from); c != "/" && c != "."; c = path.Dir(c) {
+		if c == to || strings.HasPrefix(to, c+"/") {
+			break
+		}
+		out = append(out, c)
+	}
+	return out
+}
