@@ -228,6 +228,8 @@ func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) er
 	return nil
 }
 
+func (f *fakeCgroups) Repair(planner.Desired) (int, error) { return 0, nil }
+
 func (f *fakeCgroups) LimitsLeft(planner.PoolState, string, int) ([]observe.CgroupLimit, error) {
 	return nil, nil
 }

@@ -26,6 +26,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 		CPUs:          d.Node.CPUs,
 		LoadRatio:     load.AveragePercent / 100,
 		ReservedRatio: load.ReservedPercent / 100,
+		RepairWrites:  s.rp.repairs.Load(),
 	}}
 	planned := map[string]int{}
 	for i, p := range d.Pools {

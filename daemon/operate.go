@@ -109,7 +109,20 @@ func (s *Server) SetPolicy(p Policy) { s.changes.set(p) }
 // once (only files whose value differs are written). When they are not,
 // nothing changes: the running pools stay as they are and the error says
 // why, with file:line:col.
-func (s *Server) Reload() ([]planner.Warning, error) { return s.changes.reload() }
+//
+// Either way the pool tree is then compared with the plan in force and
+// what differs is written, even when the plan did not change: a reload is
+// how an operator repairs a tree another writer changed.
+func (s *Server) Reload() ([]planner.Warning, error) {
+	warns, err := s.changes.reload()
+	if rerr := s.rp.reconcile(); rerr != nil {
+		s.cfg.Log.Error("reload", "err", rerr)
+		if err == nil {
+			err = rerr
+		}
+	}
+	return warns, err
+}
 
 func (c *changes) reload() ([]planner.Warning, error) {
 	c.mu.Lock()

@@ -29,6 +29,8 @@ type replanner struct {
 	kick   chan struct{}
 	// current is the plan last applied, readable without the lock.
 	current atomic.Pointer[planner.Desired]
+	// repairs counts the writes reconcile made to undo drift.
+	repairs atomic.Uint64
 
 	mu sync.Mutex
 	// planned is what current was planned from.
@@ -118,6 +120,45 @@ func (rp *replanner) plan() error {
 	rp.current.Store(&d)
 	rp.planned = in
 	return nil
+}
+
+// reconcile compares the pool tree with the plan last applied and writes
+// what differs: drift left by another writer on the same pool root (a
+// pool cgroup removed, a value changed), which plan, seeing an unchanged
+// plan, would never look for. The writes are logged and counted
+// (poolagent_tree_repair_writes_total).
+func (rp *replanner) reconcile() error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	d := rp.current.Load()
+	if d == nil {
+		return nil
+	}
+	writes, err := rp.cg.Repair(*d)
+	if writes > 0 {
+		rp.repairs.Add(uint64(writes))
+		rp.log.Warn("pool tree had drifted from the plan; repaired", "writes", writes)
+	}
+	if err != nil {
+		return fmt.Errorf("reconcile the pool tree with the plan: %w", err)
+	}
+	return nil
+}
+
+// reconcileLoop reconciles every interval until ctx ends.
+func (rp *replanner) reconcileLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := rp.reconcile(); err != nil {
+				rp.log.Error("reconcile", "err", err)
+			}
+		}
+	}
 }
 
 // observeDemand takes each pool's demand over the last refresh interval:

@@ -36,6 +36,9 @@ import (
 type Cgroups interface {
 	// Apply makes the pool cgroups match d, writing only what differs.
 	Apply(d planner.Desired) error
+	// Repair is Apply that also says how many writes it made: none when
+	// the tree still matched d.
+	Repair(d planner.Desired) (writes int, err error)
 	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
 	// query template and moves process pid into it.
 	PlaceQuery(ps planner.PoolState, query string, pid int) error
@@ -119,6 +122,9 @@ type Config struct {
 	// held by a limit set on any other cgroup that the query cgroup is not
 	// below is refused (ErrConfined). A cgroup allows its descendants.
 	MayLeave []string
+	// Reconcile is how often the pool tree is compared with the plan and
+	// drift repaired (also on every Reload); DefaultReconcile when 0.
+	Reconcile time.Duration
 	// Listening, when set, is called once the socket accepts clients.
 	Listening func()
 	// Limits bound what local users can make the daemon hold; zero
@@ -130,6 +136,10 @@ type Config struct {
 	// in which a reaped process's pid could pass to another.
 	beforeMove func(pid int)
 }
+
+// DefaultReconcile is how often a daemon compares the pool tree with its
+// plan unless told otherwise.
+const DefaultReconcile = 30 * time.Second
 
 // Server is a running admission service, made of parts that each own one
 // lock and one job:
@@ -184,6 +194,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 	}
 	if cfg.Progress == 0 {
 		cfg.Progress = time.Second
+	}
+	if cfg.Reconcile == 0 {
+		cfg.Reconcile = DefaultReconcile
 	}
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
@@ -280,6 +293,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	wg.Go(func() { s.sampleLoop(ctx) })
 	wg.Go(func() { s.rp.loop(ctx) })
+	wg.Go(func() { s.rp.reconcileLoop(ctx, s.cfg.Reconcile) })
 	wg.Go(func() { s.reg.deliver(ctx) })
 	wg.Go(func() {
 		<-ctx.Done()

@@ -73,6 +73,11 @@ type Host struct {
 	// ReservedRatio is what queries admitted since the last refresh reserve
 	// (0.1 each), 0..1 of the host.
 	ReservedRatio float64
+	// RepairWrites counts the writes made to bring the pool tree back to
+	// the plan after it drifted (another writer removed a pool cgroup or
+	// changed a value), found by the daemon's periodic reconcile or on
+	// SIGHUP.
+	RepairWrites uint64
 }
 
 // Pool is one pool's state. Limits use -1 for "no limit", as in the DDL.
@@ -115,7 +120,7 @@ type Pool struct {
 type Collector struct {
 	src Source
 
-	hostCPUs, hostLoad, hostReserved *prometheus.Desc
+	hostCPUs, hostLoad, hostReserved, repairWrites *prometheus.Desc
 
 	running, queued, concurrencyLimit, queueSize *prometheus.Desc
 	admitted, rejected, timedOut, queueWait      *prometheus.Desc
@@ -146,6 +151,7 @@ func NewCollector(src Source) *Collector {
 		hostCPUs:     d("host_cpus", "vCPUs of the node as the planner sees them.", nil),
 		hostLoad:     d("host_cpu_load_ratio", "Moving average of host CPU busy time (0..1 of all CPUs) at the last load refresh.", nil),
 		hostReserved: d("host_cpu_reserved_ratio", "Host CPU reserved by queries admitted since the last load refresh (0.1 each, 0..1).", nil),
+		repairWrites: d("tree_repair_writes_total", "Writes made to bring the pool tree back to the plan after another writer changed it (a pool cgroup removed, a value changed), by the periodic reconcile or on SIGHUP.", nil),
 
 		running:          d("pool_running_queries", "Queries running in the pool.", pool),
 		queued:           d("pool_queued_queries", "Queries waiting in the pool's queue.", pool),
@@ -195,7 +201,7 @@ var cadvisorLabels = []string{"container", "pool"}
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.hostCPUs, c.hostLoad, c.hostReserved,
+		c.hostCPUs, c.hostLoad, c.hostReserved, c.repairWrites,
 		c.running, c.queued, c.concurrencyLimit, c.queueSize,
 		c.admitted, c.rejected, c.timedOut, c.queueWait,
 		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved,
@@ -225,6 +231,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.hostCPUs, s.Host.CPUs)
 	gauge(c.hostLoad, s.Host.LoadRatio)
 	gauge(c.hostReserved, s.Host.ReservedRatio)
+	counter(c.repairWrites, float64(s.Host.RepairWrites))
 
 	pools := slices.Clone(s.Pools)
 	slices.SortFunc(pools, func(a, b Pool) int { return cmp.Compare(a.Name, b.Name) })

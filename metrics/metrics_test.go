@@ -33,7 +33,7 @@ func fixture() Snapshot {
 		olapWaits.Observe(w)
 	}
 	return Snapshot{
-		Host: Host{CPUs: 10, LoadRatio: 0.4125, ReservedRatio: 0.2},
+		Host: Host{CPUs: 10, LoadRatio: 0.4125, ReservedRatio: 0.2, RepairWrites: 3},
 		Pools: []Pool{
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,

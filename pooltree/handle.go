@@ -93,6 +93,14 @@ func (h *Handle) Apply(d planner.Desired) error {
 	return err
 }
 
+// Repair is Apply that also returns how many writes it made.
+func (h *Handle) Repair(d planner.Desired) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	res, err := h.writer.Reconcile(d)
+	return res.Writes, err
+}
+
 // PoolStats reads the counters of the named pools' cgroups: CPU accounting
 // and, where the kernel keeps it, CPU pressure. A pool without a cgroup is
 // left out.

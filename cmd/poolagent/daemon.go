@@ -50,6 +50,7 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
+			&cli.DurationFlag{Name: "reconcile", Value: daemon.DefaultReconcile, Usage: "`INTERVAL` between comparisons of the pool tree with the plan, also made on SIGHUP: what another writer changed is rewritten, logged and counted (poolagent_tree_repair_writes_total)"},
 			&cli.StringSliceFlag{Name: "may-leave", Usage: "let queries move processes out of the CPU and memory limits of `CGROUP` and the cgroups below it (as /proc/PID/cgroup names it, such as /user.slice; repeatable); a process held by any other limit its query would leave is refused"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
 			memoryFlag(),
@@ -140,6 +141,7 @@ func runDaemon(c *cli.Context) error {
 		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
 		Log:        log,
 		MayLeave:   c.StringSlice("may-leave"),
+		Reconcile:  c.Duration("reconcile"),
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {
