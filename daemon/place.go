@@ -119,7 +119,14 @@ func (s *Server) place(p placement, ps planner.PoolState, query string) error {
 	if err := s.procs.check(p); err != nil {
 		return err
 	}
-	err := hold(p.target.pid, func() error {
+	holdFn := hold
+	if s.procs.parent(p.target.pid) == os.Getpid() {
+		// The daemon's own child (a client in the daemon's process, as
+		// in tests): only the daemon could reap it, and a hold would
+		// show the daemon's own wait the tracing stops.
+		holdFn = func(_ int, fn func() error) error { return fn() }
+	}
+	err := holdFn(p.target.pid, func() error {
 		if err := s.procs.check(p); err != nil {
 			return err
 		}
@@ -255,6 +262,19 @@ func release(pid int) bool {
 		time.Sleep(pause)
 		pause = min(2*pause, time.Millisecond)
 	}
+}
+
+// parent returns the parent pid of process pid, 0 when it cannot be read.
+func (c procChecker) parent(pid int) int {
+	proc, err := c.fs.Proc(pid)
+	if err != nil {
+		return 0
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.PPID
 }
 
 // tracer returns the TracerPid of process pid, from /proc/PID/status: 0
