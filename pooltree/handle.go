@@ -118,3 +118,10 @@ func (h *Handle) PoolStats(pools []string) (map[string]observe.Sample, error) {
 	}
 	return out, nil
 }
+
+// Own marks the pool root as this process's ([cgroupfs.Tree.Own]).
+func (h *Handle) Own() (release func() error, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.Own()
+}

@@ -64,6 +64,14 @@ func runApply(c *cli.Context) error {
 		return fmt.Errorf("--root: %w", err)
 	}
 	defer tree.Close()
+	if !c.Bool("dry-run") {
+		// A running daemon owns its root: apply writes no tree it keeps.
+		release, err := tree.Own()
+		if err != nil {
+			return fmt.Errorf("%w; nothing written", err)
+		}
+		defer release()
+	}
 	changes, err := tree.Changes(d)
 	if errors.Is(err, cgroupfs.ErrInvalid) {
 		return fmt.Errorf("%s: %w; nothing written", c.String("pools"), err)

@@ -126,6 +126,13 @@ func runDaemon(c *cli.Context) error {
 		return fmt.Errorf("--root: %w", err)
 	}
 	defer cg.Close()
+	// The root is this daemon's while it runs: another daemon or
+	// `poolagent apply` on it is refused, naming this one.
+	release, err := cg.Own()
+	if err != nil {
+		return err
+	}
+	defer release()
 	load, err := observe.NewLoadSampler("/proc")
 	if err != nil {
 		return err
