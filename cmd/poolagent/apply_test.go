@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
@@ -81,5 +83,24 @@ func TestKernelApplyCommand(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root.Path, "olap", quota)); !strings.HasPrefix(string(b), "700000") {
 		t.Errorf("the dry run wrote olap/%s = %q", quota, b)
+	}
+
+	// While a daemon owns the root, apply writes nothing and names it.
+	tree, err := cgroupfs.Open(h.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	release, err := tree.Own()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	_, _, err = runApp(t, args(changed)...)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("owned by process %d (", os.Getpid())) || !strings.Contains(err.Error(), "nothing written") {
+		t.Errorf("apply on an owned root: %v; want a refusal naming process %d", err, os.Getpid())
+	}
+	if b, _ := os.ReadFile(filepath.Join(root.Path, "olap", quota)); !strings.HasPrefix(string(b), "700000") {
+		t.Errorf("apply on an owned root wrote olap/%s = %q", quota, b)
 	}
 }
