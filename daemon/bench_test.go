@@ -52,7 +52,7 @@ func benchBinary(b *testing.B, name string) string {
 
 // benchDaemon starts `poolagent daemon` serving pools below a fresh test
 // root and stops it when the benchmark ends.
-func benchDaemon(b *testing.B, pools string) (socket string, pid int) {
+func benchDaemon(b *testing.B, pools string, flags ...string) (socket string, pid int) {
 	b.Helper()
 	h := kerneltest.Require(b, bothModes)
 	root := h.NewRoot(b, bothModes)
@@ -68,8 +68,9 @@ func benchDaemon(b *testing.B, pools string) (socket string, pid int) {
 		b.Fatal(err)
 	}
 	socket = filepath.Join(dir, "agent.sock")
-	cmd := exec.Command(bin, "daemon", "--pools", file, "--root", root.Path, "--socket", socket,
-		"--cpus", "2", "--memory", "1073741824")
+	args := append([]string{"daemon", "--pools", file, "--root", root.Path, "--socket", socket,
+		"--cpus", "2", "--memory", "1073741824"}, flags...)
+	cmd := exec.Command(bin, args...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -228,7 +229,10 @@ func BenchmarkQueuedRSS(b *testing.B) {
 		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%03d WITH (CONCURRENT_QUERY_LIMIT=1, QUEUE_SIZE=1000, "+
 			"RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=50);\n", i, 10+i)
 	}
-	socket, pid := benchDaemon(b, pools.String())
+	// All 1,100 clients are this process, one uid: above the per-user
+	// limits a daemon keeps by default (docs/security.md), which bound
+	// what one user can make it hold; the figure is for many users' load.
+	socket, pid := benchDaemon(b, pools.String(), "--max-conns-per-user", "2000", "--max-unstarted-per-user", "200")
 	for range b.N {
 		var clients []*benchClient
 		for i := range 1100 {

@@ -44,6 +44,12 @@ type Limits struct {
 	MessageBurst      int
 }
 
+// DefaultLimits are the limits a zero field of Config.Limits stands for;
+// docs/security.md says why each value.
+var DefaultLimits = Limits{ConnsPerUID: 512, NotStartedPerUID: 64, ViewsPerUID: 4, Views: 32,
+	FirstRequest: 10 * time.Second, Message: 10 * time.Second, Write: 10 * time.Second, Start: 10 * time.Second,
+	MessagesPerSecond: 4, MessageBurst: 8}
+
 // withDefaults fills the zero fields.
 func (l Limits) withDefaults() Limits {
 	def := func(v *int, d int) {
@@ -56,17 +62,18 @@ func (l Limits) withDefaults() Limits {
 			*v = d
 		}
 	}
-	def(&l.ConnsPerUID, 512)
-	def(&l.NotStartedPerUID, 64)
-	def(&l.ViewsPerUID, 4)
-	def(&l.Views, 32)
-	def(&l.MessageBurst, 8)
-	defDur(&l.FirstRequest, 10*time.Second)
-	defDur(&l.Message, 10*time.Second)
-	defDur(&l.Write, 10*time.Second)
-	defDur(&l.Start, 10*time.Second)
+	d := DefaultLimits
+	def(&l.ConnsPerUID, d.ConnsPerUID)
+	def(&l.NotStartedPerUID, d.NotStartedPerUID)
+	def(&l.ViewsPerUID, d.ViewsPerUID)
+	def(&l.Views, d.Views)
+	def(&l.MessageBurst, d.MessageBurst)
+	defDur(&l.FirstRequest, d.FirstRequest)
+	defDur(&l.Message, d.Message)
+	defDur(&l.Write, d.Write)
+	defDur(&l.Start, d.Start)
 	if l.MessagesPerSecond == 0 {
-		l.MessagesPerSecond = 4
+		l.MessagesPerSecond = d.MessagesPerSecond
 	}
 	return l
 }

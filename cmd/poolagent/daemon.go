@@ -52,6 +52,8 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
 			&cli.DurationFlag{Name: "reconcile", Value: daemon.DefaultReconcile, Usage: "`INTERVAL` between comparisons of the pool tree with the plan, also made on SIGHUP: what another writer changed is rewritten, logged and counted (poolagent_tree_repair_writes_total)"},
 			&cli.StringSliceFlag{Name: "may-leave", Usage: "let queries move processes out of the CPU and memory limits of `CGROUP` and the cgroups below it (as /proc/PID/cgroup names it, such as /user.slice; repeatable); a process held by any other limit its query would leave is refused"},
+			&cli.IntFlag{Name: "max-conns-per-user", Value: daemon.DefaultLimits.ConnsPerUID, Usage: "`N` connections one uid may hold open to the daemon at once (each queued or running query holds one; docs/security.md)"},
+			&cli.IntFlag{Name: "max-unstarted-per-user", Value: daemon.DefaultLimits.NotStartedPerUID, Usage: "`N` queries of one uid that may be admitted and not yet started at once (docs/security.md)"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
 			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
@@ -63,6 +65,11 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
+	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
+		if n := c.Int(f); n < 1 || n > 1<<20 {
+			return fmt.Errorf("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
+		}
+	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
 			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
@@ -149,6 +156,7 @@ func runDaemon(c *cli.Context) error {
 		Log:        log,
 		MayLeave:   c.StringSlice("may-leave"),
 		Reconcile:  c.Duration("reconcile"),
+		Limits:     daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {
