@@ -84,21 +84,32 @@ var ErrLeftQueue = errors.New("left the queue")
 // command in the query cgroup and waits until the daemon reports the
 // query's end (the command and every descendant gone).
 func Run(opts RunOptions) (Result, error) {
-	conn, err := Dial(opts.Socket)
+	c, err := ask(opts, protocol.OpRun)
 	if err != nil {
 		return Result{}, err
 	}
-	defer conn.Close()
-	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
-	go c.read(json.NewDecoder(conn))
-	if err := c.enc.Encode(protocol.Request{Op: protocol.OpRun, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}); err != nil {
-		return Result{}, fmt.Errorf("send request: %w", err)
-	}
+	defer c.conn.Close()
 	admitted, res, err := c.wait()
 	if err != nil {
 		return res, err
 	}
 	return c.execute(admitted)
+}
+
+// ask dials the daemon and sends a query's first request, op (OpRun or
+// OpExec), for opts; the caller waits for the answer and closes c.conn.
+func ask(opts RunOptions, op string) (*client, error) {
+	conn, err := Dial(opts.Socket)
+	if err != nil {
+		return nil, err
+	}
+	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
+	go c.read(json.NewDecoder(conn))
+	if err := c.enc.Encode(protocol.Request{Op: op, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send request: %w", err)
+	}
+	return c, nil
 }
 
 // AppName is the application name of a command found at path (where

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,16 +27,11 @@ import (
 // came between the daemon's answer and the execve. The connection is close-on-exec, so the command does not
 // inherit it.
 func Exec(path string, opts RunOptions) (Result, error) {
-	conn, err := Dial(opts.Socket)
+	c, err := ask(opts, protocol.OpExec)
 	if err != nil {
 		return Result{}, err
 	}
-	defer conn.Close()
-	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
-	go c.read(json.NewDecoder(conn))
-	if err := c.enc.Encode(protocol.Request{Op: protocol.OpExec, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}); err != nil {
-		return Result{}, fmt.Errorf("send request: %w", err)
-	}
+	defer c.conn.Close()
 	started, res, err := c.wait()
 	if err != nil {
 		return res, err
