@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -45,26 +44,7 @@ func startExec(t *testing.T, socket, pool string, argv ...string) *execProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(clientSpec{Socket: socket, Pool: pool, Argv: argv, Exec: true})
-	var fds [6]*os.File
-	for i := 0; i < len(fds); i += 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds[i], fds[i+1] = r, w
-	}
-	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW := fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]
-	p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
-		Env:   append(os.Environ(), envTestClient+"="+string(b)),
-		Files: []*os.File{stdinR, stdoutW, stderrW},
-	})
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, stdinW, stdoutR, stderrR := spawnClient(t, exe, clientSpec{Socket: socket, Pool: pool, Argv: argv, Exec: true}, nil, 2)
 	c := &execProc{proc: p, stdout: stdoutR, release: stdinW, read: make(chan struct{})}
 	go func() {
 		defer close(c.read)

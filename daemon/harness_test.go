@@ -545,28 +545,7 @@ type clientProc struct {
 // not nil.
 func startClientProc(t *testing.T, exe string, spec clientSpec, cred *syscall.Credential) *clientProc {
 	t.Helper()
-	b, _ := json.Marshal(spec)
-	var fds [6]*os.File
-	for i := 0; i < len(fds); i += 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds[i], fds[i+1] = r, w
-	}
-	stdinR, stdinW, stdoutR, stdoutW, reportR, reportW := fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]
-	env := append(os.Environ(), envTestClient+"="+string(b))
-	p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
-		Env:   env,
-		Files: []*os.File{stdinR, stdoutW, os.Stderr, reportW},
-		Sys:   &syscall.SysProcAttr{Credential: cred},
-	})
-	stdinR.Close()
-	reportW.Close()
-	stdoutW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, stdinW, stdoutR, reportR := spawnClient(t, exe, spec, cred, 3)
 	c := &clientProc{proc: p, report: reportR, stdout: stdoutR, release: stdinW}
 	t.Cleanup(func() {
 		stdinW.Close()
@@ -576,6 +555,41 @@ func startClientProc(t *testing.T, exe string, spec clientSpec, cred *syscall.Cr
 		stdoutR.Close()
 	})
 	return c
+}
+
+// spawnClient starts the test binary as a client process running spec,
+// as cred's user when cred is not nil, with a pipe as its stdin (the
+// write end returned), one as its stdout and one as file descriptor
+// third (2, its stderr; or 3, a report beside the test's stderr), whose
+// read ends are returned.
+func spawnClient(t *testing.T, exe string, spec clientSpec, cred *syscall.Credential, third int) (p *os.Process, stdin, stdout, thirdR *os.File) {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	var fds [6]*os.File
+	for i := 0; i < len(fds); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds[i], fds[i+1] = r, w
+	}
+	stdinR, stdinW, stdoutR, stdoutW, thirdR, thirdW := fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]
+	files := []*os.File{stdinR, stdoutW, thirdW}
+	if third == 3 {
+		files = []*os.File{stdinR, stdoutW, os.Stderr, thirdW}
+	}
+	p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
+		Env:   append(os.Environ(), envTestClient+"="+string(b)),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Credential: cred},
+	})
+	stdinR.Close()
+	stdoutW.Close()
+	thirdW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, stdinW, stdoutR, thirdR
 }
 
 // outcome waits for the client process and returns its report; a killed
