@@ -256,6 +256,15 @@ func (f *fakeCgroups) populated(key string) bool {
 				return true
 			}
 		}
+		// No live thread was seen, yet the thread group still counts more
+		// than its zombie leader: an exec between the listing and the
+		// reads (the exec'ing thread's old id gone, the leader a zombie
+		// until the exec takes its place). A process that ended has one.
+		if p, err := f.fs.Proc(pid); err == nil {
+			if st, err := p.Stat(); err == nil && st.NumThreads > 1 {
+				return true
+			}
+		}
 	}
 	return false
 }
