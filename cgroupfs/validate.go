@@ -57,6 +57,10 @@ func validate(d planner.Desired, v2 bool) error {
 			return fmt.Errorf("%w: pool %q appears twice", ErrInvalid, p.Name)
 		}
 		seen[p.Name] = true
+		if !p.Pool.CPU.CPUs.IsEmpty() || !p.Query.CPU.CPUs.IsEmpty() {
+			return fmt.Errorf("%w: pool %q: CPUS='%s': this version plans CPU sets but does not write cpuset.cpus yet; accepted: CPUS=-1",
+				ErrInvalid, p.Name, p.Pool.CPU.CPUs)
+		}
 		if err := checkCgroup(p.Pool); err != nil {
 			return fmt.Errorf("%w: pool %q: %v", ErrInvalid, p.Name, err)
 		}

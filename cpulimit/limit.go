@@ -1,11 +1,9 @@
 // Package cpulimit is a cgroup's CPU limit as one value: its bandwidth
-// (quota, period, burst) and its weight, with the kernel's encodings of
-// them for cgroup v2 and v1 beside it. The planner decides a Limit,
-// cgroupfs writes and reads it back, the simulator runs on it, and compare
-// and the metrics report it; nothing else renders or parses these files.
-//
-// A further CPU setting of a cgroup (a cpuset) belongs here as a field of
-// Limit, with its file's encoding next to the others.
+// (quota, period, burst), its weight, its idle class and the CPUs it may
+// run on, with the kernel's encodings of them for cgroup v2 and v1 beside
+// it. The planner decides a Limit, cgroupfs writes and reads it back, the
+// simulator runs on it, and compare and the metrics report it; nothing
+// else renders or parses these files.
 package cpulimit
 
 import (
@@ -55,6 +53,9 @@ const (
 //	            cpu.idle "1", "0" otherwise; Linux >= 5.15). The kernel
 //	            gives an idle cgroup the least weight and refuses a
 //	            weight written to it, so Weight is 0 with Idle
+//	CPUs        the CPUs the cgroup's tasks may run on (v2 and v1
+//	            cpuset.cpus, a CPU list, see [CPUSet]); empty = not
+//	            confined, every CPU its parent has
 //
 // The zero Limit is not valid (its period is 0); [Unlimited] is a cgroup's
 // state when nothing limits it.
@@ -64,6 +65,7 @@ type Limit struct {
 	BurstUsec  int64
 	Weight     int64
 	Idle       bool
+	CPUs       CPUSet
 }
 
 // Unlimited is a limit without a quota or burst, with the given period and

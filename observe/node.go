@@ -21,7 +21,9 @@ type NodeCapacity struct {
 	// CPUs is OnlineCPUs lowered to CgroupCPUs when that is smaller,
 	// vCPU; fractional when a quota caps this process's cgroup.
 	CPUs float64
-	// OnlineCPUs counts /sys/devices/system/cpu/online.
+	// Online is /sys/devices/system/cpu/online, the CPUs a pool's CPUS
+	// may name; OnlineCPUs counts them.
+	Online     cpulimit.CPUSet
 	OnlineCPUs int
 	// CgroupCPUs is the tightest CPU bandwidth limit (quota / period) on
 	// this process's cgroup or any ancestor, vCPU; 0 when there is none.
@@ -57,9 +59,10 @@ func ReadNodeCapacity(root string) (NodeCapacity, error) {
 	if err != nil {
 		return n, fmt.Errorf("read online CPUs: %w", err)
 	}
-	if n.OnlineCPUs, err = parseCPUList(string(b)); err != nil {
+	if n.Online, err = parseOnline(string(b)); err != nil {
 		return n, fmt.Errorf("%s: %w", onlinePath, err)
 	}
+	n.OnlineCPUs = n.Online.Count()
 
 	pfs, err := procfs.NewFS(filepath.Join(root, "proc"))
 	if err != nil {
@@ -199,31 +202,14 @@ func readLimit[T any](dir, name string, parse func(string) (T, error)) (T, error
 	return v, err
 }
 
-// parseCPUList counts the CPUs in a kernel CPU list
-// (Documentation/admin-guide/cgroup-v2.rst "cpuset.cpus" format, also
-// /sys/devices/system/cpu/online): comma-separated numbers and
-// inclusive ranges, "0-3,8,10-11".
-func parseCPUList(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty CPU list")
+// parseOnline reads /sys/devices/system/cpu/online, a CPU list
+// (cpulimit.ParseCPUSet) that names at least the CPU reading it.
+func parseOnline(s string) (cpulimit.CPUSet, error) {
+	set, err := cpulimit.ParseCPUSet(s)
+	if err == nil && set.IsEmpty() {
+		err = errors.New("empty CPU list; want the online CPUs, such as \"0-3\"")
 	}
-	count := 0
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 31)
-		if err != nil {
-			return 0, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 31); err != nil || b < a {
-				return 0, fmt.Errorf("CPU list %q: %q is not a range", s, part)
-			}
-		}
-		count += int(b - a + 1)
-	}
-	return count, nil
+	return set, err
 }
 
 // parseCFSPeriod reads cgroup v1 cpu.cfs_period_us, µs > 0.

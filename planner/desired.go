@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/poolagent/poolagent/cpulimit"
@@ -19,6 +20,19 @@ type Node struct {
 	CPUs        float64 // vCPUs; fractional when the host's own cgroup is capped
 	MemoryBytes int64
 	PeriodUsec  int64 // default bandwidth period, microseconds
+	// Online is the node's online CPUs (/sys/devices/system/cpu/online),
+	// which a pool's CPUS must be within; empty means CPUs 0..n-1 for n
+	// = CPUs rounded up.
+	Online cpulimit.CPUSet
+}
+
+// OnlineCPUs is n.Online, or CPUs 0..n-1 for n = CPUs rounded up when it
+// is not known.
+func (n Node) OnlineCPUs() cpulimit.CPUSet {
+	if !n.Online.IsEmpty() {
+		return n.Online
+	}
+	return cpulimit.FirstCPUs(int(math.Ceil(n.CPUs)))
 }
 
 // Pool returns the desired state of the pool named name, and whether d
@@ -47,8 +61,12 @@ type PoolState struct {
 	// max-min division.
 	Weight int64
 	// CapCPUs is the pool's cap in vCPU: TOTAL_CPU_LIMIT_PERCENT_PER_NODE
-	// of the node, or the whole node without a limit.
+	// of the node, or the whole node without a limit, at most the number
+	// of its CPUS.
 	CapCPUs float64
+	// CapByCPUs is whether the count of the pool's CPUS is what set
+	// CapCPUs (it is below the node's share the pool would have had).
+	CapByCPUs bool
 	// AllocCPUs is the vCPU rate the pool's cpu.max grants: its max-min
 	// share when it takes part in the division (active, weight >= 0),
 	// its cap otherwise.

@@ -54,6 +54,13 @@ type Pool struct {
 	// (poolagent's extension), -1 or 0..1; -1 and 0 are not idle. An idle
 	// pool takes no part in the division (RESOURCES_WEIGHT -1).
 	CPUIdle int64
+	// CPUs confines the pool's queries to these CPUs (cpuset.cpus); the
+	// empty set, CPUS=-1, does not confine them. CPUS (poolagent's
+	// extension), a CPU list such as '0-3' or '0,2-3'; the pool's cap is
+	// at most its count. CPUsAt is where it was last set, for the plan's
+	// check against the node's online CPUs.
+	CPUs   cpulimit.CPUSet
+	CPUsAt Pos
 	// Created is where the pool was created; zero for `default`.
 	Created Pos
 }

@@ -36,10 +36,12 @@ type param struct {
 	lockedOnDefault bool
 	intField        func(*Pool) *int64
 	pctField        func(*Pool) *float64
+	// cpus marks CPUS, whose value is a CPU list (Pool.CPUs).
+	cpus bool
 }
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE).
+// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS).
 var params = []*param{
 	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
 		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
@@ -68,6 +70,7 @@ var params = []*param{
 		pctField: func(p *Pool) *float64 { return &p.CPUBurstPercent }},
 	{name: "CPU_IDLE", min: 0, max: 1, unset: "not idle; 0 too",
 		intField: func(p *Pool) *int64 { return &p.CPUIdle }},
+	{name: "CPUS", cpus: true, unset: "every CPU of the node"},
 }
 
 // paramByName finds a pool parameter by any spelling, case-insensitively.
@@ -84,6 +87,9 @@ var paramByName = func() map[string]*param {
 
 // accepted says which values the parameter takes.
 func (p *param) accepted() string {
+	if p.cpus {
+		return fmt.Sprintf("-1 (%s) or a CPU list in quotes: CPU numbers 0..%d and ranges LO-HI, such as '0-3' or '0,2-3'", p.unset, cpulimit.MaxCPU)
+	}
 	if p.percent {
 		s := "-1 (" + p.unset + ") or 0..100"
 		if p.name == "CPU_BURST_PERCENT" {
@@ -98,8 +104,12 @@ func (p *param) accepted() string {
 // (YDB accepts CONCURRENT_QUERY_LIMIT = "100").
 var numberRE = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 
-// shown renders a value as the user wrote it, for messages.
+// shown renders a value as the user wrote it, for messages; a value too
+// long to read is cut after 64 bytes with "…".
 func (v value) shown() string {
+	if r := []rune(v.text); len(r) > 64 {
+		v.text = string(r[:64]) + "…"
+	}
 	if v.kind == tokString {
 		return "'" + v.text + "'"
 	}
@@ -112,6 +122,9 @@ func (v value) shown() string {
 // set checks v and stores it in pool. It returns the problem, or "".
 func (p *param) set(pool *Pool, v value) string {
 	text := strings.TrimSpace(v.text)
+	if p.cpus {
+		return p.setCPUs(pool, v, text)
+	}
 	if v.kind == tokIdent || v.kind == tokQuoted || !numberRE.MatchString(text) {
 		return p.refuse(v, "not a number")
 	}
@@ -146,6 +159,31 @@ func (p *param) set(pool *Pool, v value) string {
 	return ""
 }
 
+// setCPUs checks and stores CPUS: -1 (in quotes or not) for every CPU,
+// a CPU number, or a CPU list in quotes.
+func (p *param) setCPUs(pool *Pool, v value, text string) string {
+	if text == "-1" && v.kind != tokIdent && v.kind != tokQuoted {
+		pool.CPUs, pool.CPUsAt = cpulimit.CPUSet{}, Pos{}
+		return ""
+	}
+	if v.kind == tokIdent || v.kind == tokQuoted {
+		return p.refuse(v, "not a CPU list")
+	}
+	set, err := cpulimit.ParseCPUSet(text)
+	switch {
+	case err != nil:
+		why := err.Error()
+		if i := strings.Index(why, "; accepted: "); i >= 0 {
+			why = why[:i]
+		}
+		return p.refuse(v, why)
+	case set.IsEmpty():
+		return p.refuse(v, "no CPUs: the pool's queries could never run")
+	}
+	pool.CPUs, pool.CPUsAt = set, v.pos
+	return ""
+}
+
 // aboveMax is the parameter's own explanation of an out-of-range value,
 // or generic when it has none.
 func (p *param) aboveMax(generic string) string {
@@ -162,9 +200,12 @@ func (p *param) refuse(v value, why string) string {
 
 // reset gives the parameter its default, -1.
 func (p *param) reset(pool *Pool) {
-	if p.percent {
+	switch {
+	case p.cpus:
+		pool.CPUs, pool.CPUsAt = cpulimit.CPUSet{}, Pos{}
+	case p.percent:
 		*p.pctField(pool) = -1
-	} else {
+	default:
 		*p.intField(pool) = -1
 	}
 }

@@ -25,7 +25,8 @@ type Activity struct {
 // Plan turns the pools of m into the desired cgroup state for node.
 //
 // Each pool's cap is TOTAL_CPU_LIMIT_PERCENT_PER_NODE of the node's vCPUs
-// (the whole node without one), lowered to its demand when one is known.
+// (the whole node without one), at most the number of its CPUS, lowered
+// to its demand when one is known.
 // Active pools with RESOURCES_WEIGHT >= 0 divide the node by weighted
 // max-min fairness (water-filling): when their caps fit, each gets its
 // cap; otherwise a_i = min(cap_i, λ·w_i) with λ such that the allocations
@@ -44,7 +45,9 @@ type Activity struct {
 // QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query. CPU_BURST_PERCENT
 // of a quota becomes its cpu.max.burst. CPU_IDLE=1 makes the pool's cgroup
 // idle (cpu.idle 1, no cpu.weight); its queries are not idle among
-// themselves.
+// themselves. CPUS confines the pool and its queries to those CPUs
+// (cpuset.cpus), which must be online on the node; a pool held only by
+// its CPUS, at all of them, needs no quota (cpu.max "max").
 func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	if err := checkNode(node); err != nil {
 		return Desired{}, err
@@ -63,6 +66,9 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 			active[name] = true
 		}
 	}
+	if err := checkCPUs(pools, node); err != nil {
+		return Desired{}, err
+	}
 	for name, d := range act.DemandCPUs {
 		if _, ok := m.pools[name]; !ok {
 			return Desired{}, fmt.Errorf("demand: %s", m.noPool(name))
@@ -73,14 +79,12 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	}
 
 	caps := make([]float64, len(pools))
+	byCPUs := make([]bool, len(pools))
 	alloc := make([]float64, len(pools))
 	claims := make([]claim, 0, len(pools))
 	claimOf := make([]int, 0, len(pools))
 	for i, p := range pools {
-		caps[i] = node.CPUs
-		if p.TotalCPULimitPercent >= 0 {
-			caps[i] = node.CPUs * p.TotalCPULimitPercent / 100
-		}
+		caps[i], byCPUs[i] = capOf(p, node)
 		alloc[i] = caps[i]
 		if !active[p.Name] || p.ResourcesWeight < 0 {
 			continue
@@ -104,7 +108,7 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		}
 		weight := CPUWeight(p.ResourcesWeight)
 		quota := int64(cpulimit.Max)
-		if p.TotalCPULimitPercent >= 0 || alloc[i] < node.CPUs*(1-1e-12) {
+		if p.TotalCPULimitPercent >= 0 || alloc[i] < reach(p, node)*(1-1e-12) {
 			quota = quotaUsec(alloc[i], period)
 		}
 		queryCPUs := alloc[i]
@@ -116,17 +120,60 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		if p.CPUIdle == 1 {
 			pool.CPU.Idle, pool.CPU.Weight = true, 0
 		}
+		query := cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
+		pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
 		out.Pools[i] = PoolState{
 			Name:      p.Name,
 			Pool:      pool,
-			Query:     cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent)),
+			Query:     query,
 			Active:    active[p.Name],
 			Weight:    p.ResourcesWeight,
 			CapCPUs:   caps[i],
+			CapByCPUs: byCPUs[i],
 			AllocCPUs: alloc[i],
 		}
 	}
 	return out, nil
+}
+
+// capOf is p's cap in vCPU: TOTAL_CPU_LIMIT_PERCENT_PER_NODE of the node
+// (the whole node without one), at most the number of its CPUS; byCPUs
+// says whether the CPUS made it smaller.
+func capOf(p Pool, node Node) (cpus float64, byCPUs bool) {
+	cpus = node.CPUs
+	if p.TotalCPULimitPercent >= 0 {
+		cpus = node.CPUs * p.TotalCPULimitPercent / 100
+	}
+	if n := float64(p.CPUs.Count()); n > 0 && n < cpus {
+		return n, true
+	}
+	return cpus, false
+}
+
+// reach is the most CPU p's queries could use without a quota: the node,
+// or the count of its CPUS when that is fewer.
+func reach(p Pool, node Node) float64 {
+	if n := float64(p.CPUs.Count()); n > 0 && n < node.CPUs {
+		return n
+	}
+	return node.CPUs
+}
+
+// checkCPUs refuses a pool whose CPUS names a CPU the node does not have
+// online, at the setting.
+func checkCPUs(pools []Pool, node Node) error {
+	online := node.OnlineCPUs()
+	var errs ErrorList
+	for _, p := range pools {
+		if off := p.CPUs.Minus(online); !off.IsEmpty() {
+			errs.errorf(p.CPUsAt, "pool %q: CPUS='%s': CPUs %s are not online on this node (online: %s); accepted: CPUs within %s, or CPUS=-1",
+				p.Name, p.CPUs, off, online, online)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 // checkNode refuses a node the plan cannot be made for.

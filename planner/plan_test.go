@@ -514,3 +514,61 @@ CREATE RESOURCE POOL web WITH (RESOURCES_WEIGHT=100);
 		t.Errorf("web %+v alloc %v, want not idle, weight 100, the whole node", c, web.AllocCPUs)
 	}
 }
+
+// TestPlanCPUs: a pool's CPUS caps it at their count in the max-min
+// division (a pool on 4 CPUs is not given 6, the rest goes to the
+// others), a pool held only by its CPUS at all of them needs no quota,
+// TOTAL_CPU_LIMIT_PERCENT_PER_NODE still applies below the count, and both
+// the pool's and its queries' cgroups carry the set.
+func TestPlanCPUs(t *testing.T) {
+	m, _, err := Load("f.sql", []byte(`
+CREATE RESOURCE POOL a WITH (CPUS='0-3', RESOURCES_WEIGHT=300);
+CREATE RESOURCE POOL b WITH (RESOURCES_WEIGHT=100);
+CREATE RESOURCE POOL c WITH (CPUS='4-7', TOTAL_CPU_LIMIT_PERCENT_PER_NODE=25, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50);
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	online, _ := cpulimit.ParseCPUSet("0-7")
+	d, err := Plan(m, Node{CPUs: 8, MemoryBytes: 1 << 30, PeriodUsec: 100000, Online: online}, Activity{Active: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool, cpus     string
+		capCPUs, alloc float64
+		byCPUs         bool
+		cpuMax, query  string
+	}{
+		{"a", "0-3", 4, 4, true, "max 100000", "400000 100000"},
+		{"b", "", 8, 4, false, "400000 100000", "400000 100000"},
+		{"c", "4-7", 2, 2, false, "200000 100000", "100000 100000"},
+	} {
+		p, _ := d.Pool(tc.pool)
+		if p.Pool.CPU.CPUs.String() != tc.cpus || p.Query.CPU.CPUs.String() != tc.cpus || p.CapCPUs != tc.capCPUs ||
+			p.AllocCPUs != tc.alloc || p.CapByCPUs != tc.byCPUs || p.Pool.CPU.CPUMax() != tc.cpuMax || p.Query.CPU.CPUMax() != tc.query {
+			t.Errorf("%s: cpus %q/%q cap %v (by CPUS %v) alloc %v cpu.max %q query %q; want %q cap %v (%v) alloc %v %q %q",
+				tc.pool, p.Pool.CPU.CPUs, p.Query.CPU.CPUs, p.CapCPUs, p.CapByCPUs, p.AllocCPUs, p.Pool.CPU.CPUMax(), p.Query.CPU.CPUMax(),
+				tc.cpus, tc.capCPUs, tc.byCPUs, tc.alloc, tc.cpuMax, tc.query)
+		}
+	}
+}
+
+// TestPlanCPUsOffline: a CPUS naming a CPU the node does not have online
+// is refused at the setting, with the node's online CPUs; a node given
+// only as a number of vCPUs has CPUs 0..n-1 (rounded up).
+func TestPlanCPUsOffline(t *testing.T) {
+	m, _, err := Load("f.sql", []byte("CREATE RESOURCE POOL a\n  WITH (CPUS='1-3');\nCREATE RESOURCE POOL b WITH (CPUS='2');"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Plan(m, Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}, Activity{})
+	want := `f.sql:2:14: pool "a": CPUS='1-3': CPUs 2-3 are not online on this node (online: 0-1); accepted: CPUs within 0-1, or CPUS=-1
+f.sql:3:35: pool "b": CPUS='2': CPUs 2 are not online on this node (online: 0-1); accepted: CPUs within 0-1, or CPUS=-1`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	if _, err := Plan(m, Node{CPUs: 2.5, MemoryBytes: 1 << 30, PeriodUsec: 100000}, Activity{}); err == nil || !strings.Contains(err.Error(), "CPUs 3 are not online") {
+		t.Errorf("2.5 vCPU: err = %v, want CPUs 0-2 online", err)
+	}
+}

@@ -54,7 +54,7 @@ func daemonCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "may-leave", Usage: "let queries move processes out of the CPU and memory limits of `CGROUP` and the cgroups below it (as /proc/PID/cgroup names it, such as /user.slice; repeatable); a process held by any other limit its query would leave is refused"},
 			&cli.IntFlag{Name: "max-conns-per-user", Value: daemon.DefaultLimits.ConnsPerUID, Usage: "`N` connections one uid may hold open to the daemon at once (each queued or running query holds one; docs/security.md)"},
 			&cli.IntFlag{Name: "max-unstarted-per-user", Value: daemon.DefaultLimits.NotStartedPerUID, Usage: "`N` queries of one uid that may be admitted and not yet started at once (docs/security.md)"},
-			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed; a pool's CPUS may then name CPUs 0..N-1, N rounded up (default: read from the host, with its online CPUs)"},
 			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.DurationFlag{Name: "load-sample", Value: admission.DefaultSampleInterval, Usage: "host CPU load sampling `INTERVAL`"},

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -29,7 +31,7 @@ func planCommand() *cli.Command {
 			"By default every pool with RESOURCES_WEIGHT >= 0 counts as active.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
-			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed (default: read from the host)"},
+			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed; a pool's CPUS may then name CPUs 0..N-1, N rounded up (default: read from the host, with its online CPUs)"},
 			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.StringFlag{Name: "active", Usage: "comma-separated `POOLS` with running queries (default: every pool with weight >= 0)"},
@@ -108,7 +110,7 @@ func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error)
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
 	}
 	if !c.IsSet("cpus") {
-		node.CPUs = host.CPUs
+		node.CPUs, node.Online = host.CPUs, host.Online
 		origin.cpus = fmt.Sprintf("host: %d online", host.OnlineCPUs)
 		if host.CgroupCPUs > 0 {
 			origin.cpus += ", cgroup limit " + formatCPUs(host.CgroupCPUs)
@@ -175,6 +177,8 @@ type poolJSON struct {
 	CPUMax          string  `json:"cpu_max"`
 	CPUWeight       int64   `json:"cpu_weight"`
 	CPUIdle         bool    `json:"cpu_idle,omitempty"`
+	CPUs            string  `json:"cpus,omitempty"`
+	CapByCPUs       bool    `json:"cap_by_cpus,omitempty"`
 	CPUMaxBurstUsec int64   `json:"cpu_max_burst_usec"`
 	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
 	QueryCPUMax     string  `json:"query_cpu_max"`
@@ -205,7 +209,8 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	for _, p := range d.Pools {
 		out.Pools = append(out.Pools, poolJSON{
 			Name: p.Name, Active: p.Active, Weight: p.Weight, CapCPUs: p.CapCPUs, AllocCPUs: p.AllocCPUs,
-			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUIdle: p.Pool.CPU.Idle, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
+			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUIdle: p.Pool.CPU.Idle,
+			CPUs: p.Pool.CPU.CPUs.String(), CapByCPUs: p.CapByCPUs, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
 			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPU.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
 		})
 	}
@@ -223,7 +228,12 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	fmt.Fprintf(w, "node: %s vCPU (%s), memory %d bytes (%s), period %d µs\n\n",
 		formatCPUs(d.Node.CPUs), origin.cpus, d.Node.MemoryBytes, origin.memory, d.Node.PeriodUsec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POOL\tACTIVE\tWEIGHT\tCAP vCPU\tALLOC vCPU\tCPU.MAX\tCPU.WEIGHT\tBURST µs\tQUERY CPU.MAX\tMEMORY.MAX\tQUERY MEMORY.MAX")
+	sets := slices.ContainsFunc(d.Pools, func(p planner.PoolState) bool { return !p.Pool.CPU.CPUs.IsEmpty() })
+	header := "POOL\tACTIVE\tWEIGHT\tCAP vCPU\tALLOC vCPU\tCPU.MAX\tCPU.WEIGHT\tBURST µs\tQUERY CPU.MAX\tMEMORY.MAX\tQUERY MEMORY.MAX"
+	if sets {
+		header += "\tCPUS"
+	}
+	fmt.Fprintln(tw, header)
 	for _, p := range d.Pools {
 		active := "no"
 		if p.Active {
@@ -233,10 +243,18 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 		if p.Pool.CPU.Idle {
 			weight = "idle"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
-			p.Name, active, p.Weight, formatCPUs(p.CapCPUs), formatCPUs(p.AllocCPUs),
+		capCPUs := formatCPUs(p.CapCPUs)
+		if p.CapByCPUs {
+			capCPUs += " (CPUS)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s",
+			p.Name, active, p.Weight, capCPUs, formatCPUs(p.AllocCPUs),
 			p.Pool.CPU.CPUMax(), weight, p.Pool.CPU.BurstUsec, p.Query.CPU.CPUMax(),
 			p.Pool.MemoryMax(), p.Query.MemoryMax())
+		if sets {
+			fmt.Fprintf(tw, "\t%s", cmp.Or(p.Pool.CPU.CPUs.String(), "(all)"))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -71,6 +71,8 @@ func TestPlanGolden(t *testing.T) {
 		{"demand.txt", append([]string{"plan", "--pools", poolsDir + "seed_weights.sql", "--active", "pool1, pool2,pool3",
 			"--demand", "pool1=0.5", "--period", "50ms"}, seedNode...)},
 		{"host_unified.txt", []string{"plan", "--pools", poolsDir + "seed_weights.sql", "--host-root", "../../testdata/node/unified"}},
+		{"cpus.txt", []string{"plan", "--pools", poolsDir + "cpus.sql", "--cpus", "8", "--memory", "32GiB", "--active", "web,etl"}},
+		{"cpus.json", []string{"plan", "--pools", poolsDir + "cpus.sql", "--cpus", "8", "--memory", "32GiB", "--active", "web,etl", "--format", "json"}},
 		{"host_cpus_given.txt", []string{"plan", "--pools", poolsDir + "seed_ceo.sql", "--cpus", "3", "--host-root", "../../testdata/node/hybrid"}},
 	}
 	for _, tc := range tests {
@@ -146,6 +148,8 @@ func TestPlanErrors(t *testing.T) {
 			"read pool file: open ../../testdata/pools/nope.sql: no such file or directory", ""},
 		{"unreadable host", []string{"plan", "--pools", seed, "--host-root", "/nonexistent"},
 			"read the host (give --cpus and --memory instead): read online CPUs: open /nonexistent/sys/devices/system/cpu/online: no such file or directory", ""},
+		{"cpus not online", []string{"plan", "--pools", poolsDir + "cpus.sql", "--host-root", "../../testdata/node/unified"},
+			"plan: ../../testdata/pools/cpus.sql:15:12: pool \"batch\": CPUS='4-7': CPUs 4-7 are not online on this node (online: 0-3); accepted: CPUs within 0-3, or CPUS=-1", ""},
 		{"refused file", []string{"plan", "--pools", poolsDir + "bad.sql", "--cpus", "1", "--memory", "1"},
 			"../../testdata/pools/bad.sql: 8 errors, nothing planned",
 			"../../testdata/pools/bad.sql:5:28: CONCURRENT_QUERY_LIMIT=2000"},
