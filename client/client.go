@@ -133,8 +133,24 @@ func Dial(socket string) (*os.File, error) {
 	if socket == "" {
 		socket = protocol.DefaultSocket
 	}
-	fail := func(err error) (*os.File, error) {
-		return nil, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
+	fd, err := connect(socket)
+	if err != nil {
+		return nil, err
+	}
+	// Non-blocking, so the runtime's poller serves it: reads wake on
+	// Close and deadlines apply.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("connect to the poolagent daemon at %s: %w", socket, os.NewSyscallError("fcntl", err))
+	}
+	return os.NewFile(uintptr(fd), socket), nil
+}
+
+// connect returns a blocking, close-on-exec socket connected to the
+// daemon's socket.
+func connect(socket string) (int, error) {
+	fail := func(err error) (int, error) {
+		return -1, fmt.Errorf("connect to the poolagent daemon at %s (is `poolagent daemon` running?): %w", socket, err)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -146,16 +162,11 @@ func Dial(socket string) (*os.File, error) {
 			break
 		}
 	}
-	if err == nil {
-		err = unix.SetNonblock(fd, true)
-	}
 	if err != nil {
 		unix.Close(fd)
 		return fail(os.NewSyscallError("connect", err))
 	}
-	// Non-blocking, so the runtime's poller serves it: reads wake on
-	// Close and deadlines apply.
-	return os.NewFile(uintptr(fd), socket), nil
+	return fd, nil
 }
 
 type client struct {

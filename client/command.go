@@ -107,19 +107,17 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		}
 		return ExitCannotStart
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
 	opts := RunOptions{
 		Socket: socket, Pool: pool, Args: cmdArgs, App: AppName(path), Env: os.Environ(),
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Name: prog,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Name: prog,
 	}
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
 	if format == "" {
 		// Nothing to do after the command: it runs in place of this
-		// process, and Exec returns only if it did not start.
+		// process, and Exec returns only if it did not start. Exec
+		// catches signals itself, and only if the query must wait.
 		res, err := Exec(path, opts)
 		var execErr *exec.Error
 		switch {
@@ -138,6 +136,10 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		}
 		return res.ExitCode
 	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, QueueSignals...)
+	defer signal.Stop(sigs)
+	opts.Signals = sigs
 	res, err := Run(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)

@@ -1,10 +1,14 @@
 package client
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"syscall"
 
 	"github.com/poolagent/poolagent/protocol"
@@ -20,24 +24,27 @@ import (
 // status and signals are the caller's to see directly, and the daemon
 // holds the query's slot until the query cgroup is empty.
 //
+// A query the daemon starts at once costs one request and one answer,
+// written and read on the calling goroutine: nothing else runs, so the
+// client's start stays close to the command's own. Signals are caught
+// (QueueSignals, when opts.Signals is nil) only once the query waits in
+// the queue, where one makes the client leave it; until the daemon's
+// first answer a signal acts on the client as on any Go program (SIGINT,
+// SIGTERM, SIGHUP end it as they would end the command).
+//
 // Exec returns only when the command did not start: refused, left the
 // queue (ErrLeftQueue, with Result.ExitCode 128+N), the daemon gone, or
 // the execve failed, which comes back as an *exec.Error in LookPath's
-// words; or, with no error, Result.Ran and ExitCode 128+N, when signal N
-// came between the daemon's answer and the execve. The connection is close-on-exec, so the command does not
-// inherit it.
+// words; or, with no error, Result.Ran and ExitCode 128+N, when a caught
+// signal N came between the daemon's answer and the execve. The
+// connection is close-on-exec, so the command does not inherit it.
 func Exec(path string, opts RunOptions) (Result, error) {
-	c, err := ask(opts, protocol.OpExec)
-	if err != nil {
-		return Result{}, err
+	started, res, conn, err := askInPlace(&opts)
+	if conn != nil {
+		defer conn.Close()
 	}
-	defer c.conn.Close()
-	started, res, err := c.wait()
 	if err != nil {
 		return res, err
-	}
-	if started.Type != protocol.ReplyStarted {
-		return res, fmt.Errorf("the daemon answered %q to an in-place run, want %q", started.Type, protocol.ReplyStarted)
 	}
 	// A signal caught since the daemon's answer was meant for the
 	// command: it ends the query as the signal's default action would
@@ -50,6 +57,78 @@ func Exec(path string, opts RunOptions) (Result, error) {
 	default:
 	}
 	return res, execve(path, opts, commandEnv(opts.Env, started.CPULimit))
+}
+
+// QueueSignals are the signals a client catches while its query waits in
+// the queue: any of them makes it leave.
+var QueueSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// askInPlace sends an OpExec request for opts and returns the daemon's
+// ReplyStarted. conn is the connection (nil when there is none), for the
+// caller to close. An answer other than a plain one (ParseReply) is read
+// by the client's reader, as Run reads its answers: the wait in the
+// queue, with its progress line and signals (caught from here on into
+// opts.Signals, when nil).
+func askInPlace(opts *RunOptions) (protocol.Reply, Result, *os.File, error) {
+	fd, err := connect(opts.Socket)
+	if err != nil {
+		return protocol.Reply{}, Result{}, nil, err
+	}
+	conn := os.NewFile(uintptr(fd), opts.Socket)
+	req := protocol.Request{Op: protocol.OpExec, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}
+	if _, err := conn.Write(protocol.AppendRequest(nil, req)); err != nil {
+		return protocol.Reply{}, Result{}, conn, fmt.Errorf("send request: %w", err)
+	}
+	line, rest, err := readLine(conn)
+	if err != nil {
+		return protocol.Reply{}, Result{}, conn, err
+	}
+	if r, plain := protocol.ParseReply(line); plain && r.Type != protocol.ReplyQueued {
+		switch r.Type {
+		case protocol.ReplyStarted:
+			return r, Result{Pool: r.Pool, Query: r.Query}, conn, nil
+		case protocol.ReplyError:
+			return r, Result{Pool: r.Pool}, conn, &RefusedError{Code: r.Code, Message: r.Error}
+		}
+		return r, Result{Pool: r.Pool}, conn, fmt.Errorf("the daemon answered %q to an in-place run, want %q", r.Type, protocol.ReplyStarted)
+	}
+	if opts.Signals == nil {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, QueueSignals...)
+		opts.Signals = sigs
+	}
+	c := &client{opts: *opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
+	go c.read(json.NewDecoder(io.MultiReader(bytes.NewReader(line), bytes.NewReader(rest), conn)))
+	started, res, err := c.wait()
+	if err == nil && started.Type != protocol.ReplyStarted {
+		err = fmt.Errorf("the daemon answered %q to an in-place run, want %q", started.Type, protocol.ReplyStarted)
+	}
+	return started, res, conn, err
+}
+
+// readLine reads the daemon's first answer, line (with its newline), and
+// rest, what came with it: at most protocol.MaxMessageBytes in all.
+func readLine(conn *os.File) (line, rest []byte, err error) {
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= protocol.MaxMessageBytes {
+				return nil, nil, fmt.Errorf("the daemon's answer is longer than %d bytes", protocol.MaxMessageBytes)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := conn.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			return buf[:i+1], buf[i+1:], nil
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, nil, errDaemonGone
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the daemon's answer: %w", err)
+		}
+	}
 }
 
 // execve replaces the process with the command, its standard files made

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Tests of the in-place path (protocol.OpExec): the whole run command as
@@ -86,6 +88,82 @@ func status(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// startExecOnTerminal starts `poolagent-run --pool pool -- argv...`
+// against socket with a terminal as its stderr, so that it draws its
+// progress line; its stdin and stdout are /dev/null. The terminal's
+// output is read into the returned terminal.
+func startExecOnTerminal(t *testing.T, socket, pool string, argv ...string) (*os.Process, *terminal) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	spec, _ := json.Marshal(clientSpec{Socket: socket, Pool: pool, Argv: argv, Exec: true})
+	p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
+		Env:   append(os.Environ(), envTestClient+"="+string(spec)),
+		Files: []*os.File{null, null, slave},
+	})
+	slave.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		p.Wait()
+	})
+	term := &terminal{done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 512)
+		for {
+			// Once no process has the terminal open, the read fails
+			// (EIO).
+			n, err := master.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return p, term
+}
+
+// terminal is what a client wrote to its terminal.
+type terminal struct {
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{} // closed when no process has the terminal open
+}
+
+func (term *terminal) text() string {
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	return term.out.String()
 }
 
 // waitStarted reads the command's stdout until it printed "started".
@@ -249,19 +327,23 @@ func TestExecStatusAndMessages(t *testing.T) {
 }
 
 // TestExecSignals: a signal while queued makes the run leave the queue
-// with 128+N; once it runs, the command is the process and gets the
-// signal itself.
+// with 128+N, its progress line cleared; once it runs, the command is the
+// process and gets the signal itself.
 func TestExecSignals(t *testing.T) {
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
 	// The shell reports SIGUSR1 through its exit status.
 	runner := startExec(t, d.socket, "olap", "/bin/sh", "-c", "trap 'exit 42' USR1; echo started; while :; do sleep 0.01; done")
 	runner.waitStarted(t)
-	queued := startExec(t, d.socket, "olap", "/bin/true")
-	waitFor(t, "one queued", func() bool { return d.pool(t, "olap").Queued == 1 })
-	queued.proc.Signal(syscall.SIGTERM)
-	st, stderr := queued.wait()
-	if status(st) != 128+int(syscall.SIGTERM) || !strings.HasPrefix(stderr, "poolagent-run: left the queue of pool") {
-		t.Fatalf("queued: status %d, stderr %q; want 143 and left the queue", status(st), stderr)
+	// On a terminal the client draws its progress line once it waits,
+	// having begun to catch signals: the signal comes after that.
+	queued, term := startExecOnTerminal(t, d.socket, "olap", "/bin/true")
+	waitFor(t, "the progress line", func() bool { return strings.Contains(term.text(), "poolagent-run: queued in pool olap, position 1") })
+	queued.Signal(syscall.SIGTERM)
+	st, _ := queued.Wait()
+	<-term.done
+	left := "\r\033[Kpoolagent-run: left the queue of pool olap after "
+	if status(st) != 128+int(syscall.SIGTERM) || !strings.Contains(term.text(), left) {
+		t.Fatalf("queued: status %d, terminal %q; want 143 and %q", status(st), term.text(), left)
 	}
 	waitFor(t, "the queue to empty", func() bool { return d.pool(t, "olap").Queued == 0 })
 	runner.proc.Signal(syscall.SIGUSR1)
