@@ -233,7 +233,7 @@ func release(pid int) bool {
 	if err := unix.PtraceInterrupt(pid); err != nil {
 		return false
 	}
-	pause := 20 * time.Microsecond
+	pause := 10 * time.Microsecond
 	for deadline := time.Now().Add(releaseWait); ; {
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
@@ -259,7 +259,12 @@ func release(pid int) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(pause)
+		// On this thread, not through the runtime's timers: a stop
+		// takes tens of microseconds, and a timer's sleep can take a
+		// millisecond however short it is asked to be, all of it on
+		// the client's wait for its answer.
+		ts := unix.NsecToTimespec(pause.Nanoseconds())
+		unix.Nanosleep(&ts, nil)
 		pause = min(2*pause, time.Millisecond)
 	}
 }
