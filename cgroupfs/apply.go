@@ -146,7 +146,9 @@ const maxMoveRounds = 5
 
 // moveAll writes each PID into to/cgroup.procs, then moves any process
 // that appeared in from meanwhile. A process that exits first is not an
-// error (ESRCH): it is gone, not lost.
+// error (ESRCH): it is gone, not lost. A move with from == to brings
+// processes of the same cgroup in another hierarchy in (on v1 a query's
+// cpuset twin), so there is nothing to empty.
 func moveAll(f FS, from, to string, pids []int, writes *int) error {
 	for range maxMoveRounds {
 		for _, pid := range pids {
@@ -158,6 +160,9 @@ func moveAll(f FS, from, to string, pids []int, writes *int) error {
 				return err
 			}
 			*writes++
+		}
+		if from == to {
+			return nil
 		}
 		var err error
 		if pids, err = readProcs(f, from); err != nil || len(pids) == 0 {

@@ -47,7 +47,13 @@ func diff(cur *current, d planner.Desired) []Op {
 		controllers = append(controllers, "memory")
 	}
 	if cur.v2 {
-		b.enable(".", controllers)
+		// Query cgroups inherit their pool's CPUs: only the pools get
+		// cpuset's files.
+		top := controllers
+		if usesCPUSet(d) {
+			top = append(slices.Clone(controllers), "cpuset")
+		}
+		b.enable(".", top)
 	}
 
 	dropped, moves, dests := cur.dropped(d)
@@ -70,7 +76,9 @@ func diff(cur *current, d planner.Desired) []Op {
 	for _, q := range stale {
 		b.rmdirTree(q)
 	}
+	b.cpusets(b.cpusetTargets(pools, queries))
 	b.allValues(pools, queries)
+	b.join(queries)
 	for _, mv := range moves {
 		for _, h := range cur.hiers {
 			if n := cur.nodes[mv.from]; n.in[h] && len(n.procs[h]) > 0 {
@@ -90,24 +98,26 @@ func diff(cur *current, d planner.Desired) []Op {
 // which go.
 func (b *builder) targets(d planner.Desired, dests map[string]bool) (pools, queries []target, stale []string) {
 	var def planner.PoolState
+	var defWant settings
 	for _, p := range d.Pools {
+		pool := b.target(p.Name, b.cur.cpusetWant(fromDesired(p.Pool), false, b.cur.top))
 		if p.Name == planner.DefaultPool {
-			def = p
+			def, defWant = p, pool.want
 		}
-		pools = append(pools, b.target(p.Name, fromDesired(p.Pool)))
+		pools = append(pools, pool)
 		for _, q := range b.cur.children(p.Name) {
 			if !b.cur.busy(q) && !dests[q] {
 				stale = append(stale, q)
 				continue
 			}
-			queries = append(queries, b.target(q, fromDesired(p.Query)))
+			queries = append(queries, b.target(q, b.cur.cpusetWant(fromDesired(p.Query), true, pool.want)))
 		}
 	}
 	for _, dest := range slices.Sorted(maps.Keys(dests)) {
 		if _, ok := b.cur.nodes[dest]; ok {
 			continue // an existing query of default, already a target
 		}
-		queries = append(queries, b.target(dest, fromDesired(def.Query)))
+		queries = append(queries, b.target(dest, b.cur.cpusetWant(fromDesired(def.Query), true, defWant)))
 	}
 	return pools, queries, stale
 }
@@ -306,6 +316,102 @@ func (b *builder) values(tg target) {
 			b.add(memH, tg.path, OpWrite, fileMemoryMax, v)
 		} else {
 			b.add(memH, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(w.memBytes, 10))
+		}
+	}
+}
+
+// cpusetWant is s with the cpuset files a cgroup should read, given its
+// parent's wanted ones. On v2 a pool has its own CPUS (empty: every CPU
+// the root has) and a query nothing, as it inherits its pool's. On v1,
+// where a new cpuset cgroup has neither CPUs nor memory nodes and takes
+// no process until it has both, every cgroup holds its CPUs or else its
+// parent's, and its parent's memory nodes. Without the v1 cpuset
+// hierarchy, nothing.
+func (cur *current) cpusetWant(s settings, query bool, parent settings) settings {
+	switch {
+	case cur.v2 && query:
+		s.cpu.CPUs = cpulimit.CPUSet{}
+	case !cur.v2 && !slices.Contains(cur.hiers, HierCPUSet):
+		s.cpu.CPUs, s.mems = cpulimit.CPUSet{}, ""
+	case !cur.v2:
+		if s.cpu.CPUs.IsEmpty() {
+			s.cpu.CPUs = parent.cpu.CPUs
+		}
+		s.mems = parent.mems
+	}
+	return s
+}
+
+// cpusetTargets are the cgroups whose cpuset files the change manages,
+// parents first: on v1 the pool root (copying its parent's) and every
+// pool and query; on v2 the pools.
+func (b *builder) cpusetTargets(pools, queries []target) []target {
+	if b.cur.v2 {
+		return pools
+	}
+	if !slices.Contains(b.cur.hiers, HierCPUSet) {
+		return nil
+	}
+	root, ok := b.cur.values["."]
+	if !ok {
+		root = defaults()
+	}
+	return append(append([]target{{path: ".", want: b.cur.top, cur: root}}, pools...), queries...)
+}
+
+// cpusets writes the cpuset files of tgs (parents first) that differ. On
+// v1 (validate_change_legacy) a cpuset must stay within its parent's and
+// hold its children's, and one with processes may not become empty, at
+// every write: so each changed cgroup first goes to the union of its
+// current and wanted CPUs, parents first, and then to the wanted ones,
+// children first. Memory nodes, the same everywhere, go with the first
+// pass. On v2 the kernel refuses none of this: one write each.
+func (b *builder) cpusets(tgs []target) {
+	h := HierUnified
+	if !b.cur.v2 {
+		h = HierCPUSet
+	}
+	mid := make([]cpulimit.CPUSet, len(tgs))
+	for i, tg := range tgs {
+		mid[i] = tg.want.cpu.CPUs
+		if !b.cur.v2 {
+			mid[i] = tg.cur.cpu.CPUs.Union(mid[i])
+		}
+		if mid[i] != tg.cur.cpu.CPUs {
+			b.add(h, tg.path, OpWrite, fileCPUSetCPUs, cpusValue(mid[i]))
+		}
+		if tg.want.mems != tg.cur.mems {
+			b.add(h, tg.path, OpWrite, fileCPUSetMems, tg.want.mems)
+		}
+	}
+	for i := len(tgs) - 1; i >= 0; i-- {
+		if tgs[i].want.cpu.CPUs != mid[i] {
+			b.add(h, tgs[i].path, OpWrite, fileCPUSetCPUs, cpusValue(tgs[i].want.cpu.CPUs))
+		}
+	}
+}
+
+// join moves (an OpMove into the cgroup itself), on v1, the processes of each query cgroup in the cpu
+// hierarchy that are not in its cpuset twin into it: a query running
+// when its pool's CPU sets came into use, or a process it forked while it
+// was being placed. Written after the twin's CPUs and memory nodes.
+func (b *builder) join(queries []target) {
+	if b.cur.v2 || !slices.Contains(b.cur.hiers, HierCPUSet) {
+		return
+	}
+	for _, q := range queries {
+		n := b.cur.nodes[q.path]
+		if n == nil {
+			continue
+		}
+		var pids []int
+		for _, pid := range n.procs[HierCPU] {
+			if !slices.Contains(n.procs[HierCPUSet], pid) {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) > 0 {
+			b.ops = append(b.ops, Op{Kind: OpMove, Hier: HierCPUSet, Dir: b.cur.roots[HierCPUSet], Path: q.path, To: q.path, PIDs: pids})
 		}
 	}
 }

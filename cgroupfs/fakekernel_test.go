@@ -51,6 +51,31 @@ func newWorld(t testing.TB, v2 bool) *world {
 	return w
 }
 
+// fakeOnline is the world's online CPUs, which cpuset.cpus must be within.
+const fakeOnline = "0-3"
+
+// addCPUSet gives the world the cpuset controller with CPUs 0-3 and memory
+// node 0: a v1 cpuset hierarchy, or cpuset in the v2 mount's controllers
+// (enabled in its subtree_control, as a host's init does). Call it before
+// opening a tree.
+func (w *world) addCPUSet() {
+	if w.v2 {
+		u := w.mounts.Unified
+		w.mounts.UnifiedControllers = append(w.mounts.UnifiedControllers, "cpuset")
+		for _, f := range []string{fileControllers, fileSubtreeControl} {
+			w.must(os.WriteFile(filepath.Join(u, f), []byte("cpu memory cpuset\n"), 0o644))
+		}
+		w.must(os.WriteFile(filepath.Join(u, fileCPUSetEff), []byte(fakeOnline+"\n"), 0o644))
+		return
+	}
+	d := filepath.Join(filepath.Dir(w.mounts.V1[HierCPU]), HierCPUSet)
+	w.mounts.V1[HierCPUSet] = d
+	w.must(os.Mkdir(d, 0o755))
+	w.mkcg(d)
+	w.must(os.WriteFile(filepath.Join(d, fileCPUSetCPUs), []byte(fakeOnline+"\n"), 0o644))
+	w.must(os.WriteFile(filepath.Join(d, fileCPUSetMems), []byte("0\n"), 0o644))
+}
+
 func (w *world) must(err error) {
 	w.t.Helper()
 	if err != nil {
@@ -94,6 +119,8 @@ func (w *world) mkcg(dir string) {
 		files["cpuacct.usage"] = "0"
 	case HierMemory:
 		files[fileMemLimit] = "9223372036854771712"
+	case HierCPUSet:
+		files[fileCPUSetCPUs], files[fileCPUSetMems] = "", ""
 	}
 	for k, v := range files {
 		w.must(os.WriteFile(filepath.Join(dir, k), []byte(v+"\n"), 0o644))
@@ -107,6 +134,8 @@ func controllerFiles(c string) map[string]string {
 		return map[string]string{fileCPUMax: "max 100000", fileCPUMaxBurst: "0", fileCPUWeight: "100"}
 	case "memory":
 		return map[string]string{fileMemoryMax: "max"}
+	case "cpuset":
+		return map[string]string{fileCPUSetCPUs: "", fileCPUSetMems: ""}
 	}
 	return nil
 }
@@ -289,6 +318,8 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		}
 		s := strconv.FormatUint(min(max(n, cpulimit.MinShares), cpulimit.MaxShares), 10)
 		return &s, nil
+	case fileCPUSetCPUs, fileCPUSetMems:
+		return w.cpusetWrite(cg, file, v)
 	case fileMemoryMax, fileMemLimit:
 		if v == "max" || v == "-1" {
 			s := "max"
@@ -348,6 +379,42 @@ func (w *world) v1Schedulable(cg string, q, p int64) error {
 	return walk(mount, math.MaxUint64)
 }
 
+// cpusetWrite is update_cpumask / update_nodemask: a list within the
+// online CPUs (memory node 0); on v1 (validate_change_legacy) also within
+// the parent's and holding every child's, and never empty while the
+// cgroup has processes. v2 takes any list of online CPUs, empty too.
+func (w *world) cpusetWrite(cg, file, v string) (*string, error) {
+	set, err := cpulimit.ParseCPUSet(v)
+	online := fakeOnline
+	if file == fileCPUSetMems {
+		online = "0"
+	}
+	all, _ := cpulimit.ParseCPUSet(online)
+	if err != nil || !set.SubsetOf(all) {
+		return nil, unix.EINVAL
+	}
+	if h, mount := w.hierOf(cg); h == HierCPUSet && cg != mount {
+		of := func(dir string) cpulimit.CPUSet {
+			s, _ := cpulimit.ParseCPUSet(w.read(filepath.Join(dir, file)))
+			return s
+		}
+		if set.IsEmpty() && w.read(filepath.Join(cg, fileProcs)) != "" {
+			return nil, unix.ENOSPC
+		}
+		if !set.SubsetOf(of(filepath.Dir(cg))) {
+			return nil, unix.EACCES
+		}
+		ents, _ := os.ReadDir(cg)
+		for _, e := range ents {
+			if e.IsDir() && !of(filepath.Join(cg, e.Name())).SubsetOf(set) {
+				return nil, unix.EBUSY
+			}
+		}
+	}
+	s := set.String()
+	return &s, nil
+}
+
 // move moves process pid (as text) into cg from wherever it is in cg's
 // hierarchy.
 func (w *world) move(cg, v string) error {
@@ -358,6 +425,11 @@ func (w *world) move(cg, v string) error {
 	h, mount := w.hierOf(cg)
 	if h == HierUnified && cg != mount && w.read(filepath.Join(cg, fileSubtreeControl)) != "" {
 		return unix.EBUSY // no internal processes
+	}
+	// cpuset_can_attach: v1 takes no process into a cpuset without CPUs
+	// or memory nodes.
+	if h == HierCPUSet && (w.read(filepath.Join(cg, fileCPUSetCPUs)) == "" || w.read(filepath.Join(cg, fileCPUSetMems)) == "") {
+		return unix.ENOSPC
 	}
 	var from string
 	filepath.WalkDir(mount, func(p string, d os.DirEntry, err error) error {
@@ -429,6 +501,9 @@ func (w *world) snapshot(root string) string {
 	mounts := []string{w.mounts.Unified}
 	if !w.v2 {
 		mounts = []string{w.mounts.V1[HierCPU], w.mounts.V1[HierCPUAcct], w.mounts.V1[HierMemory]}
+		if d, ok := w.mounts.V1[HierCPUSet]; ok {
+			mounts = append(mounts, d)
+		}
 	}
 	for _, m := range mounts {
 		filepath.WalkDir(filepath.Join(m, root), func(p string, d os.DirEntry, err error) error {

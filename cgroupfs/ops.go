@@ -15,7 +15,8 @@ const (
 	OpMkdir OpKind = iota
 	// OpWrite writes Value to File in the cgroup.
 	OpWrite
-	// OpMove moves every process of the cgroup into To.
+	// OpMove moves every process of the cgroup into To; with To the
+	// cgroup itself, it moves PIDs in from elsewhere in the hierarchy.
 	OpMove
 	// OpRmdir removes an empty cgroup.
 	OpRmdir
@@ -24,7 +25,8 @@ const (
 // Op is one change to the cgroup filesystem.
 type Op struct {
 	Kind OpKind
-	// Hier is the hierarchy: HierUnified, HierCPU, HierCPUAcct or HierMemory.
+	// Hier is the hierarchy: HierUnified, HierCPU, HierCPUAcct, HierMemory
+	// or HierCPUSet.
 	Hier string
 	// Dir is the hierarchy's pool root.
 	Dir string
@@ -59,6 +61,9 @@ func (o Op) String() string {
 		pids := make([]string, len(o.PIDs))
 		for i, pid := range o.PIDs {
 			pids[i] = strconv.Itoa(pid)
+		}
+		if o.To == o.Path {
+			return fmt.Sprintf("move pids [%s] into %s", strings.Join(pids, " "), p)
 		}
 		return fmt.Sprintf("move pids [%s] from %s to %s", strings.Join(pids, " "), p, filepath.Join(o.Dir, filepath.FromSlash(o.To)))
 	case OpRmdir:

@@ -26,7 +26,7 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	if err := checkCgroup(ps.Query); err != nil {
 		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
 	}
-	hiers, err := t.hiers(want.memBytes >= 0)
+	hiers, err := t.hiers(want.memBytes >= 0, !want.cpu.CPUs.IsEmpty())
 	if err != nil {
 		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
 	}
@@ -41,7 +41,9 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 		nodes: map[string]*node{}, values: map[string]settings{}})
 	b.bw[ps.Name] = pool.cpu
 	b.mkdir(cg)
-	b.values(b.target(cg, want))
+	tg := b.target(cg, b.cur.cpusetWant(want, true, pool))
+	b.values(tg)
+	b.cpusets([]target{tg})
 	for _, h := range hiers {
 		b.add(h, cg, OpWrite, fileProcs, strconv.Itoa(pid))
 	}
@@ -72,7 +74,7 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 // cgroups a placed process leaves are the ones on its path that are not
 // on this one. It writes nothing.
 func (t *Tree) QueryPlaces(ps planner.PoolState, query string) (map[string]QueryPlace, error) {
-	hiers, err := t.hiers(fromDesired(ps.Query).memBytes >= 0)
+	hiers, err := t.hiers(fromDesired(ps.Query).memBytes >= 0, !ps.Query.CPU.CPUs.IsEmpty())
 	if err != nil {
 		return nil, err
 	}

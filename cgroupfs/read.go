@@ -45,18 +45,23 @@ type current struct {
 	// rootHi is, on v1, the ratio of the pool root's nearest limited
 	// ancestor-or-self (math.MaxUint64: none), the bound for pools.
 	rootHi uint64
+	// top is, when CPU sets are in use, the pool root's parent's cpuset:
+	// on v1 its cpuset.cpus and cpuset.mems, which the root copies (a
+	// cpuset cgroup starts with neither); on v2 its effective CPUs. Every
+	// pool's CPUS must be within its CPUs.
+	top settings
 }
 
 // readCurrent reads what [diff] needs to reach d. It refuses a tree whose
 // controllers will not be available (ErrNoController) or whose root cannot
 // be made (ErrBadRoot).
 func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
-	mem := usesMemory(d)
-	hiers, err := t.hiers(mem)
+	mem, sets := usesMemory(d), usesCPUSet(d)
+	hiers, err := t.hiers(mem, sets)
 	if err != nil {
 		return nil, fmt.Errorf("read pool tree: %w", err)
 	}
-	if err := t.checkControllers(mem, hiers); err != nil {
+	if err := t.checkControllers(mem, sets, hiers); err != nil {
 		return nil, err
 	}
 	if err := t.checkIdle(d); err != nil {
@@ -73,6 +78,9 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 		if cur.rootHi, err = t.v1RootBound(); err != nil {
 			return nil, err
 		}
+	}
+	if err := t.readCPUSetTop(cur, d); err != nil {
+		return nil, err
 	}
 	desired := map[string]bool{}
 	for _, p := range d.Pools {
@@ -147,11 +155,12 @@ func (t *Tree) readHier(cur *current, h string) error {
 }
 
 // hiers lists the hierarchies a change touches: on v1 the memory hierarchy
-// only when a memory limit is wanted or poolagent's memory root exists.
-func (t *Tree) hiers(memory bool) ([]string, error) {
+// only when a memory limit is wanted, the cpuset hierarchy only when CPU
+// sets are, or poolagent's root exists there.
+func (t *Tree) hiers(memory, cpuset bool) ([]string, error) {
 	var out []string
 	for _, h := range t.order {
-		if h == HierMemory && !memory {
+		if h == HierMemory && !memory || h == HierCPUSet && !cpuset {
 			f, err := t.mountFS(h)
 			if err != nil {
 				return nil, err
@@ -313,7 +322,8 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if s.cpu.Idle, err = readIdle(f, cg); err != nil {
 			return s, err
 		}
-		return s, nil
+		s.cpu.CPUs, err = readCPUs(f, cg)
+		return s, err
 	}
 	f, err := t.fs(HierCPU)
 	if err != nil {
@@ -346,7 +356,92 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 			return s, err
 		}
 	}
+	if slices.Contains(hiers, HierCPUSet) {
+		return readCPUSet(t.fs, cg, s)
+	}
 	return s, nil
+}
+
+// readCPUSet reads cg's cpuset.cpus and cpuset.mems in the v1 cpuset
+// hierarchy into s; a cgroup not there yet (the hierarchy just came into
+// use) has neither, as a new one.
+func readCPUSet(open func(string) (FS, error), cg string, s settings) (settings, error) {
+	f, err := open(HierCPUSet)
+	if err == nil {
+		s.cpu.CPUs, err = readCPUs(f, cg)
+	}
+	var b []byte
+	if err == nil {
+		b, err = f.ReadFile(path.Join(cg, fileCPUSetMems))
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	s.mems = strings.TrimSpace(string(b))
+	return s, err
+}
+
+// readCPUs reads cg's cpuset.cpus; a cgroup without the file (the cpuset
+// controller not enabled for it on v2) is not confined.
+func readCPUs(f FS, cg string) (cpulimit.CPUSet, error) {
+	b, err := f.ReadFile(path.Join(cg, fileCPUSetCPUs))
+	if errors.Is(err, fs.ErrNotExist) {
+		return cpulimit.CPUSet{}, nil
+	}
+	if err != nil {
+		return cpulimit.CPUSet{}, err
+	}
+	set, err := cpulimit.ParseCPUSet(string(b))
+	if err != nil {
+		return set, fmt.Errorf("%s: %w", path.Join(cg, fileCPUSetCPUs), err)
+	}
+	return set, nil
+}
+
+// readCPUSetTop reads, when CPU sets are in use, the cpuset of the pool
+// root's parent into cur.top (v1: cpus and mems; v2: effective CPUs) and
+// on v1 the root's own into cur.values["."], and refuses a pool whose
+// CPUS the parent does not have: v1 would refuse the write, v2 would
+// quietly run the pool on the parent's CPUs instead.
+func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
+	h, file, on := HierCPUSet, fileCPUSetCPUs, slices.Contains(cur.hiers, HierCPUSet)
+	if t.v2 {
+		h, file, on = HierUnified, fileCPUSetEff, usesCPUSet(d)
+	}
+	if !on {
+		return nil
+	}
+	mf, err := t.mountFS(h)
+	if err != nil {
+		return err
+	}
+	parent := path.Dir(t.inMount(h, t.roots[h]))
+	b, err := mf.ReadFile(path.Join(parent, file))
+	if err != nil {
+		return fmt.Errorf("read cpuset of the pool root's parent: %w", err)
+	}
+	if cur.top.cpu.CPUs, err = cpulimit.ParseCPUSet(string(b)); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(t.mounts[h], parent, file), err)
+	}
+	if !t.v2 {
+		m, err := mf.ReadFile(path.Join(parent, fileCPUSetMems))
+		if err != nil {
+			return fmt.Errorf("read cpuset of the pool root's parent: %w", err)
+		}
+		cur.top.mems = strings.TrimSpace(string(m))
+		if cur.rootIn[h] {
+			if cur.values["."], err = readCPUSet(t.fs, ".", settings{}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range d.Pools {
+		if off := p.Pool.CPU.CPUs.Minus(cur.top.cpu.CPUs); !off.IsEmpty() {
+			return fmt.Errorf("%w: pool %q: CPUS='%s': CPUs %s are not in %s (%q), which the pool root's cpuset takes its CPUs from; accepted: CPUs within %s",
+				ErrInvalid, p.Name, p.Pool.CPU.CPUs, off, filepath.Join(t.mounts[h], parent, file), cur.top.cpu.CPUs.String(), cur.top.cpu.CPUs)
+		}
+	}
+	return nil
 }
 
 // readOr reads cg's file with parse; a missing file (a kernel without
@@ -504,11 +599,15 @@ func (t *Tree) v1RootBound() (uint64, error) {
 }
 
 // checkControllers refuses a tree where the cpu controller (or memory, when
-// a limit is set) will not be available to the pools.
-func (t *Tree) checkControllers(mem bool, hiers []string) error {
+// a limit is set, or cpuset, when a pool has CPUS) will not be available
+// to the pools.
+func (t *Tree) checkControllers(mem, sets bool, hiers []string) error {
 	if !t.v2 {
 		if mem && !slices.Contains(hiers, HierMemory) {
 			return fmt.Errorf("memory limit set: %w: no v1 memory hierarchy is mounted", ErrNoController)
+		}
+		if sets && !slices.Contains(hiers, HierCPUSet) {
+			return fmt.Errorf("CPUS set: %w: no v1 cpuset hierarchy is mounted beside the cpu hierarchy; accepted here: CPUS=-1", ErrNoController)
 		}
 		return nil
 	}
@@ -535,6 +634,9 @@ func (t *Tree) checkControllers(mem bool, hiers []string) error {
 	need := []string{"cpu"}
 	if mem {
 		need = append(need, "memory")
+	}
+	if sets {
+		need = append(need, "cpuset")
 	}
 	for _, c := range need {
 		if !slices.Contains(have, c) {

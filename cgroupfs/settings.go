@@ -17,6 +17,10 @@ import (
 //	v2 memory.max            "max" | bytes (read back rounded down to a page)
 //	v2 cgroup.subtree_control "cpu memory"; written as "+cpu"
 //	v2, v1 cpu.idle          "0" | "1" (Linux >= 5.15; not on a root)
+//	v2, v1 cpuset.cpus       CPU list "0-3,8"; "" = v2: its parent's CPUs,
+//	                         v1: none (no process may enter)
+//	v1 cpuset.mems           memory node list "0"; "" = none, as for cpus
+//	v2 cpuset.cpus.effective the CPUs the cgroup's tasks may use
 //	v1 cpu.cfs_quota_us      "-1" | µs
 //	v1 cpu.cfs_period_us     µs, 1000..1000000
 //	v1 cpu.cfs_burst_us      µs
@@ -28,6 +32,9 @@ const (
 	fileCPUWeight      = "cpu.weight"
 	fileMemoryMax      = "memory.max"
 	fileCPUIdle        = "cpu.idle"
+	fileCPUSetCPUs     = "cpuset.cpus"
+	fileCPUSetMems     = "cpuset.mems"
+	fileCPUSetEff      = "cpuset.cpus.effective"
 	fileSubtreeControl = "cgroup.subtree_control"
 	fileControllers    = "cgroup.controllers"
 	fileProcs          = "cgroup.procs"
@@ -39,13 +46,15 @@ const (
 )
 
 // settings is one cgroup's managed values as cgroupfs compares them: the
-// CPU limit (Weight 0: cpu.weight is not managed), cgroup v1's cpu.shares
-// (the weight's v1 form; read back, it does not convert to a weight
-// exactly; 0: not managed) and the memory limit (-1: unlimited).
+// CPU limit (Weight 0: cpu.weight is not managed; CPUs: cpuset.cpus),
+// cgroup v1's cpu.shares (the weight's v1 form; read back, it does not
+// convert to a weight exactly; 0: not managed), the memory limit (-1:
+// unlimited) and cgroup v1's cpuset.mems ("": not managed, or none yet).
 type settings struct {
 	cpu      cpulimit.Limit
 	shares   int64
 	memBytes int64
+	mems     string
 }
 
 // fromDesired is the settings c asks for: v1 writes the weight as
@@ -67,6 +76,26 @@ func usesMemory(d planner.Desired) bool {
 		}
 	}
 	return false
+}
+
+// usesCPUSet reports whether any pool in d is confined to a set of CPUs.
+func usesCPUSet(d planner.Desired) bool {
+	for _, p := range d.Pools {
+		if !p.Pool.CPU.CPUs.IsEmpty() || !p.Query.CPU.CPUs.IsEmpty() {
+			return true
+		}
+	}
+	return false
+}
+
+// cpusValue is what is written to cpuset.cpus for set: its list, or a
+// newline for the empty set (a write of no bytes never reaches the
+// kernel's handler, so "" would leave the file as it was).
+func cpusValue(set cpulimit.CPUSet) string {
+	if set.IsEmpty() {
+		return "\n"
+	}
+	return set.String()
 }
 
 func parseUint(file, s string) (uint64, error) {

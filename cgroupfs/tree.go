@@ -17,12 +17,14 @@ const (
 	HierCPU     = "cpu"     // cgroup v1 cpu
 	HierCPUAcct = "cpuacct" // cgroup v1 cpuacct, kept in step for usage
 	HierMemory  = "memory"  // cgroup v1 memory, used when a limit is set
+	HierCPUSet  = "cpuset"  // cgroup v1 cpuset, used when a pool has CPUS
 )
 
 // Tree is poolagent's cgroup subtree on one host: the pool root in the
 // hierarchy carrying the cpu controller and, on cgroup v1, the same
-// relative path in the cpuacct hierarchy (so usage can be read) and in the
-// memory hierarchy (when a memory limit is set). The pool root belongs to
+// relative path in the cpuacct hierarchy (so usage can be read), in the
+// memory hierarchy (when a memory limit is set) and in the cpuset
+// hierarchy (when a pool has CPUS). The pool root belongs to
 // poolagent: any cgroup directly below it that is not a desired pool is a
 // dropped pool.
 type Tree struct {
@@ -89,7 +91,7 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	t.roots[HierCPU], t.mounts[HierCPU] = root, cpuDir
 	t.order = []string{HierCPU}
 	t.acctRoot = m.Twin(HierCPUAcct, root)
-	for _, h := range []string{HierCPUAcct, HierMemory} {
+	for _, h := range []string{HierCPUAcct, HierMemory, HierCPUSet} {
 		if d := m.Twin(h, root); d != "" && d != root {
 			t.roots[h], t.mounts[h] = d, m.Twin(h, cpuDir)
 			t.order = append(t.order, h)

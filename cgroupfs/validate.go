@@ -57,9 +57,10 @@ func validate(d planner.Desired, v2 bool) error {
 			return fmt.Errorf("%w: pool %q appears twice", ErrInvalid, p.Name)
 		}
 		seen[p.Name] = true
-		if !p.Pool.CPU.CPUs.IsEmpty() || !p.Query.CPU.CPUs.IsEmpty() {
-			return fmt.Errorf("%w: pool %q: CPUS='%s': this version plans CPU sets but does not write cpuset.cpus yet; accepted: CPUS=-1",
-				ErrInvalid, p.Name, p.Pool.CPU.CPUs)
+		// Query cgroups inherit (v2) or copy (v1) their pool's CPUs.
+		if p.Query.CPU.CPUs != p.Pool.CPU.CPUs {
+			return fmt.Errorf("%w: pool %q: query CPUs %q differ from the pool's %q; a query runs on its pool's CPUs",
+				ErrInvalid, p.Name, p.Query.CPU.CPUs, p.Pool.CPU.CPUs)
 		}
 		if err := checkCgroup(p.Pool); err != nil {
 			return fmt.Errorf("%w: pool %q: %v", ErrInvalid, p.Name, err)
