@@ -187,6 +187,11 @@ func (s CPUSet) Union(o CPUSet) CPUSet {
 	return s.combine(o, func(a, b uint64) uint64 { return a | b })
 }
 
+// Intersect is the CPUs in both s and o.
+func (s CPUSet) Intersect(o CPUSet) CPUSet {
+	return s.combine(o, func(a, b uint64) uint64 { return a & b })
+}
+
 // Minus is the CPUs in s and not in o.
 func (s CPUSet) Minus(o CPUSet) CPUSet {
 	return s.combine(o, func(a, b uint64) uint64 { return a &^ b })

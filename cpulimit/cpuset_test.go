@@ -77,6 +77,9 @@ func TestCPUSetOps(t *testing.T) {
 	if got := a.Union(b).String(); got != "0-5,9" {
 		t.Errorf("union = %q", got)
 	}
+	if got := a.Intersect(b).String(); got != "2-3" {
+		t.Errorf("intersect = %q", got)
+	}
 	if got := b.Minus(a).String(); got != "4-5,9" {
 		t.Errorf("minus = %q", got)
 	}

@@ -44,7 +44,11 @@ type Group struct {
 	// the length of the reported periods; BurstUsec must be 0 without a
 	// quota, and unlike the kernel, which refuses a burst above the quota,
 	// the model accepts any burst >= 0, as the chapter's experiment needs;
-	// Weight is 1..cpulimit.MaxWeight, or 0 for the default.
+	// Weight is 1..cpulimit.MaxWeight, or 0 for the default; CPUs, when
+	// not empty, are the only CPUs of 0..CPUs-1 the group's tasks (and its
+	// descendants') may run on, cpuset.cpus: the kernel model runs them
+	// there, the simple model, which has no places, runs them on at most
+	// that many CPUs at once.
 	cpulimit.Limit
 }
 
@@ -223,6 +227,9 @@ func (h Host) Validate() error {
 		}
 		if g.Weight < 0 || g.Weight > cpulimit.MaxWeight {
 			bad("weight", "weight %d is out of range (accepted: 1..%d)", g.Weight, cpulimit.MaxWeight)
+		}
+		if off := g.CPUs.Minus(cpulimit.FirstCPUs(h.CPUs)); !off.IsEmpty() && h.CPUs >= 1 {
+			bad("cpus", "cpus %s are not on the host (accepted: cpus within 0-%d)", off, h.CPUs-1)
 		}
 	}
 

@@ -34,7 +34,8 @@ type hostGroup struct {
 	trace     []GroupTick
 
 	// Per tick.
-	cap         int  // most CPUs the group can take: demand within quotas
+	cap         int  // most CPUs the group can take: demand within quotas and CPU sets
+	ncpus       int  // CPUs in its CPU set, 0 = every CPU
 	given       int  // CPUs it took
 	exhaustedAt int  // CPUs handed out on the node when its quota ran out, or notExhausted
 	unserved    bool // a thread of it or a descendant wanted to run and did not
@@ -80,6 +81,7 @@ func newHostSim(h Host, opt HostOptions) *hostSim {
 			period:  int(g.PeriodUsec / h.TickUsec),
 			burst:   int(g.BurstUsec / h.TickUsec),
 			stride:  int64(float64(strideScale) / g.SchedWeight()),
+			ncpus:   g.CPUs.Count(),
 		}
 		if g.Parent != "" {
 			hg.parent = index[g.Parent]
@@ -192,6 +194,9 @@ func (s *hostSim) step() {
 			if g.remaining == 0 {
 				g.exhaustedAt = 0
 			}
+		}
+		if g.ncpus > 0 {
+			c = min(c, g.ncpus)
 		}
 		g.cap = c
 	}

@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
@@ -167,15 +168,32 @@ func RunKernel(h Host, p KernelParams) (KernelRun, error) {
 
 func roundUsec(v float64) int64 { return int64(math.Round(v)) }
 
+// within is a group's CPUs below a parent with CPUs parent, as the kernel
+// has them in effect: the CPUs of both, or the parent's when the group has
+// none of its own or none of the parent's (cgroup v2's effective CPUs).
+func within(parent, own cpulimit.CPUSet) cpulimit.CPUSet {
+	switch both := own.Intersect(parent); {
+	case parent.IsEmpty():
+		return own
+	case own.IsEmpty(), both.IsEmpty():
+		return parent
+	default:
+		return both
+	}
+}
+
 // kernelInputOf converts a validated Host to the engine's input.
 func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
 	in := kernelInput{ncpu: h.CPUs}
 	index := make(map[string]int, len(h.Groups))
+	sets := make([]cpulimit.CPUSet, len(h.Groups)) // each group's CPUs, its ancestors' applied
 	for i, g := range h.Groups {
 		index[g.Name] = i
 		parent := -1
+		sets[i] = g.CPUs
 		if g.Parent != "" {
 			parent = index[g.Parent]
+			sets[i] = within(sets[parent], g.CPUs)
 		}
 		quota := float64(g.QuotaUsec)
 		if g.QuotaUsec == cpulimit.Max {
@@ -195,6 +213,16 @@ func kernelInputOf(h Host, p KernelParams) (kernelInput, error) {
 			if c < 0 || c >= h.CPUs {
 				return kernelInput{}, fmt.Errorf("simulate: task %q pinned to cpu %d, outside the host's cpus 0..%d: %w", t.Name, c, h.CPUs-1, ErrInvalidInput)
 			}
+		}
+		if set := sets[index[t.Group]]; !set.IsEmpty() {
+			allowed := slices.DeleteFunc(slices.Clone(cpus), func(c int) bool { return !set.Contains(c) })
+			if cpus == nil {
+				allowed = set.CPUs()
+			}
+			if len(allowed) == 0 {
+				return kernelInput{}, fmt.Errorf("simulate: task %q pinned to cpus %v, none of its group's cpus %s: %w", t.Name, cpus, set, ErrInvalidInput)
+			}
+			cpus = allowed
 		}
 		in.tasks = append(in.tasks, kernelTaskSpec{name: t.Name, group: index[t.Group], arriveUsec: float64(t.ArriveUsec),
 			needUsec: float64(t.NeedUsec), threads: threads, cpus: cpus})

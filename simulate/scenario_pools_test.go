@@ -148,3 +148,69 @@ task w group web need 500ms cpus 0
 		t.Errorf("done at %v µs; want web by 502 ms, batch after 998 ms", done)
 	}
 }
+
+// TestScenarioPoolsCPUSets: a pool's CPUS confines its tasks in both
+// models. On two CPUs a pool on CPU 0 with a two-thread task gets one CPU
+// (1 s of work takes 1 s, not 0.5 s), and a pool on CPU 1 beside it runs
+// undisturbed: two pools on disjoint CPUs do not contend.
+func TestScenarioPoolsCPUSets(t *testing.T) {
+	src := `cpus 2
+pools
+CREATE RESOURCE POOL a WITH (CPUS='0', RESOURCES_WEIGHT=100);
+CREATE RESOURCE POOL b WITH (CPUS='1', RESOURCES_WEIGHT=100);
+end
+task wide group a need 1s threads 2
+task solo group b need 500ms
+`
+	s, err := ParseScenario("cpusets.scn", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Pools.Pool("a")
+	if a.Pool.CPU.CPUs.String() != "0" || a.AllocCPUs != 1 || !a.CapByCPUs {
+		t.Errorf("pool a: cpus %q alloc %v (by CPUS %v), want 0, 1 vCPU, capped by CPUS", a.Pool.CPU.CPUs, a.AllocCPUs, a.CapByCPUs)
+	}
+	p := DefaultKernelParams()
+	p.TaskCPUs = s.TaskCPUs
+	kr, err := RunKernel(s.Host, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := RunHost(s.Host, HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tk := range s.Host.Tasks {
+		want := map[string]int64{"wide": 1_000_000, "solo": 500_000}[tk.Name]
+		kernel, simple := kr.Tasks[i].DoneUsec, int64(hr.Tasks[i].Done)*s.Host.TickUsec
+		if kernel < want-5_000 || kernel > want+5_000 || simple != want {
+			t.Errorf("task %s done at %d µs (kernel model), %d µs (simple); want %d in both", tk.Name, kernel, simple, want)
+		}
+	}
+	bad := strings.Replace(src, "CPUS='1'", "CPUS='2'", 1)
+	if _, err := ParseScenario("cpusets.scn", []byte(bad)); err == nil || !strings.Contains(err.Error(), "CPUs 2 are not online") {
+		t.Errorf("CPUS='2' on 2 cpus: err = %v, want it refused as not online", err)
+	}
+}
+
+// TestGroupCPUsConfineTasks: a task pinned to CPUs its group does not have
+// is refused; one pinned within them runs there.
+func TestGroupCPUsConfineTasks(t *testing.T) {
+	set, _ := cpulimit.ParseCPUSet("1")
+	h := Host{CPUs: 2, TickUsec: 1000, Groups: []Group{{Name: "g", Limit: cpulimit.Unlimited(100000)}},
+		Tasks: []HostTask{{Name: "t", Group: "g", NeedUsec: 10_000}}}
+	h.Groups[0].CPUs = set
+	p := DefaultKernelParams()
+	p.TaskCPUs = map[string][]int{"t": {0}}
+	if _, err := RunKernel(h, p); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("task on cpu 0 in a group on cpu 1: err = %v, want ErrInvalidInput", err)
+	}
+	p.TaskCPUs = map[string][]int{"t": {0, 1}}
+	if _, err := RunKernel(h, p); err != nil {
+		t.Error(err)
+	}
+	h.Groups[0].CPUs, _ = cpulimit.ParseCPUSet("2")
+	if err := h.Validate(); err == nil || !strings.Contains(err.Error(), "cpus 2 are not on the host") {
+		t.Errorf("group on cpu 2 of 2: err = %v", err)
+	}
+}
