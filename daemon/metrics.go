@@ -64,6 +64,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			mp.CPULimitCores = d.Pools[i].Pool.CPU.VCPU()
 			mp.CPUWeight = d.Pools[i].Pool.CPU.Weight
 			mp.CPUIdle = d.Pools[i].Pool.CPU.Idle
+			mp.CPUs = d.Pools[i].Pool.CPU.CPUs.Count()
 		}
 		if st, ok := stats[p.Name]; ok {
 			mp.CPU, mp.Pressure = &st.CPU, st.Pressure

@@ -101,6 +101,9 @@ type Pool struct {
 	CPUWeight int64
 	// CPUIdle is whether the pool cgroup is idle (cpu.idle 1, CPU_IDLE=1).
 	CPUIdle bool
+	// CPUs is how many CPUs the pool's queries may run on, its CPUS
+	// (cpuset.cpus); 0 = not confined (the series is then not exposed).
+	CPUs int
 	// Starved is the time the pool had queries running and used under
 	// StarvedBelow of one CPU (see [Starvation]).
 	Starved time.Duration
@@ -125,6 +128,7 @@ type Collector struct {
 	running, queued, concurrencyLimit, queueSize *prometheus.Desc
 	admitted, rejected, timedOut, queueWait      *prometheus.Desc
 	cpuLimit, cpuWeight, cpuIdle, starved        *prometheus.Desc
+	cpus                                         *prometheus.Desc
 	usage, periods, throttledPeriods, throttled  *prometheus.Desc
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
@@ -163,6 +167,7 @@ func NewCollector(src Source) *Collector {
 		queueWait:        d("pool_queue_wait_seconds", "Time admitted queries spent in the queue.", pool),
 		cpuLimit:         d("pool_cpu_limit_cores", "The pool cgroup's CPU bandwidth limit in vCPUs, cpu.max quota/period (absent when max).", pool),
 		cpuWeight:        d("pool_cpu_weight", "The pool cgroup's cpu.weight (1..10000).", pool),
+		cpus:             d("pool_cpus", "CPUs the pool's queries may run on, the count of its cpuset.cpus (CPUS; absent when not confined).", pool),
 		cpuIdle:          d("pool_cpu_idle", "1 when the pool cgroup is idle (cpu.idle 1, CPU_IDLE=1): it gets only CPU the other pools leave.", pool),
 		starved: d("pool_starved_seconds_total",
 			"Wall time in which the pool had queries running but used under 1% of one CPU: admitted queries making no progress, as an idle pool's do beside busy pools.", pool),
@@ -204,7 +209,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.hostCPUs, c.hostLoad, c.hostReserved, c.repairWrites,
 		c.running, c.queued, c.concurrencyLimit, c.queueSize,
 		c.admitted, c.rejected, c.timedOut, c.queueWait,
-		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved,
+		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved, c.cpus,
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
@@ -259,6 +264,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			idle = 1
 		}
 		gauge(c.cpuIdle, idle, p.Name)
+		if p.CPUs > 0 {
+			gauge(c.cpus, float64(p.CPUs), p.Name)
+		}
 		counter(c.starved, p.Starved.Seconds(), p.Name)
 		if st := p.CPU; st != nil {
 			counter(c.usage, seconds(st.UsageUsec), p.Name)

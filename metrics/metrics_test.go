@@ -38,7 +38,7 @@ func fixture() Snapshot {
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,
 				Admitted: 57, Rejected: 5, TimedOut: 2, QueueWait: olapWaits.Snapshot(),
-				CPULimitCores: 7, CPUWeight: 100,
+				CPULimitCores: 7, CPUWeight: 100, CPUs: 8,
 				CPU: &observe.CPUStat{
 					UsageUsec: 93_500_000, UserUsec: 90_000_000, SystemUsec: 3_500_000,
 					NrPeriods: 1200, NrThrottled: 310, ThrottledUsec: 41_250_000,
