@@ -44,7 +44,9 @@ func reconcile(t *testing.T, tr *Tree, d planner.Desired) Result {
 
 // TestCPUSetV2: the pool root enables cpuset for the pools only, a pool's
 // CPUS becomes its cpuset.cpus (its queries inherit it and get no cpuset
-// files), a change is one write, and CPUS=-1 writes the empty list back.
+// files), a change is one write, and CPUS=-1 writes every CPU of the
+// root's parent (a populated cgroup's list may not become empty), also
+// once no pool has CPUS.
 func TestCPUSetV2(t *testing.T) {
 	w := newWorld(t, true)
 	w.addCPUSet()
@@ -69,9 +71,10 @@ func TestCPUSetV2(t *testing.T) {
 		t.Errorf("moving etl to 2-3 made %d writes, want 1: %v", res.Writes, res.Done)
 	}
 	reconcile(t, tr, withCPUs(t, ""))
-	if got := w.read(filepath.Join(root, "etl", fileCPUSetCPUs)); got != "" {
-		t.Errorf("etl cpuset.cpus %q after CPUS=-1, want empty (its parent's)", got)
+	if got := w.read(filepath.Join(root, "etl", fileCPUSetCPUs)); got != "0-3" {
+		t.Errorf("etl cpuset.cpus %q after CPUS=-1, want 0-3, every CPU of the root's parent", got)
 	}
+	reconcile(t, tr, seedDesired())
 }
 
 // TestCPUSetV1: the cpuset twin is kept in step: the root copies its

@@ -365,14 +365,21 @@ func (b *builder) cpusetTargets(pools, queries []target) []target {
 // every write: so each changed cgroup first goes to the union of its
 // current and wanted CPUs, parents first, and then to the wanted ones,
 // children first. Memory nodes, the same everywhere, go with the first
-// pass. On v2 the kernel refuses none of this: one write each.
+// pass. On v2 the kernel keeps no subset rules: one write each.
 func (b *builder) cpusets(tgs []target) {
 	h := HierUnified
 	if !b.cur.v2 {
 		h = HierCPUSet
 	}
 	mid := make([]cpulimit.CPUSet, len(tgs))
-	for i, tg := range tgs {
+	for i := range tgs {
+		tg := &tgs[i]
+		// NOTE: v2 refuses to empty a populated cgroup's cpuset.cpus as
+		// v1 does (ENOSPC, Linux 6.1): a pool that leaves its CPUS keeps
+		// a list, every CPU of the pool root's parent.
+		if b.cur.v2 && tg.want.cpu.CPUs.IsEmpty() && !tg.cur.cpu.CPUs.IsEmpty() {
+			tg.want.cpu.CPUs = b.cur.top.cpu.CPUs
+		}
 		mid[i] = tg.want.cpu.CPUs
 		if !b.cur.v2 {
 			mid[i] = tg.cur.cpu.CPUs.Union(mid[i])

@@ -380,9 +380,10 @@ func (w *world) v1Schedulable(cg string, q, p int64) error {
 }
 
 // cpusetWrite is update_cpumask / update_nodemask: a list within the
-// online CPUs (memory node 0); on v1 (validate_change_legacy) also within
-// the parent's and holding every child's, and never empty while the
-// cgroup has processes. v2 takes any list of online CPUs, empty too.
+// online CPUs (memory node 0), never empty while the cgroup or one below
+// it has processes (validate_change, v1 and v2 alike in Linux 6.1); on v1
+// (validate_change_legacy) also within the parent's and holding every
+// child's.
 func (w *world) cpusetWrite(cg, file, v string) (*string, error) {
 	set, err := cpulimit.ParseCPUSet(v)
 	online := fakeOnline
@@ -393,13 +394,13 @@ func (w *world) cpusetWrite(cg, file, v string) (*string, error) {
 	if err != nil || !set.SubsetOf(all) {
 		return nil, unix.EINVAL
 	}
+	if set.IsEmpty() && w.populated(cg) {
+		return nil, unix.ENOSPC
+	}
 	if h, mount := w.hierOf(cg); h == HierCPUSet && cg != mount {
 		of := func(dir string) cpulimit.CPUSet {
 			s, _ := cpulimit.ParseCPUSet(w.read(filepath.Join(dir, file)))
 			return s
-		}
-		if set.IsEmpty() && w.read(filepath.Join(cg, fileProcs)) != "" {
-			return nil, unix.ENOSPC
 		}
 		if !set.SubsetOf(of(filepath.Dir(cg))) {
 			return nil, unix.EACCES
@@ -413,6 +414,18 @@ func (w *world) cpusetWrite(cg, file, v string) (*string, error) {
 	}
 	s := set.String()
 	return &s, nil
+}
+
+// populated reports whether cg or a cgroup below it holds a process.
+func (w *world) populated(cg string) bool {
+	busy := false
+	filepath.WalkDir(cg, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == fileProcs && w.read(p) != "" {
+			busy = true
+		}
+		return nil
+	})
+	return busy
 }
 
 // move moves process pid (as text) into cg from wherever it is in cg's

@@ -79,9 +79,6 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 			return nil, err
 		}
 	}
-	if err := t.readCPUSetTop(cur, d); err != nil {
-		return nil, err
-	}
 	desired := map[string]bool{}
 	for _, p := range d.Pools {
 		desired[p.Name] = true
@@ -118,6 +115,9 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 			}
 			cur.enabled[cg] = strings.Fields(string(raw))
 		}
+	}
+	if err := t.readCPUSetTop(cur, d); err != nil {
+		return nil, err
 	}
 	return cur, nil
 }
@@ -398,15 +398,16 @@ func readCPUs(f FS, cg string) (cpulimit.CPUSet, error) {
 	return set, nil
 }
 
-// readCPUSetTop reads, when CPU sets are in use, the cpuset of the pool
-// root's parent into cur.top (v1: cpus and mems; v2: effective CPUs) and
+// readCPUSetTop reads, when CPU sets are in use (v2: wanted, or enabled
+// at the root from an earlier apply), the cpuset of the pool root's
+// parent into cur.top (v1: cpus and mems; v2: effective CPUs) and
 // on v1 the root's own into cur.values["."], and refuses a pool whose
 // CPUS the parent does not have: v1 would refuse the write, v2 would
 // quietly run the pool on the parent's CPUs instead.
 func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
 	h, file, on := HierCPUSet, fileCPUSetCPUs, slices.Contains(cur.hiers, HierCPUSet)
 	if t.v2 {
-		h, file, on = HierUnified, fileCPUSetEff, usesCPUSet(d)
+		h, file, on = HierUnified, fileCPUSetEff, usesCPUSet(d) || slices.Contains(cur.enabled["."], "cpuset")
 	}
 	if !on {
 		return nil

@@ -136,6 +136,15 @@ func RunWorker(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if n, _ := in.Read(b[:]); n == 0 {
 		return nil
 	}
+	// NOTE: the move into the query cgroup, between ready and go, resets
+	// the affinity to the cgroup's CPUs where the cpuset controller is
+	// on (cpuset_attach; Linux 6.2 and later keep the mask a process
+	// asked for), so the pin is made again.
+	if len(spec.CPUs) > 0 {
+		if err := burn.Pin(spec.CPUs); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	end = begin + time.Duration(spec.NeedUsec)*time.Microsecond
 	close(start)
 	at := <-done

@@ -71,9 +71,11 @@ func TestKernelDriftRepaired(t *testing.T) {
 		if err := os.Remove(filepath.Join(root, "olap")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the periodic reconcile to make the pool cgroup again", func() bool {
+		// The cgroup is there from the repair's mkdir on, the count once
+		// its last write is done.
+		waitFor(t, "the periodic reconcile to make the pool cgroup again and count it", func() bool {
 			_, err := os.Stat(filepath.Join(root, "olap"))
-			return err == nil
+			return err == nil && d.srv.rp.repairs.Load() > 0
 		})
 		repaired(t, d, root)
 	})

@@ -89,7 +89,7 @@ func Main(m *testing.M) {
 }
 
 // runBurner is the child's side: pin, say ready on fd 3, wait for one byte
-// on stdin (EOF: exit without burning), then burn.
+// on stdin (EOF: exit without burning), pin again, then burn.
 func runBurner(spec string) error {
 	b, err := decodeBurn(spec)
 	if err != nil {
@@ -109,6 +109,15 @@ func runBurner(spec string) error {
 	var buf [1]byte
 	if n, _ := os.Stdin.Read(buf[:]); n == 0 {
 		return nil
+	}
+	// NOTE: the test moves the burner between ready and go, which resets
+	// its affinity to the cgroup's CPUs where the cpuset controller is on
+	// (cpuset_attach; Linux 6.2 and later keep the mask a process asked
+	// for), so the pin is made again.
+	if b.Pin {
+		if err := burn.Pin([]int{b.CPU}); err != nil {
+			return err
+		}
 	}
 	burnFor(b)
 	return nil

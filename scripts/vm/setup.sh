@@ -77,10 +77,10 @@ if [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/config" ]; then
 	trap - EXIT
 fi
 # What the tests rely on: CPU bandwidth control (cpu.max, cpu.max.burst),
-# group scheduling (cpu.weight), the memory controller, PSI (cpu.pressure),
+# group scheduling (cpu.weight), the memory and cpuset controllers, PSI (cpu.pressure),
 # and booting from an initramfs with a serial console.
 for opt in CONFIG_CGROUPS CONFIG_CGROUP_SCHED CONFIG_FAIR_GROUP_SCHED CONFIG_CFS_BANDWIDTH \
-	CONFIG_MEMCG CONFIG_PSI CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS \
+	CONFIG_MEMCG CONFIG_CPUSETS CONFIG_PSI CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS \
 	CONFIG_SERIAL_8250 CONFIG_SERIAL_8250_CONSOLE; do
 	grep -qx "$opt=y" "$kdir/config" || die "$image lacks $opt=y"
 done
