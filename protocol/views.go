@@ -17,12 +17,14 @@ type Pool struct {
 	QueryCpuLimitPercentPerNode    float64 `json:"QueryCpuLimitPercentPerNode"`
 	QueryMemoryLimitPercentPerNode float64 `json:"QueryMemoryLimitPercentPerNode"`
 	// TotalMemoryLimitPercentPerNode and QueryCancelAfterSeconds are YDB
-	// parameters its view does not show; CpuPeriodUsec and CpuBurstPercent
-	// are poolagent's extensions.
+	// parameters its view does not show; CpuPeriodUsec, CpuBurstPercent
+	// and Cpus (CPUS, a CPU list; "" when not set) are poolagent's
+	// extensions.
 	TotalMemoryLimitPercentPerNode float64 `json:"TotalMemoryLimitPercentPerNode"`
 	QueryCancelAfterSeconds        int64   `json:"QueryCancelAfterSeconds"`
 	CpuPeriodUsec                  int64   `json:"CpuPeriodUsec"`
 	CpuBurstPercent                float64 `json:"CpuBurstPercent"`
+	Cpus                           string  `json:"Cpus,omitempty"`
 	// RunningQueries and QueuedQueries are the queries in the pool now.
 	RunningQueries int `json:"RunningQueries"`
 	QueuedQueries  int `json:"QueuedQueries"`

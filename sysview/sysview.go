@@ -50,6 +50,7 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []pro
 			QueryCancelAfterSeconds:        p.QueryCancelAfterSeconds,
 			CpuPeriodUsec:                  p.CPUPeriodUsec,
 			CpuBurstPercent:                p.CPUBurstPercent,
+			Cpus:                           p.CPUs.String(),
 			RunningQueries:                 st.Running,
 			QueuedQueries:                  st.Queued,
 			CpuLimitCores:                  -1,

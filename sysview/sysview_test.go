@@ -18,7 +18,7 @@ const pools = `
 CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT=10, QUEUE_SIZE=1000, DATABASE_LOAD_CPU_THRESHOLD=80,
     RESOURCES_WEIGHT=100, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=70);
 CREATE RESOURCE POOL adhoc WITH (CONCURRENT_QUERY_LIMIT=2, QUEUE_SIZE=3, RESOURCES_WEIGHT=20,
-    TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, QUERY_CANCEL_AFTER_SECONDS=60, CPU_BURST_PERCENT=20);
+    TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30, QUERY_CANCEL_AFTER_SECONDS=60, CPU_BURST_PERCENT=20, CPUS='0-3');
 CREATE RESOURCE POOL CLASSIFIER olap_classifier WITH (RESOURCE_POOL='olap', MEMBER_NAME='all-users@well-known');
 CREATE RESOURCE POOL CLASSIFIER analysts WITH (RESOURCE_POOL='adhoc', MEMBER_NAME='%analysts', RANK=10);
 CREATE RESOURCE POOL CLASSIFIER notebooks WITH (RESOURCE_POOL='adhoc', HAS_APP_NAME='jupyter', RANK=20);
@@ -138,7 +138,7 @@ func TestPoolsRowValues(t *testing.T) {
 	if r := byName["etl"]; !r.Dropped || r.RunningQueries != 1 {
 		t.Errorf("dropped pool row %+v", r)
 	}
-	if r := byName["adhoc"]; r.QueryCancelAfterSeconds != 60 || r.CpuBurstPercent != 20 || r.QueuedQueries != 3 {
+	if r := byName["adhoc"]; r.QueryCancelAfterSeconds != 60 || r.CpuBurstPercent != 20 || r.Cpus != "0-3" || r.QueuedQueries != 3 {
 		t.Errorf("adhoc row %+v", r)
 	}
 }
