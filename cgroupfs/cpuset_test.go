@@ -164,7 +164,7 @@ func TestCPUSetRefused(t *testing.T) {
 		w2 := newWorld(t, v2)
 		w2.addCPUSet()
 		_, err = w2.tree("poolagent", nil).Changes(withCPUs(t, "2-5"))
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `CPUS='2-5': CPUs 4-5 are not in`) {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `CPUS='2-5': CPUs 4-5 are not among the CPUs of`) {
 			t.Errorf("err = %v, want ErrInvalid naming CPUs 4-5", err)
 		}
 		d := withCPUs(t, "1")

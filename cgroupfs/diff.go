@@ -398,10 +398,11 @@ func (b *builder) cpusets(tgs []target) {
 	}
 }
 
-// join moves (an OpMove into the cgroup itself), on v1, the processes of each query cgroup in the cpu
-// hierarchy that are not in its cpuset twin into it: a query running
-// when its pool's CPU sets came into use, or a process it forked while it
-// was being placed. Written after the twin's CPUs and memory nodes.
+// join moves, on v1, the processes of each query cgroup in the cpu
+// hierarchy that are not in its cpuset twin into it (an OpMove into the
+// cgroup itself): a query running when its pool's CPU sets came into use,
+// or a process it forked while it was being placed. It comes after the
+// twin's CPUs and memory nodes are written.
 func (b *builder) join(queries []target) {
 	if b.cur.v2 || !slices.Contains(b.cur.hiers, HierCPUSet) {
 		return

@@ -412,37 +412,49 @@ func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
 	if !on {
 		return nil
 	}
-	mf, err := t.mountFS(h)
-	if err != nil {
+	parent := path.Dir(t.inMount(h, t.roots[h]))
+	var err error
+	if cur.top, err = t.readParentCPUSet(h, parent, file); err != nil {
 		return err
 	}
-	parent := path.Dir(t.inMount(h, t.roots[h]))
-	b, err := mf.ReadFile(path.Join(parent, file))
-	if err != nil {
-		return fmt.Errorf("read cpuset of the pool root's parent: %w", err)
-	}
-	if cur.top.cpu.CPUs, err = cpulimit.ParseCPUSet(string(b)); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(t.mounts[h], parent, file), err)
-	}
-	if !t.v2 {
-		m, err := mf.ReadFile(path.Join(parent, fileCPUSetMems))
-		if err != nil {
-			return fmt.Errorf("read cpuset of the pool root's parent: %w", err)
-		}
-		cur.top.mems = strings.TrimSpace(string(m))
-		if cur.rootIn[h] {
-			if cur.values["."], err = readCPUSet(t.fs, ".", settings{}); err != nil {
-				return err
-			}
+	if !t.v2 && cur.rootIn[h] {
+		if cur.values["."], err = readCPUSet(t.fs, ".", settings{}); err != nil {
+			return err
 		}
 	}
+	where := filepath.Join(t.mounts[h], parent, file)
 	for _, p := range d.Pools {
 		if off := p.Pool.CPU.CPUs.Minus(cur.top.cpu.CPUs); !off.IsEmpty() {
-			return fmt.Errorf("%w: pool %q: CPUS='%s': CPUs %s are not in %s (%q), which the pool root's cpuset takes its CPUs from; accepted: CPUs within %s",
-				ErrInvalid, p.Name, p.Pool.CPU.CPUs, off, filepath.Join(t.mounts[h], parent, file), cur.top.cpu.CPUs.String(), cur.top.cpu.CPUs)
+			return fmt.Errorf("%w: pool %q: CPUS='%s': CPUs %s are not among the CPUs of %s (%s), which the pool root's cpuset takes its CPUs from; accepted: CPUs within %s",
+				ErrInvalid, p.Name, p.Pool.CPU.CPUs, off, where, cur.top.cpu.CPUs, cur.top.cpu.CPUs)
 		}
 	}
 	return nil
+}
+
+// readParentCPUSet reads file (a CPU list) of the pool root's parent in
+// hierarchy h, and on v1 its cpuset.mems.
+func (t *Tree) readParentCPUSet(h, parent, file string) (settings, error) {
+	var s settings
+	mf, err := t.mountFS(h)
+	if err != nil {
+		return s, err
+	}
+	b, err := mf.ReadFile(path.Join(parent, file))
+	if err != nil {
+		return s, fmt.Errorf("read cpuset of the pool root's parent: %w", err)
+	}
+	if s.cpu.CPUs, err = cpulimit.ParseCPUSet(string(b)); err != nil {
+		return s, fmt.Errorf("%s: %w", filepath.Join(t.mounts[h], parent, file), err)
+	}
+	if t.v2 {
+		return s, nil
+	}
+	if b, err = mf.ReadFile(path.Join(parent, fileCPUSetMems)); err != nil {
+		return s, fmt.Errorf("read cpuset of the pool root's parent: %w", err)
+	}
+	s.mems = strings.TrimSpace(string(b))
+	return s, nil
 }
 
 // readOr reads cg's file with parse; a missing file (a kernel without
