@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
@@ -185,23 +184,15 @@ func peerProcess(conn *net.UnixConn, cred *unix.Ucred, procRoot string) (process
 
 // checkUID verifies that p's real and effective uid are uid.
 func checkUID(procRoot string, p process, uid uint32) error {
-	fs, err := procfs.NewFS(procRoot)
+	st, err := readStatus(procRoot, p.pid)
 	if err != nil {
 		return err
-	}
-	proc, err := fs.Proc(p.pid)
-	if err != nil {
-		return fmt.Errorf("process %d: %w", p.pid, err)
-	}
-	status, err := proc.NewStatus()
-	if err != nil {
-		return fmt.Errorf("process %d: %w", p.pid, err)
 	}
 	if err := alive(p); err != nil {
 		return err
 	}
-	if status.UIDs[0] != uint64(uid) || status.UIDs[1] != uint64(uid) {
-		return fmt.Errorf("process %d runs as uid %d (effective %d), the client as %d", p.pid, status.UIDs[0], status.UIDs[1], uid)
+	if st.ruid != uid || st.euid != uid {
+		return fmt.Errorf("process %d runs as uid %d (effective %d), the client as %d", p.pid, st.ruid, st.euid, uid)
 	}
 	return nil
 }

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/planner"
@@ -29,18 +26,19 @@ var ErrCannotHold = errors.New("cannot hold the process while moving it")
 // leaving it.
 var ErrConfined = errors.New("held by a limit the query would leave")
 
-// procChecker reads what the kernel says about a process.
+// procChecker reads what the kernel says about a process, from the proc
+// filesystem at root.
 type procChecker struct {
-	fs   procfs.FS
 	root string
 }
 
+// newProcChecker checks that root is a proc filesystem, one where the
+// daemon reads its own status.
 func newProcChecker(root string) (procChecker, error) {
-	fs, err := procfs.NewFS(root)
-	if err != nil {
-		return procChecker{}, fmt.Errorf("open proc filesystem %s: %w", root, err)
+	if _, err := readStatus(root, os.Getpid()); err != nil {
+		return procChecker{}, fmt.Errorf("proc filesystem %s: %w", root, err)
 	}
-	return procChecker{fs: fs, root: root}, nil
+	return procChecker{root: root}, nil
 }
 
 // relation is which process a client may have placed.
@@ -68,36 +66,28 @@ type placement struct {
 // of another one) standing to the peer as p.rel asks, and that its real
 // and effective uid are the client's; then, through the pidfds, that both
 // still exist, so the facts read were about them: a pid is not reused
-// while its process exists, even as a zombie.
-func (c procChecker) check(p placement) error {
+// while its process exists, even as a zombie. It returns what it read.
+func (c procChecker) check(p placement) (procStatus, error) {
 	pid := p.target.pid
-	proc, err := c.fs.Proc(pid)
+	st, err := readStatus(c.root, pid)
 	if err != nil {
-		return fmt.Errorf("%w: process %d: %w", ErrNotYourChild, pid, err)
-	}
-	st, err := proc.Stat()
-	if err != nil {
-		return fmt.Errorf("%w: process %d: %w", ErrNotYourChild, pid, err)
-	}
-	status, err := proc.NewStatus()
-	if err != nil {
-		return fmt.Errorf("%w: process %d: %w", ErrNotYourChild, pid, err)
+		return st, fmt.Errorf("%w: %w", ErrNotYourChild, err)
 	}
 	switch {
-	case status.TGID != pid:
-		return fmt.Errorf("%w: %d is a thread of process %d", ErrNotYourChild, pid, status.TGID)
-	case p.rel == childOfPeer && st.PPID != p.peer.pid:
-		return fmt.Errorf("%w: process %d has parent %d, the client is %d", ErrNotYourChild, pid, st.PPID, p.peer.pid)
+	case st.tgid != pid:
+		return st, fmt.Errorf("%w: %d is a thread of process %d", ErrNotYourChild, pid, st.tgid)
+	case p.rel == childOfPeer && st.ppid != p.peer.pid:
+		return st, fmt.Errorf("%w: process %d has parent %d, the client is %d", ErrNotYourChild, pid, st.ppid, p.peer.pid)
 	case p.rel == peerItself && pid != p.peer.pid:
-		return fmt.Errorf("%w: process %d is not the client %d", ErrNotYourChild, pid, p.peer.pid)
-	case status.UIDs[0] != uint64(p.uid) || status.UIDs[1] != uint64(p.uid):
-		return fmt.Errorf("%w: process %d runs as uid %d (effective %d), the client as %d",
-			ErrNotYourChild, pid, status.UIDs[0], status.UIDs[1], p.uid)
+		return st, fmt.Errorf("%w: process %d is not the client %d", ErrNotYourChild, pid, p.peer.pid)
+	case st.ruid != p.uid || st.euid != p.uid:
+		return st, fmt.Errorf("%w: process %d runs as uid %d (effective %d), the client as %d",
+			ErrNotYourChild, pid, st.ruid, st.euid, p.uid)
 	}
 	if err := alive(p.target); err != nil {
-		return err
+		return st, err
 	}
-	return alive(p.peer)
+	return st, alive(p.peer)
 }
 
 // place creates the query cgroup and moves p.target into it, after
@@ -116,18 +106,19 @@ func (s *Server) place(p placement, ps planner.PoolState, query string) error {
 	if p.target.pid <= 0 {
 		return fmt.Errorf("%w: pid %d", ErrNotYourChild, p.target.pid)
 	}
-	if err := s.procs.check(p); err != nil {
+	st, err := s.procs.check(p)
+	if err != nil {
 		return err
 	}
 	holdFn := hold
-	if s.procs.parent(p.target.pid) == os.Getpid() {
+	if st.ppid == os.Getpid() {
 		// The daemon's own child (a client in the daemon's process, as
 		// in tests): only the daemon could reap it, and a hold would
 		// show the daemon's own wait the tracing stops.
 		holdFn = func(_ int, fn func() error) error { return fn() }
 	}
-	err := holdFn(p.target.pid, func() error {
-		if err := s.procs.check(p); err != nil {
+	err = holdFn(p.target.pid, func() error {
+		if _, err := s.procs.check(p); err != nil {
 			return err
 		}
 		if err := s.confined(p.target.pid, ps, query); err != nil {
@@ -144,8 +135,8 @@ func (s *Server) place(p placement, ps planner.PoolState, query string) error {
 		return alive(p.target)
 	})
 	if errors.Is(err, ErrCannotHold) {
-		if tracer := s.procs.tracer(p.target.pid); tracer > 0 {
-			return fmt.Errorf("%w: it is traced by process %d (a debugger, strace -f); trace the command inside the query instead", err, tracer)
+		if st, serr := readStatus(s.procs.root, p.target.pid); serr == nil && st.tracer > 0 {
+			return fmt.Errorf("%w: it is traced by process %d (a debugger, strace -f); trace the command inside the query instead", err, st.tracer)
 		}
 		return fmt.Errorf("%w: the daemon needs CAP_SYS_PTRACE, which kernel.yama.ptrace_scope 3 or a security module may deny", err)
 	}
@@ -267,35 +258,6 @@ func release(pid int) bool {
 		unix.Nanosleep(&ts, nil)
 		pause = min(2*pause, time.Millisecond)
 	}
-}
-
-// parent returns the parent pid of process pid, 0 when it cannot be read.
-func (c procChecker) parent(pid int) int {
-	proc, err := c.fs.Proc(pid)
-	if err != nil {
-		return 0
-	}
-	st, err := proc.Stat()
-	if err != nil {
-		return 0
-	}
-	return st.PPID
-}
-
-// tracer returns the TracerPid of process pid, from /proc/PID/status: 0
-// when it is not traced or cannot be read.
-func (c procChecker) tracer(pid int) int {
-	b, err := os.ReadFile(filepath.Join(c.root, strconv.Itoa(pid), "status"))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
 }
 
 // alive reports whether p still exists (a zombie counts).

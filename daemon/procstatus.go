@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// procStatus is what placing a process needs of its /proc/PID/status,
+// one read for all of it.
+type procStatus struct {
+	tgid, ppid int
+	// tracer is the pid of the process tracing it, 0 when none.
+	tracer int
+	// ruid and euid are its real and effective uid.
+	ruid, euid uint32
+}
+
+// readStatus reads process pid's status from the proc filesystem at
+// procRoot.
+func readStatus(procRoot string, pid int) (procStatus, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return procStatus{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	st, err := parseStatus(b)
+	if err != nil {
+		return procStatus{}, fmt.Errorf("process %d: %s/%d/status: %w", pid, procRoot, pid, err)
+	}
+	return st, nil
+}
+
+// statusKeys are the lines of /proc/PID/status that parseStatus reads.
+var statusKeys = []string{"Tgid", "PPid", "TracerPid", "Uid"}
+
+// parseStatus reads the Tgid, PPid, TracerPid and Uid lines of a
+// /proc/PID/status, whose lines are "Key:\tvalue", the Uid line four
+// uids (real, effective, saved, filesystem). The first line of each key
+// counts; the kernel escapes the process's name on its Name line, so no
+// other line can pose as one of these. All four are required.
+func parseStatus(b []byte) (procStatus, error) {
+	var pids [3]int
+	var uids [2]uint32
+	seen := make([]bool, len(statusKeys))
+	for line := range bytes.Lines(b) {
+		key, value, ok := bytes.Cut(bytes.TrimSuffix(line, []byte("\n")), []byte(":"))
+		k := slices.Index(statusKeys, string(key))
+		if !ok || k < 0 || seen[k] {
+			continue
+		}
+		seen[k] = true
+		fields := bytes.Fields(value)
+		if statusKeys[k] == "Uid" {
+			if len(fields) != 4 {
+				return procStatus{}, fmt.Errorf("Uid line %q: want four uids", value)
+			}
+			for i := range uids {
+				u, err := strconv.ParseUint(string(fields[i]), 10, 32)
+				if err != nil {
+					return procStatus{}, fmt.Errorf("Uid line %q: want four uids", value)
+				}
+				uids[i] = uint32(u)
+			}
+			continue
+		}
+		n := -1
+		if len(fields) == 1 {
+			n, _ = strconv.Atoi(string(fields[0]))
+		}
+		if n < 0 || len(fields) != 1 || string(fields[0]) != strconv.Itoa(n) {
+			return procStatus{}, fmt.Errorf("%s line %q: want one pid", key, value)
+		}
+		pids[k] = n
+	}
+	for k, name := range statusKeys {
+		if !seen[k] {
+			return procStatus{}, fmt.Errorf("no %s line", name)
+		}
+	}
+	return procStatus{tgid: pids[0], ppid: pids[1], tracer: pids[2], ruid: uids[0], euid: uids[1]}, nil
+}
