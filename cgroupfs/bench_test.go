@@ -3,7 +3,9 @@ package cgroupfs_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,4 +103,91 @@ func rmTree(b *testing.B, dir string) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkKernelPlaceQuery is what placing a process costs the daemon
+// on the real kernel, beside the floor a query cgroup kept ready would
+// leave: "place" is Tree.PlaceQuery (the pool's values read, the query
+// cgroup made with its limits in every hierarchy, the pid written);
+// "procs" is only the pid's writes into a cgroup that exists. The
+// process is moved back and the query cgroup removed outside the timing.
+func BenchmarkKernelPlaceQuery(b *testing.B) {
+	h := kerneltest.Require(b, need)
+	root := h.NewRoot(b, need)
+	m, _, err := planner.Load("p.sql", []byte("CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=50, QUERY_CPU_LIMIT_PERCENT_PER_NODE=25);"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := planner.Plan(m, planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: cpulimit.DefaultPeriodUsec}, planner.Activity{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := cgroupfs.Open(h.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tr.Reconcile(d); err != nil {
+		b.Fatal(err)
+	}
+	ps, _ := d.Pool("p")
+	cmd := exec.Command("sleep", "100")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	twin := h.Mounts.Twin("cpuacct", root.Path)
+	if twin == root.Path {
+		twin = "" // one hierarchy (v2)
+	}
+	// back moves the process to the test's pool root again.
+	back := func() {
+		for _, dir := range []string{root.Path, twin} {
+			if dir != "" {
+				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("place", func(b *testing.B) {
+		for i := range b.N {
+			q := fmt.Sprintf("q%d", i)
+			if err := tr.PlaceQuery(ps, q, pid); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			back()
+			if err := tr.RemoveQuery("p", q); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("procs", func(b *testing.B) {
+		var dirs []string
+		for _, dir := range []string{root.Path, twin} {
+			if dir != "" {
+				dir = filepath.Join(dir, "p", "ready")
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				dirs = append(dirs, dir)
+			}
+		}
+		defer tr.RemoveQuery("p", "ready")
+		for range b.N {
+			for _, dir := range dirs {
+				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			back()
+			b.StartTimer()
+		}
+	})
 }
