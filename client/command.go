@@ -60,6 +60,11 @@ const (
 		"   --help, -h            show this help"
 )
 
+// HandedOver is the argv[0] with which the poolagent binary starts
+// poolagent-run for `poolagent run` (package internal/handover): given it,
+// poolagent-run speaks as `poolagent run`.
+const HandedOver = "poolagent run"
+
 // RunCommand is the whole run command: it parses args (the arguments
 // after the program's name: flags, then "--" and the command), runs the
 // command as a query and returns the exit status. name is the command as

@@ -14,5 +14,9 @@ import (
 )
 
 func main() {
-	os.Exit(client.RunCommand("poolagent-run", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	name := "poolagent-run"
+	if os.Args[0] == client.HandedOver {
+		name = client.HandedOver
+	}
+	os.Exit(client.RunCommand(name, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	// Initialised first: `poolagent run` becomes poolagent-run here.
+	_ "github.com/poolagent/poolagent/internal/handover"
 	"github.com/poolagent/poolagent/internal/version"
 )
 

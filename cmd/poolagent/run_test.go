@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,5 +74,54 @@ func TestDaemonFlags(t *testing.T) {
 	want := "--load-sample 1ms is not accepted (accepted: 10ms or more, such as 1s)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
+	}
+}
+
+// TestRunHandsOver: installed with poolagent-run beside it, poolagent
+// runs `poolagent run` as poolagent-run (package handover), which
+// initialises none of poolagent's heavy packages and speaks as `poolagent
+// run`; without poolagent-run beside it, poolagent runs the command itself,
+// alike but after its whole start.
+func TestRunHandsOver(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"poolagent", "poolagent-run"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "../"+name)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", name, err, out)
+		}
+	}
+	socket := filepath.Join(dir, "absent.sock")
+	want := "poolagent: connect to the poolagent daemon at " + socket + " (is `poolagent daemon` running?): connect: no such file or directory\n"
+	// heavy is a package only the full binary initialises.
+	const heavy = "init github.com/prometheus/client_golang/prometheus @"
+	run := func() (status int, message, inits string) {
+		cmd := exec.Command(filepath.Join(dir, "poolagent"), "run", "--socket", socket, "--", "true")
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("poolagent run: %v, want an exit status", err)
+		}
+		for line := range strings.Lines(stderr.String()) {
+			if strings.HasPrefix(line, "init ") {
+				inits += line
+			} else {
+				message += line
+			}
+		}
+		return ee.ExitCode(), message, inits
+	}
+	status, message, inits := run()
+	if status != client.ExitRefused || message != want || strings.Contains(inits, heavy) || !strings.Contains(inits, "init os @") {
+		t.Fatalf("handed over: status %d, message %q; want %d, %q, and no %q among its inits:\n%s", status, message, client.ExitRefused, want, heavy, inits)
+	}
+	if err := os.Remove(filepath.Join(dir, "poolagent-run")); err != nil {
+		t.Fatal(err)
+	}
+	status, message, inits = run()
+	if status != client.ExitRefused || message != want || !strings.Contains(inits, heavy) {
+		t.Fatalf("alone: status %d, message %q; want %d, %q, after %q", status, message, client.ExitRefused, want, heavy)
 	}
 }
