@@ -1,10 +1,12 @@
 #!/bin/bash
-# bench-start.sh - what starting a short command in a cgroup costs, four
+# bench-start.sh - what starting a short command in a cgroup costs, five
 # ways interleaved (README "Performance / Starting a query"):
 # `poolagent-run -- /bin/true`, `poolagent run -- /bin/true` (against a real
 # `poolagent daemon` on a fresh pool root), libcgroup's
 # `cgexec -g cpu:G /bin/true` (Debian's cgroup-tools, installed with apt when
-# missing) and `/bin/true` alone: medians and each one's ratio to cgexec.
+# missing), `/bin/true` alone, and `goexec /bin/true`, a Go program that
+# only execs its argument (the floor of any Go client): medians and each
+# one's ratio to cgexec.
 # Runs on this host's cpu hierarchy (cgroup v1 or v2) and then, unless
 # NO_VM=1, in the cgroup v2 VM (scripts/vm/setup.sh first). Needs root, Go
 # and Debian's apt. Env: RUNS (rounds, default 40), VM_RUNS (rounds in the VM,
@@ -29,6 +31,7 @@ export CGO_ENABLED=0
 go build -o "$bin/poolagent" ./cmd/poolagent
 go build -o "$bin/poolagent-run" ./cmd/poolagent-run
 go build -o "$bin/benchstart" ./scripts/benchstart
+go build -o "$bin/goexec" ./scripts/benchstart/goexec
 
 echo "== host: $(nproc) CPUs"
 "$bin/benchstart" -bin "$bin" -cgexec "$cgexec" -cmd "$true_bin" -runs "$runs"
@@ -38,7 +41,7 @@ echo "== host: $(nproc) CPUs"
 echo "== VM: cgroup v2"
 # cgexec and true are dynamically linked: the guest gets them with their
 # libraries and loader, at the paths the host has them.
-files="$bin/poolagent $bin/poolagent-run $cgexec $true_bin"
+files="$bin/poolagent $bin/poolagent-run $bin/goexec $cgexec $true_bin"
 for f in "$cgexec" "$true_bin"; do
 	files="$files $(ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')"
 done

@@ -1,8 +1,10 @@
 // Command benchstart times how long starting a short command in a cgroup
-// takes four ways, interleaved: `poolagent-run -- CMD`, `poolagent run --
-// CMD` (both against a real `poolagent daemon` it starts on a fresh pool
-// root), libcgroup's `cgexec -g cpu:GROUP CMD` into a fresh cgroup, and
-// CMD alone. It prints each way's median wall time and its ratio to
+// takes, interleaved: `poolagent-run -- CMD`, `poolagent run -- CMD` (both
+// against a real `poolagent daemon` it starts on a fresh pool root),
+// libcgroup's `cgexec -g cpu:GROUP CMD` into a fresh cgroup, CMD alone,
+// and `goexec CMD`, a Go program that only execs CMD (the -bin directory
+// holds it beside the poolagent binaries): no cgroup, the floor of a Go
+// client. It prints each way's median wall time and its ratio to
 // cgexec's, both as the ratio of the medians and as the median of the
 // ratios within each round. scripts/bench-start.sh builds and runs it on
 // the host and in the cgroup v2 VM; it needs root.
@@ -24,7 +26,7 @@ import (
 )
 
 func main() {
-	bin := flag.String("bin", "", "`DIR` holding the poolagent and poolagent-run binaries")
+	bin := flag.String("bin", "", "`DIR` holding the poolagent, poolagent-run and goexec binaries")
 	cgexec := flag.String("cgexec", "/usr/bin/cgexec", "libcgroup's cgexec `PATH`")
 	command := flag.String("cmd", "/bin/true", "the short `COMMAND` each way starts")
 	runs := flag.Int("runs", 40, "rounds; each round runs every way once, in a rotating order")
@@ -94,6 +96,7 @@ func run(bin, cgexec, command string, runs int) error {
 		{name: "poolagent run -- " + command, argv: []string{filepath.Join(bin, "poolagent"), "run", "--socket", socket, "--", command}},
 		{name: "cgexec -g cpu:G " + command, argv: []string{cgexec, "-g", "cpu:" + group, command}},
 		{name: command, argv: []string{command}},
+		{name: "goexec " + command, argv: []string{filepath.Join(bin, "goexec"), command}},
 	}
 	// One warm-up round, not counted: page cache, the daemon's first
 	// query.
