@@ -248,21 +248,29 @@ type CgroupLimit struct {
 	CPUs float64
 	// MemoryBytes is a memory limit in bytes; 0 for a CPU limit.
 	MemoryBytes int64
+	// CPUSet is, for a cpuset.cpus limit, its CPUs (CPUs is then their
+	// count); empty otherwise.
+	CPUSet cpulimit.CPUSet
 }
 
 // Limit files [ReadCgroupLimits] reads, by kind of hierarchy.
 const (
-	LimitsV2       = "v2"     // cpu.max, memory.max
+	LimitsV2       = "v2"     // cpu.max, memory.max, cpuset.cpus
 	LimitsV1CPU    = "cpu"    // cpu.cfs_quota_us over cpu.cfs_period_us
 	LimitsV1Memory = "memory" // memory.limit_in_bytes
+	LimitsV1CPUSet = "cpuset" // cpuset.cpus
 )
 
 // ReadCgroupLimits reads the limits set on cgroup (a "/"-rooted path)
-// below the hierarchy mounted at mount, whose limit files are those of kind (LimitsV2, LimitsV1CPU, LimitsV1Memory): v2
+// below the hierarchy mounted at mount, whose limit files are those of
+// kind (LimitsV2, LimitsV1CPU, LimitsV1Memory, LimitsV1CPUSet): v2
 // cpu.max ("max PERIOD" or "QUOTA PERIOD", µs) and memory.max ("max" or
 // bytes); v1 cpu.cfs_quota_us (µs, -1 = none) over cpu.cfs_period_us, and
-// memory.limit_in_bytes (bytes; the page-rounded maximum = none). A file
-// that is missing or says "no limit" adds nothing.
+// memory.limit_in_bytes (bytes; the page-rounded maximum = none); v2 and
+// v1 cpuset.cpus (a CPU list), a limit when it names fewer CPUs than the
+// hierarchy's root has (v2 cpuset.cpus.effective, v1 cpuset.cpus; an
+// empty v2 list is its parent's). A file that is missing or says "no
+// limit" adds nothing.
 func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 	dir := filepath.Join(mount, cgroup)
 	var out []CgroupLimit
@@ -288,6 +296,11 @@ func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 		if err := memory("memory.max"); err != nil {
 			return nil, err
 		}
+		l, err := readCPUSetLimit(mount, cgroup, "cpuset.cpus.effective")
+		if err != nil || l == nil {
+			return out, err
+		}
+		out = append(out, *l)
 	case LimitsV1CPU:
 		period, _, err := readLimitRaw(dir, "cpu.cfs_period_us", parseCFSPeriod)
 		if err != nil || period == 0 {
@@ -302,10 +315,31 @@ func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 		if err := memory("memory.limit_in_bytes"); err != nil {
 			return nil, err
 		}
+	case LimitsV1CPUSet:
+		l, err := readCPUSetLimit(mount, cgroup, "cpuset.cpus")
+		if err != nil || l == nil {
+			return out, err
+		}
+		out = append(out, *l)
 	default:
-		return nil, fmt.Errorf("limit kind %q: want %q, %q or %q", kind, LimitsV2, LimitsV1CPU, LimitsV1Memory)
+		return nil, fmt.Errorf("limit kind %q: want %q, %q, %q or %q", kind, LimitsV2, LimitsV1CPU, LimitsV1Memory, LimitsV1CPUSet)
 	}
 	return out, nil
+}
+
+// readCPUSetLimit is cgroup's cpuset.cpus as a limit when it names fewer
+// CPUs than rootFile of the hierarchy's root (the CPUs all cgroups start
+// from); nil without one: no file, an empty list, or every CPU.
+func readCPUSetLimit(mount, cgroup, rootFile string) (*CgroupLimit, error) {
+	set, raw, err := readLimitRaw(filepath.Join(mount, cgroup), "cpuset.cpus", cpulimit.ParseCPUSet)
+	if err != nil || set.IsEmpty() {
+		return nil, err
+	}
+	all, _, err := readLimitRaw(mount, rootFile, cpulimit.ParseCPUSet)
+	if err != nil || all.IsEmpty() || all.SubsetOf(set) {
+		return nil, err
+	}
+	return &CgroupLimit{Cgroup: cgroup, File: "cpuset.cpus", Value: raw, CPUs: float64(set.Count()), CPUSet: set}, nil
 }
 
 // readLimitRaw reads the limit file dir/name with parse and returns the

@@ -207,3 +207,45 @@ func TestReadNodeCapacityBadLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestReadCgroupLimitsCPUSet: a cpuset.cpus naming fewer CPUs than the
+// hierarchy's root is a limit, with its CPUs; every CPU, an empty v2
+// list (its parent's) or no file is none.
+func TestReadCgroupLimitsCPUSet(t *testing.T) {
+	for _, tc := range []struct {
+		kind, rootFile, cpus, want string
+	}{
+		{LimitsV1CPUSet, "cpuset.cpus", "2-3", "2-3"},
+		{LimitsV1CPUSet, "cpuset.cpus", "0-3", ""},
+		{LimitsV2, "cpuset.cpus.effective", "1", "1"},
+		{LimitsV2, "cpuset.cpus.effective", "", ""},
+		{LimitsV2, "cpuset.cpus.effective", "-", ""},
+	} {
+		mount := t.TempDir()
+		if err := os.WriteFile(filepath.Join(mount, tc.rootFile), []byte("0-3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(mount, "a"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if tc.cpus != "-" {
+			if err := os.WriteFile(filepath.Join(mount, "a", "cpuset.cpus"), []byte(tc.cpus+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		limits, err := ReadCgroupLimits(mount, "/a", tc.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range limits {
+			got = append(got, l.CPUSet.String())
+			if l.File != "cpuset.cpus" || l.Value != tc.want || l.CPUs != float64(l.CPUSet.Count()) {
+				t.Errorf("%s %q: limit %+v", tc.kind, tc.cpus, l)
+			}
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s cpuset.cpus %q: limits %q, want %q", tc.kind, tc.cpus, got, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ var limitKinds = map[string]string{
 	cgroupfs.HierUnified: observe.LimitsV2,
 	cgroupfs.HierCPU:     observe.LimitsV1CPU,
 	cgroupfs.HierMemory:  observe.LimitsV1Memory,
+	cgroupfs.HierCPUSet:  observe.LimitsV1CPUSet,
 }
 
 // LimitsLeft returns the CPU and memory limits process pid would leave by
@@ -27,8 +28,8 @@ var limitKinds = map[string]string{
 // PlaceQuery moves it in, the limits on the cgroups from the process's
 // own up to, not including, the first that also holds the query cgroup
 // (read from /proc/PID/cgroup and the cgroups' limit files). Limits the
-// query cgroup stays below are kept by the move and are not listed. It
-// writes nothing.
+// query cgroup stays below are kept by the move and are not listed, nor
+// is a CPU set the pool's own CPUS lie within. It writes nothing.
 func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error) {
 	h.mu.Lock()
 	places, err := h.writer.QueryPlaces(ps, query)
@@ -59,10 +60,17 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 			if err != nil {
 				return nil, fmt.Errorf("limits of cgroup %s holding process %d: %w", cg, pid, err)
 			}
-			out = append(out, limits...)
+			out = append(out, slices.DeleteFunc(limits, func(l observe.CgroupLimit) bool { return keptBy(ps, l) })...)
 		}
 	}
 	return out, nil
+}
+
+// keptBy reports whether the pool's CPUS keep a query within CPU set l:
+// leaving the cgroup then frees it from nothing.
+func keptBy(ps planner.PoolState, l observe.CgroupLimit) bool {
+	cpus := ps.Pool.CPU.CPUs
+	return !l.CPUSet.IsEmpty() && !cpus.IsEmpty() && cpus.SubsetOf(l.CPUSet)
 }
 
 // cgroupOf is the process's cgroup in hierarchy hier, from its
