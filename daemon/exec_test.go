@@ -353,6 +353,39 @@ func TestExecSignals(t *testing.T) {
 	waitFor(t, "the slot to free", func() bool { return d.pool(t, "olap").Running == 0 })
 }
 
+// TestExecSignalBeforeAnswer: a client that starts at once catches no
+// signal, so one that comes before the daemon's answer ends it as it would
+// end the command: killed by the signal, nothing printed; the daemon,
+// finding the query cgroup without a live process, frees the slot.
+func TestExecSignalBeforeAnswer(t *testing.T) {
+	cfg := Config{beforeMove: func(pid int) {
+		// The client waits for the answer; its process is signalled
+		// and gone before it is moved.
+		syscall.Kill(pid, syscall.SIGTERM)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("client %d still alive 10 s after SIGTERM", pid)
+				return
+			}
+		}
+	}}
+	d := startDaemon(t, cfg, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
+	c := startExec(t, d.socket, "olap", "/bin/true")
+	st, stderr := c.wait()
+	ws := st.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM || stderr != "" {
+		t.Fatalf("client: %v, stderr %q; want killed by SIGTERM, nothing printed", st, stderr)
+	}
+	waitFor(t, "the slot to free", func() bool {
+		p := d.pool(t, "olap")
+		return p.Running == 0 && p.Admitted == 1
+	})
+}
+
 func TestExecCPULimitInEnvironment(t *testing.T) {
 	// 2 vCPUs × 100% × 75% per query: 1.5 vCPU.
 	policy := policyOf(t, "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=100, QUERY_CPU_LIMIT_PERCENT_PER_NODE=75);")
