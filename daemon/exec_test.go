@@ -31,9 +31,7 @@ type execProc struct {
 	stdout  *os.File
 	release *os.File // the command's stdin: closing it ends holdingCommand
 
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	read   chan struct{} // closed when stderr is at its end
+	stderr *capture
 
 	waitOnce sync.Once
 	state    *os.ProcessState
@@ -47,21 +45,7 @@ func startExec(t *testing.T, socket, pool string, argv ...string) *execProc {
 		t.Fatal(err)
 	}
 	p, stdinW, stdoutR, stderrR := spawnClient(t, exe, clientSpec{Socket: socket, Pool: pool, Argv: argv, Exec: true}, nil, 2)
-	c := &execProc{proc: p, stdout: stdoutR, release: stdinW, read: make(chan struct{})}
-	go func() {
-		defer close(c.read)
-		buf := make([]byte, 512)
-		for {
-			n, err := stderrR.Read(buf)
-			c.mu.Lock()
-			c.stderr.Write(buf[:n])
-			c.mu.Unlock()
-			if err != nil {
-				stderrR.Close()
-				return
-			}
-		}
-	}()
+	c := &execProc{proc: p, stdout: stdoutR, release: stdinW, stderr: captureAll(stderrR)}
 	t.Cleanup(func() {
 		stdinW.Close()
 		p.Kill()
@@ -75,11 +59,42 @@ func startExec(t *testing.T, socket, pool string, argv ...string) *execProc {
 func (c *execProc) wait() (*os.ProcessState, string) {
 	c.waitOnce.Do(func() {
 		c.state, _ = c.proc.Wait()
-		<-c.read
+		<-c.stderr.done
 	})
+	return c.state, c.stderr.text()
+}
+
+// capture is what a process wrote to a pipe or terminal, read as it comes.
+type capture struct {
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{} // closed at the end: EOF, or EIO from a terminal no process has open
+}
+
+// captureAll reads f into a capture until its end, and closes it.
+func captureAll(f *os.File) *capture {
+	c := &capture{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer f.Close()
+		buf := make([]byte, 512)
+		for {
+			n, err := f.Read(buf)
+			c.mu.Lock()
+			c.out.Write(buf[:n])
+			c.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *capture) text() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state, c.stderr.String()
+	return c.out.String()
 }
 
 // status is a shell's view of how the process ended: 128+N for signal N.
@@ -92,9 +107,9 @@ func status(ps *os.ProcessState) int {
 
 // startExecOnTerminal starts `poolagent-run --pool pool -- argv...`
 // against socket with a terminal as its stderr, so that it draws its
-// progress line; its stdin and stdout are /dev/null. The terminal's
-// output is read into the returned terminal.
-func startExecOnTerminal(t *testing.T, socket, pool string, argv ...string) (*os.Process, *terminal) {
+// progress line; its stdin and stdout are /dev/null. What it writes to
+// the terminal is captured.
+func startExecOnTerminal(t *testing.T, socket, pool string, argv ...string) (*os.Process, *capture) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -134,36 +149,7 @@ func startExecOnTerminal(t *testing.T, socket, pool string, argv ...string) (*os
 		p.Kill()
 		p.Wait()
 	})
-	term := &terminal{done: make(chan struct{})}
-	go func() {
-		defer close(term.done)
-		buf := make([]byte, 512)
-		for {
-			// Once no process has the terminal open, the read fails
-			// (EIO).
-			n, err := master.Read(buf)
-			term.mu.Lock()
-			term.out.Write(buf[:n])
-			term.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return p, term
-}
-
-// terminal is what a client wrote to its terminal.
-type terminal struct {
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{} // closed when no process has the terminal open
-}
-
-func (term *terminal) text() string {
-	term.mu.Lock()
-	defer term.mu.Unlock()
-	return term.out.String()
+	return p, captureAll(master)
 }
 
 // waitStarted reads the command's stdout until it printed "started".

@@ -220,21 +220,16 @@ func (p *scanner) member(r *Reply, key string) bool {
 	case "code":
 		s = &r.Code
 	case "position":
-		if p.null() {
-			return true
-		}
-		n, ok := p.number()
-		v, err := strconv.ParseInt(n, 10, strconv.IntSize)
-		r.Position = int(v)
-		return ok && err == nil
+		return p.numberInto(func(n string) error {
+			v, err := strconv.ParseInt(n, 10, strconv.IntSize)
+			r.Position = int(v)
+			return err
+		})
 	case "cpu_limit":
-		if p.null() {
-			return true
-		}
-		n, ok := p.number()
-		v, err := strconv.ParseFloat(n, 64)
-		r.CPULimit = v
-		return ok && err == nil
+		return p.numberInto(func(n string) (err error) {
+			r.CPULimit, err = strconv.ParseFloat(n, 64)
+			return err
+		})
 	default:
 		return false
 	}
@@ -244,4 +239,14 @@ func (p *scanner) member(r *Reply, key string) bool {
 	v, ok := p.str()
 	*s = v
 	return ok
+}
+
+// numberInto reads null, which leaves the field as it is, or a number,
+// which set parses into the field.
+func (p *scanner) numberInto(set func(string) error) bool {
+	if p.null() {
+		return true
+	}
+	n, ok := p.number()
+	return ok && set(n) == nil
 }
