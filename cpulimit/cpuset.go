@@ -119,6 +119,10 @@ func fromBits(m *[cpuWords]uint64) CPUSet {
 	var b strings.Builder
 	n := 0
 	for c := 0; c <= MaxCPU; c++ {
+		if m[c/64] == 0 {
+			c |= 63 // on to the next word: a bitmap is mostly empty words
+			continue
+		}
 		if m[c/64]&(1<<(c%64)) == 0 {
 			continue
 		}
@@ -201,6 +205,9 @@ func (s CPUSet) Minus(o CPUSet) CPUSet {
 func (s CPUSet) SubsetOf(o CPUSet) bool { return s.Minus(o).IsEmpty() }
 
 func (s CPUSet) combine(o CPUSet, op func(a, b uint64) uint64) CPUSet {
+	if s.n == 0 && o.n == 0 {
+		return CPUSet{} // op(0, 0) is 0 for every op above
+	}
 	a, b := s.bits(), o.bits()
 	for i := range a {
 		a[i] = op(a[i], b[i])
