@@ -26,8 +26,8 @@ var needCPUSet = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kernelt
 // Two busy loops (one thread each) placed in it get affinity {0}, are
 // never seen on CPU 1 in a second of sampling their running threads'
 // /proc/PID/task/TID/stat "processor" field, and use about one CPU
-// together, not two; the same two loops in a pool without CPUS are seen
-// on CPU 1 (the sampling can see it). Moving the pool to CPU 1 with a
+// together, not two; the same two loops in a pool without CPUS get
+// affinity {0,1} and use well over one CPU. Moving the pool to CPU 1 with a
 // query inside moves the query (v1 widens first, then narrows), CPUS=-1
 // gives it every CPU back, and removing the queries removes their twins.
 func TestKernelCPUSet(t *testing.T) {
@@ -56,16 +56,20 @@ func TestKernelCPUSet(t *testing.T) {
 	one := burnPair(t, k, d, "one", "q")
 	t.Logf("pool one (CPUS='0'): CPUs seen %v in %d samples of running threads, usage %d µs in %v of wall time",
 		one.seen, one.samples, one.usageUsec, one.wall)
-	if slices.ContainsFunc(one.seen, func(c int) bool { return c != 0 }) {
-		t.Errorf("pool on CPU 0 ran on CPUs %v", one.seen)
+	if one.samples == 0 || slices.ContainsFunc(one.seen, func(c int) bool { return c != 0 }) {
+		t.Errorf("pool on CPU 0 seen running on CPUs %v in %d samples; want CPU 0 only, seen at least once", one.seen, one.samples)
 	}
 	if limit := uint64(one.wall.Microseconds()) * 11 / 10; one.usageUsec > limit || one.usageUsec < 300_000 {
 		t.Errorf("pool on CPU 0 used %d µs in %v: want about one CPU (0.3 s .. %d µs), not two", one.usageUsec, one.wall, limit)
 	}
+	// The same loops unconfined use both CPUs: one CPU above was the
+	// CPU set's doing, not a busy host's. (Where they run is not sampled
+	// here: with the test's root favoured, the two loops leave the
+	// sampler next to no CPU.)
 	all := burnPair(t, k, d, "all", "p")
-	t.Logf("pool all (no CPUS): CPUs seen %v in %d samples, usage %d µs in %v", all.seen, all.samples, all.usageUsec, all.wall)
-	if !slices.Contains(all.seen, 1) {
-		t.Errorf("pool without CPUS never seen on CPU 1 (%v): the sampling cannot tell", all.seen)
+	t.Logf("pool all (no CPUS): usage %d µs in %v", all.usageUsec, all.wall)
+	if all.usageUsec < one.usageUsec*13/10 {
+		t.Errorf("pool without CPUS used %d µs, pool on CPU 0 %d µs: want the first well above the second", all.usageUsec, one.usageUsec)
 	}
 
 	moveAndBack(t, k)
