@@ -171,6 +171,7 @@ func checkCPUs(pools []Pool, node Node) error {
 		}
 	}
 	if len(errs) > 0 {
+		sortErrors(errs)
 		return errs
 	}
 	return nil
