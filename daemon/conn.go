@@ -44,9 +44,9 @@ func newMsgReader(conn *net.UnixConn, l Limits) *msgReader {
 	return &msgReader{conn: conn, fds: fds, br: bufio.NewReaderSize(fds, 4096), limits: l, tokens: float64(l.MessageBurst), filled: time.Now()}
 }
 
-// first reads the connection's first request.
+// first reads the connection's first request, within the deadline
+// perUser.connect set.
 func (r *msgReader) first(req *protocol.Request) error {
-	r.conn.SetReadDeadline(time.Now().Add(r.limits.FirstRequest))
 	if err := r.read(req, r.limits.FirstRequest); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -139,4 +140,34 @@ func TestListenRefusesNonSocket(t *testing.T) {
 		t.Fatalf("listen on a stale socket: %v", err)
 	}
 	ln.Close()
+}
+
+// TestStopCutsFirstRequest: once the daemon stops, a connection it has
+// counted waits no longer for its first request, even if it is read only
+// after the stop: nothing after connect sets the first request's deadline
+// again, so none undoes the stop's.
+func TestStopCutsFirstRequest(t *testing.T) {
+	limits := DefaultLimits
+	limits.FirstRequest = time.Hour
+	p := newPerUser(limits)
+	conn, _ := socketPair(t)
+	forget, err := p.connect(1000, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forget()
+	p.stop()
+	read := make(chan error, 1)
+	go func() {
+		var req protocol.Request
+		read <- newMsgReader(conn, limits).first(&req)
+	}()
+	select {
+	case err := <-read:
+		if !errors.Is(err, errTooSlow) {
+			t.Fatalf("first request after the stop: %v, want it cut short (errTooSlow)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first request was still awaited 30 s after the stop, with an hour's deadline")
+	}
 }

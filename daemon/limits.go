@@ -147,11 +147,16 @@ func (p *perUser) connect(uid uint32, conn *net.UnixConn) (func(), error) {
 		return nil, fmt.Errorf("%w: uid %d has %d connections open to the daemon (at most %d per user): wait for some of its queries to end",
 			errLimit, uid, p.limits.ConnsPerUID, p.limits.ConnsPerUID)
 	}
+	// The first request's deadline is set here, under the lock stop
+	// takes: set later, it could undo stop's, and a connection accepted
+	// as the daemon stops would hold the stop up for the whole wait.
 	p.mu.Lock()
 	p.first[conn] = struct{}{}
+	deadline := time.Now().Add(p.limits.FirstRequest)
 	if p.stopping {
-		conn.SetReadDeadline(time.Now())
+		deadline = time.Now()
 	}
+	conn.SetReadDeadline(deadline)
 	p.mu.Unlock()
 	return func() {
 		p.firstRead(conn)
