@@ -119,6 +119,9 @@ func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
 	d := &daemonProc{socket: spec.Socket, exited: make(chan struct{})}
 	d.cmd = exec.Command(exe)
 	d.cmd.Env = append(os.Environ(), envTestDaemon+"="+string(b))
+	// Killed with the test process, should that die before its cleanups
+	// (a panic, a timeout): no daemon outlives its test.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -427,8 +430,10 @@ func startFlood(t *testing.T, spec floodSpec, uid uint32) *flood {
 	f := &flood{cmd: exec.Command(exe)}
 	f.cmd.Env = append(os.Environ(), envTestFlood+"="+string(b))
 	f.cmd.Stderr = os.Stderr
+	// As the daemon's: killed with the test process.
+	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if uid != 0 {
-		f.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		f.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid}
 	}
 	if f.in, err = f.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
