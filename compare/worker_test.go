@@ -21,7 +21,7 @@ func TestParseWorkerArgs(t *testing.T) {
 		{name: "negative need", args: []string{"-1", "1"}, err: `worker need "-1": want microseconds, 0 or more`},
 		{name: "need with unit", args: []string{"10ms", "1"}, err: `worker need "10ms"`},
 		{name: "zero threads", args: []string{"1000", "0"}, err: `worker threads "0": want 1 or more`},
-		{name: "cpu list garbage", args: []string{"1000", "1", "0,x"}, err: `worker cpus "0,x" is not a CPU list (want CPU numbers 0..1023`},
+		{name: "cpu list garbage", args: []string{"1000", "1", "0,x"}, err: `worker cpus "0,x" is not a CPU list (CPU list "0,x", byte 2: "x" is not a CPU number) (want CPU numbers 0..1023`},
 		{name: "cpu beyond the affinity mask", args: []string{"1000", "1", "1024"}, err: `worker cpus "1024" has CPU 1024 (want CPU numbers 0..1023`},
 		{name: "empty cpu list", args: []string{"1000", "1", ""}, err: `worker cpus ""`},
 	}

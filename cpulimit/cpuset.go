@@ -44,7 +44,7 @@ type CPUSet struct {
 // where in the list.
 func ParseCPUSet(s string) (CPUSet, error) {
 	if len(s) > MaxCPUListBytes {
-		return CPUSet{}, fmt.Errorf("CPU list of %d bytes: longer than %d; accepted: %s", len(s), MaxCPUListBytes, cpuListAccepted)
+		return CPUSet{}, &CPUListError{Problem: fmt.Sprintf("CPU list of %d bytes: longer than %d", len(s), MaxCPUListBytes)}
 	}
 	t := strings.TrimSpace(s)
 	if t == "" {
@@ -55,7 +55,7 @@ func ParseCPUSet(s string) (CPUSet, error) {
 	for part := range strings.SplitSeq(t, ",") {
 		lo, hi, err := parseCPURange(part)
 		if err != nil {
-			return CPUSet{}, fmt.Errorf("%s, byte %d: %w; accepted: %s", quoteList(t), at, err, cpuListAccepted)
+			return CPUSet{}, &CPUListError{Problem: fmt.Sprintf("%s, byte %d: %v", quoteList(t), at, err)}
 		}
 		for c := lo; c <= hi; c++ {
 			m[c/64] |= 1 << (c % 64)
@@ -63,6 +63,16 @@ func ParseCPUSet(s string) (CPUSet, error) {
 		at += len(part) + 1
 	}
 	return fromBits(&m), nil
+}
+
+// CPUListError is a CPU list [ParseCPUSet] refuses. Problem says what is
+// wrong and where in the list; Error adds what a list may hold.
+type CPUListError struct {
+	Problem string
+}
+
+func (e *CPUListError) Error() string {
+	return e.Problem + "; accepted: " + cpuListAccepted
 }
 
 // quoteList names a list in an error: quoted, or by its length when it is

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -170,13 +171,10 @@ func (p *param) setCPUs(pool *Pool, v value, text string) string {
 		return p.refuse(v, "not a CPU list")
 	}
 	set, err := cpulimit.ParseCPUSet(text)
+	var bad *cpulimit.CPUListError
 	switch {
-	case err != nil:
-		why := err.Error()
-		if i := strings.Index(why, "; accepted: "); i >= 0 {
-			why = why[:i]
-		}
-		return p.refuse(v, why)
+	case errors.As(err, &bad):
+		return p.refuse(v, bad.Problem)
 	case set.IsEmpty():
 		return p.refuse(v, "no CPUs: the pool's queries could never run")
 	}

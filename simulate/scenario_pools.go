@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/poolagent/poolagent/cpulimit"
@@ -72,32 +71,19 @@ func (p *scenarioParser) pin(task, v string) bool {
 }
 
 // ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6" (the
-// cpuset list format) into CPU numbers, in the order given and without
-// repeats; every number must be below 4096. The error completes a
-// sentence such as `cpus "x" ...`.
+// cpuset list format, cpulimit.ParseCPUSet) into CPU numbers, ascending;
+// the list may not be empty. The error completes a sentence such as
+// `cpus "x" ...`.
 func ParseCPUList(v string) ([]int, error) {
-	var cpus []int
-	for part := range strings.SplitSeq(v, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		if !isDigits(lo) || (isRange && !isDigits(hi)) {
-			return nil, errors.New("is not a CPU list")
-		}
-		a, errA := strconv.Atoi(lo)
-		b := a
-		var errB error
-		if isRange {
-			b, errB = strconv.Atoi(hi)
-		}
-		if errA != nil || errB != nil || b < a || b >= 4096 {
-			return nil, errors.New("is not a CPU list")
-		}
-		for c := a; c <= b; c++ {
-			if !slices.Contains(cpus, c) {
-				cpus = append(cpus, c)
-			}
-		}
+	set, err := cpulimit.ParseCPUSet(v)
+	var bad *cpulimit.CPUListError
+	switch {
+	case errors.As(err, &bad):
+		return nil, fmt.Errorf("is not a CPU list (%s)", bad.Problem)
+	case set.IsEmpty():
+		return nil, errors.New("is not a CPU list (empty)")
 	}
-	return cpus, nil
+	return set.CPUs(), nil
 }
 
 // finishPools closes the pools block: the DDL goes through the planner
