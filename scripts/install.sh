@@ -14,7 +14,8 @@ Usage: scripts/install.sh [--no-start | --no-service | --help]
 
 Run it as root (sudo scripts/install.sh when you are not). It installs
 PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX defaults to
-/usr/local), PREFIX/share/man/man1/poolagent.1, the bash and zsh completion
+/usr/local), the manual pages PREFIX/share/man/man1/poolagent.1 and
+poolagent-run.1, the bash and zsh completion
 below PREFIX/share, the units /etc/systemd/system/poolagent.service and
 poolagent.socket (systemd holds the socket across restarts), and
 /etc/poolagent/pools.sql when there is none yet (an existing pool file is
@@ -112,14 +113,16 @@ install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
 install -d -m 0755 "$DESTDIR$PREFIX/share/man/man1" "$DESTDIR$PREFIX/share/bash-completion/completions" \
 	"$DESTDIR$PREFIX/share/zsh/site-functions"
 "$DESTDIR$bin" man >"$tmp/poolagent.1"
+"$DESTDIR$bin" man poolagent-run >"$tmp/poolagent-run.1"
 "$DESTDIR$bin" completion bash >"$tmp/poolagent.bash"
 "$DESTDIR$bin" completion zsh >"$tmp/_poolagent"
 install -m 0644 "$tmp/poolagent.1" "$DESTDIR$PREFIX/share/man/man1/poolagent.1"
+install -m 0644 "$tmp/poolagent-run.1" "$DESTDIR$PREFIX/share/man/man1/poolagent-run.1"
 install -m 0644 "$tmp/poolagent.bash" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent"
 install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ "$service" = 0 ]; then
 	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
-	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run, the manual page and bash/zsh completion (no service)"
+	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run, their manual pages and bash/zsh completion (no service)"
 	exit 0
 fi
 install -d -m 0755 "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"

@@ -64,14 +64,15 @@ failed=()
 # renders compare's HTML report for a screenshot
 # (compare/html_browser_test.go), promtool (package prometheus) checks the
 # exposition and the rules in monitoring/ (metrics/promtool_test.go), zsh
-# checks its completion script (cmd/poolagent/completion_test.go). Only
-# what is missing is installed.
+# checks its completion script and groff renders the manual pages
+# (cmd/poolagent/completion_test.go). Only what is missing is installed.
 tools=()
 command -v systemd-analyze >/dev/null || tools+=(systemd)
 command -v curl >/dev/null || tools+=(curl)
 command -v chromium >/dev/null || tools+=(chromium)
 command -v promtool >/dev/null || tools+=(prometheus)
 command -v zsh >/dev/null || tools+=(zsh)
+command -v groff >/dev/null || tools+=(groff-base)
 if [ ${#tools[@]} -gt 0 ]; then
 	echo "== installing ${tools[*]}"
 	aptget update -qq && aptget install -y -qq --no-install-recommends "${tools[@]}" >/dev/null ||

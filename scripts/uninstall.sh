@@ -30,7 +30,7 @@ if [ -z "$DESTDIR" ] && [ -e "$unit" ]; then
 	systemctl disable --now poolagent.socket poolagent.service || true
 fi
 rm -f "$DESTDIR$unit" "$DESTDIR/etc/systemd/system/poolagent.socket" "$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" \
-	"$DESTDIR$PREFIX/share/man/man1/poolagent.1" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent" \
+	"$DESTDIR$PREFIX/share/man/man1/poolagent.1" "$DESTDIR$PREFIX/share/man/man1/poolagent-run.1" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent" \
 	"$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ -z "$DESTDIR" ]; then
 	systemctl daemon-reload

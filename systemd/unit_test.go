@@ -237,6 +237,7 @@ func TestInstallScripts(t *testing.T) {
 	for f, want := range map[string]string{
 		"etc/systemd/system/poolagent.socket":                   "ListenStream=/run/poolagent/agent.sock",
 		"usr/local/share/man/man1/poolagent.1":                  ".TH poolagent 1",
+		"usr/local/share/man/man1/poolagent-run.1":              ".TH POOLAGENT\\-RUN 1",
 		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
 	} {
@@ -255,7 +256,8 @@ func TestInstallScripts(t *testing.T) {
 	}
 	run("uninstall.sh")
 	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service",
-		"etc/systemd/system/poolagent.socket", "usr/local/share/man/man1/poolagent.1", "usr/local/share/bash-completion/completions/poolagent",
+		"etc/systemd/system/poolagent.socket", "usr/local/share/man/man1/poolagent.1", "usr/local/share/man/man1/poolagent-run.1",
+		"usr/local/share/bash-completion/completions/poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)

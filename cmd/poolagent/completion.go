@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/client"
 )
 
 // bashCompletion and zshCompletion complete poolagent's commands and flags
@@ -73,9 +76,19 @@ func completionCommand() *cli.Command {
 // same help text as --help.
 func manCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "man",
-		Usage: "print the manual page poolagent(1), made from this help text (scripts/install.sh installs it)",
+		Name:      "man",
+		Usage:     "print the manual page poolagent(1), or poolagent-run(1), made from the help text (scripts/install.sh installs both)",
+		ArgsUsage: "[poolagent-run]",
 		Action: func(c *cli.Context) error {
+			switch name := c.Args().First(); {
+			case c.NArg() > 1:
+				return fmt.Errorf("man: one page at a time, got %q (accepted: no argument for poolagent(1), or poolagent-run)", c.Args().Slice())
+			case name == "poolagent-run":
+				_, err := io.WriteString(c.App.Writer, slimManPage())
+				return err
+			case name != "":
+				return fmt.Errorf("man: no page %q (accepted: no argument for poolagent(1), or poolagent-run)", name)
+			}
 			page, err := c.App.ToManWithSection(1)
 			if err != nil {
 				return fmt.Errorf("man: %w", err)
@@ -84,4 +97,34 @@ func manCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// slimManPage is poolagent-run(1), written from the help `poolagent-run
+// --help` prints: synopsis, description and options.
+func slimManPage() string {
+	var b strings.Builder
+	b.WriteString(".TH POOLAGENT\\-RUN 1\n.SH NAME\npoolagent\\-run \\- " + roff(client.RunSummary) + "\n")
+	b.WriteString(".SH SYNOPSIS\n.B poolagent\\-run\n" + roff(client.RunArgsUsage) + "\n.SH DESCRIPTION\n")
+	desc, opts, _ := strings.Cut(client.RunHelp, "\n\nOptions:\n")
+	for i, para := range strings.Split(desc, "\n\n") {
+		if i > 0 {
+			b.WriteString(".PP\n")
+		}
+		b.WriteString(roff(para) + "\n")
+	}
+	b.WriteString(".SH OPTIONS\n.nf\n" + roff(opts) + "\n.fi\n.SH SEE ALSO\npoolagent(1)\n")
+	return b.String()
+}
+
+// roff escapes text for a man page: backslashes, hyphens (a minus, so
+// that options copy as typed) and a line's leading dot or quote.
+func roff(s string) string {
+	s = strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
+			lines[i] = `\&` + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -22,9 +23,10 @@ func wrapper(t *testing.T) string {
 	return dir
 }
 
-// shell returns the path of a shell the test runs; under
-// POOLAGENT_REQUIRE_KERNEL=1 (scripts/test.sh, CI) its absence fails.
-func shell(t *testing.T, name string) string {
+// tool returns the path of a program the test runs (a shell, groff);
+// under POOLAGENT_REQUIRE_KERNEL=1 (scripts/test.sh, CI) its absence
+// fails.
+func tool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err == nil {
@@ -40,7 +42,7 @@ func shell(t *testing.T, name string) string {
 // TestBashCompletion sources `poolagent completion bash` in bash and
 // completes words as bash would on Tab.
 func TestBashCompletion(t *testing.T) {
-	bash := shell(t, "bash")
+	bash := tool(t, "bash")
 	path := wrapper(t) + ":" + os.Getenv("PATH")
 	tests := []struct {
 		words string // COMP_WORDS, the last one being completed
@@ -80,7 +82,7 @@ func quoteWords(words []string) string {
 // TestZshCompletion checks the zsh script's syntax with zsh itself and the
 // "name:description" lines it asks the binary for.
 func TestZshCompletion(t *testing.T) {
-	zsh := shell(t, "zsh")
+	zsh := tool(t, "zsh")
 	stdout, _, err := runApp(t, "completion", "zsh")
 	if err != nil {
 		t.Fatal(err)
@@ -106,10 +108,7 @@ func TestZshCompletion(t *testing.T) {
 // TestManPage renders `poolagent man` with groff as man(1) would, with
 // warnings on, and checks it has every command and each command's flags.
 func TestManPage(t *testing.T) {
-	groff, err := exec.LookPath("groff")
-	if err != nil {
-		t.Skipf("groff not found: %v", err)
-	}
+	groff := tool(t, "groff")
 	page, _, err := runApp(t, "man")
 	if err != nil {
 		t.Fatal(err)
@@ -136,5 +135,38 @@ func TestManPage(t *testing.T) {
 				t.Errorf("the man page does not show %s --%s", c.Name, f.Names()[0])
 			}
 		}
+	}
+}
+
+// TestSlimManPage renders `poolagent man poolagent-run` with groff, with
+// warnings on, and checks it has the synopsis, every paragraph of the
+// help and every option; another page name is refused.
+func TestSlimManPage(t *testing.T) {
+	groff := tool(t, "groff")
+	page, _, err := runApp(t, "man", "poolagent-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(groff, "-k", "-man", "-Tutf8", "-ww")
+	cmd.Stdin = strings.NewReader(page)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("groff: %v\n%s", err, stderr.String())
+	}
+	// groff emboldens by overstriking; compare the letters alone.
+	text := strings.Join(strings.Fields(regexp.MustCompile(".\b").ReplaceAllString(string(out), "")), " ")
+	for _, want := range []string{
+		"poolagent-run [--pool NAME] [--stats text|json] [--socket PATH] -- CMD [ARGS...]",
+		"Asks the daemon to admit a query", "Without --stats the query runs in place",
+		"--pool NAME, -p NAME run in pool NAME", "--stats FORMAT", "--socket PATH", "SEE ALSO poolagent(1)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the rendered page has no %q:\n%s", want, text)
+		}
+	}
+	if _, _, err := runApp(t, "man", "poolagent-rn"); err == nil || !strings.Contains(err.Error(), `no page "poolagent-rn"`) {
+		t.Errorf("man poolagent-rn: %v, want a refusal naming the page", err)
 	}
 }
