@@ -93,9 +93,10 @@ func (p *Predictor) ThrottledUsec(pool string) uint64 {
 // PredictThrottledUsec is the throttled time, µs, that the kernel-faithful
 // model gives for usageUsec of work split over s.Running single-threaded
 // tasks (at least one) arriving together under s's limit on cpus CPUs
-// (rounded down, at least 1), with the kernel's default runtime slice and
-// tick (simulate.DefaultKernelParams). A burst above the quota is taken as
-// the quota, as the kernel refuses more.
+// (rounded down, at least 1; fewer when the pool has fewer CPUs), with
+// the kernel's default runtime slice and tick (simulate.DefaultKernelParams).
+// A burst above the quota is taken as the quota, as the kernel refuses
+// more.
 func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) (uint64, error) {
 	l := s.Limit
 	if !l.Limited() || l.QuotaUsec <= 0 || l.PeriodUsec <= 0 || usageUsec == 0 {
@@ -104,7 +105,12 @@ func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) (uint64,
 	l.BurstUsec = min(max(l.BurstUsec, 0), l.QuotaUsec)
 	n := max(s.Running, 1)
 	need := int64(usageUsec) / int64(n)
-	h := simulate.Host{CPUs: max(int(math.Floor(cpus)), 1), TickUsec: 1, Groups: []simulate.Group{{Name: "pool", Limit: l}}}
+	ncpu := max(int(math.Floor(cpus)), 1)
+	if n := l.CPUs.Count(); n > 0 {
+		// Alone in the model, the pool's CPU set counts by its size.
+		ncpu, l.CPUs = min(ncpu, n), cpulimit.CPUSet{}
+	}
+	h := simulate.Host{CPUs: ncpu, TickUsec: 1, Groups: []simulate.Group{{Name: "pool", Limit: l}}}
 	h.Tasks = make([]simulate.HostTask, n)
 	for i := range h.Tasks {
 		h.Tasks[i] = simulate.HostTask{Name: "q" + strconv.Itoa(i), Group: "pool", NeedUsec: need, Threads: 1}

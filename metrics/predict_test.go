@@ -41,6 +41,22 @@ func TestPredictThrottledUsec(t *testing.T) {
 		// and the task waits the other 20.
 		{"burst above the quota", 1, PoolSample{Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000, BurstUsec: 90_000}, Running: 1}, 100_000, 20_000},
 	}
+	// The chapter's parallelism figure again, the pool on CPUs 6-7 of 8
+	// (and of a node capped at 3.5 vCPU): two runqueues instead of eight.
+	cpus, _ := cpulimit.ParseCPUSet("6-7")
+	two := tests[1]
+	two.cpus = 2
+	for _, node := range []float64{8, 3.5} {
+		tc := two
+		tc.name, tc.cpus = "on 2 of the CPUs", node
+		tc.s.Limit.CPUs = cpus
+		want, err := PredictThrottledUsec(2, two.s, two.usage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.want = want
+		tests = append(tests, tc)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, err := PredictThrottledUsec(tc.cpus, tc.s, tc.usage); got != tc.want || err != nil {
