@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/simulate"
 )
 
 // workerArg makes the test binary a compare worker (see TestMain), so the
@@ -78,5 +79,64 @@ func TestKernelCompare(t *testing.T) {
 	}
 	if r.Target.Class != "pinned" || !r.Env.Measured || len(r.Groups) != 3 {
 		t.Errorf("report: target %q, measured %v, %d groups; want the pinned target, measured, 3 groups", r.Target.Class, r.Env.Measured, len(r.Groups))
+	}
+}
+
+// TestKernelCompareCPUSet runs a scenario whose pool has CPUS='0': one
+// query with two threads needing 400 ms of CPU on a 2-CPU host. Confined
+// to CPU 0 it is done after about 400 ms, not the 200 ms both CPUs would
+// take, and both models say so.
+func TestKernelCompareCPUSet(t *testing.T) {
+	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct", "cpuset"}}
+	h := kerneltest.Require(t, need)
+	root := h.NewRoot(t, need)
+	root.Favour(t)
+	if h.Mode == kerneltest.V2 {
+		if err := os.WriteFile(filepath.Join(root.Path, "cgroup.subtree_control"), []byte("+cpu +cpuset"), 0); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// The test's cpuset twin starts without CPUs or memory nodes.
+		twin := h.Mounts.Twin("cpuset", root.Path)
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(twin), f))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(twin, f), b, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "cpus 2\npools\nCREATE RESOURCE POOL a WITH (CPUS='0');\nend\ntask t group a need 400ms threads 2\n"
+	sc, err := simulate.ParseScenario("cpuset.scn", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := LayoutOf(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Root: filepath.Join(root.Path, "compare"), Repeat: 1,
+		Kernel: ReadKernelSettings("/proc", "/boot", KernelRelease()), WorkerCommand: []string{self, workerArg}}
+	r, err := Measure(context.Background(), sc.Name, l, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tasks) != 1 || len(r.Tasks[0].Runs) != 1 || !r.Env.Measured {
+		t.Fatalf("report: measured %v, tasks %+v", r.Env.Measured, r.Tasks)
+	}
+	task := r.Tasks[0]
+	run := task.Runs[0]
+	t.Logf("2 threads, 400 ms of CPU on CPU 0: done at %d µs measured, %d µs kernel model, %d µs simple model",
+		run.MeasuredDoneUsec, run.KernelDoneUsec, task.SimpleDoneUsec)
+	for what, done := range map[string]int64{"measured": run.MeasuredDoneUsec, "kernel model": run.KernelDoneUsec, "simple model": task.SimpleDoneUsec} {
+		if done < 380_000 || done > 600_000 {
+			t.Errorf("%s: done at %d µs, want about 400 ms (one CPU), not 200 ms (two)", what, done)
+		}
 	}
 }

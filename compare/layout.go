@@ -140,7 +140,7 @@ func (l *Layout) Pinned() bool {
 }
 
 // LimitText renders group g's limit for the report: "20ms/100ms",
-// "max/100ms", with " burst 20ms" when it has one.
+// "max/100ms", with " burst 20ms" and " cpus 0-3" when it has them.
 func LimitText(g simulate.Group) string {
 	quota := "max"
 	if g.QuotaUsec != cpulimit.Max {
@@ -149,6 +149,9 @@ func LimitText(g simulate.Group) string {
 	s := quota + "/" + simulate.FormatUsec(g.PeriodUsec)
 	if g.BurstUsec > 0 {
 		s += " burst " + simulate.FormatUsec(g.BurstUsec)
+	}
+	if !g.CPUs.IsEmpty() {
+		s += " cpus " + g.CPUs.String()
 	}
 	return s
 }
