@@ -68,7 +68,7 @@ type pool struct {
 // Controller admits queries into pools. It is not safe for concurrent use:
 // the daemon serialises calls.
 type Controller struct {
-	load    hostLoad
+	load    LoadWindow
 	pools   map[string]*pool
 	queries map[QueryID]*query
 	lastID  QueryID
@@ -77,12 +77,12 @@ type Controller struct {
 // NewController returns a controller for the given pools; the default pool
 // is added, unlimited, when pools lacks it.
 func NewController(cfg LoadConfig, pools map[string]Limits) (*Controller, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	load, err := NewLoadWindow(cfg)
+	if err != nil {
 		return nil, err
 	}
 	c := &Controller{
-		load:    hostLoad{cfg: cfg},
+		load:    load,
 		pools:   map[string]*pool{},
 		queries: map[QueryID]*query{},
 	}
@@ -195,7 +195,7 @@ func (c *Controller) canStart(p *pool) bool {
 	if l.ConcurrentQueryLimit != Unlimited && p.stats.Running >= l.ConcurrentQueryLimit {
 		return false
 	}
-	return !l.checksLoad() || c.load.admits(l.LoadCPUThresholdPercent)
+	return !l.checksLoad() || c.load.Admits(l.LoadCPUThresholdPercent)
 }
 
 func (c *Controller) start(q *query) {
@@ -203,7 +203,7 @@ func (c *Controller) start(q *query) {
 	q.pool.stats.Running++
 	q.pool.stats.Admitted++
 	if q.pool.stats.Limits.checksLoad() {
-		c.load.reserve()
+		c.load.Reserve()
 	}
 }
 
@@ -252,7 +252,7 @@ func (c *Controller) Tick(now time.Time) []Event {
 // the reservations and starts queued queries as far as the thresholds
 // allow, oldest first across pools.
 func (c *Controller) Sample(now time.Time, busyPercent float64) (events []Event, refreshed bool) {
-	if !c.load.add(now, busyPercent) {
+	if !c.load.Add(now, busyPercent) {
 		return nil, false
 	}
 	return c.drainAll(now, nil), true
@@ -370,10 +370,4 @@ func (c *Controller) Active() []string {
 }
 
 // Load returns the state of CPU-load admission.
-func (c *Controller) Load() LoadStats {
-	return LoadStats{
-		AveragePercent:  c.load.averagePercent,
-		ReservedPercent: c.load.reservedPercent,
-		LastRefresh:     c.load.lastRefresh,
-	}
-}
+func (c *Controller) Load() LoadStats { return c.load.Stats() }

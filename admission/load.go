@@ -54,8 +54,12 @@ type loadSample struct {
 	busyPercent float64
 }
 
-// hostLoad is the host-wide state of CPU-load admission.
-type hostLoad struct {
+// LoadWindow is the state of CPU-load admission where the load is
+// measured (YDB's DATABASE_LOAD_CPU_THRESHOLD): the samples of the current
+// refresh interval, the moving average taken at the last refresh and the
+// reservations made since. The single-host Controller and a fleet node
+// each keep one.
+type LoadWindow struct {
 	cfg LoadConfig
 	// samples of the current window, oldest first.
 	samples []loadSample
@@ -68,34 +72,55 @@ type hostLoad struct {
 	refreshed       bool
 }
 
-// add records a sample and refreshes when the first sample arrives or
-// RefreshInterval has passed since the last refresh. It reports whether it
-// refreshed.
-func (h *hostLoad) add(now time.Time, busyPercent float64) bool {
-	h.samples = append(h.samples, loadSample{at: now, busyPercent: busyPercent})
-	cutoff := now.Add(-h.cfg.RefreshInterval)
+// NewLoadWindow returns an empty window for cfg, its zero fields taking
+// the defaults.
+func NewLoadWindow(cfg LoadConfig) (LoadWindow, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return LoadWindow{}, err
+	}
+	return LoadWindow{cfg: cfg}, nil
+}
+
+// Add records a sample and refreshes when the first sample arrives or
+// RefreshInterval has passed since the last refresh: the average becomes
+// the mean of the window's samples and the reservations are dropped. It
+// reports whether it refreshed.
+func (w *LoadWindow) Add(now time.Time, busyPercent float64) bool {
+	w.samples = append(w.samples, loadSample{at: now, busyPercent: busyPercent})
+	cutoff := now.Add(-w.cfg.RefreshInterval)
 	drop := 0
-	for drop < len(h.samples) && !h.samples[drop].at.After(cutoff) {
+	for drop < len(w.samples) && !w.samples[drop].at.After(cutoff) {
 		drop++
 	}
-	h.samples = append(h.samples[:0], h.samples[drop:]...)
-	if h.refreshed && now.Sub(h.lastRefresh) < h.cfg.RefreshInterval {
+	w.samples = append(w.samples[:0], w.samples[drop:]...)
+	if w.refreshed && now.Sub(w.lastRefresh) < w.cfg.RefreshInterval {
 		return false
 	}
 	sum := 0.0
-	for _, s := range h.samples {
+	for _, s := range w.samples {
 		sum += s.busyPercent
 	}
-	h.averagePercent = sum / float64(len(h.samples))
-	h.reservedPercent = 0
-	h.lastRefresh = now
-	h.refreshed = true
+	w.averagePercent = sum / float64(len(w.samples))
+	w.reservedPercent = 0
+	w.lastRefresh = now
+	w.refreshed = true
 	return true
 }
 
-// admits reports whether a query may start under threshold percent.
-func (h *hostLoad) admits(thresholdPercent float64) bool {
-	return h.averagePercent+h.reservedPercent < thresholdPercent
+// Admits reports whether a query may start under threshold percent: the
+// average and the reservations together below it.
+func (w *LoadWindow) Admits(thresholdPercent float64) bool {
+	return w.averagePercent+w.reservedPercent < thresholdPercent
 }
 
-func (h *hostLoad) reserve() { h.reservedPercent += h.cfg.ReservePercent }
+// Reserve adds one admitted query's reservation until the next refresh;
+// Unreserve takes one back.
+func (w *LoadWindow) Reserve()   { w.reservedPercent += w.cfg.ReservePercent }
+func (w *LoadWindow) Unreserve() { w.reservedPercent -= w.cfg.ReservePercent }
+
+// Stats are the window's average and reservations, percent, and when it
+// last refreshed.
+func (w *LoadWindow) Stats() LoadStats {
+	return LoadStats{AveragePercent: w.averagePercent, ReservedPercent: w.reservedPercent, LastRefresh: w.lastRefresh}
+}

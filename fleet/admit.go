@@ -461,7 +461,7 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 		if pos != 0 || !b.loadAdmits(l.LoadCPUThresholdPercent) {
 			return nil
 		}
-		b.load.reserve()
+		b.load.Reserve()
 		a.reserved = true
 	}
 	return a
@@ -479,7 +479,7 @@ func (b *Backend) release(a *attempt) {
 		a.claimed = false
 	}
 	if a.reserved {
-		b.load.unreserve()
+		b.load.Unreserve()
 		a.reserved = false
 	}
 }

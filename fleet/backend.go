@@ -174,7 +174,7 @@ type Backend struct {
 	queries map[admission.QueryID]*query
 	tokens  map[string]*query
 	lastID  admission.QueryID
-	load    nodeLoad
+	load    admission.LoadWindow
 	// deletes are keys of this node to delete, with their create
 	// revision (0: a key named by its token, which no other registration
 	// reuses): of queries that ended, and orphans (keys whose registration
@@ -232,7 +232,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	load, err := newNodeLoad(cfg.Load)
+	load, err := admission.NewLoadWindow(cfg.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (b *Backend) record() NodeRecord {
 	defer b.mu.Unlock()
 	return NodeRecord{
 		Node: b.cfg.Node, VCPUs: b.cfg.VCPUs, Version: b.cfg.Version,
-		LoadPercent: b.load.averagePercent, UpdatedUnix: time.Now().Unix(),
+		LoadPercent: b.load.Stats().AveragePercent, UpdatedUnix: time.Now().Unix(),
 	}
 }
 

@@ -2,77 +2,16 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
 )
 
-// nodeLoad is this node's part of CPU-load admission: its own samples and
-// moving average (published in its node record) and its own reservations.
-type nodeLoad struct {
-	cfg             admission.LoadConfig
-	samples         []loadSample
-	averagePercent  float64
-	reservedPercent float64
-	lastRefresh     time.Time
-	refreshed       bool
-}
-
-type loadSample struct {
-	at          time.Time
-	busyPercent float64
-}
-
-func newNodeLoad(cfg admission.LoadConfig) (nodeLoad, error) {
-	if cfg.RefreshInterval == 0 {
-		cfg.RefreshInterval = admission.DefaultRefreshInterval
-	}
-	if cfg.ReservePercent == 0 {
-		cfg.ReservePercent = admission.DefaultReservePercent
-	}
-	if cfg.RefreshInterval < 0 {
-		return nodeLoad{}, fmt.Errorf("load refresh interval %s: want a positive duration", cfg.RefreshInterval)
-	}
-	if cfg.ReservePercent < 0 || cfg.ReservePercent > 100 {
-		return nodeLoad{}, fmt.Errorf("reservation %g%%: want 0..100 percent of the node", cfg.ReservePercent)
-	}
-	return nodeLoad{cfg: cfg}, nil
-}
-
-// add records a sample and reports whether it refreshed: the first sample,
-// then one each RefreshInterval. A refresh takes the mean of the window's
-// samples and drops the reservations.
-func (n *nodeLoad) add(now time.Time, busyPercent float64) bool {
-	n.samples = append(n.samples, loadSample{at: now, busyPercent: busyPercent})
-	cutoff := now.Add(-n.cfg.RefreshInterval)
-	drop := 0
-	for drop < len(n.samples) && !n.samples[drop].at.After(cutoff) {
-		drop++
-	}
-	n.samples = append(n.samples[:0], n.samples[drop:]...)
-	if n.refreshed && now.Sub(n.lastRefresh) < n.cfg.RefreshInterval {
-		return false
-	}
-	sum := 0.0
-	for _, s := range n.samples {
-		sum += s.busyPercent
-	}
-	n.averagePercent = sum / float64(len(n.samples))
-	n.reservedPercent = 0
-	n.lastRefresh = now
-	n.refreshed = true
-	return true
-}
-
-func (n *nodeLoad) reserve()   { n.reservedPercent += n.cfg.ReservePercent }
-func (n *nodeLoad) unreserve() { n.reservedPercent -= n.cfg.ReservePercent }
-
 // clusterLoadPercent is the cluster's load: the mean over the live nodes'
 // records of their measured load. b.mu is held.
 func (b *Backend) clusterLoadPercent() float64 {
 	if len(b.nodes) == 0 {
-		return b.load.averagePercent
+		return b.load.Stats().AveragePercent
 	}
 	sum := 0.0
 	for _, n := range b.nodes {
@@ -85,7 +24,7 @@ func (b *Backend) clusterLoadPercent() float64 {
 // cluster's load plus this node's reservations below threshold percent.
 // b.mu is held.
 func (b *Backend) loadAdmits(thresholdPercent float64) bool {
-	return b.clusterLoadPercent()+b.load.reservedPercent < thresholdPercent
+	return b.clusterLoadPercent()+b.load.Stats().ReservedPercent < thresholdPercent
 }
 
 // Sample records this node's CPU load, percent busy over the last sample
@@ -96,7 +35,7 @@ func (b *Backend) loadAdmits(thresholdPercent float64) bool {
 // it refreshed.
 func (b *Backend) Sample(now time.Time, busyPercent float64) ([]admission.Event, bool) {
 	b.mu.Lock()
-	refreshed := b.load.add(now, busyPercent)
+	refreshed := b.load.Add(now, busyPercent)
 	b.publish = b.publish || refreshed
 	b.mu.Unlock()
 	if refreshed {
@@ -132,9 +71,7 @@ func (b *Backend) publishRecord() {
 func (b *Backend) Load() admission.LoadStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return admission.LoadStats{
-		AveragePercent:  b.clusterLoadPercent(),
-		ReservedPercent: b.load.reservedPercent,
-		LastRefresh:     b.load.lastRefresh,
-	}
+	st := b.load.Stats()
+	st.AveragePercent = b.clusterLoadPercent()
+	return st
 }
