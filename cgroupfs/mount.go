@@ -1,9 +1,9 @@
 // Package cgroupfs is the only code in poolagent that writes the cgroup
 // filesystem. It finds where the cpu, cpuacct, memory and cpuset
-// controllers are mounted, reads the pool tree below a pool root, and reconciles it with the
-// planner's desired state through one writer that opens every file beneath
-// the pool root (openat2 RESOLVE_BENEATH), so no pool name can address a
-// path outside it.
+// controllers are mounted, reads the pool tree below a pool root, and
+// reconciles it with the planner's desired state through one writer that
+// opens every file beneath the pool root (openat2 RESOLVE_BENEATH), so no
+// pool name can address a path outside it.
 package cgroupfs
 
 import (
