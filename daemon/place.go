@@ -191,38 +191,55 @@ func mayLeave(allowed []string, cgroup string) bool {
 // CAP_SYS_PTRACE (the unit grants it); a process that is already traced
 // (a debugger, strace -f) cannot be held. Either failure wraps
 // ErrCannotHold.
+//
+// A process that does not stop within releaseWait (it sleeps where no
+// stop reaches it, as a vfork parent does) is let go as soon as it stops
+// or exits, by the same thread, after fn's result has gone back: the
+// thread is never left as a tracer with nobody waiting on its tracee. (A
+// locked goroutine's end does not do it: the main thread is not ended
+// with its goroutine.)
 func hold(pid int, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		if err := unix.PtraceSeize(pid); err != nil {
-			runtime.UnlockOSThread()
 			done <- fmt.Errorf("%w %d: ptrace(PTRACE_SEIZE): %w", ErrCannotHold, pid, err)
 			return
 		}
 		err := fn()
-		if release(pid) {
-			runtime.UnlockOSThread()
-		}
-		// Otherwise the thread stays locked and exits with this
-		// goroutine, and the kernel lets go of its tracees as it exits.
+		rerr := release(pid, time.Millisecond)
 		done <- err
+		for errors.Is(rerr, errNoStop) {
+			rerr = release(pid, lateReleasePause)
+		}
 	}()
 	return <-done
 }
 
-// releaseWait bounds how long release waits for the held process to stop.
-const releaseWait = time.Second
+// releaseWait bounds how long one release waits for the held process to
+// stop; lateReleasePause is the longest pause between its looks once a
+// first release found the process not stopping.
+const (
+	releaseWait      = time.Second
+	lateReleasePause = 100 * time.Millisecond
+)
+
+// errNoStop: the held process did not stop within releaseWait.
+var errNoStop = errors.New("the held process did not stop")
 
 // release lets go of process pid, which this thread holds: it asks the
-// process to stop (PTRACE_INTERRUPT), waits for the stop and detaches,
-// passing on a signal that stopped it; a process that exited meanwhile is
-// handed to its parent by the wait. It reports false when the process did
-// not stop within releaseWait (it sleeps where no stop can reach it, as a
-// vfork parent does).
-func release(pid int) bool {
-	if err := unix.PtraceInterrupt(pid); err != nil {
-		return false
+// process to stop (PTRACE_INTERRUPT), waits for the stop, looking again
+// after pauses that double up to maxPause, and detaches, passing on a
+// signal that stopped it; a process that exited meanwhile is handed to
+// its parent by the wait. It returns errNoStop when the process did not
+// stop within releaseWait, and the kernel's error when pid is not a
+// tracee of this thread.
+func release(pid int, maxPause time.Duration) error {
+	// A tracee that has exited cannot be interrupted (ESRCH): the wait
+	// below finds it and hands it on.
+	if err := unix.PtraceInterrupt(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
 	}
 	pause := 10 * time.Microsecond
 	for deadline := time.Now().Add(releaseWait); ; {
@@ -232,9 +249,9 @@ func release(pid int) bool {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
-			return false
+			return err
 		case got == pid && (ws.Exited() || ws.Signaled()):
-			return true
+			return nil
 		case got == pid && ws.Stopped():
 			// A signal-delivery stop (no event in the status's high
 			// bits) passes its signal on; the interrupt's stop or a
@@ -244,11 +261,13 @@ func release(pid int) bool {
 			if uint32(ws)>>16 == 0 {
 				sig = uintptr(ws.StopSignal())
 			}
-			_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, sig, 0, 0)
-			return errno == 0
+			if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, sig, 0, 0); errno != 0 {
+				return errno
+			}
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return false
+			return errNoStop
 		}
 		// On this thread, not through the runtime's timers: a stop
 		// takes tens of microseconds, and a timer's sleep can take a
@@ -256,7 +275,7 @@ func release(pid int) bool {
 		// the client's wait for its answer.
 		ts := unix.NsecToTimespec(pause.Nanoseconds())
 		unix.Nanosleep(&ts, nil)
-		pause = min(2*pause, time.Millisecond)
+		pause = min(2*pause, maxPause)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,20 +107,30 @@ func TestPlaceTracedProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	traced := make(chan int)
-	release := make(chan struct{})
+	traced, stop, detached := make(chan int), make(chan struct{}), make(chan struct{})
 	go func() {
-		runtime.LockOSThread() // the tracer is this thread, and it ends with it
+		defer close(detached)
+		runtime.LockOSThread() // the tracer is this thread
+		defer runtime.UnlockOSThread()
 		if err := unix.PtraceSeize(pid); err != nil {
 			t.Error(err)
 			close(traced)
 			return
 		}
 		traced <- unix.Gettid()
-		<-release
+		<-stop
+		// Let go before the test ends: a tracee killed while traced
+		// would stay a zombie no one waits for, and its shell's wait
+		// with it.
+		if err := release(pid, time.Millisecond); err != nil {
+			t.Errorf("let go of process %d: %v", pid, err)
+		}
 	}()
 	tracer := <-traced
-	defer close(release)
+	defer func() {
+		close(stop)
+		<-detached
+	}()
 	ps, _ := d.srv.rp.poolState("olap")
 	p := process{fd: fd, pid: pid}
 	err = d.srv.place(placement{peer: p, uid: uint32(os.Getuid()), target: p, rel: peerItself}, ps, "q-traced")
