@@ -92,6 +92,30 @@ func (d *Dir) Path() string { return d.path }
 // Close releases the pool root.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
+// ErrRootGone is wrapped when the directory a Dir has open is no longer
+// the one at its path.
+var ErrRootGone = errors.New("removed while it was open")
+
+// StillAt reports an error wrapping ErrRootGone when the directory d has
+// open is not the one at its path any more: removed, or removed and made
+// again (a new directory, which d's lookups do not reach).
+func (d *Dir) StillAt() error {
+	var open, now unix.Stat_t
+	if err := unix.Fstat(d.fd, &open); err != nil {
+		return &os.PathError{Op: "stat open pool root", Path: d.path, Err: err}
+	}
+	err := unix.Stat(d.path, &now)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%s: %w, and nothing is there now", d.path, ErrRootGone)
+	case err != nil:
+		return &os.PathError{Op: "stat pool root", Path: d.path, Err: err}
+	case now.Dev != open.Dev || now.Ino != open.Ino:
+		return fmt.Errorf("%s: %w, and another directory is there now", d.path, ErrRootGone)
+	}
+	return nil
+}
+
 // full is the path a name was asked for, uncleaned, so an error shows what
 // was attempted ("/root/../secret").
 func (d *Dir) full(name string) string {

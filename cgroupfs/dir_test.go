@@ -142,3 +142,32 @@ func TestOpenCgroupDirRefusesOtherFS(t *testing.T) {
 		}
 	}
 }
+
+// TestStillAt: an open pool root is in place until it is removed, and
+// stays gone when a directory is made again at its path.
+func TestStillAt(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.StillAt(); err != nil {
+		t.Fatalf("StillAt of an open root: %v", err)
+	}
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StillAt(); !errors.Is(err, ErrRootGone) || !strings.Contains(err.Error(), "nothing is there now") {
+		t.Errorf("StillAt of a removed root: %v, want ErrRootGone and nothing there", err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StillAt(); !errors.Is(err, ErrRootGone) || !strings.Contains(err.Error(), "another directory is there now") {
+		t.Errorf("StillAt of a root made again: %v, want ErrRootGone and another directory there", err)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/poolagent/poolagent/observe"
@@ -131,6 +133,20 @@ func (t *Tree) Close() error {
 
 // fs returns hierarchy h's pool root, opened once.
 func (t *Tree) fs(h string) (FS, error) { return t.openOnce(t.fss, h, t.roots[h]) }
+
+// RootsInPlace reports an error wrapping ErrRootGone when a pool root the
+// tree has open ([Dir.StillAt]) was removed while it was open: the tree
+// writes below the removed directory, and fails, until it is opened anew.
+func (t *Tree) RootsInPlace() error {
+	for _, h := range slices.Sorted(maps.Keys(t.fss)) {
+		if d, ok := t.fss[h].(*Dir); ok {
+			if err := d.StillAt(); err != nil {
+				return fmt.Errorf("pool root in the %s hierarchy: %w", h, err)
+			}
+		}
+	}
+	return nil
+}
 
 // mountFS returns hierarchy h's mount directory, opened once, for the
 // reads above the pool root.

@@ -534,3 +534,41 @@ GRANT USE ON RESOURCE POOL batch TO %[2]s;
 		})
 	}
 }
+
+// TestKernelHealthRootRemoved: a daemon whose pool root is removed from
+// under it (its pools empty) fails its health check, so that systemd's
+// watchdog restarts it and the new daemon makes the root again; before,
+// it went on writing below the removed directory, every placement
+// failing.
+func TestKernelHealthRootRemoved(t *testing.T) {
+	d, cg := kernelDaemon(t, bothModes, Config{}, "", rootIdentity)
+	if err := d.srv.healthy(); err != nil {
+		t.Fatalf("a serving daemon is unhealthy: %v", err)
+	}
+	root := cg.Reader().Root
+	dirs := []string{root}
+	if twin := kerneltest.Require(t, bothModes).Mounts.Twin("cpuacct", root); twin != "" && twin != root {
+		dirs = append(dirs, twin)
+	}
+	for _, dir := range dirs {
+		pools, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pools {
+			if p.IsDir() {
+				if err := os.Remove(filepath.Join(dir, p.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := d.srv.healthy()
+	if !errors.Is(err, cgroupfs.ErrRootGone) || !strings.Contains(err.Error(), "a restart of the daemon makes it again") {
+		t.Fatalf("health with the pool root removed: %v, want ErrRootGone and the restart named", err)
+	}
+	t.Logf("health: %v", err)
+}

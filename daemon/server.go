@@ -69,6 +69,12 @@ type emptyNotifier interface {
 	NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error)
 }
 
+// rootWatcher is a Cgroups that can say its pool root was removed while
+// it was open: *pooltree.Handle.
+type rootWatcher interface {
+	RootInPlace() error
+}
+
 // LoadSource measures the host's CPU load: the busy fraction (0..1) of
 // all CPUs since the previous call. *observe.LoadSampler is one.
 type LoadSource interface {

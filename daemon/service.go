@@ -151,9 +151,11 @@ var metricsRefusal = func() string {
 }()
 
 // healthy reports whether every accept loop is at accept or has just left
-// it (none stalled: see guardedListener.stalled) and the admission state
-// can be taken within healthTimeout: a daemon that stopped accepting or is
-// stuck holding the state gets no watchdog ping, and systemd restarts it.
+// it (none stalled: see guardedListener.stalled), the admission state can
+// be taken within healthTimeout, and the pool root it has open is still
+// the one at its path: a daemon that stopped accepting, is stuck holding
+// the state, or writes below a removed pool root (where every placement
+// fails) gets no watchdog ping, and systemd restarts it.
 func (s *Server) healthy() error {
 	now := time.Now()
 	var stalled error
@@ -163,6 +165,11 @@ func (s *Server) healthy() error {
 	})
 	if stalled != nil {
 		return stalled
+	}
+	if rw, ok := s.cg.(rootWatcher); ok {
+		if err := rw.RootInPlace(); err != nil {
+			return fmt.Errorf("%w; a restart of the daemon makes it again", err)
+		}
 	}
 	done := make(chan struct{})
 	go func() {

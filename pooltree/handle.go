@@ -74,6 +74,16 @@ func (h *Handle) Close() error {
 	return errors.Join(err, h.writer.Close())
 }
 
+// RootInPlace reports an error wrapping cgroupfs.ErrRootGone when the
+// pool root was removed while the handle had it open
+// ([cgroupfs.Tree.RootsInPlace]): only opening it anew (a restart of the
+// daemon) writes to the directory at its path again.
+func (h *Handle) RootInPlace() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.RootsInPlace()
+}
+
 // Reader is the tree's reader: cpu.stat and pressure below the pool root,
 // and on cgroup v1 usage from the root's cpuacct twin.
 func (h *Handle) Reader() observe.Tree { return h.reader }

@@ -1,7 +1,10 @@
 package pooltree
 
 import (
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -109,4 +112,49 @@ func TestKernelQueryCgroup(t *testing.T) {
 	if busy, err := h.Populated("olap", query); err != nil || busy {
 		t.Errorf("Populated of a removed query = %v, %v; want false, nil", busy, err)
 	}
+}
+
+// TestKernelRootRemoved: a pool root removed from under an open handle
+// (its pools empty, so the kernel allows it) is reported gone, and stays
+// gone once a cgroup is made again at its path, which the handle's
+// descriptors do not reach.
+func TestKernelRootRemoved(t *testing.T) {
+	k := kerneltest.Require(t, bothModes)
+	root := k.NewRoot(t, bothModes)
+	h, err := Open(k.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
+	if err := h.Apply(planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RootInPlace(); err != nil {
+		t.Fatalf("RootInPlace after apply: %v", err)
+	}
+	dirs := []string{root.Path}
+	if twin := k.Mounts.Twin("cpuacct", root.Path); twin != "" && twin != root.Path {
+		dirs = append(dirs, twin)
+	}
+	for _, dir := range dirs {
+		for _, d := range []string{filepath.Join(dir, planner.DefaultPool), dir} {
+			if err := os.Remove(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := h.RootInPlace(); !errors.Is(err, cgroupfs.ErrRootGone) {
+		t.Fatalf("RootInPlace with the root removed: %v, want ErrRootGone", err)
+	}
+	for _, dir := range dirs {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = h.RootInPlace()
+	if !errors.Is(err, cgroupfs.ErrRootGone) {
+		t.Fatalf("RootInPlace with a cgroup made again at the root's path: %v, want ErrRootGone", err)
+	}
+	t.Logf("reported: %v", err)
 }
