@@ -62,14 +62,15 @@ type placement struct {
 	rel    relation
 }
 
-// check verifies, through /proc, that p.target is a process (not a thread
+// check verifies, through the target's pidfd or /proc (statusOf), that
+// p.target is a process (not a thread
 // of another one) standing to the peer as p.rel asks, and that its real
 // and effective uid are the client's; then, through the pidfds, that both
 // still exist, so the facts read were about them: a pid is not reused
 // while its process exists, even as a zombie. It returns what it read.
 func (c procChecker) check(p placement) (procStatus, error) {
 	pid := p.target.pid
-	st, err := readStatus(c.root, pid)
+	st, err := statusOf(c.root, p.target)
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", ErrNotYourChild, err)
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // procStatus is what placing a process needs of its /proc/PID/status,
@@ -17,6 +20,38 @@ type procStatus struct {
 	tracer int
 	// ruid and euid are its real and effective uid.
 	ruid, euid uint32
+}
+
+// pidfdInfo is struct pidfd_info as Linux 6.13 first gave it
+// (PIDFD_INFO_SIZE_VER0): the ids of a pidfd's process, in the caller's
+// pid namespace.
+type pidfdInfo struct {
+	Mask, CgroupID                                                    uint64
+	PID, TGID, PPID, RUID, RGID, EUID, EGID, SUID, SGID, FSUID, FSGID uint32
+	_                                                                 uint32
+}
+
+// pidfdGetInfo is PIDFD_GET_INFO, _IOWR(0xFF, 11, struct pidfd_info).
+const pidfdGetInfo = 3<<30 | uintptr(unsafe.Sizeof(pidfdInfo{}))<<16 | 0xFF<<8 | 11
+
+// statusOf is what placing process p needs of its status: asked of its
+// pidfd where the kernel answers PIDFD_GET_INFO (Linux 6.13 and later: one
+// ioctl, where the first read of a process's /proc/PID/status costs a
+// start a fifth of a millisecond), else read from /proc/PID/status. The
+// pidfd's answer has no tracer (tracer 0); a pidfd whose process has
+// another pid than p's is refused.
+func statusOf(procRoot string, p process) (procStatus, error) {
+	var info pidfdInfo
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(p.fd), pidfdGetInfo, uintptr(unsafe.Pointer(&info)))
+	switch {
+	case errno == unix.ENOTTY || errno == unix.EINVAL:
+		return readStatus(procRoot, p.pid)
+	case errno != 0:
+		return procStatus{}, fmt.Errorf("process %d: PIDFD_GET_INFO: %w", p.pid, errno)
+	case int(info.PID) != p.pid:
+		return procStatus{}, fmt.Errorf("process %d: its pidfd names process %d", p.pid, info.PID)
+	}
+	return procStatus{tgid: int(info.TGID), ppid: int(info.PPID), ruid: info.RUID, euid: info.EUID}, nil
 }
 
 // readStatus reads process pid's status from the proc filesystem at

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +24,40 @@ func TestReadStatusOfSelf(t *testing.T) {
 	st.tracer = 0 // a debugger may trace the tests
 	if st != want {
 		t.Fatalf("status of this process: %+v, want %+v", st, want)
+	}
+}
+
+// TestStatusOfSelf: a process's status through its pidfd (PIDFD_GET_INFO,
+// Linux 6.13 and later) is what /proc/PID/status says, tracer aside; on
+// an older kernel statusOf reads /proc itself. A pidfd that names another
+// process than the pid given is refused where the kernel can tell.
+func TestStatusOfSelf(t *testing.T) {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	self := process{fd: fd, pid: os.Getpid()}
+	got, err := statusOf("/proc", self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readStatus("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.tracer, want.tracer = 0, 0
+	if got != want {
+		t.Fatalf("statusOf = %+v, /proc says %+v", got, want)
+	}
+	var info pidfdInfo
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), pidfdGetInfo, uintptr(unsafe.Pointer(&info))); errno != 0 {
+		t.Logf("PIDFD_GET_INFO: %v: statusOf read /proc", errno)
+		return
+	}
+	other := process{fd: fd, pid: os.Getppid()}
+	if _, err := statusOf("/proc", other); err == nil || !strings.Contains(err.Error(), "its pidfd names process") {
+		t.Fatalf("statusOf of a pidfd and another pid: %v, want a refusal", err)
 	}
 }
 
