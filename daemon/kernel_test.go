@@ -43,6 +43,14 @@ var rootIdentity = fixedUsers{UID: 0, GID: 0, User: "root", Groups: []string{"ro
 // kernelDaemon serves pools over real cgroups below a fresh test root.
 func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *pooltree.Handle) {
 	t.Helper()
+	d, cg, _ := kernelDaemonRoot(t, need, cfg, pools, users)
+	return d, cg
+}
+
+// kernelDaemonRoot is kernelDaemon that also returns the test root the
+// daemon's pool tree is in.
+func kernelDaemonRoot(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *pooltree.Handle, kerneltest.Root) {
+	t.Helper()
 	h := kerneltest.Require(t, need)
 	root := h.NewRoot(t, need)
 	cg, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
@@ -50,7 +58,7 @@ func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cg.Close() })
-	return startDaemon(t, cfg, policyOf(t, pools), cg, users), cg
+	return startDaemon(t, cfg, policyOf(t, pools), cg, users), cg, root
 }
 
 func queriesLeft(t *testing.T, cg *pooltree.Handle) func() int {
@@ -541,31 +549,11 @@ GRANT USE ON RESOURCE POOL batch TO %[2]s;
 // it went on writing below the removed directory, every placement
 // failing.
 func TestKernelHealthRootRemoved(t *testing.T) {
-	d, cg := kernelDaemon(t, bothModes, Config{}, "", rootIdentity)
+	d, _, root := kernelDaemonRoot(t, bothModes, Config{}, "", rootIdentity)
 	if err := d.srv.healthy(); err != nil {
 		t.Fatalf("a serving daemon is unhealthy: %v", err)
 	}
-	root := cg.Reader().Root
-	dirs := []string{root}
-	if twin := kerneltest.Require(t, bothModes).Mounts.Twin("cpuacct", root); twin != "" && twin != root {
-		dirs = append(dirs, twin)
-	}
-	for _, dir := range dirs {
-		pools, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pools {
-			if p.IsDir() {
-				if err := os.Remove(filepath.Join(dir, p.Name())); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := os.Remove(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root.Remove(t)
 	err := d.srv.healthy()
 	if !errors.Is(err, cgroupfs.ErrRootGone) || !strings.Contains(err.Error(), "a restart of the daemon makes it again") {
 		t.Fatalf("health with the pool root removed: %v, want ErrRootGone and the restart named", err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -25,13 +24,7 @@ var bothModes = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kernelte
 // kernel's notice that it emptied once the process exited, and the cgroup
 // removed.
 func TestKernelQueryCgroup(t *testing.T) {
-	k := kerneltest.Require(t, bothModes)
-	root := k.NewRoot(t, bothModes)
-	h, err := Open(k.Mounts, root.Path, cgroupfs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, k, _ := openTestRoot(t)
 	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
 	olap := planner.PoolState{Name: "olap",
 		Pool:  planner.Cgroup{CPU: cpulimit.Limit{QuotaUsec: 200000, PeriodUsec: 100000, Weight: 100}, MemoryBytes: -1},
@@ -119,13 +112,7 @@ func TestKernelQueryCgroup(t *testing.T) {
 // gone once a cgroup is made again at its path, which the handle's
 // descriptors do not reach.
 func TestKernelRootRemoved(t *testing.T) {
-	k := kerneltest.Require(t, bothModes)
-	root := k.NewRoot(t, bothModes)
-	h, err := Open(k.Mounts, root.Path, cgroupfs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, _, root := openTestRoot(t)
 	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
 	if err := h.Apply(planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}}}); err != nil {
 		t.Fatal(err)
@@ -133,28 +120,32 @@ func TestKernelRootRemoved(t *testing.T) {
 	if err := h.RootInPlace(); err != nil {
 		t.Fatalf("RootInPlace after apply: %v", err)
 	}
-	dirs := []string{root.Path}
-	if twin := k.Mounts.Twin("cpuacct", root.Path); twin != "" && twin != root.Path {
-		dirs = append(dirs, twin)
-	}
-	for _, dir := range dirs {
-		for _, d := range []string{filepath.Join(dir, planner.DefaultPool), dir} {
-			if err := os.Remove(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	root.Remove(t)
 	if err := h.RootInPlace(); !errors.Is(err, cgroupfs.ErrRootGone) {
 		t.Fatalf("RootInPlace with the root removed: %v, want ErrRootGone", err)
 	}
-	for _, dir := range dirs {
+	for _, dir := range append([]string{root.Path}, root.Twins...) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = h.RootInPlace()
+	err := h.RootInPlace()
 	if !errors.Is(err, cgroupfs.ErrRootGone) {
 		t.Fatalf("RootInPlace with a cgroup made again at the root's path: %v, want ErrRootGone", err)
 	}
 	t.Logf("reported: %v", err)
+}
+
+// openTestRoot opens a handle on a new test root of the test's own,
+// closed when the test ends, on host k.
+func openTestRoot(t *testing.T) (*Handle, kerneltest.Host, kerneltest.Root) {
+	t.Helper()
+	k := kerneltest.Require(t, bothModes)
+	root := k.NewRoot(t, bothModes)
+	h, err := Open(k.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, k, root
 }

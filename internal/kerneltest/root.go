@@ -80,6 +80,19 @@ func (h Host) NewRoot(t testing.TB, need Need) Root {
 	return r
 }
 
+// Remove removes the test's subtree in every hierarchy now, children
+// first, as its cleanup does: for a test of what happens when the cgroups
+// under an open pool root go (the cleanup then finds nothing, or what the
+// test made again at the same paths).
+func (r Root) Remove(t testing.TB) {
+	t.Helper()
+	for _, d := range append([]string{r.Path}, r.Twins...) {
+		if err := removeTree(d); err != nil {
+			t.Fatalf("remove test cgroup: %v", err)
+		}
+	}
+}
+
 // safeName keeps the letters, digits, '-' and '_' of a test name, at most
 // 40 of them, so the cgroup name says which test left it behind.
 func safeName(s string) string {
