@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/cgroupfs"
 )
 
 // TestRecorder samples a pool of a cgroup v2 tree and a /proc made of
@@ -43,7 +43,8 @@ func TestRecorder(t *testing.T) {
 	thread(11, 500, "S")
 	thread(12, 500, "S")
 
-	tree := observe.Tree{Version: observe.V2, Root: root}
+	tree := cgroupfs.NewReader(true, root, "", "", nil)
+	defer tree.Close()
 	r, err := NewRecorder(tree, "olap", proc, 100_000)
 	if err != nil {
 		t.Fatal(err)
