@@ -22,8 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 )
 
 // The abuse suite (abuse_test.go) runs the daemon in a process of its
@@ -79,16 +81,16 @@ func daemonMain(spec string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
-	srv, err := New(cfg, policy, cg, SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, policy, cg, peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	opt := ServiceOptions{}
+	opt := service.Options{Log: log}
 	if s.Metrics {
 		opt.MetricsListen = "127.0.0.1:0"
 	}
-	if err := srv.RunService(context.Background(), opt); err != nil {
+	if err := service.Run(context.Background(), srv, opt); err != nil {
 		log.Error("daemon ended", "err", err)
 		return 1
 	}

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 )
 
 // The abuse suite: each test plays a hostile local user against a daemon
@@ -79,8 +81,8 @@ func TestAbuseFDFlood(t *testing.T) {
 		t.Fatalf("query after the flood: %v", after.err)
 	}
 	// The burst's end is logged at the first connection accepted a
-	// second (longestAcceptPause) after the last failure.
-	time.Sleep(longestAcceptPause)
+	// second (guard.LongestPause) after the last failure.
+	time.Sleep(guard.LongestPause)
 	d.answers(t)
 	waitFor(t, "the end of the burst logged", func() bool { return d.logged(msgFDsBack) == 1 })
 	if n, m := d.logged(msgOutOfFDs), d.logged(msgFDsBack); n != 1 || m != 1 {
@@ -353,10 +355,10 @@ func TestAbuseSlowloris(t *testing.T) {
 // descriptors and its socket answers throughout; once the flood is
 // released, scrapes work again.
 func TestAbuseMetricsFlood(t *testing.T) {
-	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metricsConns + 128, Metrics: true})
-	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metricsConns}, 0)
-	if st := f.poll(t); st.Opened != 4*metricsConns {
-		t.Fatalf("flood %+v: want %d connections made", st, 4*metricsConns)
+	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: service.MetricsConns + 128, Metrics: true})
+	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * service.MetricsConns}, 0)
+	if st := f.poll(t); st.Opened != 4*service.MetricsConns {
+		t.Fatalf("flood %+v: want %d connections made", st, 4*service.MetricsConns)
 	}
 	for range 5 {
 		d.answers(t)
