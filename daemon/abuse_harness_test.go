@@ -25,8 +25,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 )
 
 // The abuse suite (abuse_test.go) runs the daemon in a process of its
@@ -101,16 +103,16 @@ func daemonMain(spec string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
-	srv, err := New(cfg, policy, cg, SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, policy, cg, peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	opt := ServiceOptions{PredictEvery: s.PredictEvery}
+	opt := service.Options{Log: log, PredictEvery: s.PredictEvery}
 	if s.Metrics {
 		opt.MetricsListen = "127.0.0.1:0"
 	}
-	err = srv.RunService(context.Background(), opt)
+	err = service.Run(context.Background(), srv, opt)
 	calls, most := cg.statReads()
 	log.Info(msgStatReads, "calls", calls, "most_at_once", most)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
@@ -82,8 +83,8 @@ func TestAbuseFDFlood(t *testing.T) {
 		t.Fatalf("query after the flood: %v", after.err)
 	}
 	// The burst's end is logged at the first connection accepted a
-	// second (longestAcceptPause) after the last failure.
-	time.Sleep(longestAcceptPause)
+	// second (guard.LongestPause) after the last failure.
+	time.Sleep(guard.LongestPause)
 	d.answers(t)
 	waitFor(t, "the end of the burst logged", func() bool { return d.logged(msgFDsBack) == 1 })
 	if n, m := d.logged(msgOutOfFDs), d.logged(msgFDsBack); n != 1 || m != 1 {
@@ -351,16 +352,17 @@ func TestAbuseSlowloris(t *testing.T) {
 }
 
 // TestAbuseMetricsFlood: TCP connections flood the metrics endpoint,
-// four times its connection cap. The endpoint holds at most its cap, the
-// rest wait in the kernel's backlog, so the daemon never runs out of
+// four times its connection cap. The endpoint holds at most its cap and
+// answers the rest 503 at once, so the daemon never runs out of
 // descriptors and its socket answers throughout; once the flood is
 // released, scrapes work again.
 func TestAbuseMetricsFlood(t *testing.T) {
-	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metricsConns + 128, Metrics: true})
-	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metricsConns}, 0)
-	if st := f.poll(t); st.Opened != 4*metricsConns {
-		t.Fatalf("flood %+v: want %d connections made", st, 4*metricsConns)
+	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metrics.MaxConns + 128, Metrics: true})
+	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metrics.MaxConns}, 0)
+	if st := f.poll(t); st.Opened != 4*metrics.MaxConns {
+		t.Fatalf("flood %+v: want %d connections made", st, 4*metrics.MaxConns)
 	}
+	waitFor(t, "the connections past the cap refused", func() bool { return f.poll(t).Closed == 3*metrics.MaxConns })
 	for range 5 {
 		d.answers(t)
 		time.Sleep(50 * time.Millisecond)
@@ -499,9 +501,9 @@ func TestAbuseMetricsScrapes(t *testing.T) {
 			st = f.poll(t)
 		}
 		f.release()
-		t.Logf("%s: starts median %v (%.1f× without), slowest %v; daemon resident set up to %d MiB (%d MiB before), CPU %v (%v without); the attacker's CPU %v; flood %d connections, scrapes %v",
+		t.Logf("%s: starts median %v (%.1f× without), slowest %v; daemon resident set up to %d MiB (%d MiB before), CPU %v (%v without); the attacker's CPU %v; flood %d connections (%d closed by the daemon), scrapes %v",
 			a.name, p50, float64(p50)/float64(quiet), slowest, peak>>20, rss0>>20, cpu.Round(time.Millisecond), quietCPU.Round(time.Millisecond),
-			(f.cmd.ProcessState.UserTime() + f.cmd.ProcessState.SystemTime()).Round(time.Millisecond), st.Opened, st.Scrapes)
+			(f.cmd.ProcessState.UserTime() + f.cmd.ProcessState.SystemTime()).Round(time.Millisecond), st.Opened, st.Closed, st.Scrapes)
 		if peak > scrapeAbusePeak {
 			t.Errorf("%s: the daemon's resident set reached %d MiB, past the bound of %d MiB", a.name, peak>>20, scrapeAbusePeak>>20)
 		}

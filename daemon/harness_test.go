@@ -26,6 +26,7 @@ import (
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -402,7 +403,7 @@ type testDaemon struct {
 
 // startDaemon serves policy on a fresh socket until the test ends, with a
 // load source the test sets.
-func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
+func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users peer.Users) *testDaemon {
 	t.Helper()
 	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
 	if cfg.LoadSample == 0 {
@@ -431,8 +432,6 @@ func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	listening := make(chan struct{})
-	srv.cfg.Listening = func() { close(listening) }
 	go func() { served <- srv.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -441,7 +440,7 @@ func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 		}
 	})
 	select {
-	case <-listening:
+	case <-srv.Listening():
 	case err := <-served:
 		served <- err // for the cleanup
 		t.Fatalf("the daemon did not start serving on %s: %v", socket, err)
