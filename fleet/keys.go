@@ -37,8 +37,16 @@ type entry struct {
 	ArrivedUnixMilli int64 `json:"arrived"`
 
 	key   string
-	rev   int64 // create revision
+	rev   int64  // create revision
+	seq   uint64 // the token's number (tokenSeq)
 	lease int64
+}
+
+// tokenSeq is the number ending a token (<node>.<lease>.<n>); 0 when it
+// has none.
+func tokenSeq(token string) uint64 {
+	n, _ := strconv.ParseUint(token[strings.LastIndexByte(token, '.')+1:], 10, 64)
+	return n
 }
 
 func (e entry) value() string {

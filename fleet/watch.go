@@ -26,9 +26,6 @@ func (b *Backend) loadViews(ctx context.Context) error {
 	for _, kv := range resp.Kvs {
 		b.applyPut(kv)
 	}
-	for _, v := range b.views {
-		slices.SortFunc(v.queue, func(a, b entry) int { return int(a.rev - b.rev) })
-	}
 	b.rev = resp.Header.Revision
 	b.health.WatchAt = time.Now()
 	b.mu.Unlock()
@@ -126,13 +123,13 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 		b.log.Error("query key cannot be read; ignored", "key", key, "err", err)
 		return nil
 	}
-	e.key, e.rev, e.lease = key, kv.CreateRevision, kv.Lease
+	e.key, e.rev, e.seq, e.lease = key, kv.CreateRevision, tokenSeq(e.Token), kv.Lease
 	v := b.view(pool)
 	switch dir {
 	case queueDir:
-		if i := v.position(e.rev); i < 0 {
-			// New keys come last; only a full read needs the sort.
-			v.queue = append(v.queue, e)
+		if i, found := slices.BinarySearchFunc(v.queue, e, queueOrder); !found {
+			// New keys come last, but a full read comes in key order.
+			v.queue = slices.Insert(v.queue, i, e)
 		}
 	case slotDir:
 		v.slots[key] = e
