@@ -211,6 +211,10 @@ type Backend struct {
 	offset int
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
+	// invalidAt is when a refused value was last logged; invalidQuiet
+	// counts those refused since (invalid).
+	invalidAt    time.Time
+	invalidQuiet int
 	// The pipeline's transactions in flight (pipeline.go).
 	publishing, deleting, reregistering bool
 	health                              Health
@@ -245,7 +249,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		return nil, err
 	}
 	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("no etcd endpoints; want --etcd http://HOST:2379[,...]")
+		return nil, errors.New("no etcd endpoints; want https://HOST:2379[,...]")
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL

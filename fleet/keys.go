@@ -42,13 +42,6 @@ type entry struct {
 	lease int64
 }
 
-// tokenSeq is the number ending a token (<node>.<lease>.<n>); 0 when it
-// has none.
-func tokenSeq(token string) uint64 {
-	n, _ := strconv.ParseUint(token[strings.LastIndexByte(token, '.')+1:], 10, 64)
-	return n
-}
-
 func (e entry) value() string {
 	b, _ := json.Marshal(e)
 	return string(b)
