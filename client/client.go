@@ -127,8 +127,8 @@ func AppName(path string) string {
 // Dial connects to the daemon's socket (DefaultSocket when empty); its
 // error names the socket and asks whether the daemon runs. The connection
 // is an *os.File (deadlines work) rather than a net.Conn: linking package
-// net makes a client start markedly slower (README "Performance /
-// Admission" has the figures).
+// net makes a client start markedly slower (docs/performance.md
+// "Admission" has the figures).
 func Dial(socket string) (*os.File, error) {
 	if socket == "" {
 		socket = protocol.DefaultSocket

@@ -18,7 +18,7 @@ package client
 // its argv exactly as typed.
 //
 // A small shell (dash, busybox) costs one more exec, far less than starting
-// poolagent's own binary again would (README "Performance / Admission").
+// poolagent's own binary again would (docs/performance.md "Admission").
 
 // gateShell is the shell that runs the gate.
 const gateShell = "/bin/sh"

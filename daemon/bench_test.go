@@ -21,7 +21,7 @@ import (
 )
 
 // Benchmarks of the real daemon binary on real cgroups (root needed):
-// scripts/bench-admission.sh runs them and prints the README's figures.
+// scripts/bench-admission.sh runs them and prints docs/performance.md's figures.
 
 var (
 	benchBinMu sync.Mutex

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The benchmarks of README "Performance / Fleet mode" and docs/fleet.md
+// The benchmarks of docs/performance.md "Fleet mode" and docs/fleet.md
 // (scripts/bench-fleet.sh runs them): a 3-member etcd cluster of separate
 // processes on loopback with fsync on, as in production, shared by the
 // benchmarks of one run; each uses a cluster name of its own.

@@ -9,7 +9,7 @@ import (
 // A query's first request and the daemon's first answer are the whole of
 // an in-place run's exchange, and a client that encodes and decodes them
 // with encoding/json pays for its reflection (about a millisecond of a
-// start that should cost a few: README "Performance / Starting a query").
+// start that should cost a few: docs/performance.md "Starting a query").
 // AppendRequest and ParseReply do the same work for the messages those
 // two are, by hand; ParseReply declines (ok false) anything it does not
 // read exactly as encoding/json would, and the caller then decodes the

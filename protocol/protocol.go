@@ -1,8 +1,8 @@
 // Package protocol is the poolagent daemon's socket protocol: the
 // messages both ends exchange, imported by the daemon (package daemon) and
 // by its clients (package client, the CLI). It imports only the standard
-// library, so the slim `poolagent-run` binary links it (README
-// "Performance / Admission"), and its reply types carry only their own
+// library, so the slim `poolagent-run` binary links it (docs/performance.md
+// "Admission"), and its reply types carry only their own
 // fields, never the daemon's internal types.
 //
 // The protocol: JSON objects, one per line, over the daemon's Unix socket.

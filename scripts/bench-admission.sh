@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench-admission.sh - the admission figures of README "Performance /
-# Admission": the real `poolagent daemon` binary on real cgroups below a
+# bench-admission.sh - the admission figures of docs/performance.md
+# "Admission": the real `poolagent daemon` binary on real cgroups below a
 # fresh test root (removed afterwards). Needs root.
 #
 #   1. `poolagent run -- /bin/true` and the slim `poolagent-run -- /bin/true`

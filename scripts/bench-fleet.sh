@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-fleet.sh - the fleet mode figures of README "Performance / Fleet
+# bench-fleet.sh - the fleet mode figures of docs/performance.md "Fleet
 # mode" and docs/fleet.md, in one run against a 3-member etcd cluster of
 # separate etcd-member processes on loopback, fsync on (package fleet's
 # benchmarks):

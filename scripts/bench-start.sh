@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench-start.sh - what starting a short command in a cgroup costs, five
-# ways interleaved (README "Performance / Starting a query"):
+# ways interleaved (docs/performance.md "Starting a query"):
 # `poolagent-run -- /bin/true`, `poolagent run -- /bin/true` (against a real
 # `poolagent daemon` on a fresh pool root), libcgroup's
 # `cgexec -g cpu:G /bin/true` (Debian's cgroup-tools, installed with apt when

@@ -2,7 +2,7 @@
 // a command as a query in a resource pool exactly like `poolagent run`
 // (same flags, messages and exit statuses), but links only the standard
 // library, golang.org/x/sys and package client, so it starts much faster
-// than the full poolagent binary (README "Performance / Admission"). Use
+// than the full poolagent binary (docs/performance.md "Admission"). Use
 // it where a query's start cost matters: many short commands, scripts,
 // build steps.
 package main

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // TestSlimDependencies keeps the binary slim: everything it links must be
 // the standard library, golang.org/x/sys, package client or package
 // protocol, and not package net, whose initialisation alone would add
-// much of a start's cost (README "Performance / Admission").
+// much of a start's cost (docs/performance.md "Admission").
 func TestSlimDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if or (not .Standard) (eq .ImportPath \"net\")}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {

@@ -51,6 +51,19 @@ func TestDocsCommands(t *testing.T) {
 	}
 }
 
+// TestReadmeIsAFrontPage keeps the README a page that fits in a few
+// screens: reference belongs in docs/.
+func TestReadmeIsAFrontPage(t *testing.T) {
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 150
+	if n := strings.Count(string(text), "\n"); n > most {
+		t.Errorf("README.md has %d lines, more than %d: move reference text to a page under docs/ and link it", n, most)
+	}
+}
+
 // example is one command shown in a document: its words, starting with
 // the program, and the line it is on.
 type example struct {
