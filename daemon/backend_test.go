@@ -101,6 +101,6 @@ func TestBackendUndecided(t *testing.T) {
 	}
 	backend := &undecidedBackend{Controller: ctl, events: make(chan admission.Event), undecided: map[admission.QueryID]bool{}}
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{Admission: backend}, policy, cg, SystemUsers{})
+	d := startDaemon(t, Config{Admission: backend}, policy, cg, peer.SystemUsers{})
 	twoThreeTen(t, d, cg.left)
 }
