@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
@@ -195,6 +197,94 @@ func ReadLimit(tree observe.Tree, pool string) (cpulimit.Limit, error) {
 		return cpulimit.Limit{}, err
 	}
 	return l, nil
+}
+
+// Recording says how a [Record] ended.
+type Recording struct {
+	// Why says why it stopped: "recorded 10m0s", "interrupted", "the
+	// pool was removed" or "the pool's CPU limit changed".
+	Why string
+	// Stalls counts reads that came an interval or more late (the host
+	// stalled), each shared among the intervals it covers ([Spread]).
+	Stalls int
+	// Truncated is set when a poll found more than MaxThreads threads.
+	Truncated bool
+}
+
+// Record samples pool t.Pool of tree into t.Samples, one sample every
+// t.IntervalUsec on a fixed schedule (start + k × interval), until it has
+// n samples, ctx is done, the pool is removed or its CPU limit is no
+// longer t.Limit (a trace holds one limit). Between samples it reads the
+// threads every interval/10, at least 10 ms apart, while there is time,
+// so that a thread that runs and ends within an interval is seen; on a
+// slow host there are fewer such reads, not later samples. A read that
+// comes a whole interval or more late covers the intervals it missed
+// too: its growth is shared among them, so every sample still covers
+// about one interval. t's header must be valid; an error means reading
+// failed, and t.Samples is then not to be written.
+func Record(ctx context.Context, tree observe.Tree, procRoot string, t *Trace, n int) (Recording, error) {
+	interval := time.Duration(t.IntervalUsec) * time.Microsecond
+	rec, err := NewRecorder(tree, t.Pool, procRoot, t.IntervalUsec)
+	if err != nil {
+		return Recording{}, err
+	}
+	step := max(interval/10, min(interval, 10*time.Millisecond))
+	start := time.Now()
+	out := Recording{Why: fmt.Sprintf("recorded %s", time.Duration(n)*interval)}
+	for k := 1; len(t.Samples) < n; k++ {
+		deadline := start.Add(time.Duration(k) * interval)
+		var err error
+		for next := time.Now().Add(step); next.Before(deadline) && err == nil; next = time.Now().Add(step) {
+			if !sleepUntil(ctx, next) {
+				break
+			}
+			err = rec.Poll()
+		}
+		var s Sample
+		var readAt time.Time
+		if err == nil && sleepUntil(ctx, deadline) {
+			s, err = rec.Sample()
+			readAt = time.Now()
+		}
+		if ctx.Err() != nil {
+			out.Why = "interrupted"
+			break
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			out.Why = "the pool was removed"
+			break
+		}
+		if err != nil {
+			return Recording{}, err
+		}
+		if now, err := ReadLimit(tree, t.Pool); err != nil || now != t.Limit {
+			out.Why = "the pool's CPU limit changed"
+			break
+		}
+		missed := int(readAt.Sub(deadline) / interval)
+		if missed > 0 {
+			out.Stalls++
+		}
+		// Shares past the recording's end cover time after it: dropped.
+		t.Samples = append(t.Samples, Spread(s, missed+1)...)
+		t.Samples = t.Samples[:min(len(t.Samples), n)]
+		k += missed
+	}
+	out.Truncated = rec.Truncated
+	return out, nil
+}
+
+// sleepUntil sleeps until t and reports true, or false as soon as ctx is
+// done.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // Spread shares s, a sample that covers n intervals (its read came

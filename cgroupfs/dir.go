@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -125,19 +127,131 @@ func (d *Dir) full(name string) string {
 	return d.path + "/" + name
 }
 
-// open resolves name beneath the root with openat2.
+// open resolves name beneath the root with openat2, or by walking it
+// when openat2 is refused (see walk).
 func (d *Dir) open(name string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: d.resolve}
-	for range 8 {
-		fd, err := unix.Openat2(d.fd, name, &how)
-		// EAGAIN: a concurrent rename or mount raced the lookup; the
-		// kernel asks the caller to retry.
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			continue
+	if !openat2Missing.Load() {
+		how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: d.resolve}
+		for range 8 {
+			fd, err := unix.Openat2(d.fd, name, &how)
+			// EAGAIN: a concurrent rename or mount raced the lookup; the
+			// kernel asks the caller to retry.
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				continue
+			}
+			if !errors.Is(err, unix.ENOSYS) {
+				return fd, err
+			}
+			openat2Missing.Store(true)
+			break
 		}
-		return fd, err
+		if !openat2Missing.Load() {
+			return -1, unix.EAGAIN
+		}
 	}
-	return -1, unix.EAGAIN
+	return d.walk(name, flags)
+}
+
+// openat2Missing is set once openat2 answered ENOSYS: a kernel before 5.6,
+// or a seccomp filter that cannot inspect openat2's flags and refuses the
+// call (systemd's RestrictSUIDSGID= and similar, docs/operate.md). Every
+// later lookup walks instead.
+var openat2Missing atomic.Bool
+
+// walk resolves name beneath the root one component at a time with
+// openat(2), keeping openat2's guarantees by other means: no component
+// may be a symlink (O_NOFOLLOW; ELOOP, as RESOLVE_NO_SYMLINKS answers),
+// ".." and an absolute path are refused (EXDEV, as RESOLVE_BENEATH
+// answers; stricter than openat2, which allows a ".." that stays inside,
+// and no name cgroupfs makes has one), and with
+// RESOLVE_NO_XDEV every component must be on the root's mount (its mount
+// id from statx; EXDEV). Each step opens from the previous step's
+// descriptor, never from a path, so a rename elsewhere cannot redirect it.
+func (d *Dir) walk(name string, flags int) (int, error) {
+	if strings.HasPrefix(name, "/") {
+		return -1, unix.EXDEV
+	}
+	var parts []string
+	for _, p := range strings.Split(name, "/") {
+		switch p {
+		case "..":
+			return -1, unix.EXDEV
+		case ".", "":
+		default:
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		// The root itself.
+		return openatRetry(d.fd, ".", flags|unix.O_CLOEXEC)
+	}
+	var rootMnt uint64
+	if d.resolve&unix.RESOLVE_NO_XDEV != 0 {
+		var err error
+		if rootMnt, err = mountID(d.fd); err != nil {
+			return -1, err
+		}
+	}
+	fd := d.fd
+	closeFD := func() {
+		if fd != d.fd {
+			unix.Close(fd)
+		}
+	}
+	for i, p := range parts {
+		last := i == len(parts)-1
+		f := unix.O_PATH | unix.O_DIRECTORY
+		if last {
+			f = flags
+		}
+		next, err := openatRetry(fd, p, f|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		if err != nil {
+			// A symlink opened with O_DIRECTORY|O_NOFOLLOW reads ENOTDIR;
+			// say ELOOP, as openat2 does.
+			var st unix.Stat_t
+			if errors.Is(err, unix.ENOTDIR) && unix.Fstatat(fd, p, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+			closeFD()
+			return -1, err
+		}
+		closeFD()
+		fd = next
+		if rootMnt != 0 {
+			mnt, err := mountID(fd)
+			if err == nil && mnt != rootMnt {
+				err = unix.EXDEV
+			}
+			if err != nil {
+				closeFD()
+				return -1, err
+			}
+		}
+	}
+	return fd, nil
+}
+
+// openatRetry is openat(2) retried on EINTR.
+func openatRetry(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// mountID is the id of the mount the open file fd is on (statx
+// STATX_MNT_ID, Linux 5.8).
+func mountID(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, fmt.Errorf("statx: the kernel gives no mount id (Linux 5.8 or later needed to keep lookups on one mount without openat2): %w", unix.ENOSYS)
+	}
+	return stx.Mnt_id, nil
 }
 
 // ReadFile implements FS. Cgroup files are small: it reads with plain

@@ -34,7 +34,9 @@ func plantedTree(t *testing.T) (root, secretFile, secretDir string) {
 	return root, secretFile, secretDir
 }
 
-func TestDirStaysBeneathRoot(t *testing.T) {
+func TestDirStaysBeneathRoot(t *testing.T) { Lookups(t, testDirStaysBeneathRoot) }
+
+func testDirStaysBeneathRoot(t *testing.T) {
 	root, secretFile, secretDir := plantedTree(t)
 	d, err := OpenDir(root)
 	if err != nil {
@@ -57,6 +59,7 @@ func TestDirStaysBeneathRoot(t *testing.T) {
 		{"mkdir through a dot-dot", func() error { return d.Mkdir("../escaped") }, unix.EXDEV},
 		{"rmdir below a symlinked directory", func() error { return d.Rmdir("evil/sub") }, unix.ELOOP},
 		{"rmdir of dot-dot", func() error { return d.Rmdir("olap/..") }, unix.EINVAL},
+		{"read a directory as a file", func() error { _, err := d.ReadFile("olap/cpu.max/x"); return err }, unix.ENOTDIR},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +85,58 @@ func TestDirStaysBeneathRoot(t *testing.T) {
 	if err != nil || strings.Join(subs, ",") != "olap" {
 		t.Errorf("ReadDir(.) = %v, %v; want [olap]", subs, err)
 	}
+	// What stays inside works.
+	if b, err := d.ReadFile("./olap//cpu.max"); err != nil || string(b) != "max 100000\n" {
+		t.Errorf("ReadFile(./olap//cpu.max) = %q, %v", b, err)
+	}
+	if err := d.Mkdir("olap/q1"); err != nil {
+		t.Errorf("Mkdir(olap/q1): %v", err)
+	}
+	if err := d.Rmdir("olap/q1"); err != nil {
+		t.Errorf("Rmdir(olap/q1): %v", err)
+	}
+}
+
+// TestDirNoMountCrossing: with the mount check on (as OpenCgroupDir sets
+// it), neither lookup follows a name into a file system mounted inside
+// the root. On a temporary directory, so it runs on any host as root;
+// TestKernelNoMountCrossing does the same on a cgroup tree.
+func TestDirNoMountCrossing(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root := t.TempDir()
+	inner := filepath.Join(root, "mounted")
+	if err := os.Mkdir(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", inner, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", inner, err)
+	}
+	t.Cleanup(func() { unix.Unmount(inner, unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(inner, "cpu.max"), []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Lookups(t, func(t *testing.T) {
+		d, err := OpenDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if _, err := d.ReadFile("mounted/cpu.max"); err != nil {
+			t.Errorf("without the mount check: %v, want the file read", err)
+		}
+		d.resolve |= unix.RESOLVE_NO_XDEV
+		if _, err := d.ReadFile("mounted/cpu.max"); !errors.Is(err, unix.EXDEV) {
+			t.Errorf("read across the mount: %v, want EXDEV", err)
+		}
+		if err := d.Mkdir("mounted/q1"); !errors.Is(err, unix.EXDEV) {
+			t.Errorf("mkdir across the mount: %v, want EXDEV", err)
+		}
+		if _, err := d.ReadDir("."); err != nil {
+			t.Errorf("ReadDir of the root itself: %v", err)
+		}
+	})
 }
 
 func TestDirWriteErrorKeepsPathAndValue(t *testing.T) {

@@ -17,8 +17,10 @@ import (
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
 )
@@ -170,14 +172,14 @@ func runDaemon(c *cli.Context) error {
 		defer backend.Close()
 		cfg.Admission, cfg.Cluster, model = backend, clusterView{backend}, shared
 	}
-	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
+	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, peer.NewUserCache(peer.SystemUsers{}, time.Second), load)
 	if err != nil {
 		return err
 	}
 	srv.Operate(src)
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
+	return service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
 }
 
 // activatedSocket returns the socket systemd passed the daemon by socket

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -84,66 +83,14 @@ func runRecord(c *cli.Context) error {
 	if err := t.ValidateHeader(); err != nil {
 		return fmt.Errorf("this host cannot be recorded: %w", err)
 	}
-	rec, err := advise.NewRecorder(tree, pool, "/proc", t.IntervalUsec)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Samples are taken on a fixed schedule, start + k*interval. Between
-	// them threads are read every interval/10 (at least 10 ms apart)
-	// while there is time, so that a thread that runs and ends within an
-	// interval is seen; on a slow host there are fewer such reads, not
-	// later samples.
-	step := max(interval/10, min(interval, 10*time.Millisecond))
-	start := time.Now()
-	why := fmt.Sprintf("recorded %s", total)
-	stalls := 0
-	for k := 1; len(t.Samples) < n; k++ {
-		deadline := start.Add(time.Duration(k) * interval)
-		var err error
-		for next := time.Now().Add(step); next.Before(deadline) && err == nil; next = time.Now().Add(step) {
-			if !sleepUntil(ctx, next) {
-				break
-			}
-			err = rec.Poll()
-		}
-		var s advise.Sample
-		var readAt time.Time
-		if err == nil && sleepUntil(ctx, deadline) {
-			s, err = rec.Sample()
-			readAt = time.Now()
-		}
-		if ctx.Err() != nil {
-			why = "interrupted"
-			break
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			why = "the pool was removed"
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%w; nothing written", err)
-		}
-		if now, err := advise.ReadLimit(tree, pool); err != nil || now != lim {
-			why = "the pool's CPU limit changed"
-			break
-		}
-		// A read that came a whole interval or more late (the host or the
-		// VM stalled) covers the intervals it missed too: its growth is
-		// shared among them, so every sample still covers about one
-		// interval, and the schedule goes on from the next one due.
-		missed := int(readAt.Sub(deadline) / interval)
-		if missed > 0 {
-			stalls++
-		}
-		// Shares past the recording's end cover time after it: dropped.
-		t.Samples = append(t.Samples, advise.Spread(s, missed+1)...)
-		t.Samples = t.Samples[:min(len(t.Samples), n)]
-		k += missed
+	rec, err := advise.Record(ctx, tree, "/proc", t, n)
+	if err != nil {
+		return fmt.Errorf("%w; nothing written", err)
 	}
 	if len(t.Samples) == 0 {
-		return fmt.Errorf("%s before the first interval ended; nothing written", why)
+		return fmt.Errorf("%s before the first interval ended; nothing written", rec.Why)
 	}
 	if err := writeTraceFile(out, t); err != nil {
 		return err
@@ -152,24 +99,11 @@ func runRecord(c *cli.Context) error {
 	if rec.Truncated {
 		note = fmt.Sprintf(" (threads counted up to %d)", advise.MaxThreads)
 	}
-	if stalls > 0 {
-		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", stalls)
+	if rec.Stalls > 0 {
+		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", rec.Stalls)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", why, len(t.Samples), interval, pool, out, note)
+	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", rec.Why, len(t.Samples), interval, pool, out, note)
 	return nil
-}
-
-// sleepUntil sleeps until t and reports true, or false as soon as ctx is
-// done.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }
 
 // writeTraceFile writes the trace to a temporary file beside path and
