@@ -14,6 +14,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // compareCommand is `poolagent compare`: run a scenario for real under
@@ -70,7 +71,7 @@ func runCompare(c *cli.Context) error {
 		Root:          c.String("root"),
 		Repeat:        c.Int("repeat"),
 		Timeline:      c.Bool("timeline"),
-		Kernel:        compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+		Kernel:        observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName},
 	}
 	if !c.Bool("quiet") {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -105,7 +105,7 @@ func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error)
 	if c.IsSet("cpus") && c.IsSet("memory") {
 		return node, origin, nil
 	}
-	host, err := observe.ReadNodeCapacity(hostRoot)
+	host, err := cgroupfs.ReadNodeCapacity(hostRoot)
 	if err != nil {
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
 	}
