@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 
@@ -36,7 +38,7 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	}
 	switch req.Op {
 	case protocol.OpPools:
-		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired())
+		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired(), time.Now())
 		s.clusterPools(reply.Pools, req.Local)
 	case protocol.OpClassifiers:
 		reply.Classifiers = sysview.Classifiers(s.Model())
@@ -67,7 +69,7 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 		reply.Warnings = append(reply.Warnings, w.String())
 	}
 	if c.Seq != 0 {
-		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL, SavedIn: s.changes.src.savedIn()}
+		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL}
 	}
 	var list planner.ErrorList
 	switch {

@@ -37,8 +37,7 @@ type entry struct {
 	ArrivedUnixMilli int64 `json:"arrived"`
 
 	key   string
-	rev   int64  // create revision
-	seq   uint64 // the token's number (tokenSeq)
+	rev   int64 // create revision
 	lease int64
 }
 

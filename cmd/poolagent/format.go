@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 func formatOf(c *cli.Context, accepted ...string) (string, error) {
 	f := c.String("format")
 	if !slices.Contains(accepted, f) {
-		return "", usageErr("--format %q is not accepted (accepted: %s)", f, strings.Join(accepted, ", "))
+		return "", fmt.Errorf("--format %q is not accepted (accepted: %s)", f, strings.Join(accepted, ", "))
 	}
 	return f, nil
 }

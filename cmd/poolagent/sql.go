@@ -73,10 +73,6 @@ func runSQL(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	where := r.Change.SavedIn
-	if where == "" {
-		where = "the daemon's state directory"
-	}
-	fmt.Fprintf(c.App.Writer, "change %d applied and saved in %s\n", r.Change.Seq, where)
+	fmt.Fprintf(c.App.Writer, "change %d applied and saved in the daemon's state directory\n", r.Change.Seq)
 	return nil
 }
