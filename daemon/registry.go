@@ -60,17 +60,20 @@ type submission struct {
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run a query of user in pool.
-func (r *registry) submit(pool, user string, now time.Time) (submission, error) {
+// submit asks the backend to run a query in pool. The backend decides at
+// once or later (admission.Backend: a fleet backend never waits for etcd
+// here), so r.mu is held for microseconds whatever the pool.
+func (r *registry) submit(pool string, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id, started, err := r.backend.Submit(pool, user, now)
+	id, started, err := r.backend.Submit(pool, now)
 	if err != nil {
 		return submission{}, err
 	}
 	sub := submission{id: id, started: started}
 	if !started {
-		wait := make(chan admission.Event, 1)
+		// Room for a Queued event and the final one.
+		wait := make(chan admission.Event, 2)
 		r.waiters[id] = wait
 		sub.wait = wait
 		sub.position, sub.why = r.whyLocked(id, r.poolsLocked()[pool])
@@ -82,27 +85,25 @@ func (r *registry) submit(pool, user string, now time.Time) (submission, error) 
 }
 
 // dispatch hands events to their waiting sessions; r.mu is held. Each
-// waiter's channel has room for its one event.
+// waiter's channel has room for its events: a Queued one (which keeps the
+// waiter) and the final one.
 func (r *registry) dispatch(events []admission.Event) {
 	for _, ev := range events {
 		if ch, ok := r.waiters[ev.ID]; ok {
-			delete(r.waiters, ev.ID)
+			if !ev.Queued {
+				delete(r.waiters, ev.ID)
+			}
 			ch <- ev
 		}
 	}
 }
 
-// leave ends a query, starting whoever may start next. cpu is the CPU
-// time it used, charged to its user first (0 when not known).
-func (r *registry) leave(id admission.QueryID, cpu time.Duration) {
+// leave ends a query, starting whoever may start next.
+func (r *registry) leave(id admission.QueryID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.waiters, id)
-	now := time.Now()
-	if cpu > 0 {
-		r.backend.Charge(id, cpu, now)
-	}
-	r.dispatch(r.backend.Leave(id, now))
+	r.dispatch(r.backend.Leave(id, time.Now()))
 }
 
 // tick fails queued queries past their deadline.
@@ -168,11 +169,11 @@ func (r *registry) poolsLocked() map[string]admission.PoolStats {
 
 // whyLocked is queued for a pool's state read already; r.mu is held.
 func (r *registry) whyLocked(id admission.QueryID, pool admission.PoolStats) (int, protocol.Wait) {
-	pl, ok := r.backend.Place(id, time.Now())
-	if !ok {
+	position := r.backend.Position(id)
+	if position == 0 {
 		return 0, protocol.Wait{}
 	}
-	return pl.Position, admission.WhyWaiting(pl, pool, r.backend.Load())
+	return position, admission.WhyWaiting(position, pool, r.backend.Load())
 }
 
 func (r *registry) pools() []admission.PoolStats {
@@ -230,12 +231,6 @@ func (r *registry) submitted() []tracked {
 		c := *t
 		if c.name == "" {
 			c.position, c.why = r.whyLocked(t.qid, pools[t.pool])
-		}
-		key := t.id.UserKey()
-		for _, u := range pools[t.pool].Users {
-			if u.User == key {
-				c.userRunning, c.userQueued = u.Running, u.Queued
-			}
 		}
 		all = append(all, c)
 	}

@@ -142,7 +142,7 @@ func errorCode(err error) string {
 func (se *session) run(ctx context.Context, id admission.Identity, client peer.Process, fds *fdReader, place admission.Placement, req protocol.Request) {
 	s := se.s
 	arrived := time.Now()
-	qid, queuedFor, ok := se.admit(ctx, place.Pool, id.UserKey(), arrived, req.Progress)
+	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, req.Progress)
 	if !ok {
 		return
 	}
@@ -285,9 +285,9 @@ func (se *session) runInPlace(ctx context.Context, id admission.Identity, client
 
 // admit submits the query and waits for its start. It reports false when
 // the query was refused or the client went away (having told the client).
-func (se *session) admit(ctx context.Context, pool, user string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
+func (se *session) admit(ctx context.Context, pool string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
 	s := se.s
-	sub, err := s.reg.submit(pool, user, arrived)
+	sub, err := s.reg.submit(pool, arrived)
 	qid, position, why := sub.id, sub.position, sub.why
 	if err != nil {
 		s.decided(se, pool, 0, "rejected", 0, err)
@@ -299,12 +299,18 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 		s.rp.started(pool)
 		return qid, 0, true
 	}
-	s.decided(se, pool, qid, "queued", 0, nil)
 	if sub.cancelAfter > 0 {
 		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
 		defer deadline.Stop()
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+	// Position 0: the backend has not decided yet (fleet mode's etcd
+	// transaction is under way); the client is told it is queued once the
+	// backend says so, and not at all if it starts or is refused first.
+	told := position > 0
+	if told {
+		s.decided(se, pool, qid, "queued", 0, nil)
+		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+	}
 	var tick <-chan time.Time
 	if progress {
 		t := time.NewTicker(s.cfg.Progress)
@@ -314,8 +320,21 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 	for {
 		select {
 		case ev := <-sub.wait:
+			if ev.Queued {
+				if !told {
+					told = true
+					position, why = s.reg.queued(qid, pool)
+					s.decided(se, pool, qid, "queued", 0, nil)
+					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+				}
+				continue
+			}
 			if ev.Err != nil {
-				s.decided(se, pool, qid, "failed", ev.QueuedFor, ev.Err)
+				outcome := "failed"
+				if !told {
+					outcome = "rejected"
+				}
+				s.decided(se, pool, qid, outcome, ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, 0, false
 			}
@@ -324,7 +343,7 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 			return qid, ev.QueuedFor, true
 		case <-tick:
 			p, w := s.reg.queued(qid, pool)
-			if p > 0 && (p != position || w != why) {
+			if told && p > 0 && (p != position || w != why) {
 				position, why = p, w
 				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p, Wait: &w})
 			}
@@ -379,7 +398,7 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 	}
 	st, statErr := s.cg.QueryStat(pool, name)
 	rmErr := s.cg.RemoveQuery(pool, name)
-	s.leaveUsed(qid, time.Duration(st.UsageUsec)*time.Microsecond)
+	s.leave(qid)
 	if err := errors.Join(statErr, rmErr); err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
 	}

@@ -86,8 +86,17 @@ func openBenchNode(b *testing.B, eps []string, cluster, name string, pools map[s
 	return n
 }
 
-// await waits for the event of query id.
+// await waits for the final event of query id (not a Queued one).
 func (n *benchNode) await(b *testing.B, id admission.QueryID) admission.Event {
+	for {
+		if ev := n.awaitAny(b, id); !ev.Queued {
+			return ev
+		}
+	}
+}
+
+// awaitAny waits for the next event of query id.
+func (n *benchNode) awaitAny(b *testing.B, id admission.QueryID) admission.Event {
 	n.mu.Lock()
 	if ev, ok := n.early[id]; ok {
 		delete(n.early, id)
@@ -108,7 +117,7 @@ func (n *benchNode) await(b *testing.B, id admission.QueryID) admission.Event {
 
 // admitted submits a query and waits until it starts.
 func (n *benchNode) admitted(b *testing.B, pool string) admission.QueryID {
-	id, started, err := n.Submit(pool, "alice", time.Now())
+	id, started, err := n.Submit(pool, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +153,7 @@ func BenchmarkAdmitLatency(b *testing.B) {
 	var local, fleet []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		id, started, err := single.Submit("olap", "alice", start)
+		id, started, err := single.Submit("olap", start)
 		local = append(local, time.Since(start))
 		if !started || err != nil {
 			b.Fatalf("single host: started %v, %v", started, err)
@@ -219,7 +228,7 @@ func BenchmarkHandOver(b *testing.B) {
 	held := x.admitted(b, "olap")
 	var d []time.Duration
 	for b.Loop() {
-		id, started, err := y.Submit("olap", "alice", time.Now())
+		id, started, err := y.Submit("olap", time.Now())
 		if started || err != nil {
 			b.Fatalf("round %d, second query on %s: started %v, %v; keys %v", len(d), y.cfg.Node, started, err, y.Queries())
 		}

@@ -55,9 +55,18 @@ func runNode(spec string) int {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
 	}
+	undecided := 0
 	for range s.Submit {
-		if _, _, err := b.Submit(s.Pool, "alice", time.Now()); err != nil {
+		if _, started, err := b.Submit(s.Pool, time.Now()); err != nil {
 			fmt.Fprintln(os.Stderr, "submit:", err)
+			return 1
+		} else if !started {
+			undecided++
+		}
+	}
+	for ; undecided > 0; undecided-- {
+		if ev := <-b.Events(); ev.Err != nil {
+			fmt.Fprintln(os.Stderr, "submit:", ev.Err)
 			return 1
 		}
 	}
@@ -155,12 +164,12 @@ func byNode(n *node) map[string][2]int {
 // the test if the query is refused or fails.
 func admit(t *testing.T, n *node, pool string, within time.Duration) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, "alice", time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil {
 		t.Fatalf("node %s, pool %s: %v", n.cfg.Node, pool, err)
 	}
 	if !started {
-		if ev := n.next(t, within); ev.ID != id || ev.Err != nil {
+		if ev := n.final(t, within); ev.ID != id || ev.Err != nil {
 			t.Fatalf("node %s, pool %s: query %d got %+v, want it to start", n.cfg.Node, pool, id, ev)
 		}
 	}
@@ -170,7 +179,7 @@ func admit(t *testing.T, n *node, pool string, within time.Duration) admission.Q
 // queue submits a query to pool on n that must wait.
 func queue(t *testing.T, n *node, pool string) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, "alice", time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil || started {
 		t.Fatalf("node %s, pool %s: started %v, err %v; want it queued", n.cfg.Node, pool, started, err)
 	}
@@ -252,16 +261,16 @@ func TestQuorum(t *testing.T) {
 	c.Kill(c.Members[1])
 	lost := time.Now()
 	b.Leave(q2, time.Now()) // its key cannot go until etcd has a quorum again
-	id, started, err := a.Submit("olap", "alice", time.Now())
+	id, started, err := a.Submit("olap", time.Now())
 	if started || err != nil {
 		t.Fatalf("without a quorum: started %v, err %v; want the query to wait", started, err)
 	}
-	ev := a.next(t, 15*time.Second)
+	ev := a.final(t, 15*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) || !strings.Contains(ev.Err.Error(), "cannot reach the cluster's etcd") {
 		t.Fatalf("without a quorum a got %+v; want query %d to fail with the cut-off error", ev, id)
 	}
 	t.Logf("without a quorum: %s", ev.Err)
-	if _, started, err := a.Submit("default", "alice", time.Now()); !started || err != nil {
+	if _, started, err := a.Submit("default", time.Now()); !started || err != nil {
 		t.Fatalf("pool without a global limit: started %v, err %v; want it admitted locally", started, err)
 	}
 	waitFor(t, func() bool { return !a.Health().Connected && !b.Health().Connected }, "both nodes lose their session")
@@ -285,14 +294,14 @@ func TestQuorum(t *testing.T) {
 	var q3 admission.QueryID
 	deadline := time.Now().Add(20 * time.Second)
 	for q3 == 0 {
-		id, started, err := b.Submit("olap", "alice", time.Now())
+		id, started, err := b.Submit("olap", time.Now())
 		switch ev := (admission.Event{}); {
 		case err != nil:
 			t.Fatal(err)
 		case started:
 			q3 = id
 		default:
-			if ev = b.next(t, 10*time.Second); ev.Err == nil {
+			if ev = b.final(t, 10*time.Second); ev.Err == nil {
 				q3 = ev.ID
 			} else if time.Now().After(deadline) {
 				t.Fatalf("admission does not resume: %v", ev.Err)
@@ -432,15 +441,15 @@ func TestPartition(t *testing.T) {
 	// A cut longer than the TTL.
 	px.sever()
 	cut := time.Now()
-	id, started, err := c.Submit("olap", "alice", time.Now())
+	id, started, err := c.Submit("olap", time.Now())
 	if started || err != nil {
 		t.Fatalf("cut off: started %v, err %v; want the query to wait", started, err)
 	}
-	if _, started, err := c.Submit("default", "alice", time.Now()); !started || err != nil {
+	if _, started, err := c.Submit("default", time.Now()); !started || err != nil {
 		t.Fatalf("cut off, pool without a global limit: started %v, err %v; want it admitted", started, err)
 	}
 	a2, a3 := queue(t, a, "olap"), queue(t, a, "olap")
-	ev := c.next(t, ttl+10*time.Second)
+	ev := c.final(t, ttl+10*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) {
 		t.Fatalf("cut off, c got %+v; want query %d to fail with the cut-off error", ev, id)
 	}

@@ -69,21 +69,35 @@ func (b *Backend) Queries() []Query {
 	return out
 }
 
-// Place is where a queued query stands in its pool's cluster-wide queue:
-// its position, 1 for the head; false when it is not queued or the watch
-// has not shown its key yet.
-func (b *Backend) Place(id admission.QueryID, _ time.Time) (admission.Place, bool) {
+// Position is a waiting query's place in its pool's cluster-wide queue, 1
+// for the head; 0 when it runs, or is not decided yet (the daemon has not
+// been told it waits). Until the watch shows its key, it is the place its
+// registration read; for a query waiting for etcd, the place it would
+// take: behind the queue and the pool's earlier arrivals on this node.
+func (b *Backend) Position(id admission.QueryID) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q, ok := b.queries[id]
-	if !ok || q.st != queued {
-		return admission.Place{}, false
+	if !ok || !q.told {
+		return 0
 	}
-	ahead := b.view(q.pool).position(q.rev)
-	if ahead < 0 {
-		return admission.Place{}, false
+	v := b.view(q.pool)
+	switch q.st {
+	case queued, starting:
+		if i := v.position(q.rev, q.seq); i >= 0 {
+			return i + 1
+		}
+		return max(q.placed, 1)
+	case pending:
+		ahead := 0
+		for _, o := range b.queries {
+			if o.pool == q.pool && o.st == pending && o.id < q.id {
+				ahead++
+			}
+		}
+		return len(v.queue) + ahead + 1
 	}
-	return admission.Place{Position: ahead + 1, Ahead: ahead}, true
+	return 0
 }
 
 // Node names this node in the cluster.

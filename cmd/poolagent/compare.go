@@ -50,10 +50,10 @@ func runCompare(c *cli.Context) error {
 		return err
 	}
 	if n := c.Int("repeat"); n < 1 {
-		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)
+		return usageErr("--repeat %d is not accepted (accepted: 1 or more)", n)
 	}
 	if n := c.Int("periods"); n < 0 {
-		return fmt.Errorf("--periods %d is not accepted (accepted: 0 or more)", n)
+		return usageErr("--periods %d is not accepted (accepted: 0 or more)", n)
 	}
 	sc, err := readScenario(c, compare.DefaultScenario(), "nothing run")
 	if err != nil {

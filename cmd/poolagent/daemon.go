@@ -49,7 +49,6 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused. It must exist (systemd's StateDirectory= makes it) unless --create-state-dir"},
 			&cli.BoolFlag{Name: "create-state-dir", Usage: "make --state-dir (mode 0700) if it does not exist, instead of refusing to start"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
-			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export each user's running and queued queries per pool, with a user label (one series per user and pool; docs/metrics.md)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
@@ -68,14 +67,17 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
+	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
+		return err
+	}
 	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
-			return fmt.Errorf("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
+			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
-			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
+			return usageErr("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
 		}
 	}
 	node, err := applyNode(c)
@@ -84,7 +86,7 @@ func runDaemon(c *cli.Context) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
+		return usageErr("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
 	}
 	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}
@@ -152,15 +154,14 @@ func runDaemon(c *cli.Context) error {
 		return err
 	}
 	cfg := daemon.Config{
-		Socket:         c.String("socket"),
-		Listener:       activated,
-		LoadSample:     c.Duration("load-sample"),
-		Load:           admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
-		Log:            log,
-		MayLeave:       c.StringSlice("may-leave"),
-		Reconcile:      c.Duration("reconcile"),
-		MetricsPerUser: c.Bool("metrics-per-user"),
-		Limits:         daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
+		Socket:     c.String("socket"),
+		Listener:   activated,
+		LoadSample: c.Duration("load-sample"),
+		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
+		Log:        log,
+		MayLeave:   c.StringSlice("may-leave"),
+		Reconcile:  c.Duration("reconcile"),
+		Limits:     daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {

@@ -49,10 +49,10 @@ func runStat(c *cli.Context) error {
 	}
 	watch, count := c.Duration("watch"), c.Int("count")
 	if watch < 0 || (c.IsSet("watch") && watch < 10*time.Millisecond) {
-		return fmt.Errorf("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
+		return usageErr("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
 	}
 	if count < 0 || (c.IsSet("count") && !c.IsSet("watch")) {
-		return fmt.Errorf("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
+		return usageErr("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
 	}
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
 	if err != nil {
