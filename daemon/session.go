@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
@@ -164,7 +165,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, client peer.P
 	s.admitted(se, name, queuedFor, limit)
 	admitted := protocol.Reply{Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit}
 	if req.Op == protocol.OpExec {
-		se.runInPlace(ctx, id, client, qid, place.Pool, admitted, arrived, queuedFor, notStarted)
+		se.runInPlace(ctx, id, client, fds.take(), qid, place.Pool, admitted, arrived, queuedFor, notStarted)
 		return
 	}
 	admitted.Type = protocol.ReplyAdmitted
@@ -211,11 +212,11 @@ func (se *session) run(ctx context.Context, id admission.Identity, client peer.P
 		se.fail(errorCode(err), err)
 		// A move whose check failed afterwards may have placed a process:
 		// the slot stays held until the cgroup (if made) is empty.
-		se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+		se.finish(ctx, qid, place.Pool, name, arrived, queuedFor, nil)
 		return
 	}
 	se.send(protocol.Reply{Type: protocol.ReplyStarted})
-	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor, s.poolMemoryBefore(place.Pool))
 	if err != nil && ctx.Err() != nil {
 		// The daemon stops: the query runs on, and the next daemon
 		// adopts its cgroup.
@@ -254,8 +255,15 @@ func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Proces
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-func (se *session) runInPlace(ctx context.Context, id admission.Identity, client peer.Process, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
+// stderr is the client's standard error, sent with its request (-1 when
+// none came): where an OOM kill at a memory limit is told at the end.
+func (se *session) runInPlace(ctx context.Context, id admission.Identity, client peer.Process, stderr int, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
 	s := se.s
+	defer func() {
+		if stderr >= 0 {
+			unix.Close(stderr)
+		}
+	}()
 	// As for a start: placed holding the plan lock, with the limits its
 	// pool has now (the cap the command is told included).
 	found, err := s.rp.withPool(pool, func(ps planner.PoolState) error {
@@ -273,12 +281,19 @@ func (se *session) runInPlace(ctx context.Context, id admission.Identity, client
 		// As on the OpRun path: a move whose check failed afterwards may
 		// have placed a process, so the slot stays held until the cgroup
 		// (if made) is empty.
-		se.finish(ctx, qid, pool, started.Query, arrived, queuedFor)
+		se.finish(ctx, qid, pool, started.Query, arrived, queuedFor, nil)
 		return
 	}
 	started.Type = protocol.ReplyStarted
 	se.send(started)
-	if _, err := se.finish(ctx, qid, pool, started.Query, arrived, queuedFor); err != nil && ctx.Err() == nil {
+	poolBefore := s.poolMemoryBefore(pool)
+	if stderr >= 0 {
+		if exited, err := watchExit(client.FD); err == nil {
+			go s.tellInPlace(ctx, stderr, exited, pool, started.Query, poolBefore)
+			stderr = -1
+		}
+	}
+	if _, err := se.finish(ctx, qid, pool, started.Query, arrived, queuedFor, poolBefore); err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("query end", "pool", pool, "query", started.Query, "err", err)
 	}
 }
@@ -365,7 +380,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 // accounting, removes the cgroup and frees the slot. The client's OpExited
 // makes it look at once; the client hanging up does not end the query
 // while processes remain in its cgroup.
-func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration) (protocol.Stats, error) {
+func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
 	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
@@ -402,13 +417,15 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 	if err := errors.Join(statErr, rmErr); err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
 	}
-	return protocol.Stats{
+	stats := protocol.Stats{
 		ResourcePoolID:  pool,
 		QueuedTimeUs:    queuedFor.Microseconds(),
 		TotalDurationUs: time.Since(arrived).Microseconds(),
-		UsageUsec:       st.UsageUsec,
-		NrPeriods:       st.NrPeriods,
-		NrThrottled:     st.NrThrottled,
-		ThrottledUsec:   st.ThrottledUsec,
-	}, nil
+		UsageUsec:       st.CPU.UsageUsec,
+		NrPeriods:       st.CPU.NrPeriods,
+		NrThrottled:     st.CPU.NrThrottled,
+		ThrottledUsec:   st.CPU.ThrottledUsec,
+	}
+	s.queryMemory(&stats, pool, name, st.Memory, poolBefore)
+	return stats, nil
 }
