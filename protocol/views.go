@@ -43,6 +43,10 @@ type Pool struct {
 	// pool), else this node's name (a pool without a global limit, or a
 	// view asked with Local); "" on a single host.
 	Node string `json:"Node,omitempty"`
+	// RunTime names the columns whose value a run-time change (`poolagent
+	// sql`, kept in the state directory) set over the pool file; "Name"
+	// when the pool itself was created at run time.
+	RunTime []string `json:"RunTime,omitempty"`
 }
 
 // Classifier is one row of `poolagent classifiers`: YDB's
