@@ -234,7 +234,27 @@ func parseCFSQuota(quota string, periodUsec uint64) (float64, error) {
 	return float64(q) / float64(periodUsec), nil
 }
 
-// CgroupLimit is a CPU or memory limit set on one cgroup.
+// parseCPUWeight reads cgroup v2 cpu.weight: 1..10000.
+func parseCPUWeight(s string) (float64, error) {
+	w, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || w < cpulimit.MinWeight || w > cpulimit.MaxWeight {
+		return 0, fmt.Errorf("cpu.weight %q: want %d..%d", strings.TrimSpace(s), cpulimit.MinWeight, cpulimit.MaxWeight)
+	}
+	return float64(w), nil
+}
+
+// parseCPUShares reads cgroup v1 cpu.shares (2..262144) as the weight it
+// gives, in cpu.weight's units (shares × 100 / 1024).
+func parseCPUShares(s string) (float64, error) {
+	shares, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || shares < 2 || shares > 262144 {
+		return 0, fmt.Errorf("cpu.shares %q: want 2..262144", strings.TrimSpace(s))
+	}
+	return float64(shares) * cpulimit.DefaultWeight / 1024, nil
+}
+
+// CgroupLimit is a CPU or memory limit, or a CPU demotion, set on one
+// cgroup.
 type CgroupLimit struct {
 	// Cgroup is the cgroup, "/"-rooted below its hierarchy's mount as
 	// /proc/PID/cgroup names it ("/user.slice/user-1000.slice").
@@ -251,12 +271,17 @@ type CgroupLimit struct {
 	// CPUSet is, for a cpuset.cpus limit, its CPUs (CPUs is then their
 	// count); empty otherwise.
 	CPUSet cpulimit.CPUSet
+	// Weight is, for a CPU demotion (cpu.idle 1, or a cpu.weight or v1
+	// cpu.shares below the default), the weight the scheduler gives the
+	// cgroup in cpu.weight's units: cpulimit.IdleWeight when idle,
+	// shares × 100 / 1024 for cpu.shares; 0 otherwise.
+	Weight float64
 }
 
 // Limit files [ReadCgroupLimits] reads, by kind of hierarchy.
 const (
-	LimitsV2       = "v2"     // cpu.max, memory.max, cpuset.cpus
-	LimitsV1CPU    = "cpu"    // cpu.cfs_quota_us over cpu.cfs_period_us
+	LimitsV2       = "v2"     // cpu.max, memory.max, cpuset.cpus, cpu.weight, cpu.idle
+	LimitsV1CPU    = "cpu"    // cpu.cfs_quota_us over cpu.cfs_period_us, cpu.shares, cpu.idle
 	LimitsV1Memory = "memory" // memory.limit_in_bytes
 	LimitsV1CPUSet = "cpuset" // cpuset.cpus
 )
@@ -269,8 +294,10 @@ const (
 // memory.limit_in_bytes (bytes; the page-rounded maximum = none); v2 and
 // v1 cpuset.cpus (a CPU list), a limit when it names fewer CPUs than the
 // hierarchy's root has (v2 cpuset.cpus.effective, v1 cpuset.cpus; an
-// empty v2 list is its parent's). A file that is missing or says "no
-// limit" adds nothing.
+// empty v2 list is its parent's); and a CPU demotion: cpu.idle "1" (v2 and
+// v1), else a v2 cpu.weight (1..10000) or v1 cpu.shares (2..262144) giving
+// a weight below cpulimit.DefaultWeight (see CgroupLimit.Weight). A file
+// that is missing or says "no limit" adds nothing.
 func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 	dir := filepath.Join(mount, cgroup)
 	var out []CgroupLimit
@@ -286,6 +313,23 @@ func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 		}
 		return err
 	}
+	// demotion adds cpu.idle 1, or else the weight file's weight when
+	// below the default.
+	demotion := func(file string, parse func(string) (float64, error)) error {
+		idle, raw, err := readLimitRaw(dir, "cpu.idle", cpulimit.ParseCPUIdle)
+		if err != nil {
+			return err
+		}
+		if idle {
+			out = append(out, CgroupLimit{Cgroup: cgroup, File: "cpu.idle", Value: raw, Weight: cpulimit.IdleWeight})
+			return nil
+		}
+		weight, raw, err := readLimitRaw(dir, file, parse)
+		if weight > 0 && weight < cpulimit.DefaultWeight {
+			out = append(out, CgroupLimit{Cgroup: cgroup, File: file, Value: raw, Weight: weight})
+		}
+		return err
+	}
 	switch kind {
 	case LimitsV2:
 		limit, raw, err := readLimitRaw(dir, "cpu.max", cpulimit.ParseCPUMax)
@@ -296,6 +340,9 @@ func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 		if err := memory("memory.max"); err != nil {
 			return nil, err
 		}
+		if err := demotion("cpu.weight", parseCPUWeight); err != nil {
+			return nil, err
+		}
 		l, err := readCPUSetLimit(mount, cgroup, "cpuset.cpus.effective")
 		if err != nil || l == nil {
 			return out, err
@@ -303,14 +350,19 @@ func ReadCgroupLimits(mount, cgroup, kind string) ([]CgroupLimit, error) {
 		out = append(out, *l)
 	case LimitsV1CPU:
 		period, _, err := readLimitRaw(dir, "cpu.cfs_period_us", parseCFSPeriod)
-		if err != nil || period == 0 {
-			return nil, err
-		}
-		vcpu, raw, err := readLimitRaw(dir, "cpu.cfs_quota_us", func(q string) (float64, error) { return parseCFSQuota(q, period) })
 		if err != nil {
 			return nil, err
 		}
-		cpu("cpu.cfs_quota_us", vcpu, fmt.Sprintf("%s (period %d)", raw, period))
+		if period > 0 {
+			vcpu, raw, err := readLimitRaw(dir, "cpu.cfs_quota_us", func(q string) (float64, error) { return parseCFSQuota(q, period) })
+			if err != nil {
+				return nil, err
+			}
+			cpu("cpu.cfs_quota_us", vcpu, fmt.Sprintf("%s (period %d)", raw, period))
+		}
+		if err := demotion("cpu.shares", parseCPUShares); err != nil {
+			return nil, err
+		}
 	case LimitsV1Memory:
 		if err := memory("memory.limit_in_bytes"); err != nil {
 			return nil, err

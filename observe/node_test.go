@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -173,6 +174,12 @@ func FuzzNodeLimits(f *testing.F) {
 		if m, err := ParseMemoryLimit(s); err == nil && m < -1 {
 			t.Fatalf("ParseMemoryLimit(%q) = %v", s, m)
 		}
+		if w, err := parseCPUWeight(s); err == nil && (w < 1 || w > 10000) {
+			t.Fatalf("parseCPUWeight(%q) = %v", s, w)
+		}
+		if w, err := parseCPUShares(s); err == nil && (w <= 0 || w > 262144*100/1024) {
+			t.Fatalf("parseCPUShares(%q) = %v", s, w)
+		}
 	})
 }
 
@@ -247,5 +254,62 @@ func TestReadCgroupLimitsCPUSet(t *testing.T) {
 		if strings.Join(got, ",") != tc.want {
 			t.Errorf("%s cpuset.cpus %q: limits %q, want %q", tc.kind, tc.cpus, got, tc.want)
 		}
+	}
+}
+
+// TestReadCgroupLimitsDemotion: cpu.idle 1, or a cpu.weight (v2) or
+// cpu.shares (v1) below the default, is a demotion with the weight the
+// scheduler gives it; the default or more, or no file, is none; a value
+// the kernel never writes is an error naming the file.
+func TestReadCgroupLimitsDemotion(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind string
+		files      map[string]string
+		want       string // "file value weight", "" for none
+		wantErr    string
+	}{
+		{"v2 weight 1", LimitsV2, map[string]string{"cpu.weight": "1"}, "cpu.weight 1 1", ""},
+		{"v2 weight 50", LimitsV2, map[string]string{"cpu.weight": "50", "cpu.idle": "0"}, "cpu.weight 50 50", ""},
+		{"v2 default weight", LimitsV2, map[string]string{"cpu.weight": "100", "cpu.idle": "0"}, "", ""},
+		{"v2 higher weight", LimitsV2, map[string]string{"cpu.weight": "300"}, "", ""},
+		{"v2 idle", LimitsV2, map[string]string{"cpu.weight": "1", "cpu.idle": "1"}, "cpu.idle 1 0.293", ""},
+		{"v2 no files", LimitsV2, nil, "", ""},
+		{"v1 shares 2", LimitsV1CPU, map[string]string{"cpu.shares": "2"}, "cpu.shares 2 0.195", ""},
+		{"v1 shares 512", LimitsV1CPU, map[string]string{"cpu.shares": "512", "cpu.idle": "0"}, "cpu.shares 512 50", ""},
+		{"v1 default shares", LimitsV1CPU, map[string]string{"cpu.shares": "1024"}, "", ""},
+		{"v1 idle", LimitsV1CPU, map[string]string{"cpu.shares": "1024", "cpu.idle": "1"}, "cpu.idle 1 0.293", ""},
+		{"v2 weight 0", LimitsV2, map[string]string{"cpu.weight": "0"}, "", `cpu.weight "0": want 1..10000`},
+		{"v1 shares 1", LimitsV1CPU, map[string]string{"cpu.shares": "1"}, "", `cpu.shares "1": want 2..262144`},
+		{"idle 2", LimitsV2, map[string]string{"cpu.idle": "2"}, "", `cpu.idle "2": want 0 or 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mount := t.TempDir()
+			dir := filepath.Join(mount, "a")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			limits, err := ReadCgroupLimits(mount, "/a", tc.kind)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), dir) {
+					t.Fatalf("err = %v, want %q naming %s", err, tc.wantErr, dir)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range limits {
+				got = append(got, fmt.Sprintf("%s %s %.3g", l.File, l.Value, l.Weight))
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("limits %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
