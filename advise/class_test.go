@@ -53,7 +53,7 @@ func TestMarginFollowsClass(t *testing.T) {
 	seen := map[accuracy.Class]bool{}
 	for _, c := range propertyCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace)}
+			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), maxWork: MaxSearchWork}
 			for _, cap := range []float64{10, 30, 60, 100} {
 				st := Setting{CapPercent: cap, PeriodUsec: c.trace.Limit.PeriodUsec}
 				cand, err := s.eval(st)

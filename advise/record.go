@@ -1,16 +1,14 @@
 package advise
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
+	"time"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -20,7 +18,7 @@ import (
 // so that a thread that ran and ended within an interval still counts.
 // It only reads.
 type Recorder struct {
-	tree     observe.Tree
+	tree     *cgroupfs.Reader
 	pool     string
 	procRoot string
 	prev     observe.Sample
@@ -42,14 +40,14 @@ type Recorder struct {
 
 // NewRecorder reads the pool's counters as the baseline of the first
 // sample, to be taken every intervalUsec. procRoot is normally /proc.
-func NewRecorder(tree observe.Tree, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
+func NewRecorder(tree *cgroupfs.Reader, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
 	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
 	s, err := tree.Read(pool)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool, err)
 	}
 	if !s.UsageKnown {
-		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root)
+		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root())
 	}
 	r.prev = s
 	if r.runUsec, r.runnable, err = r.threads(); err != nil {
@@ -114,7 +112,7 @@ func (r *Recorder) Sample() (Sample, error) {
 // many are runnable; run is nil when the threads cannot be read at all
 // (no permission for /proc).
 func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
-	tids, truncated, err := observe.ThreadIDs(filepath.Join(r.tree.Root, r.pool), r.tree.Version, MaxThreads)
+	tids, truncated, err := r.tree.Threads(r.pool, MaxThreads)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -139,62 +137,92 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 	return run, runnable, nil
 }
 
-// ReadLimit reads the pool's CPU limit: v2 cpu.max and cpu.max.burst; v1
-// cpu.cfs_quota_us (-1 = none), cpu.cfs_period_us and cpu.cfs_burst_us.
-// A missing burst file (a kernel before 5.14) means no burst.
-func ReadLimit(tree observe.Tree, pool string) (cpulimit.Limit, error) {
-	dir := filepath.Join(tree.Root, pool)
-	read := func(name string, missingOK bool) (string, bool, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if missingOK && errors.Is(err, fs.ErrNotExist) {
-			return "", false, nil
+// Recording says how a [Record] ended.
+type Recording struct {
+	// Why says why it stopped: "recorded 10m0s", "interrupted", "the
+	// pool was removed" or "the pool's CPU limit changed".
+	Why string
+	// Stalls counts reads that came an interval or more late (the host
+	// stalled), each shared among the intervals it covers ([Spread]).
+	Stalls int
+	// Truncated is set when a poll found more than MaxThreads threads.
+	Truncated bool
+}
+
+// Record samples pool t.Pool of tree into t.Samples, one sample every
+// t.IntervalUsec on a fixed schedule (start + k × interval), until it has
+// n samples, ctx is done, the pool is removed or its CPU limit is no
+// longer t.Limit (a trace holds one limit). Between samples it reads the
+// threads every interval/10, at least 10 ms apart, while there is time,
+// so that a thread that runs and ends within an interval is seen; on a
+// slow host there are fewer such reads, not later samples. A read that
+// comes a whole interval or more late covers the intervals it missed
+// too: its growth is shared among them, so every sample still covers
+// about one interval. t's header must be valid; an error means reading
+// failed, and t.Samples is then not to be written.
+func Record(ctx context.Context, tree *cgroupfs.Reader, procRoot string, t *Trace, n int) (Recording, error) {
+	interval := time.Duration(t.IntervalUsec) * time.Microsecond
+	rec, err := NewRecorder(tree, t.Pool, procRoot, t.IntervalUsec)
+	if err != nil {
+		return Recording{}, err
+	}
+	step := max(interval/10, min(interval, 10*time.Millisecond))
+	start := time.Now()
+	out := Recording{Why: fmt.Sprintf("recorded %s", time.Duration(n)*interval)}
+	for k := 1; len(t.Samples) < n; k++ {
+		deadline := start.Add(time.Duration(k) * interval)
+		var err error
+		for next := time.Now().Add(step); next.Before(deadline) && err == nil; next = time.Now().Add(step) {
+			if !sleepUntil(ctx, next) {
+				break
+			}
+			err = rec.Poll()
+		}
+		var s Sample
+		var readAt time.Time
+		if err == nil && sleepUntil(ctx, deadline) {
+			s, err = rec.Sample()
+			readAt = time.Now()
+		}
+		if ctx.Err() != nil {
+			out.Why = "interrupted"
+			break
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			out.Why = "the pool was removed"
+			break
 		}
 		if err != nil {
-			return "", false, err
+			return Recording{}, err
 		}
-		return strings.TrimSpace(string(b)), true, nil
-	}
-	num := func(name string, missingOK bool) (int64, error) {
-		s, ok, err := read(name, missingOK)
-		if err != nil || !ok {
-			return 0, err
+		if now, err := tree.CPULimit(t.Pool); err != nil || now != t.Limit {
+			out.Why = "the pool's CPU limit changed"
+			break
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not a number", filepath.Join(dir, name), s)
+		missed := int(readAt.Sub(deadline) / interval)
+		if missed > 0 {
+			out.Stalls++
 		}
-		return v, nil
+		// Shares past the recording's end cover time after it: dropped.
+		t.Samples = append(t.Samples, Spread(s, missed+1)...)
+		t.Samples = t.Samples[:min(len(t.Samples), n)]
+		k += missed
 	}
-	var l cpulimit.Limit
-	var err error
-	if tree.Version == observe.V2 {
-		s, _, err := read("cpu.max", false)
-		if err != nil {
-			return cpulimit.Limit{}, err
-		}
-		m, err := cpulimit.ParseCPUMax(s)
-		if err != nil {
-			return cpulimit.Limit{}, fmt.Errorf("%s: %w", dir, err)
-		}
-		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, m.PeriodUsec
-		if l.BurstUsec, err = num("cpu.max.burst", true); err != nil {
-			return cpulimit.Limit{}, err
-		}
-		return l, nil
+	out.Truncated = rec.Truncated
+	return out, nil
+}
+
+// sleepUntil sleeps until t and reports true, or false as soon as ctx is
+// done.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
-	if l.QuotaUsec, err = num("cpu.cfs_quota_us", false); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	if l.QuotaUsec < 0 {
-		l.QuotaUsec = -1
-	}
-	if l.PeriodUsec, err = num("cpu.cfs_period_us", false); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	if l.BurstUsec, err = num("cpu.cfs_burst_us", true); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	return l, nil
 }
 
 // Spread shares s, a sample that covers n intervals (its read came

@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -9,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 )
 
 // TestRecorder samples a pool of a cgroup v2 tree and a /proc made of
@@ -43,7 +45,8 @@ func TestRecorder(t *testing.T) {
 	thread(11, 500, "S")
 	thread(12, 500, "S")
 
-	tree := observe.Tree{Version: observe.V2, Root: root}
+	tree := cgroupfs.NewReader(true, root, "", "", nil)
+	defer tree.Close()
 	r, err := NewRecorder(tree, "olap", proc, 100_000)
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +123,43 @@ func TestSpread(t *testing.T) {
 	}
 	if *s.PressureSomeUsec != some {
 		t.Errorf("the sample spread was changed: pressure %d", *s.PressureSomeUsec)
+	}
+}
+
+// TestRecord runs the sampling loop on a cgroup v2 tree of files: it
+// takes the samples asked for on its schedule, and stops at once when
+// the pool's limit is no longer the trace's or when the pool is gone.
+func TestRecord(t *testing.T) {
+	root := t.TempDir()
+	pool := filepath.Join(root, "olap")
+	if err := os.MkdirAll(pool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"cpu.stat": "usage_usec 10\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
+		"cpu.max": "40000 100000\n", "cgroup.threads": ""} {
+		if err := os.WriteFile(filepath.Join(pool, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree := cgroupfs.NewReader(true, root, "", "", nil)
+	defer tree.Close()
+	trace := func(quota int64) *Trace {
+		return &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 1, NodeCPUs: 1, SliceUsec: 5000, TickUsec: 4000,
+			Limit: cpulimit.Limit{QuotaUsec: quota, PeriodUsec: 100_000}, IntervalUsec: 5000}
+	}
+	tr := trace(40_000)
+	rec, err := Record(context.Background(), tree, t.TempDir(), tr, 3)
+	if err != nil || len(tr.Samples) != 3 || rec.Why != "recorded 15ms" {
+		t.Fatalf("%d samples, %+v, %v; want 3, recorded 15ms", len(tr.Samples), rec, err)
+	}
+	tr = trace(50_000)
+	if rec, err := Record(context.Background(), tree, t.TempDir(), tr, 3); err != nil || len(tr.Samples) != 0 || rec.Why != "the pool's CPU limit changed" {
+		t.Errorf("%d samples, %+v, %v; want none, the limit changed", len(tr.Samples), rec, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tr = trace(40_000)
+	if rec, err := Record(ctx, tree, t.TempDir(), tr, 3); err != nil || rec.Why != "interrupted" {
+		t.Errorf("%+v, %v; want interrupted", rec, err)
 	}
 }

@@ -118,6 +118,21 @@ func replayRun(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift 
 	return run, nil
 }
 
+// replayWork estimates what one replay of slots under a limit of period
+// periodUsec costs the model: it steps at every tick, period timer and
+// arrival while work is runnable, and each step visits the running
+// threads. The work of a slot is taken to last its interval (a backlog
+// moved earlier lasts as long as the work it was moved from).
+func replayWork(t *Trace, slots []Slot, periodUsec int64) int64 {
+	step := min(t.TickUsec, periodUsec)
+	steps := t.IntervalUsec/step + 2
+	var w int64
+	for _, s := range slots {
+		w += steps * int64(s.Threads+1)
+	}
+	return w
+}
+
 func lcm(a, b int64) int64 {
 	x, y := a, b
 	for y != 0 {

@@ -24,6 +24,8 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	fmt.Fprintf(&b, "\nadvice for %s\n", a.Budget)
 	cur := a.Current.Setting
 	switch {
+	case a.Choice == nil && a.Stopped:
+		fmt.Fprintf(&b, "  the search stopped at its work budget (docs/advise.md, Bounds) after %d model runs, before any setting met the budget:\n  advise a shorter stretch of the trace, or one with a longer interval\n", a.Replays)
 	case a.Choice == nil:
 		fmt.Fprintf(&b, "  no setting meets the budget, not even a cap of the whole node (100%%) with any period and burst of the search:\n  the demand needs more than the node within the budget; a looser budget or fewer threads in the pool would\n")
 	case a.Choice == &a.Current:
@@ -35,6 +37,9 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 		}
 		fmt.Fprintf(&b, "  %s\n", a.Choice.Setting.Alter(a.Pool, cur))
 		fmt.Fprintf(&b, "  (cpu.max %s)\n", limitText(a.Choice.Limit))
+		if a.Stopped {
+			fmt.Fprintf(&b, "  the search stopped at its work budget (docs/advise.md, Bounds): this setting meets the budget, a smaller change may too\n")
+		}
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -47,15 +52,17 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	row("predicted now", a.Current.Predicted)
 	if a.Choice != nil && a.Choice != &a.Current {
 		row("predicted advised", a.Choice.Predicted)
-		row(fmt.Sprintf("advised, needs +%s%%", percentText(a.Class.ErrorPercent)), a.Choice.Margin)
+		row(fmt.Sprintf("advised, every need +%s%% (the model's error)", percentText(a.Class.ErrorPercent)), a.Choice.Margin)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nhow sure: the workload's class is \"%s\"; the model's error for it is up to %s%% of throttled time\n  (%s).\n",
-		a.Class.Name, percentText(a.Class.ErrorPercent), a.Class.Basis)
+	fmt.Fprintf(&b, "\nhow sure: the workload's class is \"%s\"; the model's error taken for it is %s%% of throttled time:\n"+
+		"  the largest error of the class's %d rows in docs/accuracy.md beyond the one scheduler tick each row is allowed,\n"+
+		"  and at least the target the rows are held to (its worst row, tick included: %s).\n",
+		a.Class.Name, percentText(a.Class.ErrorPercent), a.Class.Rows, a.Class.Worst)
 	if a.Choice != nil && a.Choice != &a.Current {
-		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%%.\n", percentText(a.Class.ErrorPercent))
+		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%% (the model's error).\n", percentText(a.Class.ErrorPercent))
 	}
 	m, p := a.Measured, a.Current.Predicted
 	fmt.Fprintf(&b, "  Under the recorded limit the replay predicts %d throttled periods (%s) where %d (%s) were measured;\n"+

@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -49,8 +50,12 @@ type Class struct {
 	// ErrorPercent is the model's largest measured error on throttled
 	// time for the class, in percent of the measured value.
 	ErrorPercent float64
-	// Basis names the measurement behind ErrorPercent.
-	Basis string
+	// Rows is how many rows of docs/accuracy.md the class has.
+	Rows int
+	// Worst names the class's worst row and its error, the scheduler
+	// tick every row is allowed included: ErrorPercent is that error
+	// without the tick, and at least the target the rows are held to.
+	Worst string
 }
 
 // classFor is the class of the trace's demand under lim, with its
@@ -74,8 +79,7 @@ func classFor(t *Trace, slots []Slot, lim cpulimit.Limit) (Class, error) {
 	if err != nil {
 		return Class{}, err
 	}
-	return Class{Name: e.Class, ErrorPercent: e.Percent,
-		Basis: fmt.Sprintf("the largest error of its %d rows in docs/accuracy.md, at least the target: %s", e.Rows, e.Worst)}, nil
+	return Class{Name: e.Class, ErrorPercent: e.Percent, Rows: e.Rows, Worst: e.Worst}, nil
 }
 
 // The search grid. Periods are only ever shortened: a longer period
@@ -121,6 +125,38 @@ type Advice struct {
 	// Replays counts the model runs the search made (each candidate runs
 	// twice: as reconstructed and with the margin).
 	Replays int
+	// Work is the model's work the search spent, in thread-steps
+	// (docs/advise.md, Bounds).
+	Work int64
+	// Stopped is set when the search spent its work budget
+	// (MaxSearchWork) before it was done: Choice is then the best setting
+	// found so far, or nil, and may not be the smallest.
+	Stopped bool
+}
+
+// MaxSearchWork bounds the model's work in one search, in thread-steps
+// (replayWork): about 10 s of model time on a quiet host. A trace whose
+// replay at the current setting alone takes more than a quarter of it is
+// refused (TraceTooLongError); a search that would spend more stops with
+// what it found (Advice.Stopped).
+const MaxSearchWork = 10_000_000
+
+// errBudget ends a search that has spent MaxSearchWork.
+var errBudget = errors.New("the search spent its work budget")
+
+// TraceTooLongError is a trace whose replay alone would spend more than
+// a quarter of MaxSearchWork.
+type TraceTooLongError struct {
+	Pool string
+	// Work is one replay's work in thread-steps.
+	Work int64
+	// Max is the search's budget.
+	Max int64
+}
+
+func (e *TraceTooLongError) Error() string {
+	return fmt.Sprintf("pool %s: replaying this trace once takes about %d thread-steps of the model, more than a quarter of the %d a search may spend (accepted: a trace of fewer intervals with work, fewer threads, or a longer interval; docs/advise.md, Bounds)",
+		e.Pool, e.Work, e.Max)
 }
 
 // Advise searches the smallest change of the trace's pool limit that
@@ -135,7 +171,15 @@ type Advice struct {
 // measured error for the workload's class under that setting (classFor):
 // the margin follows the class.
 func Advise(t *Trace, b Budget) (*Advice, error) {
-	s := &searcher{t: t, b: b, slots: Demand(t)}
+	return adviseWithin(t, b, MaxSearchWork)
+}
+
+// adviseWithin is Advise with a work budget of maxWork thread-steps.
+func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
+	s := &searcher{t: t, b: b, slots: Demand(t), maxWork: maxWork}
+	if w := replayWork(t, s.slots, t.Limit.PeriodUsec); w > maxWork/4 {
+		return nil, &TraceTooLongError{Pool: t.Pool, Work: w, Max: maxWork}
+	}
 	a := &Advice{Pool: t.Pool, Budget: b, Measured: Measured(t)}
 	cur := settingOf(t)
 	current, err := s.evalLimit(cur, t.Limit)
@@ -144,7 +188,7 @@ func Advise(t *Trace, b Budget) (*Advice, error) {
 	}
 	a.Current = current
 	defer func() {
-		a.Replays = s.replays
+		a.Replays, a.Work = s.replays, s.work
 		a.Class = a.Current.Class
 		if a.Choice != nil {
 			a.Class = a.Choice.Class
@@ -154,11 +198,18 @@ func Advise(t *Trace, b Budget) (*Advice, error) {
 		a.Choice = &a.Current
 		return a, nil
 	}
+	stop := func(err error) (*Advice, error) {
+		if errors.Is(err, errBudget) {
+			a.Stopped = true
+			return a, nil
+		}
+		return nil, err
+	}
 	periods := periodsFrom(cur.PeriodUsec)
 	for _, p := range periods {
 		c, ok, err := s.smallestBurst(Setting{CapPercent: cur.CapPercent, PeriodUsec: p}, cur)
 		if err != nil {
-			return nil, err
+			return stop(err)
 		}
 		if ok {
 			a.Choice = &c
@@ -173,11 +224,11 @@ func Advise(t *Trace, b Budget) (*Advice, error) {
 	}
 	for _, p := range periods {
 		c, ok, err := s.smallestCap(cur.CapPercent, p, cur)
-		if err != nil {
-			return nil, err
-		}
 		if ok && (a.Choice == nil || c.Setting.CapPercent < a.Choice.Setting.CapPercent) {
 			a.Choice = &c
+		}
+		if err != nil {
+			return stop(err)
 		}
 	}
 	return a, nil
@@ -199,6 +250,9 @@ type searcher struct {
 	b       Budget
 	slots   []Slot
 	replays int
+	// work is the model's work spent so far (replayWork), at most
+	// maxWork.
+	work, maxWork int64
 }
 
 // eval predicts setting st.
@@ -212,6 +266,11 @@ func (s *searcher) eval(st Setting) (Candidate, error) {
 
 func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) {
 	c := Candidate{Setting: st, Limit: lim}
+	w := 2 * replayWork(s.t, s.slots, lim.PeriodUsec)
+	if s.work+w > s.maxWork {
+		return Candidate{}, errBudget
+	}
+	s.work += w
 	var err error
 	if c.Class, err = classFor(s.t, s.slots, lim); err != nil {
 		return Candidate{}, err
@@ -262,7 +321,7 @@ func (s *searcher) smallestCap(from float64, p int64, cur Setting) (Candidate, b
 		mid := (lo + hi) / 2
 		c, ok, err := s.smallestBurst(Setting{CapPercent: float64(mid), PeriodUsec: p}, cur)
 		if err != nil {
-			return Candidate{}, false, err
+			return best, true, err // the best so far meets the budget
 		}
 		if ok {
 			hi, best = mid, c

@@ -1,8 +1,10 @@
 package advise
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/poolagent/poolagent/cpulimit"
@@ -109,7 +111,7 @@ func TestAdviceIsMinimal(t *testing.T) {
 				}
 				return
 			}
-			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace)}
+			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), maxWork: MaxSearchWork}
 			meets := func(st Setting) bool {
 				cand, err := s.eval(st)
 				if err != nil {
@@ -154,5 +156,73 @@ func TestAdviceIsMinimal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// busyTrace is n samples of a pool on cpus CPUs whose every thread runs
+// and is throttled in every interval, at a cap of one CPU's worth.
+func busyTrace(t *testing.T, n, cpus int, intervalUsec, periodUsec int64) *Trace {
+	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
+		SliceUsec: 1, TickUsec: 1000, Limit: cpulimit.Limit{QuotaUsec: periodUsec, PeriodUsec: periodUsec}, IntervalUsec: intervalUsec}
+	periods := uint64(intervalUsec / periodUsec)
+	for range n {
+		tr.Samples = append(tr.Samples, Sample{UsageUsec: uint64(intervalUsec), NrPeriods: periods, NrThrottled: periods,
+			ThrottledUsec: uint64(intervalUsec) * uint64(cpus-1), Threads: cpus, Ran: cpus, Runnable: cpus})
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestAdviseBoundsItsWork holds advise to its work budget on the traces
+// that once ran for minutes: a trace whose one replay is over a quarter
+// of the budget is refused, saying so; a search that would spend more
+// stops, and says so.
+func TestAdviseBoundsItsWork(t *testing.T) {
+	b := Budget{MaxThrottledRatio: 0.1}
+	for _, c := range []struct {
+		name string
+		tr   *Trace
+	}{
+		{"1024 CPUs, 10 minutes", busyTrace(t, 10, 1024, 60_000_000, 1000)},
+		{"600 samples of 8 CPUs", busyTrace(t, 600, 8, 1_000_000, 1000)},
+	} {
+		_, err := Advise(c.tr, b)
+		var long *TraceTooLongError
+		if !errors.As(err, &long) || !strings.Contains(err.Error(), "more than a quarter of the 10000000 a search may spend") {
+			t.Errorf("%s: error %v, want it refused as too long", c.name, err)
+		}
+	}
+	tr := busyTrace(t, 1, 64, 1_000_000, 1000)
+	const budget = 1_000_000
+	a, err := adviseWithin(tr, b, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Stopped || a.Work > budget || a.Work == 0 {
+		t.Fatalf("stopped %v after %d thread-steps, want it stopped within %d", a.Stopped, a.Work, budget)
+	}
+	var out strings.Builder
+	if err := WriteText(&out, tr, Diagnose(tr, b), a); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "the search stopped at its work budget") {
+		t.Errorf("the report does not say the search stopped:\n%s", out.String())
+	}
+}
+
+// BenchmarkAdviseFullBudget is a search that spends nearly its whole work
+// budget (docs/advise.md, Bounds): about the longest advise takes on any
+// trace.
+func BenchmarkAdviseFullBudget(b *testing.B) {
+	t := &testing.T{}
+	tr := busyTrace(t, 20, 64, 1_000_000, 1000)
+	for b.Loop() {
+		a, err := Advise(tr, Budget{MaxThrottledRatio: 0.1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(a.Work), "thread-steps/op")
 	}
 }

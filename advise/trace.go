@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/poolagent/poolagent/cpulimit"
 )
@@ -157,6 +160,26 @@ func (e *TraceError) Error() string {
 // poolName is what a pool's name may be (planner's rule for pool names).
 var poolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
+// Ticks are the scheduler ticks a trace may hold: 1e6/CONFIG_HZ for the
+// values the kernel's configuration offers (HZ_100, HZ_250, HZ_300,
+// HZ_1000).
+var Ticks = []int64{10_000, 4_000, 3_333, 1_000}
+
+// MinNodeCPUs is the smallest node a trace may describe, in vCPUs.
+const MinNodeCPUs = 0.01
+
+// maxQuoted is how much of a value from the file an error quotes.
+const maxQuoted = 64
+
+// quoted is s as Go quotes it, cut to its first maxQuoted bytes (and
+// saying how long it was) so that an error never echoes a huge value.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:maxQuoted], "")), len(s))
+}
+
 // ParseTrace reads a trace from r; name is used in errors. It reads at
 // most MaxTraceBytes and refuses a file that is truncated, is not a
 // poolagent trace of TraceVersion, or holds a value out of range, with a
@@ -222,21 +245,21 @@ func bad(where, msg string, args ...any) error {
 func (t *Trace) ValidateHeader() error {
 	switch {
 	case t.Format != TraceFormat:
-		return bad("format", "%q is not a poolagent trace (accepted: %q)", t.Format, TraceFormat)
+		return bad("format", "%s is not a poolagent trace (accepted: %q)", quoted(t.Format), TraceFormat)
 	case t.Version != TraceVersion:
 		return bad("version", "%d is not a version this poolagent reads (accepted: %d)", t.Version, TraceVersion)
 	case !poolName.MatchString(t.Pool):
-		return bad("pool", "%q is not a pool name (accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-')", t.Pool)
+		return bad("pool", "%s is not a pool name (accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-')", quoted(t.Pool))
 	case t.Cgroup != "v1" && t.Cgroup != "v2":
-		return bad("cgroup", "%q (accepted: v1 or v2)", t.Cgroup)
+		return bad("cgroup", "%s (accepted: v1 or v2)", quoted(t.Cgroup))
 	case t.CPUs < 1 || t.CPUs > MaxCPUs:
 		return bad("cpus", "%d (accepted: 1..%d)", t.CPUs, MaxCPUs)
-	case !(t.NodeCPUs > 0) || t.NodeCPUs > MaxCPUs:
-		return bad("node_cpus", "%v (accepted: a number of vCPUs above 0, at most %d)", t.NodeCPUs, MaxCPUs)
+	case !(t.NodeCPUs >= MinNodeCPUs) || t.NodeCPUs > MaxCPUs:
+		return bad("node_cpus", "%v (accepted: a number of vCPUs from %v to %d)", t.NodeCPUs, MinNodeCPUs, MaxCPUs)
 	case t.SliceUsec < 1 || t.SliceUsec > 1_000_000:
 		return bad("slice_usec", "%d (accepted: 1..1000000, the kernel's sched_cfs_bandwidth_slice_us)", t.SliceUsec)
-	case t.TickUsec < 100 || t.TickUsec > 100_000:
-		return bad("tick_usec", "%d (accepted: 100..100000, 1e6/CONFIG_HZ)", t.TickUsec)
+	case !slices.Contains(Ticks, t.TickUsec):
+		return bad("tick_usec", "%d (accepted: 10000, 4000, 3333 or 1000: 1e6/CONFIG_HZ for HZ 100, 250, 300 or 1000)", t.TickUsec)
 	case t.Limit.PeriodUsec < 1000 || t.Limit.PeriodUsec > 1_000_000:
 		return bad("limit.period_usec", "%d (accepted: 1000..1000000, the periods the kernel accepts)", t.Limit.PeriodUsec)
 	case t.Limit.QuotaUsec != cpulimit.Max && (t.Limit.QuotaUsec < 1000 || t.Limit.QuotaUsec > t.Limit.PeriodUsec*MaxCPUs):
@@ -245,6 +268,9 @@ func (t *Trace) ValidateHeader() error {
 		return bad("limit.burst_usec", "%d (accepted: 0..quota_usec; no burst without a quota)", t.Limit.BurstUsec)
 	case t.IntervalUsec < 1000 || t.IntervalUsec > 60_000_000:
 		return bad("interval_usec", "%d (accepted: 1000..60000000, 1 ms..1 min)", t.IntervalUsec)
+	case t.Limit.QuotaUsec > cpulimit.MinQuotaUsec && t.Limit.VCPU() > t.NodeCPUs*1.005:
+		return bad("limit.quota_usec", "%d per %d µs is %.4g vCPUs, more than the node's node_cpus %v (accepted: a cap of at most the whole node, as a pool file's TOTAL_CPU_LIMIT_PERCENT_PER_NODE)",
+			t.Limit.QuotaUsec, t.Limit.PeriodUsec, t.Limit.VCPU(), t.NodeCPUs)
 	}
 	return nil
 }

@@ -57,11 +57,18 @@ func TestParseTraceErrors(t *testing.T) {
 		{"ran above threads", swap(`"ran": 2`, `"ran": 3`), "bad.json: samples[0].ran: 3 (accepted: -1 for unknown, or 0..threads)"},
 		{"threads", swap(`"threads": 2, "ran": 1`, `"threads": -2, "ran": 1`), "bad.json: samples[1].threads: -2 (accepted: -1 for unknown, or 0..4096)"},
 		{"no samples", validTrace[:strings.Index(validTrace, "[")+1] + "]}", "bad.json: samples: none (accepted: at least one interval; record for longer)"},
+		{"tick no kernel has", swap(`"tick_usec": 4000`, `"tick_usec": 100`), "bad.json: tick_usec: 100 (accepted: 10000, 4000, 3333 or 1000: 1e6/CONFIG_HZ for HZ 100, 250, 300 or 1000)"},
+		{"tiny node", swap(`"node_cpus": 2`, `"node_cpus": 5e-324`), "bad.json: node_cpus: 5e-324 (accepted: a number of vCPUs from 0.01 to 1024)"},
+		{"cap above the node", swap(`"quota_usec": 40000`, `"quota_usec": 300000`), "bad.json: limit.quota_usec: 300000 per 100000 µs is 3 vCPUs, more than the node's node_cpus 2"},
+		{"huge pool name", swap(`"olap"`, `"`+strings.Repeat("a", 30<<20)+`"`), `bad.json: pool: "` + strings.Repeat("a", 64) + `"… (31457280 bytes) is not a pool name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseTrace("bad.json", strings.NewReader(c.src))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want it to contain %q", err, c.want)
+				t.Fatalf("error %.300v, want it to contain %q", err, c.want)
+			}
+			if len(err.Error()) > 1000 {
+				t.Errorf("the error is %d bytes long: it quotes too much of the file", len(err.Error()))
 			}
 		})
 	}

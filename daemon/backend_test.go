@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/peer"
 )
 
 // remoteBackend is an admission.Backend whose queued queries start without
@@ -37,6 +38,6 @@ func TestBackendEvents(t *testing.T) {
 	}
 	backend := &remoteBackend{Controller: ctl, events: make(chan admission.Event)}
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{Admission: backend}, policy, cg, SystemUsers{})
+	d := startDaemon(t, Config{Admission: backend}, policy, cg, peer.SystemUsers{})
 	twoThreeTen(t, d, cg.left)
 }

@@ -1,10 +1,11 @@
 // Package daemon is poolagent's admission service: it listens on a Unix
-// socket, identifies each caller by the kernel's peer credentials,
-// classifies and admits their queries (package admission), places each
-// admitted query's process in its own cgroup <root>/<pool>/<query>, holds
-// the slot until that cgroup is empty, and re-plans the pools' CPU shares
-// (weighted max-min) as pools become active or idle. The messages are
-// package protocol, the client side package client.
+// socket, identifies each caller by the kernel's peer credentials
+// (package peer), classifies and admits their queries (package
+// admission), places each admitted query's process in its own cgroup
+// <root>/<pool>/<query>, holds the slot until that cgroup is empty, and
+// re-plans the pools' CPU shares (weighted max-min) as pools become active
+// or idle. The messages are package protocol, the client side package
+// client; package service runs a Server as a system service.
 package daemon
 
 import (
@@ -22,8 +23,10 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -131,8 +134,6 @@ type Config struct {
 	// Reconcile is how often the pool tree is compared with the plan and
 	// drift repaired (also on every Reload); DefaultReconcile when 0.
 	Reconcile time.Duration
-	// Listening, when set, is called once the socket accepts clients.
-	Listening func()
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
@@ -168,14 +169,17 @@ type Server struct {
 	limits Limits
 	peers  *perUser
 	// loops are the accept loops running, for the health check.
-	loops   sync.Map // *guardedListener -> struct{}
-	cg      Cgroups
-	users   Users
-	load    LoadSource
-	procs   procChecker
-	changes *changes
-	rp      *replanner
-	reg     *registry
+	loops sync.Map // *guard.Listener -> struct{}
+	// listening is closed once Serve accepts clients.
+	listening     chan struct{}
+	listeningOnce sync.Once
+	cg            Cgroups
+	users         peer.Users
+	load          LoadSource
+	procs         peer.Checker
+	changes       *changes
+	rp            *replanner
+	reg           *registry
 	// start names this run of the daemon in query ids (its start time in
 	// seconds, base 36, after every earlier daemon's whose query cgroups
 	// remain: see avoidNames), so ids do not repeat across restarts.
@@ -188,7 +192,7 @@ type Server struct {
 
 // New checks the configuration and applies the initial plan (no pool
 // active), so that every pool cgroup exists before the first query.
-func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*Server, error) {
+func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSource) (*Server, error) {
 	if cfg.Socket == "" {
 		cfg.Socket = protocol.DefaultSocket
 	}
@@ -222,7 +226,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 		}
 		backend = ctl
 	}
-	procs, err := newProcChecker(cfg.ProcRoot)
+	procs, err := peer.NewChecker(cfg.ProcRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +238,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 		users:     users,
 		load:      load,
 		procs:     procs,
+		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
 	}
@@ -265,6 +270,9 @@ func (s *Server) Desired() planner.Desired { return s.rp.desired() }
 // refresh.
 func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 
+// Listening is closed once Serve accepts clients.
+func (s *Server) Listening() <-chan struct{} { return s.listening }
+
 // Serve listens on the socket and serves clients until ctx ends. Query
 // cgroups that still hold processes when it starts (queries of an earlier
 // daemon) keep their slots until they are empty. Queries still running
@@ -281,12 +289,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
 		Error: "the poolagent daemon is out of file descriptors: try again in a few seconds"})
-	ln, err := guard(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
+	ln, err := guard.New(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
 	if err != nil {
 		sock.Close()
 		return err
 	}
-	defer ln.dropReserve()
+	defer ln.DropReserve()
 	// Deferred calls run last first: the goroutines are told to end
 	// (cancel) before Serve waits for them.
 	var wg sync.WaitGroup
@@ -308,9 +316,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	})
 	s.loops.Store(ln, struct{}{})
 	defer s.loops.Delete(ln)
-	if s.cfg.Listening != nil {
-		s.cfg.Listening()
-	}
+	s.listeningOnce.Do(func() { close(s.listening) })
+	s.cfg.Log.Info("listening", "socket", s.cfg.Socket)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -48,7 +46,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	se := &session{s: s, conn: conn, enc: json.NewEncoder(conn), msgs: make(chan protocol.Request, 4), done: make(chan struct{})}
 	defer close(se.done)
-	cred, err := peerCred(conn)
+	cred, err := peer.Cred(conn)
 	if err != nil {
 		se.fail(protocol.CodeInternal, err)
 		return
@@ -88,15 +86,15 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(errorCode(err), err)
 		return
 	}
-	peer, err := peerProcess(conn, cred, s.cfg.ProcRoot)
+	client, err := peer.OfConn(conn, cred, s.cfg.ProcRoot)
 	if err != nil {
 		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	defer unix.Close(peer.fd)
+	defer client.Close()
 	s.reg.begin(se, &tracked{id: id, clientPID: int(cred.Pid), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()})
 	defer s.reg.end(se)
-	se.run(ctx, id, peer, in.fds, place, req)
+	se.run(ctx, id, client, in.fds, place, req)
 }
 
 // read forwards the client's requests until it hangs up or a message
@@ -128,8 +126,8 @@ func errorCode(err error) string {
 		{admission.ErrUnknownPool, protocol.CodeUnknownPool},
 		{admission.ErrAccessDenied, protocol.CodeAccessDenied},
 		{admission.ErrRejected, protocol.CodeRejected},
-		{ErrNotYourChild, protocol.CodeBadRequest},
-		{ErrCannotHold, protocol.CodeBadRequest},
+		{peer.ErrNotYourChild, protocol.CodeBadRequest},
+		{peer.ErrCannotHold, protocol.CodeBadRequest},
 		{ErrConfined, protocol.CodeConfined},
 	} {
 		if errors.Is(err, c.err) {
@@ -141,7 +139,7 @@ func errorCode(err error) string {
 
 // run takes a classified query through admission, start and end: req is
 // its OpRun or OpExec request.
-func (se *session) run(ctx context.Context, id admission.Identity, peer process, fds *fdReader, place admission.Placement, req protocol.Request) {
+func (se *session) run(ctx context.Context, id admission.Identity, client peer.Process, fds *fdReader, place admission.Placement, req protocol.Request) {
 	s := se.s
 	arrived := time.Now()
 	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, req.Progress)
@@ -166,7 +164,7 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 	s.admitted(se, name, queuedFor, limit)
 	admitted := protocol.Reply{Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit}
 	if req.Op == protocol.OpExec {
-		se.runInPlace(ctx, id, peer, qid, place.Pool, admitted, arrived, queuedFor, notStarted)
+		se.runInPlace(ctx, id, client, qid, place.Pool, admitted, arrived, queuedFor, notStarted)
 		return
 	}
 	admitted.Type = protocol.ReplyAdmitted
@@ -196,12 +194,12 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 		}
 	}
 	notStarted()
-	target, err := startTarget(s.cfg.ProcRoot, peer, fds.take(), r.PID)
+	target, err := startTarget(s.cfg.ProcRoot, client, fds.take(), r.PID)
 	if err == nil {
-		defer unix.Close(target.fd)
+		defer target.Close()
 		var found bool
 		found, err = s.rp.withPool(place.Pool, func(ps planner.PoolState) error {
-			return s.place(placement{peer: peer, uid: id.UID, target: target, rel: childOfPeer}, ps, name)
+			return s.place(peer.Placement{Peer: client, UID: id.UID, Target: target, Rel: peer.ChildOfPeer}, ps, name)
 		})
 		if !found {
 			s.leave(qid)
@@ -232,39 +230,21 @@ func (se *session) run(ctx context.Context, id admission.Identity, peer process,
 
 // startTarget is the process a start request names: the pidfd sent with
 // it (fd, -1 when none came) or, from a client that sends none, a pidfd
-// opened for its pid. The caller closes the process's fd.
-func startTarget(procRoot string, peer process, fd, pid int) (process, error) {
+// opened for its pid. The caller closes the process.
+func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Process, error) {
 	if fd >= 0 {
-		p, err := pidfdProcess(procRoot, fd)
+		p, err := peer.FromPidfd(procRoot, fd)
 		if err != nil {
 			unix.Close(fd)
-			return process{}, err
+			return peer.Process{}, err
 		}
 		return p, nil
 	}
-	if pid <= 0 {
-		return process{}, fmt.Errorf("%w: pid %d", ErrNotYourChild, pid)
+	p, err := peer.FromPID(procRoot, client, pid)
+	if errors.Is(err, peer.ErrOwnPIDNamespace) {
+		return p, fmt.Errorf("%w, and it sent no pidfd with %q; poolagent run and poolagent-run of this version send one", err, protocol.OpStart)
 	}
-	if ownPIDNamespace(procRoot, peer.pid) {
-		return process{}, fmt.Errorf("%w: the client (process %d here) runs in a pid namespace of its own, where pid %d names another process than here, "+
-			"and it sent no pidfd with %q; poolagent run and poolagent-run of this version send one", ErrNotYourChild, peer.pid, pid, protocol.OpStart)
-	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return process{}, fmt.Errorf("%w: process %d: pidfd_open: %w", ErrNotYourChild, pid, err)
-	}
-	return process{fd: fd, pid: pid}, nil
-}
-
-// ownPIDNamespace reports whether process pid is in another pid namespace
-// than the daemon; false when that cannot be read.
-func ownPIDNamespace(procRoot string, pid int) bool {
-	theirs, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "pid"))
-	if err != nil {
-		return false
-	}
-	ours, err := os.Readlink(filepath.Join(procRoot, "self", "ns", "pid"))
-	return err == nil && theirs != ours
+	return p, err
 }
 
 // runInPlace starts an OpExec query: it moves the client itself (peer)
@@ -274,13 +254,13 @@ func ownPIDNamespace(procRoot string, pid int) bool {
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-func (se *session) runInPlace(ctx context.Context, id admission.Identity, peer process, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
+func (se *session) runInPlace(ctx context.Context, id admission.Identity, client peer.Process, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
 	s := se.s
 	// As for a start: placed holding the plan lock, with the limits its
 	// pool has now (the cap the command is told included).
 	found, err := s.rp.withPool(pool, func(ps planner.PoolState) error {
 		started.CPULimit = ps.Query.CPU.VCPU()
-		return s.place(placement{peer: peer, uid: id.UID, target: peer, rel: peerItself}, ps, started.Query)
+		return s.place(peer.Placement{Peer: client, UID: id.UID, Target: client, Rel: peer.PeerItself}, ps, started.Query)
 	})
 	notStarted()
 	if !found {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -14,7 +15,7 @@ import (
 // why each queued query waits: the head for the running set (1 of 1), the
 // one behind it for the head; and the line follows a change of reason.
 func TestWhyQueued(t *testing.T) {
-	d := startDaemon(t, Config{Progress: 10 * time.Millisecond}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{Progress: 10 * time.Millisecond}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), peer.SystemUsers{})
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	head := startInProc(t, d.socket, "olap")

@@ -14,14 +14,9 @@ import (
 	"github.com/poolagent/poolagent/planner"
 )
 
-// limitKinds are the limit files that count in each hierarchy a query is
-// placed in; cpuacct has none.
-var limitKinds = map[string]string{
-	cgroupfs.HierUnified: observe.LimitsV2,
-	cgroupfs.HierCPU:     observe.LimitsV1CPU,
-	cgroupfs.HierMemory:  observe.LimitsV1Memory,
-	cgroupfs.HierCPUSet:  observe.LimitsV1CPUSet,
-}
+// limited are the hierarchies whose limits count where a query is placed;
+// cpuacct has none.
+var limited = map[string]bool{cgroupfs.HierUnified: true, cgroupfs.HierCPU: true, cgroupfs.HierMemory: true, cgroupfs.HierCPUSet: true}
 
 // LimitsLeft returns the CPU and memory limits process pid would leave by
 // being placed in the query cgroup <pool>/<query>: in every hierarchy
@@ -47,8 +42,7 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 	}
 	var out []observe.CgroupLimit
 	for _, hier := range slices.Sorted(maps.Keys(places)) {
-		kind, ok := limitKinds[hier]
-		if !ok {
+		if !limited[hier] {
 			continue
 		}
 		from, ok := cgroupOf(groups, hier)
@@ -56,7 +50,7 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 			continue
 		}
 		for _, cg := range leftCgroups(from, places[hier].Path) {
-			limits, err := observe.ReadCgroupLimits(places[hier].Mount, cg, kind)
+			limits, err := cgroupfs.ReadLimits(places[hier].Mount, cg, hier)
 			if err != nil {
 				return nil, fmt.Errorf("limits of cgroup %s holding process %d: %w", cg, pid, err)
 			}

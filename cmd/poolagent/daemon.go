@@ -17,8 +17,10 @@ import (
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
 )
@@ -65,14 +67,17 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
+	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
+		return err
+	}
 	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
-			return fmt.Errorf("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
+			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
-			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
+			return usageErr("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
 		}
 	}
 	node, err := applyNode(c)
@@ -81,7 +86,7 @@ func runDaemon(c *cli.Context) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
+		return usageErr("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
 	}
 	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}
@@ -168,14 +173,14 @@ func runDaemon(c *cli.Context) error {
 		defer backend.Close()
 		cfg.Admission, cfg.Cluster, model = backend, clusterView{backend}, shared
 	}
-	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
+	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, peer.NewUserCache(peer.SystemUsers{}, time.Second), load)
 	if err != nil {
 		return err
 	}
 	srv.Operate(src)
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
+	return service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
 }
 
 // activatedSocket returns the socket systemd passed the daemon by socket

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/advise"
-	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
 )
@@ -49,9 +48,10 @@ func runRecord(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lim, err := advise.ReadLimit(tree, pool)
+	defer tree.Close()
+	lim, err := tree.CPULimit(pool)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("--pool %s: no such pool below %s (accepted: a pool poolagent apply made; see poolagent stat)", pool, tree.Root)
+		return fmt.Errorf("--pool %s: no such pool below %s (accepted: a pool poolagent apply made; see poolagent stat)", pool, tree.Root())
 	}
 	if err != nil {
 		return fmt.Errorf("--pool %s: %w", pool, err)
@@ -69,8 +69,8 @@ func runRecord(c *cli.Context) error {
 		return fmt.Errorf("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
 			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
 	}
-	ks := compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()).Params()
-	nodeCap, err := observe.ReadNodeCapacity("/")
+	ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
+	nodeCap, err := cgroupfs.ReadNodeCapacity("/")
 	if err != nil {
 		return fmt.Errorf("read the host's CPUs: %w", err)
 	}
@@ -78,72 +78,20 @@ func runRecord(c *cli.Context) error {
 	if c.IsSet("cpus") {
 		nodeCPUs = c.Float64("cpus")
 	}
-	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version.String(),
-		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec, Limit: lim,
+	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version(),
+		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec(), Limit: lim,
 		IntervalUsec: interval.Microseconds()}
 	if err := t.ValidateHeader(); err != nil {
 		return fmt.Errorf("this host cannot be recorded: %w", err)
 	}
-	rec, err := advise.NewRecorder(tree, pool, "/proc", t.IntervalUsec)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Samples are taken on a fixed schedule, start + k*interval. Between
-	// them threads are read every interval/10 (at least 10 ms apart)
-	// while there is time, so that a thread that runs and ends within an
-	// interval is seen; on a slow host there are fewer such reads, not
-	// later samples.
-	step := max(interval/10, min(interval, 10*time.Millisecond))
-	start := time.Now()
-	why := fmt.Sprintf("recorded %s", total)
-	stalls := 0
-	for k := 1; len(t.Samples) < n; k++ {
-		deadline := start.Add(time.Duration(k) * interval)
-		var err error
-		for next := time.Now().Add(step); next.Before(deadline) && err == nil; next = time.Now().Add(step) {
-			if !sleepUntil(ctx, next) {
-				break
-			}
-			err = rec.Poll()
-		}
-		var s advise.Sample
-		var readAt time.Time
-		if err == nil && sleepUntil(ctx, deadline) {
-			s, err = rec.Sample()
-			readAt = time.Now()
-		}
-		if ctx.Err() != nil {
-			why = "interrupted"
-			break
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			why = "the pool was removed"
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%w; nothing written", err)
-		}
-		if now, err := advise.ReadLimit(tree, pool); err != nil || now != lim {
-			why = "the pool's CPU limit changed"
-			break
-		}
-		// A read that came a whole interval or more late (the host or the
-		// VM stalled) covers the intervals it missed too: its growth is
-		// shared among them, so every sample still covers about one
-		// interval, and the schedule goes on from the next one due.
-		missed := int(readAt.Sub(deadline) / interval)
-		if missed > 0 {
-			stalls++
-		}
-		// Shares past the recording's end cover time after it: dropped.
-		t.Samples = append(t.Samples, advise.Spread(s, missed+1)...)
-		t.Samples = t.Samples[:min(len(t.Samples), n)]
-		k += missed
+	rec, err := advise.Record(ctx, tree, "/proc", t, n)
+	if err != nil {
+		return fmt.Errorf("%w; nothing written", err)
 	}
 	if len(t.Samples) == 0 {
-		return fmt.Errorf("%s before the first interval ended; nothing written", why)
+		return fmt.Errorf("%s before the first interval ended; nothing written", rec.Why)
 	}
 	if err := writeTraceFile(out, t); err != nil {
 		return err
@@ -152,24 +100,11 @@ func runRecord(c *cli.Context) error {
 	if rec.Truncated {
 		note = fmt.Sprintf(" (threads counted up to %d)", advise.MaxThreads)
 	}
-	if stalls > 0 {
-		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", stalls)
+	if rec.Stalls > 0 {
+		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", rec.Stalls)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", why, len(t.Samples), interval, pool, out, note)
+	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals of %s of pool %s written to %s%s\n", rec.Why, len(t.Samples), interval, pool, out, note)
 	return nil
-}
-
-// sleepUntil sleeps until t and reports true, or false as soon as ctx is
-// done.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }
 
 // writeTraceFile writes the trace to a temporary file beside path and

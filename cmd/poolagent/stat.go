@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
 )
@@ -48,15 +49,16 @@ func runStat(c *cli.Context) error {
 	}
 	watch, count := c.Duration("watch"), c.Int("count")
 	if watch < 0 || (c.IsSet("watch") && watch < 10*time.Millisecond) {
-		return fmt.Errorf("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
+		return usageErr("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
 	}
 	if count < 0 || (c.IsSet("count") && !c.IsSet("watch")) {
-		return fmt.Errorf("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
+		return usageErr("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
 	}
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
 	if err != nil {
 		return err
 	}
+	defer tree.Close()
 	w := c.App.Writer
 	if watch == 0 {
 		samples, err := tree.ReadAll()
@@ -64,9 +66,9 @@ func runStat(c *cli.Context) error {
 			return err
 		}
 		if format == "json" {
-			return writeStatJSON(w, statJSON{Root: tree.Root, Version: tree.Version.String(), Groups: samples}, false)
+			return writeStatJSON(w, statJSON{Root: tree.Root(), Version: tree.Version(), Groups: samples}, false)
 		}
-		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root, tree.Version)
+		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root(), tree.Version())
 		return writeStatTable(w, samples, 0)
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -106,14 +108,14 @@ type statIntervalJSON struct {
 // previous one (since start for the first), until next returns false or
 // count intervals (0: no limit) have been printed. The times next returns
 // measure the intervals.
-func watchStat(w io.Writer, tree observe.Tree, format string, count int, start time.Time, next func() (time.Time, bool)) error {
+func watchStat(w io.Writer, tree *cgroupfs.Reader, format string, count int, start time.Time, next func() (time.Time, bool)) error {
 	prev, err := readByGroup(tree)
 	if err != nil {
 		return err
 	}
 	last := start
 	if format == "text" {
-		fmt.Fprintf(w, "pool root %s (cgroup %s): deltas per interval\n", tree.Root, tree.Version)
+		fmt.Fprintf(w, "pool root %s (cgroup %s): deltas per interval\n", tree.Root(), tree.Version())
 	}
 	for n := 1; count == 0 || n <= count; n++ {
 		now, ok := next()
@@ -150,7 +152,7 @@ type samplesByGroup struct {
 	samples map[string]observe.Sample
 }
 
-func readByGroup(tree observe.Tree) (samplesByGroup, error) {
+func readByGroup(tree *cgroupfs.Reader) (samplesByGroup, error) {
 	all, err := tree.ReadAll()
 	if err != nil {
 		return samplesByGroup{}, err

@@ -1,15 +1,9 @@
-package daemon
+package peer
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +31,7 @@ func TestStatusOfSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	self := process{fd: fd, pid: os.Getpid()}
+	self := Process{FD: fd, PID: os.Getpid()}
 	got, err := statusOf("/proc", self)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +49,7 @@ func TestStatusOfSelf(t *testing.T) {
 		t.Logf("PIDFD_GET_INFO: %v: statusOf read /proc", errno)
 		return
 	}
-	other := process{fd: fd, pid: os.Getppid()}
+	other := Process{FD: fd, PID: os.Getppid()}
 	if _, err := statusOf("/proc", other); err == nil || !strings.Contains(err.Error(), "its pidfd names process") {
 		t.Fatalf("statusOf of a pidfd and another pid: %v, want a refusal", err)
 	}
@@ -113,64 +107,4 @@ func FuzzParseStatus(f *testing.F) {
 			t.Fatalf("lines after the first of each key changed the status: %+v, %v", again, err)
 		}
 	})
-}
-
-// TestPlaceTracedProcess: a process another tracer holds (a debugger,
-// strace -f) cannot be held while it is moved, so it is not moved, and
-// the refusal names the tracer, read from the process's status.
-func TestPlaceTracedProcess(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
-	// A grandchild: the daemon holds every process but its own children.
-	sh := exec.Command("/bin/sh", "-c", "sleep 30 & echo $!; wait")
-	out, err := sh.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if _, err := fmt.Fscan(out, &pid); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		sh.Wait()
-	})
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	traced, stop, detached := make(chan int), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(detached)
-		runtime.LockOSThread() // the tracer is this thread
-		defer runtime.UnlockOSThread()
-		if err := unix.PtraceSeize(pid); err != nil {
-			t.Error(err)
-			close(traced)
-			return
-		}
-		traced <- unix.Gettid()
-		<-stop
-		// Let go before the test ends: a tracee killed while traced
-		// would stay a zombie no one waits for, and its shell's wait
-		// with it.
-		if err := release(pid, time.Millisecond); err != nil {
-			t.Errorf("let go of process %d: %v", pid, err)
-		}
-	}()
-	tracer := <-traced
-	defer func() {
-		close(stop)
-		<-detached
-	}()
-	ps, _ := d.srv.rp.poolState("olap")
-	p := process{fd: fd, pid: pid}
-	err = d.srv.place(placement{peer: p, uid: uint32(os.Getuid()), target: p, rel: peerItself}, ps, "q-traced")
-	want := fmt.Sprintf("it is traced by process %d", tracer)
-	if !errors.Is(err, ErrCannotHold) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("place of a traced process: %v; want ErrCannotHold and %q", err, want)
-	}
 }

@@ -1,4 +1,7 @@
-package daemon
+// Package guard keeps an accept loop serving when the process runs out of
+// file descriptors, caps the connections it holds open, and says when the
+// loop stopped coming back to accept (for a health check).
+package guard
 
 import (
 	"errors"
@@ -14,27 +17,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Backoff of an accept loop out of file descriptors: from the first to
-// the longest pause, doubling (as net/http does for its own loop).
+// LongestPause is the longest pause of an accept loop out of file
+// descriptors between tries: from firstAcceptPause the pauses double up
+// to it (as net/http's do for its own loop). The end of a burst of
+// exhaustion is logged at the first connection accepted LongestPause
+// after the last failure.
+const LongestPause = time.Second
+
 const (
-	firstAcceptPause   = 5 * time.Millisecond
-	longestAcceptPause = time.Second
+	firstAcceptPause = 5 * time.Millisecond
 	// shedPerTurn bounds how many pending connections one pause closes.
 	shedPerTurn = 64
 	// acceptStall is how long an accept loop may stay away from accept
-	// before healthy says it is stuck.
+	// before Stalled says it is stuck.
 	acceptStall = 5 * time.Second
 )
 
-// guardedListener is an accept loop's listener that keeps serving when the
+// Listener is an accept loop's listener that keeps serving when the
 // process runs out of file descriptors (EMFILE, or ENFILE for the host).
 // Accept then does not return the error: it logs once per burst, closes a
 // reserve descriptor it holds to make room, accepts the pending
 // connections it can, writes each a short refusal and closes it (so the
 // clients that flood it are told and let go), reopens the reserve, and
 // tries again after a pause. It records when the loop last left Accept,
-// for the watchdog's health check (stalled).
-type guardedListener struct {
+// for a health check (Stalled).
+type Listener struct {
 	net.Listener
 	what    string // "socket /run/poolagent/agent.sock", for the log
 	log     *slog.Logger
@@ -46,10 +53,6 @@ type guardedListener struct {
 	outside atomic.Int64
 	closed  chan struct{}
 	once    sync.Once
-	// slots, when not nil, caps the connections open at once: Accept
-	// waits for one to close, and the clients wait in the kernel's
-	// backlog, holding none of the daemon's descriptors.
-	slots chan struct{}
 
 	// Only Accept's goroutine uses these.
 	reserve *os.File
@@ -58,8 +61,10 @@ type guardedListener struct {
 	shed    int       // connections closed in the burst
 }
 
-// guard wraps ln, a *net.UnixListener or a *net.TCPListener.
-func guard(ln net.Listener, what string, log *slog.Logger, refusal []byte) (*guardedListener, error) {
+// New wraps ln, a *net.UnixListener or a *net.TCPListener: what names it
+// in the log and errors ("socket /run/poolagent/agent.sock"), and refusal
+// is written to each connection closed for want of descriptors.
+func New(ln net.Listener, what string, log *slog.Logger, refusal []byte) (*Listener, error) {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {
 		return nil, fmt.Errorf("%s: listener %T has no descriptor", what, ln)
@@ -68,49 +73,22 @@ func guard(ln net.Listener, what string, log *slog.Logger, refusal []byte) (*gua
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	g := &guardedListener{Listener: ln, what: what, log: log, refusal: refusal, raw: raw, closed: make(chan struct{})}
+	g := &Listener{Listener: ln, what: what, log: log, refusal: refusal, raw: raw, closed: make(chan struct{})}
 	if g.reserve, err = os.Open(os.DevNull); err != nil {
 		return nil, fmt.Errorf("%s: reserve descriptor: %w", what, err)
 	}
 	return g, nil
 }
 
-// capConns makes Accept keep at most n connections open at once.
-func (g *guardedListener) capConns(n int) { g.slots = make(chan struct{}, n) }
-
 // Accept returns the next connection, riding out descriptor exhaustion.
-func (g *guardedListener) Accept() (net.Conn, error) {
+func (g *Listener) Accept() (net.Conn, error) {
 	g.outside.Store(0)
-	if g.slots != nil {
-		select {
-		case g.slots <- struct{}{}:
-		case <-g.closed:
-			return nil, net.ErrClosed
-		}
-	}
 	c, err := g.accept()
 	g.outside.Store(time.Now().UnixNano())
-	switch {
-	case err != nil && g.slots != nil:
-		<-g.slots
-	case g.slots != nil:
-		c = &slotConn{Conn: c, free: sync.OnceFunc(func() { <-g.slots })}
-	}
 	return c, err
 }
 
-// slotConn gives its slot back when closed.
-type slotConn struct {
-	net.Conn
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	c.free()
-	return c.Conn.Close()
-}
-
-func (g *guardedListener) accept() (net.Conn, error) {
+func (g *Listener) accept() (net.Conn, error) {
 	pause := firstAcceptPause
 	for {
 		c, err := g.Listener.Accept()
@@ -132,18 +110,18 @@ func (g *guardedListener) accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, longestAcceptPause)
+		pause = min(2*pause, LongestPause)
 	}
 }
 
 // Close closes the listener; Accept returns net.ErrClosed.
-func (g *guardedListener) Close() error {
+func (g *Listener) Close() error {
 	g.once.Do(func() { close(g.closed) })
 	return g.Listener.Close()
 }
 
-// dropReserve closes the reserve descriptor, once the loop has ended.
-func (g *guardedListener) dropReserve() {
+// DropReserve closes the reserve descriptor, once the loop has ended.
+func (g *Listener) DropReserve() {
 	if g.reserve != nil {
 		g.reserve.Close()
 		g.reserve = nil
@@ -164,8 +142,8 @@ func outOfDescriptors(err error) bool {
 // shedPending gives up the reserve descriptor, accepts without waiting
 // up to shedPerTurn pending connections, refuses and closes each, and
 // takes the reserve again.
-func (g *guardedListener) shedPending() {
-	g.dropReserve()
+func (g *Listener) shedPending() {
+	g.DropReserve()
 	// The listener is non-blocking: accept4 returns EAGAIN at once when
 	// nothing is pending.
 	g.raw.Control(func(fd uintptr) {
@@ -188,8 +166,8 @@ func (g *guardedListener) shedPending() {
 // accept has not failed for the longest pause: a burst is one record at
 // its start and one at its end, however often descriptors come and go in
 // it.
-func (g *guardedListener) endBurst() {
-	if g.burst.IsZero() || time.Since(g.last) < longestAcceptPause {
+func (g *Listener) endBurst() {
+	if g.burst.IsZero() || time.Since(g.last) < LongestPause {
 		return
 	}
 	g.log.Warn("file descriptors available again: accepting connections", "listener", g.what,
@@ -197,9 +175,9 @@ func (g *guardedListener) endBurst() {
 	g.burst, g.shed = time.Time{}, 0
 }
 
-// stalled reports an accept loop that took a connection and has not come
+// Stalled reports an accept loop that took a connection and has not come
 // back to Accept within acceptStall: it stopped, or is stuck.
-func (g *guardedListener) stalled(now time.Time) error {
+func (g *Listener) Stalled(now time.Time) error {
 	out := g.outside.Load()
 	if out == 0 {
 		return nil

@@ -1,4 +1,4 @@
-package daemon
+package peer
 
 import (
 	"bytes"
@@ -40,16 +40,16 @@ const pidfdGetInfo = 3<<30 | uintptr(unsafe.Sizeof(pidfdInfo{}))<<16 | 0xFF<<8 |
 // start a fifth of a millisecond), else read from /proc/PID/status. The
 // pidfd's answer has no tracer (tracer 0); a pidfd whose process has
 // another pid than p's is refused.
-func statusOf(procRoot string, p process) (procStatus, error) {
+func statusOf(procRoot string, p Process) (procStatus, error) {
 	var info pidfdInfo
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(p.fd), pidfdGetInfo, uintptr(unsafe.Pointer(&info)))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(p.FD), pidfdGetInfo, uintptr(unsafe.Pointer(&info)))
 	switch {
 	case errno == unix.ENOTTY || errno == unix.EINVAL:
-		return readStatus(procRoot, p.pid)
+		return readStatus(procRoot, p.PID)
 	case errno != 0:
-		return procStatus{}, fmt.Errorf("process %d: PIDFD_GET_INFO: %w", p.pid, errno)
-	case int(info.PID) != p.pid:
-		return procStatus{}, fmt.Errorf("process %d: its pidfd names process %d", p.pid, info.PID)
+		return procStatus{}, fmt.Errorf("process %d: PIDFD_GET_INFO: %w", p.PID, errno)
+	case int(info.PID) != p.PID:
+		return procStatus{}, fmt.Errorf("process %d: its pidfd names process %d", p.PID, info.PID)
 	}
 	return procStatus{tgid: int(info.TGID), ppid: int(info.PPID), ruid: info.RUID, euid: info.EUID}, nil
 }
