@@ -74,6 +74,9 @@ done
 if [ "$running" = 1 ]; then
 	systemctl daemon-reload
 fi
+# The socket's directory (RuntimeDirectoryPreserve=yes kept it across
+# restarts; nothing listens there any more).
+rm -rf "$DESTDIR/run/poolagent"
 if [ "$purge" = 1 ]; then
 	rm -rf "$DESTDIR/etc/poolagent" "$DESTDIR/var/lib/poolagent"
 fi

@@ -235,7 +235,7 @@ func TestInstallScripts(t *testing.T) {
 	}
 	for f, want := range map[string]string{
 		"etc/systemd/system/poolagent.socket":                   "ListenStream=/run/poolagent/agent.sock",
-		"usr/local/share/man/man1/poolagent.1":                  ".TH poolagent 1",
+		"usr/local/share/man/man1/poolagent.1":                  ".TH POOLAGENT 1",
 		"usr/local/share/man/man1/poolagent-run.1":              ".TH POOLAGENT\\-RUN 1",
 		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
