@@ -60,7 +60,9 @@ type submission struct {
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run a query in pool.
+// submit asks the backend to run a query in pool. The backend decides at
+// once or later (admission.Backend: a fleet backend never waits for etcd
+// here), so r.mu is held for microseconds whatever the pool.
 func (r *registry) submit(pool string, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -70,7 +72,8 @@ func (r *registry) submit(pool string, now time.Time) (submission, error) {
 	}
 	sub := submission{id: id, started: started}
 	if !started {
-		wait := make(chan admission.Event, 1)
+		// Room for a Queued event and the final one.
+		wait := make(chan admission.Event, 2)
 		r.waiters[id] = wait
 		sub.wait = wait
 		sub.position, sub.why = r.whyLocked(id, r.poolsLocked()[pool])
@@ -82,11 +85,14 @@ func (r *registry) submit(pool string, now time.Time) (submission, error) {
 }
 
 // dispatch hands events to their waiting sessions; r.mu is held. Each
-// waiter's channel has room for its one event.
+// waiter's channel has room for its events: a Queued one (which keeps the
+// waiter) and the final one.
 func (r *registry) dispatch(events []admission.Event) {
 	for _, ev := range events {
 		if ch, ok := r.waiters[ev.ID]; ok {
-			delete(r.waiters, ev.ID)
+			if !ev.Queued {
+				delete(r.waiters, ev.ID)
+			}
 			ch <- ev
 		}
 	}

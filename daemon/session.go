@@ -299,12 +299,18 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 		s.rp.started(pool)
 		return qid, 0, true
 	}
-	s.decided(se, pool, qid, "queued", 0, nil)
 	if sub.cancelAfter > 0 {
 		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
 		defer deadline.Stop()
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+	// Position 0: the backend has not decided yet (fleet mode's etcd
+	// transaction is under way); the client is told it is queued once the
+	// backend says so, and not at all if it starts or is refused first.
+	told := position > 0
+	if told {
+		s.decided(se, pool, qid, "queued", 0, nil)
+		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+	}
 	var tick <-chan time.Time
 	if progress {
 		t := time.NewTicker(s.cfg.Progress)
@@ -314,8 +320,21 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 	for {
 		select {
 		case ev := <-sub.wait:
+			if ev.Queued {
+				if !told {
+					told = true
+					position, why = s.reg.queued(qid, pool)
+					s.decided(se, pool, qid, "queued", 0, nil)
+					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+				}
+				continue
+			}
 			if ev.Err != nil {
-				s.decided(se, pool, qid, "failed", ev.QueuedFor, ev.Err)
+				outcome := "failed"
+				if !told {
+					outcome = "rejected"
+				}
+				s.decided(se, pool, qid, outcome, ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, 0, false
 			}
@@ -324,7 +343,7 @@ func (se *session) admit(ctx context.Context, pool string, arrived time.Time, pr
 			return qid, ev.QueuedFor, true
 		case <-tick:
 			p, w := s.reg.queued(qid, pool)
-			if p > 0 && (p != position || w != why) {
+			if told && p > 0 && (p != position || w != why) {
 				position, why = p, w
 				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p, Wait: &w})
 			}
