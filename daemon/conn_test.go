@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -89,15 +88,6 @@ func TestMessageLimits(t *testing.T) {
 			t.Fatalf("error %v, want the trickle refused", err)
 		}
 	})
-}
-
-// TestHealthyServing: a serving daemon passes its health check (the
-// stalled accept loop that fails it: guard.TestStalled).
-func TestHealthyServing(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
-	if err := d.srv.Healthy(); err != nil {
-		t.Fatalf("a serving daemon is unhealthy: %v", err)
-	}
 }
 
 // TestListenRefusesNonSocket: a --socket path that names a file that is
