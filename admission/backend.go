@@ -46,6 +46,17 @@ import "time"
 //     expired, the shared queue moved.
 //
 // An event goes one way or the other, never both.
+//
+// # Deciding over the network
+//
+// A backend whose decisions need the network (fleet mode: an etcd
+// transaction) must not make Submit wait for it. Its Submit may return a
+// query neither started nor placed: not started, no error, and Position 0.
+// The decision then comes as events: a start, a refusal (an Event whose
+// Err is the [*Error] Submit would have returned, e.g. ErrQueueFull), or an
+// Event with Queued set once the query waits in its queue (Position is then
+// its place), followed later by its final event. The daemon tells its
+// client the query is queued only then.
 type Backend interface {
 	// Configure replaces the pools' limits (start, reload, ALTER). A pool
 	// absent from pools is dropped: its queued queries fail with
@@ -56,7 +67,8 @@ type Backend interface {
 	// (ErrPoolDisabled), and loosened limits start queued queries.
 	Configure(pools map[string]Limits, now time.Time) []Event
 	// Submit asks to run a query in pool. It returns the query's id and
-	// whether it started at once; one that did not start is queued and
+	// whether it started at once; one that did not start is queued (or, in
+	// a backend deciding over the network, not decided yet: see above) and
 	// gets an Event later. A refused query gets an [*Error] (queue full,
 	// pool disabled) and no id; a pool that does not exist or was dropped
 	// gets an error wrapping ErrUnknownPool. A backend that cannot decide
@@ -88,7 +100,7 @@ type Backend interface {
 	// may call a method) before reading the next event.
 	Events() <-chan Event
 	// Position is a queued query's place in its pool's queue, 1 for the
-	// head; 0 when the query is not queued.
+	// head; 0 when the query is not queued, or not decided yet.
 	Position(id QueryID) int
 	// PoolLimits returns the limits of a pool that exists and is not
 	// dropped.

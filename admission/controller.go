@@ -23,6 +23,11 @@ type Event struct {
 	// QueuedFor is the time the query spent in the queue.
 	QueuedFor time.Duration
 	Err       error
+	// Queued: the query, which Submit left undecided (not started, Position
+	// 0), now waits in its pool's queue; its final event (started or
+	// failed) follows. Only a backend that decides over the network sends
+	// it (see Backend).
+	Queued bool
 }
 
 // PoolStats is a pool's admission state and counters since the pool was

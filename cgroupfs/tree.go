@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/poolagent/poolagent/observe"
 )
 
 // Hierarchy names used in [Op.Hier].
@@ -108,13 +106,16 @@ func (t *Tree) V2() bool { return t.v2 }
 // Root returns the pool root in hierarchy h ("" when h is not used).
 func (t *Tree) Root(h string) string { return t.roots[h] }
 
-// Observe returns the reader of this pool tree: cpu.stat and pressure
-// from the pool root, and on cgroup v1 usage from its cpuacct twin.
-func (t *Tree) Observe() observe.Tree {
+// Reader returns a reader of this pool tree ([Reader]): counters and
+// limits from the pool root, and on cgroup v1 usage from its cpuacct
+// twin and memory from its memory twin. It opens its directories as the
+// tree does, apart from the tree's own (so it may be used while the tree
+// writes), and at its first read of each.
+func (t *Tree) Reader() *Reader {
 	if t.v2 {
-		return observe.Tree{Version: observe.V2, Root: t.roots[HierUnified]}
+		return NewReader(true, t.roots[HierUnified], "", "", t.openFS)
 	}
-	return observe.Tree{Version: observe.V1, Root: t.roots[HierCPU], CPUAcctRoot: t.acctRoot}
+	return NewReader(false, t.roots[HierCPU], t.acctRoot, t.roots[HierMemory], t.openFS)
 }
 
 // Close releases the opened pool roots and mounts.

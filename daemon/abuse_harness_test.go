@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,13 +48,28 @@ const envTestFlood = "POOLAGENT_TEST_FLOOD"
 // daemonSpec is what a daemon process serves.
 type daemonSpec struct {
 	Socket string
-	// Pools is the pool file (DDL).
-	Pools  string
-	Limits Limits
+	// Pools is the pool file (DDL); PoolCount more pools (manyPools) are
+	// added to it there, to keep the spec within an environment
+	// variable's size.
+	Pools     string
+	PoolCount int
+	Limits    Limits
 	// NoFile, when not 0, is the daemon's RLIMIT_NOFILE.
 	NoFile uint64
 	// Metrics serves the metrics endpoint on a loopback port.
 	Metrics bool
+	// PoolStats makes the fake cgroups report a cpu.stat and a
+	// cpu.pressure for every pool, as a host does, so that a scrape is as
+	// large as a real one; each read's usage_usec is the read's number,
+	// which tells one gather's output from another's.
+	PoolStats bool
+	// PredictEvery is the throttling prediction's interval (the
+	// predictor reads the pools' stats too); 1 s when 0.
+	PredictEvery time.Duration
+	// Notify and WatchdogUsec, when set, are the daemon's NOTIFY_SOCKET
+	// and WATCHDOG_USEC, as systemd gives them.
+	Notify       string
+	WatchdogUsec int64
 }
 
 func daemonMain(spec string) int {
@@ -67,7 +85,7 @@ func daemonMain(spec string) int {
 			return 2
 		}
 	}
-	m, _, err := planner.Load("test.sql", []byte(s.Pools))
+	m, _, err := planner.Load("test.sql", []byte(s.Pools+manyPools(s.PoolCount)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -77,7 +95,11 @@ func daemonMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs}
+	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs, stats: s.PoolStats}
+	if s.Notify != "" {
+		os.Setenv("NOTIFY_SOCKET", s.Notify)
+		os.Setenv("WATCHDOG_USEC", strconv.FormatInt(s.WatchdogUsec, 10))
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
@@ -86,11 +108,14 @@ func daemonMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	opt := service.Options{Log: log}
+	opt := service.Options{Log: log, PredictEvery: s.PredictEvery}
 	if s.Metrics {
 		opt.MetricsListen = "127.0.0.1:0"
 	}
-	if err := service.Run(context.Background(), srv, opt); err != nil {
+	err = service.Run(context.Background(), srv, opt)
+	calls, most := cg.statReads()
+	log.Info(msgStatReads, "calls", calls, "most_at_once", most)
+	if err != nil {
 		log.Error("daemon ended", "err", err)
 		return 1
 	}
@@ -229,6 +254,20 @@ func (d *daemonProc) memory(t *testing.T) (rss, peak uint64) {
 	return rss, peak
 }
 
+// cpu returns the CPU time the daemon has used (user and system).
+func (d *daemonProc) cpu(t *testing.T) time.Duration {
+	t.Helper()
+	p, err := procfs.NewProc(d.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second))
+}
+
 // checkPeak fails the test if the daemon's peak resident set passed
 // bound bytes.
 func (d *daemonProc) checkPeak(t *testing.T, bound uint64) {
@@ -274,7 +313,9 @@ func (d *daemonProc) answers(t *testing.T) []protocol.Pool {
 
 // floodSpec is what a flood process does: open Conns connections to Addr
 // (Network "unix" or "tcp"), write Send on each, then Dribble one byte
-// every DribbleEvery, reading what comes back only if Read.
+// every DribbleEvery, reading what comes back only if Read. With Scrapers
+// it runs that many HTTP clients instead, each GETting URL in a loop and
+// reading every reply whole.
 type floodSpec struct {
 	Network, Addr string
 	Conns         int
@@ -282,6 +323,8 @@ type floodSpec struct {
 	Dribble       string
 	DribbleEvery  time.Duration
 	Read          bool
+	Scrapers      int
+	URL           string
 }
 
 // floodStatus is what a flood process reports on each line it reads on
@@ -297,6 +340,9 @@ type floodStatus struct {
 	Codes map[string]int
 	// FirstErrors holds a few of the error texts read.
 	FirstErrors []string
+	// Scrapes counts the scrapers' replies by HTTP status ("200", "503";
+	// "error" when the request failed).
+	Scrapes map[string]int
 }
 
 func floodMain(spec string) int {
@@ -305,11 +351,41 @@ func floodMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// net/http logs each refusal a scraper reads before its request.
+	log.SetOutput(io.Discard)
 	var (
 		mu    sync.Mutex
-		st    = floodStatus{Codes: map[string]int{}}
+		st    = floodStatus{Codes: map[string]int{}, Scrapes: map[string]int{}}
 		conns []net.Conn
+		stop  = make(chan struct{})
 	)
+	var scrapers sync.WaitGroup
+	for range s.Scrapers {
+		scrapers.Go(func() {
+			// Uncompressed replies: the most the daemon writes.
+			hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				outcome := "error"
+				if resp, err := hc.Get(s.URL); err == nil {
+					if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+						outcome = strconv.Itoa(resp.StatusCode)
+					}
+					resp.Body.Close()
+				}
+				mu.Lock()
+				st.Scrapes[outcome]++
+				mu.Unlock()
+				if outcome == "error" {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
 	for range s.Conns {
 		c, err := net.DialTimeout(s.Network, s.Addr, 5*time.Second)
 		if err == nil && s.Send != "" {
@@ -373,9 +449,11 @@ func floodMain(spec string) int {
 	for sc.Scan() {
 		report()
 	}
+	close(stop)
 	for _, c := range conns {
 		c.Close()
 	}
+	scrapers.Wait()
 	return 0
 }
 
@@ -503,4 +581,77 @@ func requireRoot(t testing.TB) {
 		t.Fatalf("needs root to run clients as other users (%s=1 makes this a failure)", kerneltest.EnvRequire)
 	}
 	t.Skip("needs root to run clients as other users")
+}
+
+// msgStatReads is the daemon process's last record: how often it read the
+// pools' stats, and the most reads at once.
+const msgStatReads = "pool stats read"
+
+// statReads returns what the stopped daemon logged in msgStatReads.
+func (d *daemonProc) statReads(t *testing.T) (calls, mostAtOnce int64) {
+	t.Helper()
+	for line := range strings.Lines(d.log.String()) {
+		var rec struct {
+			Msg        string
+			Calls      int64 `json:"calls"`
+			MostAtOnce int64 `json:"most_at_once"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msgStatReads {
+			return rec.Calls, rec.MostAtOnce
+		}
+	}
+	t.Fatalf("the daemon did not log %q:\n%s", msgStatReads, d.tail())
+	return 0, 0
+}
+
+// watchdog listens where a daemon sends its systemd notifications and
+// records when each WATCHDOG=1 arrived.
+type watchdog struct {
+	path  string
+	mu    sync.Mutex
+	pings []time.Time
+}
+
+// listenWatchdog opens a notification socket in a fresh directory,
+// closed when the test ends.
+func listenWatchdog(t *testing.T) *watchdog {
+	t.Helper()
+	w := &watchdog{path: filepath.Join(socketDir(t), "notify.sock")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: w.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if slices.Contains(strings.Split(string(buf[:n]), "\n"), "WATCHDOG=1") {
+				w.mu.Lock()
+				w.pings = append(w.pings, time.Now())
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+// longestGap is the longest time between two pings, or from the last
+// ping to now, since from.
+func (w *watchdog) longestGap(from time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gap time.Duration
+	last := from
+	for _, p := range w.pings {
+		if p.Before(from) {
+			continue
+		}
+		gap = max(gap, p.Sub(last))
+		last = p
+	}
+	return max(gap, time.Since(last))
 }

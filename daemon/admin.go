@@ -67,7 +67,7 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 		reply.Warnings = append(reply.Warnings, w.String())
 	}
 	if c.Seq != 0 {
-		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL}
+		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL, SavedIn: s.changes.src.savedIn()}
 	}
 	var list planner.ErrorList
 	switch {

@@ -355,27 +355,15 @@ func observeCPUs(t *testing.T) int {
 	return n
 }
 
-// poolQuotaUsec reads a pool cgroup's CPU quota: v1 cpu.cfs_quota_us, v2
-// the first field of cpu.max; -1 for "max".
+// poolQuotaUsec reads a pool cgroup's CPU quota through the tree's
+// reader: -1 for none.
 func poolQuotaUsec(t *testing.T, cg *pooltree.Handle, pool string) int64 {
 	t.Helper()
-	file := filepath.Join(cg.Reader().Root, pool, "cpu.cfs_quota_us")
-	if cg.Reader().Version == observe.V2 {
-		file = filepath.Join(cg.Reader().Root, pool, "cpu.max")
-	}
-	b, err := os.ReadFile(file)
+	l, err := cg.Reader().CPULimit(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))[0]
-	if f == "max" {
-		return -1
-	}
-	var q int64
-	if _, err := fmt.Sscan(f, &q); err != nil {
-		t.Fatalf("%s: %q: %v", file, b, err)
-	}
-	return q
+	return l.QuotaUsec
 }
 
 // TestKernelDynamicMaxMin: on a 2 vCPU node two pools capped at 1.5 vCPU

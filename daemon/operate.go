@@ -38,6 +38,17 @@ type SharedDefinitions interface {
 	Change(c state.Change, apply func(*planner.Model) (*planner.Model, []planner.Warning, error)) (*planner.Model, state.Change, []planner.Warning, error)
 	// Status says where the definitions in force come from, for STATUS=.
 	Status() string
+	// Where names where a change is saved, for the administrator who
+	// made it ("cluster NAME in etcd").
+	Where() string
+}
+
+// savedIn says where a run-time change is saved.
+func (src *Sources) savedIn() string {
+	if src != nil && src.Shared != nil {
+		return src.Shared.Where()
+	}
+	return "the daemon's state directory"
 }
 
 // Load reads the pool file and applies the persisted changes after it:

@@ -22,7 +22,7 @@ import (
 type query struct {
 	queryView
 	s *Server
-	// wait receives the query's admission event while it is queued.
+	// wait receives the query's admission events while it is queued.
 	wait chan admission.Event
 	// kept: left to the next daemon; released: Release has run.
 	kept, released bool
@@ -55,7 +55,8 @@ func (s *Server) newQuery(id admission.Identity, clientPID int, place admission.
 	q := &query{
 		queryView: queryView{id: id, clientPID: clientPID, pool: place.Pool, classifier: place.Classifier, arrived: time.Now()},
 		s:         s,
-		wait:      make(chan admission.Event, 1),
+		// Room for a Queued event and the final one.
+		wait: make(chan admission.Event, 2),
 	}
 	s.reg.begin(q)
 	return q

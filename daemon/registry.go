@@ -58,8 +58,10 @@ type submission struct {
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run q in its pool. A queued q gets its event
-// on q.wait.
+// submit asks the backend to run q in its pool. The backend decides at
+// once or later (admission.Backend: a fleet backend never waits for etcd
+// here), so r.mu is held for microseconds whatever the pool. A queued q
+// gets its events on q.wait.
 func (r *registry) submit(q *query, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,11 +82,14 @@ func (r *registry) submit(q *query, now time.Time) (submission, error) {
 }
 
 // dispatchLocked hands events to their waiting queries; r.mu is held.
-// Each query's channel has room for its one event.
+// Each query's channel has room for its events: a Queued one (which keeps
+// the waiter) and the final one.
 func (r *registry) dispatchLocked(events []admission.Event) {
 	for _, ev := range events {
 		if q, ok := r.waiters[ev.ID]; ok {
-			delete(r.waiters, ev.ID)
+			if !ev.Queued {
+				delete(r.waiters, ev.ID)
+			}
 			q.wait <- ev
 		}
 	}

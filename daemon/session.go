@@ -317,12 +317,18 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 		s.rp.started(q.pool)
 		return 0, true
 	}
-	s.decided(q.pool, q.qid, "queued", 0, nil)
 	if sub.cancelAfter > 0 {
 		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
 		defer deadline.Stop()
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
+	// Position 0: the backend has not decided yet (fleet mode's etcd
+	// transaction is under way); the client is told it is queued once the
+	// backend says so, and not at all if it starts or is refused first.
+	told := position > 0
+	if told {
+		s.decided(q.pool, q.qid, "queued", 0, nil)
+		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
+	}
 	var tick <-chan time.Time
 	if progress {
 		t := time.NewTicker(s.cfg.Progress)
@@ -332,8 +338,21 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 	for {
 		select {
 		case ev := <-q.wait:
+			if ev.Queued {
+				if !told {
+					told = true
+					position, why = s.reg.queued(q.qid, q.pool)
+					s.decided(q.pool, q.qid, "queued", 0, nil)
+					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
+				}
+				continue
+			}
 			if ev.Err != nil {
-				s.decided(q.pool, q.qid, "failed", ev.QueuedFor, ev.Err)
+				outcome := "failed"
+				if !told {
+					outcome = "rejected"
+				}
+				s.decided(q.pool, q.qid, outcome, ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
 				return 0, false
 			}
@@ -342,7 +361,7 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 			return ev.QueuedFor, true
 		case <-tick:
 			p, w := s.reg.queued(q.qid, q.pool)
-			if p > 0 && (p != position || w != why) {
+			if told && p > 0 && (p != position || w != why) {
 				position, why = p, w
 				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: p, Wait: &w})
 			}

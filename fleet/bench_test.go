@@ -86,8 +86,17 @@ func openBenchNode(b *testing.B, eps []string, cluster, name string, pools map[s
 	return n
 }
 
-// await waits for the event of query id.
+// await waits for the final event of query id (not a Queued one).
 func (n *benchNode) await(b *testing.B, id admission.QueryID) admission.Event {
+	for {
+		if ev := n.awaitAny(b, id); !ev.Queued {
+			return ev
+		}
+	}
+}
+
+// awaitAny waits for the next event of query id.
+func (n *benchNode) awaitAny(b *testing.B, id admission.QueryID) admission.Event {
 	n.mu.Lock()
 	if ev, ok := n.early[id]; ok {
 		delete(n.early, id)

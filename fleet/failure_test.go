@@ -55,9 +55,18 @@ func runNode(spec string) int {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
 	}
+	undecided := 0
 	for range s.Submit {
-		if _, _, err := b.Submit(s.Pool, time.Now()); err != nil {
+		if _, started, err := b.Submit(s.Pool, time.Now()); err != nil {
 			fmt.Fprintln(os.Stderr, "submit:", err)
+			return 1
+		} else if !started {
+			undecided++
+		}
+	}
+	for ; undecided > 0; undecided-- {
+		if ev := <-b.Events(); ev.Err != nil {
+			fmt.Fprintln(os.Stderr, "submit:", ev.Err)
 			return 1
 		}
 	}
@@ -155,12 +164,12 @@ func byNode(n *node) map[string][2]int {
 // the test if the query is refused or fails.
 func admit(t *testing.T, n *node, pool string, within time.Duration) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil {
 		t.Fatalf("node %s, pool %s: %v", n.cfg.Node, pool, err)
 	}
 	if !started {
-		if ev := n.next(t, within); ev.ID != id || ev.Err != nil {
+		if ev := n.final(t, within); ev.ID != id || ev.Err != nil {
 			t.Fatalf("node %s, pool %s: query %d got %+v, want it to start", n.cfg.Node, pool, id, ev)
 		}
 	}
@@ -170,7 +179,7 @@ func admit(t *testing.T, n *node, pool string, within time.Duration) admission.Q
 // queue submits a query to pool on n that must wait.
 func queue(t *testing.T, n *node, pool string) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil || started {
 		t.Fatalf("node %s, pool %s: started %v, err %v; want it queued", n.cfg.Node, pool, started, err)
 	}
@@ -256,7 +265,7 @@ func TestQuorum(t *testing.T) {
 	if started || err != nil {
 		t.Fatalf("without a quorum: started %v, err %v; want the query to wait", started, err)
 	}
-	ev := a.next(t, 15*time.Second)
+	ev := a.final(t, 15*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) || !strings.Contains(ev.Err.Error(), "cannot reach the cluster's etcd") {
 		t.Fatalf("without a quorum a got %+v; want query %d to fail with the cut-off error", ev, id)
 	}
@@ -292,7 +301,7 @@ func TestQuorum(t *testing.T) {
 		case started:
 			q3 = id
 		default:
-			if ev = b.next(t, 10*time.Second); ev.Err == nil {
+			if ev = b.final(t, 10*time.Second); ev.Err == nil {
 				q3 = ev.ID
 			} else if time.Now().After(deadline) {
 				t.Fatalf("admission does not resume: %v", ev.Err)
@@ -440,7 +449,7 @@ func TestPartition(t *testing.T) {
 		t.Fatalf("cut off, pool without a global limit: started %v, err %v; want it admitted", started, err)
 	}
 	a2, a3 := queue(t, a, "olap"), queue(t, a, "olap")
-	ev := c.next(t, ttl+10*time.Second)
+	ev := c.final(t, ttl+10*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) {
 		t.Fatalf("cut off, c got %+v; want query %d to fail with the cut-off error", ev, id)
 	}

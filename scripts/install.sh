@@ -78,6 +78,10 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# --version says which commit the binaries were built from, also where the
+# toolchain records no VCS information (GOFLAGS=-buildvcs=false).
+described=$(git describe --tags --always --dirty 2>/dev/null || true)
+ldflags="-X github.com/poolagent/poolagent/internal/version.described=$described"
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
 else
@@ -86,7 +90,7 @@ else
 	# the C library's NSS, so directory users (LDAP, sssd) and their groups
 	# classify and administer like local ones; without one Go builds a
 	# static binary that reads /etc/passwd and /etc/group only.
-	"$gobin" build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent" ./cmd/poolagent
 	if [ "$("$gobin" env CGO_ENABLED)" = 1 ]; then
 		echo "   users and groups: the C library's NSS (cgo build)"
 	else
@@ -99,7 +103,7 @@ else
 	# The client looks nobody up (the daemon takes the caller from the
 	# socket), so it is a static binary either way.
 	echo "== $gobin build ./cmd/poolagent-run"
-	"$gobin" build -trimpath -o "$tmp/poolagent-run" ./cmd/poolagent-run
+	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent-run" ./cmd/poolagent-run
 fi
 
 bin="$PREFIX/bin/poolagent"

@@ -177,10 +177,6 @@ func (r runner) reload() {
 	r.notified(r.notify.Ready(status))
 }
 
-// MetricsConns caps the metrics endpoint's open connections: beyond it,
-// clients wait in the kernel's backlog (docs/security.md).
-const MetricsConns = 256
-
 // metricsRefusal is what a connection to the metrics endpoint gets when
 // the daemon has no descriptor for it.
 var metricsRefusal = func() string {
@@ -189,7 +185,7 @@ var metricsRefusal = func() string {
 }()
 
 // listenMetrics opens the metrics endpoint at addr, guarded against
-// descriptor exhaustion and capped at MetricsConns connections.
+// descriptor exhaustion (metrics.Serve caps its connections).
 func listenMetrics(addr string, log *slog.Logger) (*guard.Listener, error) {
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -200,7 +196,6 @@ func listenMetrics(addr string, log *slog.Logger) (*guard.Listener, error) {
 		tcp.Close()
 		return nil, fmt.Errorf("metrics endpoint: %w", err)
 	}
-	ln.CapConns(MetricsConns)
 	log.Info("metrics endpoint", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/compare"
 	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -92,7 +93,7 @@ func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim cpulimit
 	if err != nil {
 		return fmt.Errorf("find own binary for the workers: %w", err)
 	}
-	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName}}
 	if !c.Bool("quiet") {
 		opt.Progress = c.App.ErrWriter

@@ -14,6 +14,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // compareCommand is `poolagent compare`: run a scenario for real under
@@ -49,10 +50,10 @@ func runCompare(c *cli.Context) error {
 		return err
 	}
 	if n := c.Int("repeat"); n < 1 {
-		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)
+		return usageErr("--repeat %d is not accepted (accepted: 1 or more)", n)
 	}
 	if n := c.Int("periods"); n < 0 {
-		return fmt.Errorf("--periods %d is not accepted (accepted: 0 or more)", n)
+		return usageErr("--periods %d is not accepted (accepted: 0 or more)", n)
 	}
 	sc, err := readScenario(c, compare.DefaultScenario(), "nothing run")
 	if err != nil {
@@ -70,7 +71,7 @@ func runCompare(c *cli.Context) error {
 		Root:          c.String("root"),
 		Repeat:        c.Int("repeat"),
 		Timeline:      c.Bool("timeline"),
-		Kernel:        compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+		Kernel:        observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName},
 	}
 	if !c.Bool("quiet") {

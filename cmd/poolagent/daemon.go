@@ -67,14 +67,17 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
+	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
+		return err
+	}
 	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
-			return fmt.Errorf("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
+			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
-			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
+			return usageErr("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
 		}
 	}
 	node, err := applyNode(c)
@@ -83,7 +86,7 @@ func runDaemon(c *cli.Context) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
+		return usageErr("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
 	}
 	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}

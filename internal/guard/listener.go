@@ -53,10 +53,6 @@ type Listener struct {
 	outside atomic.Int64
 	closed  chan struct{}
 	once    sync.Once
-	// slots, when not nil, caps the connections open at once: Accept
-	// waits for one to close, and the clients wait in the kernel's
-	// backlog, holding none of the daemon's descriptors.
-	slots chan struct{}
 
 	// Only Accept's goroutine uses these.
 	reserve *os.File
@@ -84,39 +80,12 @@ func New(ln net.Listener, what string, log *slog.Logger, refusal []byte) (*Liste
 	return g, nil
 }
 
-// CapConns makes Accept keep at most n connections open at once.
-func (g *Listener) CapConns(n int) { g.slots = make(chan struct{}, n) }
-
 // Accept returns the next connection, riding out descriptor exhaustion.
 func (g *Listener) Accept() (net.Conn, error) {
 	g.outside.Store(0)
-	if g.slots != nil {
-		select {
-		case g.slots <- struct{}{}:
-		case <-g.closed:
-			return nil, net.ErrClosed
-		}
-	}
 	c, err := g.accept()
 	g.outside.Store(time.Now().UnixNano())
-	switch {
-	case err != nil && g.slots != nil:
-		<-g.slots
-	case g.slots != nil:
-		c = &slotConn{Conn: c, free: sync.OnceFunc(func() { <-g.slots })}
-	}
 	return c, err
-}
-
-// slotConn gives its slot back when closed.
-type slotConn struct {
-	net.Conn
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	c.free()
-	return c.Conn.Close()
 }
 
 func (g *Listener) accept() (net.Conn, error) {

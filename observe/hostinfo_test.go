@@ -1,4 +1,4 @@
-package compare
+package observe
 
 import (
 	"compress/gzip"
@@ -83,8 +83,8 @@ func TestReadKernelSettings(t *testing.T) {
 	if k.SliceUsec != 5000 || k.HZ != DefaultHZ || !strings.Contains(k.Source, "assumed") {
 		t.Errorf("nothing readable: %+v, want the defaults and a source saying so", k)
 	}
-	if p := k.Params(); p.TickUsec != 4000 || p.SliceUsec != 5000 {
-		t.Errorf("Params() = %+v, want tick 4000 and slice 5000", p)
+	if tick := k.TickUsec(); tick != 4000 {
+		t.Errorf("TickUsec() = %d, want 4000", tick)
 	}
 	if err := os.WriteFile(filepath.Join(proc, "sys/kernel/sched_cfs_bandwidth_slice_us"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -112,4 +112,30 @@ func FuzzParseSliceUsec(f *testing.F) {
 			t.Errorf("accepted slice %d below 1", v)
 		}
 	})
+}
+
+// TestHostInfo reads the load and the CPU model from a fixture /proc.
+func TestHostInfo(t *testing.T) {
+	proc := t.TempDir()
+	for name, data := range map[string]string{
+		"loadavg": "0.52 0.40 0.30 1/100 1234\n",
+		"cpuinfo": "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: QEMU TCG CPU version 2.5+\n\n",
+	} {
+		if err := os.WriteFile(filepath.Join(proc, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Load1(proc); got != 0.52 {
+		t.Errorf("Load1 = %v, want 0.52", got)
+	}
+	if !Emulated(proc) {
+		t.Error("Emulated = false for QEMU TCG CPU")
+	}
+	empty := t.TempDir()
+	if got := Load1(empty); got != -1 {
+		t.Errorf("Load1 without loadavg = %v, want -1", got)
+	}
+	if Emulated(empty) {
+		t.Error("Emulated without cpuinfo = true")
+	}
 }

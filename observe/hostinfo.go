@@ -1,4 +1,4 @@
-package compare
+package observe
 
 import (
 	"bufio"
@@ -12,13 +12,19 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
-
-	"github.com/poolagent/poolagent/simulate"
 )
+
+// Host facts the kernel model of throttling needs, and what a report
+// says about the host it ran on.
 
 // DefaultHZ is the CONFIG_HZ assumed when the kernel's configuration
 // cannot be read: Debian's and most distributions' default.
 const DefaultHZ = 250
+
+// DefaultSliceUsec is the kernel's default
+// sched_cfs_bandwidth_slice_us: the quota a CPU takes from its group's
+// pool at a time, µs.
+const DefaultSliceUsec = 5000
 
 // KernelSettings are the host settings the kernel model needs.
 type KernelSettings struct {
@@ -30,17 +36,15 @@ type KernelSettings struct {
 	Source string
 }
 
-// Params returns the kernel model's parameters for these settings.
-func (k KernelSettings) Params() simulate.KernelParams {
-	return simulate.KernelParams{SliceUsec: k.SliceUsec, TickUsec: int64(1_000_000 / k.HZ)}
-}
+// TickUsec is the scheduler tick, µs: 1e6/HZ.
+func (k KernelSettings) TickUsec() int64 { return int64(1_000_000 / k.HZ) }
 
 // ReadKernelSettings reads the bandwidth slice from procRoot (normally
 // /proc) and CONFIG_HZ from procRoot/config.gz or bootRoot/config-RELEASE
 // (normally /boot), falling back to the kernel's default slice (5000 µs)
 // and DefaultHZ, and saying so in Source.
 func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
-	k := KernelSettings{SliceUsec: simulate.DefaultKernelParams().SliceUsec, HZ: DefaultHZ}
+	k := KernelSettings{SliceUsec: DefaultSliceUsec, HZ: DefaultHZ}
 	var src []string
 	slicePath := filepath.Join(procRoot, "sys/kernel/sched_cfs_bandwidth_slice_us")
 	b, err := os.ReadFile(slicePath)
