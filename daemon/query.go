@@ -26,6 +26,9 @@ type query struct {
 	wait chan admission.Event
 	// kept: left to the next daemon; released: Release has run.
 	kept, released bool
+	// used is the CPU time its cgroup used, charged to its user at
+	// Release (0: not known). Only its owner sets it, before Release.
+	used time.Duration
 }
 
 // queryView is what the queries view shows of a query of a connected
@@ -47,6 +50,9 @@ type queryView struct {
 	// (registry.submitted).
 	position int
 	why      protocol.Wait
+	// userRunning and userQueued are its user's queries in its pool
+	// (registry.submitted).
+	userRunning, userQueued int
 }
 
 // newQuery registers the classified query of a client, identified as

@@ -58,14 +58,14 @@ type submission struct {
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run q in its pool. The backend decides at
-// once or later (admission.Backend: a fleet backend never waits for etcd
-// here), so r.mu is held for microseconds whatever the pool. A queued q
-// gets its events on q.wait.
+// submit asks the backend to run q in its pool, as its user's. The
+// backend decides at once or later (admission.Backend: a fleet backend
+// never waits for etcd here), so r.mu is held for microseconds whatever
+// the pool. A queued q gets its events on q.wait.
 func (r *registry) submit(q *query, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id, started, err := r.backend.Submit(q.pool, now)
+	id, started, err := r.backend.Submit(q.pool, q.id.UserKey(), now)
 	if err != nil {
 		return submission{}, err
 	}
@@ -96,8 +96,9 @@ func (r *registry) dispatchLocked(events []admission.Event) {
 }
 
 // release ends q, once: it forgets q and, unless q was kept, ends its
-// query in the backend, starting whoever may start next. It reports
-// whether it ended a query in the backend.
+// query in the backend, having charged its CPU time (q.used) to its user,
+// which may start queued ones. It reports whether it ended a query in the
+// backend.
 func (r *registry) release(q *query) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,7 +111,11 @@ func (r *registry) release(q *query) bool {
 		return false
 	}
 	delete(r.waiters, q.qid)
-	r.dispatchLocked(r.backend.Leave(q.qid, time.Now()))
+	now := time.Now()
+	if q.used > 0 {
+		r.backend.Charge(q.qid, q.used, now)
+	}
+	r.dispatchLocked(r.backend.Leave(q.qid, now))
 	return true
 }
 
@@ -185,11 +190,11 @@ func (r *registry) poolsLocked() map[string]admission.PoolStats {
 
 // whyLocked is queued for a pool's state read already; r.mu is held.
 func (r *registry) whyLocked(id admission.QueryID, pool admission.PoolStats) (int, protocol.Wait) {
-	position := r.backend.Position(id)
-	if position == 0 {
+	pl, ok := r.backend.Place(id, time.Now())
+	if !ok {
 		return 0, protocol.Wait{}
 	}
-	return position, admission.WhyWaiting(position, pool, r.backend.Load())
+	return pl.Position, admission.WhyWaiting(pl, pool, r.backend.Load())
 }
 
 func (r *registry) pools() []admission.PoolStats {
@@ -241,6 +246,12 @@ func (r *registry) submitted() []queryView {
 		v := q.queryView
 		if v.name == "" {
 			v.position, v.why = r.whyLocked(q.qid, pools[q.pool])
+		}
+		key := q.id.UserKey()
+		for _, u := range pools[q.pool].Users {
+			if u.User == key {
+				v.userRunning, v.userQueued = u.Running, u.Queued
+			}
 		}
 		all = append(all, v)
 	}

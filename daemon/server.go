@@ -137,6 +137,9 @@ type Config struct {
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
+	// MetricsPerUser exports each user's running and queued queries per
+	// pool, with a user label; off, only the counts of distinct users.
+	MetricsPerUser bool
 
 	// beforeMove, when set (tests), runs while a process is held and
 	// checked, just before its pid is written to cgroup.procs: the window

@@ -418,6 +418,7 @@ func (se *session) finish(ctx context.Context, q *query) (protocol.Stats, error)
 		st, statErr = s.cg.QueryStat(q.pool, q.name)
 		err = errors.Join(statErr, s.cg.RemoveQuery(q.pool, q.name))
 	}
+	q.used = time.Duration(st.UsageUsec) * time.Microsecond
 	q.Release()
 	if err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)

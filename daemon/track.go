@@ -58,6 +58,7 @@ func (s *Server) queryRows() []protocol.Query {
 		r := protocol.Query{
 			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
+			UserRunning: t.userRunning, UserQueued: t.userQueued,
 		}
 		if t.name == "" {
 			r.QueuePosition = t.position
