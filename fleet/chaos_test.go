@@ -134,6 +134,18 @@ func newChaos(t testing.TB, nodes int, fsync bool, ttl time.Duration, pools stri
 	return c
 }
 
+// single starts a daemon of the same pools without etcd (a cluster of
+// one), for comparison.
+func (c *chaos) single() *chaosNode {
+	c.t.Helper()
+	n := &chaosNode{name: "single", socket: filepath.Join(c.dir, "single.sock")}
+	n.args = []string{"daemon", "--pools", filepath.Join(c.dir, "pools.sql"), "--root", filepath.Join(c.root.Path, n.name),
+		"--socket", n.socket, "--cpus", "2", "--log-level", "warn"}
+	c.start(n)
+	c.t.Cleanup(func() { c.stop(n, syscall.SIGTERM) })
+	return n
+}
+
 // start starts node n's daemon and waits for its socket.
 func (c *chaos) start(n *chaosNode) {
 	c.t.Helper()
@@ -254,11 +266,16 @@ func (c *chaos) query(n *chaosNode, pool, qlog string, sleepMs int, full bool) o
 // load runs clients loops of queries in pool (per node in turn) until
 // stop is closed, and returns what each run got.
 func (c *chaos) load(clients int, pool, qlog string, sleepMs int, full bool, stop <-chan struct{}) func() []outcome {
+	return c.loadOn(c.nodes, clients, pool, qlog, sleepMs, full, stop)
+}
+
+// loadOn is load through the given nodes.
+func (c *chaos) loadOn(nodes []*chaosNode, clients int, pool, qlog string, sleepMs int, full bool, stop <-chan struct{}) func() []outcome {
 	var mu sync.Mutex
 	var all []outcome
 	var wg sync.WaitGroup
 	for i := range clients {
-		n := c.nodes[i%len(c.nodes)]
+		n := nodes[i%len(nodes)]
 		wg.Go(func() {
 			for {
 				select {
@@ -477,4 +494,148 @@ func countRefused(outs []outcome) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkFleetEndToEnd: 30 loops of `poolagent run -- /bin/true` in a
+// pool with a global limit (C = 1000) through 3 fleet nodes on a 3-member
+// etcd cluster with fsync on, against the same loops through one daemon
+// without etcd, in alternating 5 s phases of one run: admissions per
+// second and each run's wall time (p50, p99) of both, and the ratio.
+func BenchmarkFleetEndToEnd(b *testing.B) {
+	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 1000);\n")
+	single := ch.single()
+	const loops, phase = 30, 5 * time.Second
+	var fleetN, singleN int
+	var fleetT, singleT time.Duration
+	var fleetW, singleW []time.Duration
+	var fleetCPU, singleCPU, etcdCPU time.Duration // of the daemons and etcd members
+	for b.Loop() {
+		for _, fleet := range []bool{true, false} {
+			nodes := ch.nodes
+			if !fleet {
+				nodes = []*chaosNode{single}
+			}
+			var pids []int
+			for _, n := range nodes {
+				pids = append(pids, n.pid())
+			}
+			if fleet {
+				for _, m := range ch.etcd.Members {
+					pids = append(pids, m.PID())
+				}
+			}
+			cpu0, etcd0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):])
+			stop := make(chan struct{})
+			start := time.Now()
+			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
+			time.Sleep(phase)
+			close(stop)
+			outs := wait()
+			took := time.Since(start)
+			cpu := cpuOf(b, pids) - cpu0
+			etcdCPU += cpuOf(b, pids[len(nodes):]) - etcd0
+			var walls []time.Duration
+			for _, o := range outs {
+				if o.err != "" {
+					b.Fatalf("%s: %s", o.node, o.err)
+				}
+				walls = append(walls, o.wall)
+			}
+			if fleet {
+				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
+			} else {
+				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
+			}
+		}
+	}
+	fr, sr := float64(fleetN)/fleetT.Seconds(), float64(singleN)/singleT.Seconds()
+	f50, f99 := quantiles(fleetW)
+	s50, s99 := quantiles(singleW)
+	b.ReportMetric(fr, "fleet-adm/s")
+	b.ReportMetric(sr, "single-adm/s")
+	b.ReportMetric(fr/sr, "fleet/single")
+	b.ReportMetric(ms(f50), "fleet-p50-ms")
+	b.ReportMetric(ms(f99), "fleet-p99-ms")
+	b.ReportMetric(ms(s50), "single-p50-ms")
+	b.ReportMetric(ms(s99), "single-p99-ms")
+	b.ReportMetric(ms(fleetCPU)/float64(fleetN), "fleet-cpu-ms/adm")
+	b.ReportMetric(ms(singleCPU)/float64(singleN), "single-cpu-ms/adm")
+	b.ReportMetric(ms(etcdCPU)/float64(fleetN), "etcd-cpu-ms/adm")
+}
+
+func (n *chaosNode) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
+// cpuOf is the CPU time (user + system) the processes pids have used.
+func cpuOf(b testing.TB, pids []int) time.Duration {
+	b.Helper()
+	var sum time.Duration
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields count from after the command name's closing parenthesis.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		sum += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return sum
+}
+
+// BenchmarkFreePoolBesideEtcd: etcd 25 ms away from every node (12.5 ms
+// each way through the proxies), the start of a query in a pool without a
+// global limit (`poolagent-run -- /bin/true` on one node, one after the
+// other), while a pool with C = 4 is idle and while it is saturated (12
+// clients looping 2 s queries: 4 run, 8 queue), in alternating phases of
+// one run: p50 and p99 of both and the ratio of the p50s.
+func BenchmarkFreePoolBesideEtcd(b *testing.B) {
+	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 4, QUEUE_SIZE = 100);\n")
+	for _, n := range ch.nodes {
+		n.delay(12500 * time.Microsecond)
+	}
+	const phase = 5 * time.Second
+	var idle, busy []time.Duration
+	qlog := filepath.Join(ch.dir, "busy.log")
+	for b.Loop() {
+		for _, saturated := range []bool{false, true} {
+			var wait func() []outcome
+			stop := make(chan struct{})
+			if saturated {
+				wait = ch.load(12, "olap", qlog, 2000, false, stop)
+				time.Sleep(time.Second) // the queue fills
+			}
+			for end := time.Now().Add(phase); time.Now().Before(end); {
+				o := ch.query(ch.nodes[0], "default", "", 0, false)
+				if o.err != "" {
+					b.Fatal(o.err)
+				}
+				if saturated {
+					busy = append(busy, o.wall)
+				} else {
+					idle = append(idle, o.wall)
+				}
+			}
+			close(stop)
+			if wait != nil {
+				for _, o := range wait() {
+					if o.refused {
+						b.Fatalf("saturating load refused: %s", o.err)
+					}
+				}
+			}
+		}
+	}
+	i50, i99 := quantiles(idle)
+	s50, s99 := quantiles(busy)
+	b.ReportMetric(ms(i50), "idle-p50-ms")
+	b.ReportMetric(ms(i99), "idle-p99-ms")
+	b.ReportMetric(ms(s50), "saturated-p50-ms")
+	b.ReportMetric(ms(s99), "saturated-p99-ms")
+	b.ReportMetric(float64(s50)/float64(i50), "p50-ratio")
 }
