@@ -203,7 +203,7 @@ func (r *Reader) Groups() ([]string, error) {
 }
 
 // Read reads one group's counters: CPU accounting and throttling, CPU
-// pressure, and memory where the reader has it.
+// pressure, and memory where the controller is there ([Reader.Memory]).
 func (r *Reader) Read(group string) (observe.Sample, error) {
 	s := observe.Sample{Group: group}
 	var err error
@@ -219,6 +219,9 @@ func (r *Reader) Read(group string) (observe.Sample, error) {
 			return observe.Sample{}, err
 		}
 	} else if err := r.usageV1(group, &s); err != nil {
+		return observe.Sample{}, err
+	}
+	if s.Memory, err = r.Memory(group); err != nil {
 		return observe.Sample{}, err
 	}
 	return s, nil

@@ -66,14 +66,23 @@ func TestReaderReadAllV2(t *testing.T) {
 		Full: &observe.PressureLine{Avg10Percent: 3.05, Avg60Percent: 1.00, Avg300Percent: 0.24, TotalUsec: 94100},
 	}
 	idle := &observe.Pressure{Full: &observe.PressureLine{}}
+	memPSI := &observe.Pressure{
+		Some: observe.PressureLine{Avg10Percent: 0.50, Avg60Percent: 0.20, Avg300Percent: 0.05, TotalUsec: 31000},
+		Full: &observe.PressureLine{Avg10Percent: 0.40, Avg60Percent: 0.10, Avg300Percent: 0.02, TotalUsec: 25000},
+	}
+	events := observe.MemoryEvents{Max: 41, OOM: 1, OOMKill: 1}
+	olapMem := &observe.Memory{CurrentBytes: 272629760, PeakBytes: u64(536870912), LimitBytes: 1 << 30, HighBytes: -1, SwapBytes: u64(0),
+		Events: events, Pressure: memPSI, Stat: observe.MemoryStat{AnonBytes: 268435456, FileBytes: 4096, KernelBytes: 4190208}}
+	queryMem := &observe.Memory{CurrentBytes: 268435456, PeakBytes: u64(536866816), LimitBytes: 512 << 20, HighBytes: -1, SwapBytes: u64(0),
+		Events: events, Pressure: memPSI, Stat: observe.MemoryStat{AnonBytes: 268435456}}
 	want := []observe.Sample{
 		{Group: ".", CPU: observe.CPUStat{UsageUsec: 432109, UserUsec: 425300, SystemUsec: 6809}, UsageKnown: true,
 			Pressure: &observe.Pressure{Some: olapPSI.Some, Full: &observe.PressureLine{TotalUsec: 0}}},
 		{Group: "default", CPU: observe.CPUStat{UsageUsec: 12050, UserUsec: 8010, SystemUsec: 4040}, UsageKnown: true, LocalThrottledUsec: u64(0), Pressure: idle},
 		{Group: "olap", CPU: observe.CPUStat{UsageUsec: 420059, UserUsec: 417290, SystemUsec: 2769, NrPeriods: 21, NrThrottled: 20, ThrottledUsec: 1603874, NrBursts: 1, BurstUsec: 20000},
-			UsageKnown: true, LocalThrottledUsec: u64(1603874), Pressure: olapPSI},
+			UsageKnown: true, LocalThrottledUsec: u64(1603874), Pressure: olapPSI, Memory: olapMem},
 		{Group: "olap/q-1", CPU: observe.CPUStat{UsageUsec: 420059, UserUsec: 417290, SystemUsec: 2769, NrPeriods: 21},
-			UsageKnown: true, LocalThrottledUsec: u64(1603874), Pressure: olapPSI},
+			UsageKnown: true, LocalThrottledUsec: u64(1603874), Pressure: olapPSI, Memory: queryMem},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", dump(got), dump(want))
@@ -81,7 +90,7 @@ func TestReaderReadAllV2(t *testing.T) {
 }
 
 func TestReaderReadAllV1(t *testing.T) {
-	r := NewReader(false, readerFixtures+"/v1/cpu/poolagent", readerFixtures+"/v1/cpuacct/poolagent", "", nil)
+	r := NewReader(false, readerFixtures+"/v1/cpu/poolagent", readerFixtures+"/v1/cpuacct/poolagent", readerFixtures+"/v1/memory/poolagent", nil)
 	defer r.Close()
 	got, err := r.ReadAll()
 	if err != nil {
@@ -91,7 +100,8 @@ func TestReaderReadAllV1(t *testing.T) {
 		{Group: ".", CPU: observe.CPUStat{UsageUsec: 432109, UserUsec: 420_000, SystemUsec: 10_000}, UsageKnown: true, LocalThrottledUsec: u64(0)},
 		{Group: "default", CPU: observe.CPUStat{UsageUsec: 12050, UserUsec: 10_000, SystemUsec: 0}, UsageKnown: true, LocalThrottledUsec: u64(0)},
 		{Group: "olap", CPU: observe.CPUStat{UsageUsec: 420059, UserUsec: 410_000, SystemUsec: 10_000, NrPeriods: 21, NrThrottled: 20, ThrottledUsec: 1603874, NrBursts: 1, BurstUsec: 20000},
-			UsageKnown: true, LocalThrottledUsec: u64(1603874)},
+			UsageKnown: true, LocalThrottledUsec: u64(1603874), Memory: &observe.Memory{CurrentBytes: 272629760, PeakBytes: u64(1 << 30),
+				LimitBytes: 1 << 30, HighBytes: -1, Events: observe.MemoryEvents{Max: 12, OOMKill: 1}, Stat: observe.MemoryStat{AnonBytes: 268435456, FileBytes: 4096}}},
 		// q-1 exists in the cpu hierarchy only: usage unknown, not an error
 		{Group: "olap/q-1", CPU: observe.CPUStat{NrPeriods: 21}, LocalThrottledUsec: u64(1603874)},
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/poolagent/poolagent/planner"
 )
 
-// ErrConfined: the process is held by a CPU or memory limit that its
-// query cgroup would not be below, and Config.MayLeave does not allow
-// leaving it.
+// ErrConfined: the process is held by a CPU or memory limit, or a CPU
+// demotion, that its query cgroup would not be below, and Config.MayLeave
+// does not allow leaving it.
 var ErrConfined = errors.New("held by a limit the query would leave")
 
 // place creates the query cgroup and moves p.Target into it, holding the
@@ -29,13 +29,14 @@ func (s *Server) place(p peer.Placement, ps planner.PoolState, query string) err
 	})
 }
 
-// confined refuses to move process pid out of a CPU or memory limit: one
-// on a cgroup holding the process that the query cgroup would not be
-// below, unless Config.MayLeave allows that cgroup. Moving such a process
-// would free it from what an administrator set for it (a user's session
-// capped at 10% would run uncapped in the default pool), or from the caps
-// of the query it runs in, and root's write to cgroup.procs is not
-// refused by the kernel.
+// confined refuses to move process pid out of a CPU or memory limit, or
+// out of a CPU demotion (cpu.idle, a weight below the default) into a pool
+// of a higher weight: one on a cgroup holding the process that the query
+// cgroup would not be below, unless Config.MayLeave allows that cgroup.
+// Moving such a process would free it from what an administrator set for
+// it (a user's session capped at 10%, or made idle, would run uncapped in
+// the default pool), or from the caps of the query it runs in, and root's
+// write to cgroup.procs is not refused by the kernel.
 func (s *Server) confined(pid int, ps planner.PoolState, query string) error {
 	limits, err := s.cg.LimitsLeft(ps, query, pid)
 	if err != nil {
@@ -46,8 +47,11 @@ func (s *Server) confined(pid int, ps planner.PoolState, query string) error {
 			continue
 		}
 		what := fmt.Sprintf("%.3g vCPU", l.CPUs)
-		if l.MemoryBytes > 0 {
+		switch {
+		case l.MemoryBytes > 0:
 			what = fmt.Sprintf("%d bytes", l.MemoryBytes)
+		case l.Weight > 0:
+			what = fmt.Sprintf("a CPU weight of %.3g, below pool %s's %.3g", l.Weight, ps.Name, ps.Pool.CPU.SchedWeight())
 		}
 		return fmt.Errorf("%w: process %d is in cgroup %s, limited by its %s %s (%s), "+
 			"which a query in pool %s would leave, so it stays where it is; "+

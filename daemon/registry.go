@@ -60,13 +60,13 @@ type submission struct {
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run a query in pool. The backend decides at
-// once or later (admission.Backend: a fleet backend never waits for etcd
-// here), so r.mu is held for microseconds whatever the pool.
-func (r *registry) submit(pool string, now time.Time) (submission, error) {
+// submit asks the backend to run a query of user in pool. The backend
+// decides at once or later (admission.Backend: a fleet backend never waits
+// for etcd here), so r.mu is held for microseconds whatever the pool.
+func (r *registry) submit(pool, user string, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id, started, err := r.backend.Submit(pool, now)
+	id, started, err := r.backend.Submit(pool, user, now)
 	if err != nil {
 		return submission{}, err
 	}
@@ -98,12 +98,17 @@ func (r *registry) dispatch(events []admission.Event) {
 	}
 }
 
-// leave ends a query, starting whoever may start next.
-func (r *registry) leave(id admission.QueryID) {
+// leave ends a query, starting whoever may start next. cpu is the CPU
+// time it used, charged to its user first (0 when not known).
+func (r *registry) leave(id admission.QueryID, cpu time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.waiters, id)
-	r.dispatch(r.backend.Leave(id, time.Now()))
+	now := time.Now()
+	if cpu > 0 {
+		r.backend.Charge(id, cpu, now)
+	}
+	r.dispatch(r.backend.Leave(id, now))
 }
 
 // tick fails queued queries past their deadline.
@@ -169,11 +174,11 @@ func (r *registry) poolsLocked() map[string]admission.PoolStats {
 
 // whyLocked is queued for a pool's state read already; r.mu is held.
 func (r *registry) whyLocked(id admission.QueryID, pool admission.PoolStats) (int, protocol.Wait) {
-	position := r.backend.Position(id)
-	if position == 0 {
+	pl, ok := r.backend.Place(id, time.Now())
+	if !ok {
 		return 0, protocol.Wait{}
 	}
-	return position, admission.WhyWaiting(position, pool, r.backend.Load())
+	return pl.Position, admission.WhyWaiting(pl, pool, r.backend.Load())
 }
 
 func (r *registry) pools() []admission.PoolStats {
@@ -231,6 +236,12 @@ func (r *registry) submitted() []tracked {
 		c := *t
 		if c.name == "" {
 			c.position, c.why = r.whyLocked(t.qid, pools[t.pool])
+		}
+		key := t.id.UserKey()
+		for _, u := range pools[t.pool].Users {
+			if u.User == key {
+				c.userRunning, c.userQueued = u.Running, u.Queued
+			}
 		}
 		all = append(all, c)
 	}

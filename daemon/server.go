@@ -137,6 +137,9 @@ type Config struct {
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
+	// MetricsPerUser exports each user's running and queued queries per
+	// pool, with a user label; off, only the counts of distinct users.
+	MetricsPerUser bool
 
 	// beforeMove, when set (tests), runs while a process is held and
 	// checked, just before its pid is written to cgroup.procs: the window
@@ -379,8 +382,12 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 
 // leave ends a query in the registry, starting whoever may start next,
 // and re-plans: the set of active pools may have changed.
-func (s *Server) leave(id admission.QueryID) {
-	s.reg.leave(id)
+func (s *Server) leave(id admission.QueryID) { s.leaveUsed(id, 0) }
+
+// leaveUsed is leave for a query whose cgroup's CPU time was read at its
+// end: cpu is charged to its user in the pool (the fair order's usage).
+func (s *Server) leaveUsed(id admission.QueryID, cpu time.Duration) {
+	s.reg.leave(id, cpu)
 	s.rp.request()
 }
 

@@ -142,7 +142,7 @@ func errorCode(err error) string {
 func (se *session) run(ctx context.Context, id admission.Identity, client peer.Process, fds *fdReader, place admission.Placement, req protocol.Request) {
 	s := se.s
 	arrived := time.Now()
-	qid, queuedFor, ok := se.admit(ctx, place.Pool, arrived, req.Progress)
+	qid, queuedFor, ok := se.admit(ctx, place.Pool, id.UserKey(), arrived, req.Progress)
 	if !ok {
 		return
 	}
@@ -285,9 +285,9 @@ func (se *session) runInPlace(ctx context.Context, id admission.Identity, client
 
 // admit submits the query and waits for its start. It reports false when
 // the query was refused or the client went away (having told the client).
-func (se *session) admit(ctx context.Context, pool string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
+func (se *session) admit(ctx context.Context, pool, user string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
 	s := se.s
-	sub, err := s.reg.submit(pool, arrived)
+	sub, err := s.reg.submit(pool, user, arrived)
 	qid, position, why := sub.id, sub.position, sub.why
 	if err != nil {
 		s.decided(se, pool, 0, "rejected", 0, err)
@@ -398,7 +398,7 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 	}
 	st, statErr := s.cg.QueryStat(pool, name)
 	rmErr := s.cg.RemoveQuery(pool, name)
-	s.leave(qid)
+	s.leaveUsed(qid, time.Duration(st.UsageUsec)*time.Microsecond)
 	if err := errors.Join(statErr, rmErr); err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
 	}

@@ -31,6 +31,9 @@ type tracked struct {
 	// (registry.submitted).
 	position int
 	why      protocol.Wait
+	// userRunning and userQueued are its user's queries in its pool
+	// (registry.submitted).
+	userRunning, userQueued int
 }
 
 // decided records an admission decision about session se's query in pool
@@ -90,6 +93,7 @@ func (s *Server) queryRows() []protocol.Query {
 		r := protocol.Query{
 			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
+			UserRunning: t.userRunning, UserQueued: t.userQueued,
 		}
 		if t.name == "" {
 			r.QueuePosition = t.position

@@ -118,7 +118,7 @@ func (n *benchNode) awaitAny(b *testing.B, id admission.QueryID) admission.Event
 
 // admitted submits a query and waits until it starts.
 func (n *benchNode) admitted(b *testing.B, pool string) admission.QueryID {
-	id, started, err := n.Submit(pool, time.Now())
+	id, started, err := n.Submit(pool, "alice", time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func BenchmarkAdmitLatency(b *testing.B) {
 	var local, fleet []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		id, started, err := single.Submit("olap", start)
+		id, started, err := single.Submit("olap", "alice", start)
 		local = append(local, time.Since(start))
 		if !started || err != nil {
 			b.Fatalf("single host: started %v, %v", started, err)
@@ -244,7 +244,7 @@ func BenchmarkHandOver(b *testing.B) {
 	held := x.admitted(b, "olap")
 	var d []time.Duration
 	for b.Loop() {
-		id, started, err := y.Submit("olap", time.Now())
+		id, started, err := y.Submit("olap", "alice", time.Now())
 		if started || err != nil {
 			b.Fatalf("round %d, second query on %s: started %v, %v; keys %v", len(d), y.cfg.Node, started, err, y.Queries())
 		}

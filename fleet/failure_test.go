@@ -58,7 +58,7 @@ func runNode(spec string) int {
 	}
 	undecided := 0
 	for range s.Submit {
-		if _, started, err := b.Submit(s.Pool, time.Now()); err != nil {
+		if _, started, err := b.Submit(s.Pool, "alice", time.Now()); err != nil {
 			fmt.Fprintln(os.Stderr, "submit:", err)
 			return 1
 		} else if !started {
@@ -262,7 +262,7 @@ func TestQuorum(t *testing.T) {
 	c.Kill(c.Members[1])
 	lost := time.Now()
 	b.Leave(q2, time.Now()) // its key cannot go until etcd has a quorum again
-	id, started, err := a.Submit("olap", time.Now())
+	id, started, err := a.Submit("olap", "alice", time.Now())
 	if started || err != nil {
 		t.Fatalf("without a quorum: started %v, err %v; want the query to wait", started, err)
 	}
@@ -271,7 +271,7 @@ func TestQuorum(t *testing.T) {
 		t.Fatalf("without a quorum a got %+v; want query %d to fail with the cut-off error", ev, id)
 	}
 	t.Logf("without a quorum: %s", ev.Err)
-	if _, started, err := a.Submit("default", time.Now()); !started || err != nil {
+	if _, started, err := a.Submit("default", "alice", time.Now()); !started || err != nil {
 		t.Fatalf("pool without a global limit: started %v, err %v; want it admitted locally", started, err)
 	}
 	waitFor(t, func() bool { return !a.Health().Connected && !b.Health().Connected }, "both nodes lose their session")
@@ -295,7 +295,7 @@ func TestQuorum(t *testing.T) {
 	var q3 admission.QueryID
 	deadline := time.Now().Add(20 * time.Second)
 	for q3 == 0 {
-		id, started, err := b.Submit("olap", time.Now())
+		id, started, err := b.Submit("olap", "alice", time.Now())
 		switch ev := (admission.Event{}); {
 		case err != nil:
 			t.Fatal(err)
@@ -496,11 +496,11 @@ func TestPartition(t *testing.T) {
 	// A cut longer than the TTL.
 	px.sever()
 	cut := time.Now()
-	id, started, err := c.Submit("olap", time.Now())
+	id, started, err := c.Submit("olap", "alice", time.Now())
 	if started || err != nil {
 		t.Fatalf("cut off: started %v, err %v; want the query to wait", started, err)
 	}
-	if _, started, err := c.Submit("default", time.Now()); !started || err != nil {
+	if _, started, err := c.Submit("default", "alice", time.Now()); !started || err != nil {
 		t.Fatalf("cut off, pool without a global limit: started %v, err %v; want it admitted", started, err)
 	}
 	a2, a3 := queue(t, a, "olap"), queue(t, a, "olap")

@@ -15,4 +15,8 @@ type Sample struct {
 	LocalThrottledUsec *uint64 `json:"local_throttled_usec,omitempty"`
 	// Pressure is cpu.pressure; nil on v1 and where PSI is off.
 	Pressure *Pressure `json:"pressure,omitempty"`
+	// Memory is the memory controller's view of the group; nil where it
+	// is not enabled (v2: not in the parent's cgroup.subtree_control;
+	// v1: no memory twin of the tree).
+	Memory *Memory `json:"memory,omitempty"`
 }

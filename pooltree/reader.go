@@ -10,12 +10,12 @@ import (
 // dir may be a pool root, one pool or a copy of a tree, and "" is the
 // default pool root. Its cgroup version comes from dir's own files; on v1,
 // usage comes from cpuacctDir, or when that is "" from dir's twin in the
-// cpuacct hierarchy, and memory from dir's twin in the memory hierarchy
-// (none for a copy outside the mounts: usage and memory are then
-// unknown). hostRoot is where the host's /proc is found ("/" in
+// cpuacct hierarchy, and memory from memoryDir, or when that is "" from
+// dir's twin in the memory hierarchy (none for a copy outside the mounts:
+// usage and memory are then unknown). hostRoot is where the host's /proc is found ("/" in
 // production; see [cgroupfs.Detect]). The errors name the --root flag.
 // Close the reader after use.
-func ReaderAt(hostRoot, dir, cpuacctDir string) (*cgroupfs.Reader, error) {
+func ReaderAt(hostRoot, dir, cpuacctDir, memoryDir string) (*cgroupfs.Reader, error) {
 	mounts, detectErr := cgroupfs.Detect(hostRoot)
 	given := dir != ""
 	if !given {
@@ -27,14 +27,13 @@ func ReaderAt(hostRoot, dir, cpuacctDir string) (*cgroupfs.Reader, error) {
 			return nil, err
 		}
 	}
-	memDir := ""
-	if detectErr == nil {
-		if cpuacctDir == "" {
-			cpuacctDir = mounts.Twin(cgroupfs.HierCPUAcct, dir)
-		}
-		memDir = mounts.Twin(cgroupfs.HierMemory, dir)
+	if detectErr == nil && cpuacctDir == "" {
+		cpuacctDir = mounts.Twin(cgroupfs.HierCPUAcct, dir)
 	}
-	r, err := cgroupfs.ReaderAt(dir, cpuacctDir, memDir)
+	if detectErr == nil && memoryDir == "" {
+		memoryDir = mounts.Twin(cgroupfs.HierMemory, dir)
+	}
+	r, err := cgroupfs.ReaderAt(dir, cpuacctDir, memoryDir)
 	if err != nil && !given {
 		return nil, fmt.Errorf("no pool root at the default place (poolagent apply creates it; or give --root): %w", err)
 	}

@@ -87,7 +87,7 @@ func TestReaderAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := ReaderAt(tt.host, tt.dir, tt.acct)
+			r, err := ReaderAt(tt.host, tt.dir, tt.acct, "")
 			var got want
 			if r != nil {
 				got = want{r.Version(), r.Root(), r.Dir(cgroupfs.HierCPUAcct)}
@@ -101,7 +101,7 @@ func TestReaderAt(t *testing.T) {
 	if err := os.RemoveAll(cpu); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReaderAt(host, "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it; or give --root)") {
+	if _, err := ReaderAt(host, "", "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it; or give --root)") {
 		t.Errorf("no default root: %v", err)
 	}
 }

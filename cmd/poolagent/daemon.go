@@ -49,6 +49,7 @@ func daemonCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused. It must exist (systemd's StateDirectory= makes it) unless --create-state-dir"},
 			&cli.BoolFlag{Name: "create-state-dir", Usage: "make --state-dir (mode 0700) if it does not exist, instead of refusing to start"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
+			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export each user's running and queued queries per pool, with a user label (one series per user and pool; docs/metrics.md)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
@@ -154,14 +155,15 @@ func runDaemon(c *cli.Context) error {
 		return err
 	}
 	cfg := daemon.Config{
-		Socket:     c.String("socket"),
-		Listener:   activated,
-		LoadSample: c.Duration("load-sample"),
-		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
-		Log:        log,
-		MayLeave:   c.StringSlice("may-leave"),
-		Reconcile:  c.Duration("reconcile"),
-		Limits:     daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
+		Socket:         c.String("socket"),
+		Listener:       activated,
+		LoadSample:     c.Duration("load-sample"),
+		Load:           admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
+		Log:            log,
+		MayLeave:       c.StringSlice("may-leave"),
+		Reconcile:      c.Duration("reconcile"),
+		MetricsPerUser: c.Bool("metrics-per-user"),
+		Limits:         daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {

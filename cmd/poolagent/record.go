@@ -44,7 +44,7 @@ func recordCommand() *cli.Command {
 
 func runRecord(c *cli.Context) error {
 	pool, out := c.String("pool"), c.String("output")
-	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
+	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), "")
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,8 @@ func checkStatGolden(t *testing.T, name, got string) {
 }
 
 func TestStatGolden(t *testing.T) {
-	v1 := []string{"stat", "--root", statFixtures + "v1/cpu/poolagent", "--cpuacct-root", statFixtures + "v1/cpuacct/poolagent"}
+	v1 := []string{"stat", "--root", statFixtures + "v1/cpu/poolagent", "--cpuacct-root", statFixtures + "v1/cpuacct/poolagent",
+		"--memory-root", statFixtures + "v1/memory/poolagent"}
 	tests := []struct {
 		golden string
 		args   []string
