@@ -286,8 +286,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	sock := s.cfg.Listener
 	if sock == nil {
 		var err error
-		if sock, err = listen(s.cfg.Socket); err != nil {
+		var madeDir string
+		if sock, madeDir, err = listen(s.cfg.Socket); err != nil {
 			return err
+		}
+		if madeDir != "" {
+			// Runs last, once the socket is closed (and so unlinked): a
+			// daemon leaves no directory it made behind. Only an empty
+			// directory is removed.
+			defer os.Remove(madeDir)
 		}
 	}
 	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
@@ -415,41 +422,49 @@ func (s *Server) avoidNames(queries [][2]string) {
 }
 
 // listen creates the socket, replacing a stale one left by a daemon that
-// died, and opens it to every local user.
-func listen(path string) (*net.UnixListener, error) {
+// died, and opens it to every local user. madeDir is the socket's
+// directory when listen made it, for the daemon to remove at exit.
+func listen(path string) (ln *net.UnixListener, madeDir string, err error) {
+	defer func() {
+		if err != nil && madeDir != "" {
+			os.Remove(madeDir)
+			madeDir = ""
+		}
+	}()
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 		// 0755 whatever the umask: every user must reach the socket.
+		madeDir = dir
 		if err := os.Chmod(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 	}
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
-		return nil, fmt.Errorf("socket %s: another daemon is listening on it", path)
+		return nil, madeDir, fmt.Errorf("socket %s: another daemon is listening on it", path)
 	}
 	// Only a socket is replaced: --socket naming a file by mistake must
 	// not delete it.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
-		return nil, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
+		return nil, madeDir, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
+		return nil, madeDir, fmt.Errorf("remove stale socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, madeDir, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	// NOTE: connecting to a Unix socket needs write permission on it; the
 	// caller's identity comes from SO_PEERCRED, so anyone may connect.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("socket mode: %w", err)
+		return nil, madeDir, fmt.Errorf("socket mode: %w", err)
 	}
-	return ln, nil
+	return ln, madeDir, nil
 }
 
 // fileKind names a file's type for an error.
