@@ -122,7 +122,10 @@ func withinLimits(n *observe.NodeCapacity, dir, cg string, v2 bool) error {
 // the page-rounded maximum = none); HierCPUSet cpuset.cpus. A CPU list
 // is a limit when it names fewer CPUs than the hierarchy's root has (v2
 // cpuset.cpus.effective, v1 cpuset.cpus; an empty v2 list is its
-// parent's). A file that is missing or says "no limit" adds nothing.
+// parent's). A CPU demotion counts too, in HierUnified and HierCPU:
+// cpu.idle 1, or else a cpu.weight (v2) or cpu.shares (v1) giving a
+// weight below the default (observe.CgroupLimit.Weight). A file that is
+// missing or says "no limit" adds nothing.
 func ReadLimits(mount, cgroup, hier string) ([]observe.CgroupLimit, error) {
 	f, err := OpenDir(mount)
 	if err != nil {
@@ -167,11 +170,34 @@ func ReadLimits(mount, cgroup, hier string) ([]observe.CgroupLimit, error) {
 		}
 		return err
 	}
+	// demotion adds cpu.idle 1, or else a cpu.weight or cpu.shares below
+	// the default weight.
+	demotion := func(v2 bool) error {
+		idle, err := readIdle(f, cg)
+		if err != nil || idle {
+			if idle {
+				add(observe.CgroupLimit{File: fileCPUIdle, Value: "1", Weight: cpulimit.IdleWeight})
+			}
+			return err
+		}
+		file, perDefault := fileShares, float64(cpulimit.DefaultShares)
+		if v2 {
+			file, perDefault = fileCPUWeight, cpulimit.DefaultWeight
+		}
+		n, err := readValue(f, cg, file, mount, parseCount)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if weight := float64(n) * cpulimit.DefaultWeight / perDefault; err == nil && n > 0 && weight < cpulimit.DefaultWeight {
+			add(observe.CgroupLimit{File: file, Value: strconv.FormatInt(n, 10), Weight: weight})
+		}
+		return err
+	}
 	switch hier {
 	case HierUnified:
-		err = errors.Join(cpu(true), memory(true), cpuset(fileCPUSetEff))
+		err = errors.Join(cpu(true), memory(true), cpuset(fileCPUSetEff), demotion(true))
 	case HierCPU:
-		err = cpu(false)
+		err = errors.Join(cpu(false), demotion(false))
 	case HierMemory:
 		err = memory(false)
 	case HierCPUSet:

@@ -1,6 +1,7 @@
 package cgroupfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -148,5 +149,62 @@ func TestReadLimitsCPUSet(t *testing.T) {
 		if strings.Join(got, ",") != tc.want {
 			t.Errorf("%s cpuset.cpus %q: limits %q, want %q", tc.kind, tc.cpus, got, tc.want)
 		}
+	}
+}
+
+// TestReadLimitsDemotion: cpu.idle 1, or a cpu.weight (v2) or cpu.shares
+// (v1) below the default, is a demotion with the weight the scheduler
+// gives it; the default or more, or no file, is none; a value the kernel
+// never writes is an error naming the file.
+func TestReadLimitsDemotion(t *testing.T) {
+	for _, tc := range []struct {
+		name, hier string
+		files      map[string]string
+		want       string // "file value weight", "" for none
+		wantErr    string
+	}{
+		{"v2 weight 1", HierUnified, map[string]string{"cpu.weight": "1"}, "cpu.weight 1 1", ""},
+		{"v2 weight 50", HierUnified, map[string]string{"cpu.weight": "50", "cpu.idle": "0"}, "cpu.weight 50 50", ""},
+		{"v2 default weight", HierUnified, map[string]string{"cpu.weight": "100", "cpu.idle": "0"}, "", ""},
+		{"v2 higher weight", HierUnified, map[string]string{"cpu.weight": "300"}, "", ""},
+		{"v2 idle", HierUnified, map[string]string{"cpu.weight": "1", "cpu.idle": "1"}, "cpu.idle 1 0.293", ""},
+		{"v2 no files", HierUnified, nil, "", ""},
+		{"v1 shares 2", HierCPU, map[string]string{"cpu.shares": "2"}, "cpu.shares 2 0.195", ""},
+		{"v1 shares 512", HierCPU, map[string]string{"cpu.shares": "512", "cpu.idle": "0"}, "cpu.shares 512 50", ""},
+		{"v1 default shares", HierCPU, map[string]string{"cpu.shares": "1024"}, "", ""},
+		{"v1 idle", HierCPU, map[string]string{"cpu.shares": "1024", "cpu.idle": "1"}, "cpu.idle 1 0.293", ""},
+		{"v2 weight not a number", HierUnified, map[string]string{"cpu.weight": "x"}, "", `a/cpu.weight: "x": want an unsigned integer`},
+		{"v1 shares negative", HierCPU, map[string]string{"cpu.shares": "-2"}, "", `a/cpu.shares: "-2": want an unsigned integer`},
+		{"idle 2", HierUnified, map[string]string{"cpu.idle": "2"}, "", `a/cpu.idle: cpu.idle "2": want 0 or 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mount := t.TempDir()
+			dir := filepath.Join(mount, "a")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			limits, err := ReadLimits(mount, "/a", tc.hier)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range limits {
+				got = append(got, fmt.Sprintf("%s %s %.3g", l.File, l.Value, l.Weight))
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("limits %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -135,7 +135,7 @@ type daemonProc struct {
 // startDaemonProc starts a daemon process serving spec on a fresh socket
 // and returns once it is ready; it is stopped (and must stop cleanly) when
 // the test ends.
-func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
+func startDaemonProc(t testing.TB, spec daemonSpec) *daemonProc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -189,7 +189,7 @@ func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
 
 // stop sends SIGTERM and fails the test unless the daemon exits with
 // status 0 within 20 s: a stop must never hang.
-func (d *daemonProc) stop(t *testing.T) {
+func (d *daemonProc) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-d.exited:
@@ -313,9 +313,11 @@ func (d *daemonProc) answers(t *testing.T) []protocol.Pool {
 
 // floodSpec is what a flood process does: open Conns connections to Addr
 // (Network "unix" or "tcp"), write Send on each, then Dribble one byte
-// every DribbleEvery, reading what comes back only if Read. With Scrapers
-// it runs that many HTTP clients instead, each GETting URL in a loop and
-// reading every reply whole.
+// every DribbleEvery, reading what comes back only if Read. With
+// LeaveAdmitted it reads each connection's replies until one says
+// admitted, and hangs up then (the daemon gives the slot back). With
+// Scrapers it runs that many HTTP clients instead, each GETting URL in a
+// loop and reading every reply whole.
 type floodSpec struct {
 	Network, Addr string
 	Conns         int
@@ -323,6 +325,7 @@ type floodSpec struct {
 	Dribble       string
 	DribbleEvery  time.Duration
 	Read          bool
+	LeaveAdmitted bool
 	Scrapers      int
 	URL           string
 }
@@ -340,6 +343,8 @@ type floodStatus struct {
 	Codes map[string]int
 	// FirstErrors holds a few of the error texts read.
 	FirstErrors []string
+	// Admitted counts the connections told admitted (LeaveAdmitted).
+	Admitted int
 	// Scrapes counts the scrapers' replies by HTTP status ("200", "503";
 	// "error" when the request failed).
 	Scrapes map[string]int
@@ -403,6 +408,26 @@ func floodMain(spec string) int {
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
+		if s.LeaveAdmitted {
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadBytes('\n')
+					var reply protocol.Reply
+					if err != nil || json.Unmarshal(line, &reply) != nil || reply.Type == protocol.ReplyError {
+						return
+					}
+					if reply.Type == protocol.ReplyAdmitted {
+						mu.Lock()
+						st.Admitted++
+						mu.Unlock()
+						return
+					}
+				}
+			}()
+			continue
+		}
 		if s.Read {
 			go func() {
 				line, err := bufio.NewReader(c).ReadString('\n')
@@ -489,26 +514,28 @@ type flood struct {
 // startFlood starts a flood process, as uid when uid is not 0, and
 // returns once its connections are open; it ends when the test does, or at
 // release.
-func startFlood(t *testing.T, spec floodSpec, uid uint32) *flood {
+func startFlood(t testing.TB, spec floodSpec, uid uint32) *flood {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	f := startTestProc(t, envTestFlood+"="+string(b), uid)
+	f.read(t)
+	return f
+}
+
+// startTestProc starts this test binary with env set, as uid when uid is
+// not 0, talking to it over its standard input and output; it ends when
+// the test does, or at release.
+func startTestProc(t testing.TB, env string, uid uint32) *flood {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if uid != 0 {
-		// The test binary, where the other user may run it.
-		b, err := os.ReadFile(exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exe = filepath.Join(socketDir(t), "daemon.test")
-		if err := os.WriteFile(exe, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		exe = userExecutable(t)
 	}
-	b, _ := json.Marshal(spec)
 	f := &flood{cmd: exec.Command(exe)}
-	f.cmd.Env = append(os.Environ(), envTestFlood+"="+string(b))
+	f.cmd.Env = append(os.Environ(), env)
 	f.cmd.Stderr = os.Stderr
 	// As the daemon's: killed with the test process.
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -528,11 +555,10 @@ func startFlood(t *testing.T, spec floodSpec, uid uint32) *flood {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.release)
-	f.read(t)
 	return f
 }
 
-func (f *flood) read(t *testing.T) floodStatus {
+func (f *flood) read(t testing.TB) floodStatus {
 	t.Helper()
 	if !f.out.Scan() {
 		t.Fatalf("flood process ended: %v", f.out.Err())
@@ -545,7 +571,7 @@ func (f *flood) read(t *testing.T) floodStatus {
 }
 
 // poll asks the flood process for its status.
-func (f *flood) poll(t *testing.T) floodStatus {
+func (f *flood) poll(t testing.TB) floodStatus {
 	t.Helper()
 	io.WriteString(f.in, "status\n")
 	return f.read(t)
@@ -563,7 +589,7 @@ func (f *flood) release() {
 // requireRoot gates the tests that run clients as other uids: they skip
 // when not root, except where the real-kernel tests are required (CI),
 // where they fail, so they never silently stop running.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
@@ -572,6 +598,33 @@ func requireRoot(t *testing.T) {
 		t.Fatalf("needs root to run clients as other users (%s=1 makes this a failure)", kerneltest.EnvRequire)
 	}
 	t.Skip("needs root to run clients as other users")
+}
+
+// userExes holds each test's copy of the test binary for other users.
+var userExes sync.Map // testing.TB -> string
+
+// userExecutable copies the test binary, once per test, where the test's
+// other users may run it (beside a socket of socketDir's).
+func userExecutable(t testing.TB) string {
+	t.Helper()
+	if exe, ok := userExes.Load(t); ok {
+		return exe.(string)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(socketDir(t), "daemon.test")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	userExes.Store(t, exe)
+	t.Cleanup(func() { userExes.Delete(t) })
+	return exe
 }
 
 // msgStatReads is the daemon process's last record: how often it read the

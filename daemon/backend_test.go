@@ -55,8 +55,8 @@ type undecidedBackend struct {
 	refused   admission.QueryID
 }
 
-func (b *undecidedBackend) Submit(pool string, now time.Time) (admission.QueryID, bool, error) {
-	id, started, err := b.Controller.Submit(pool, now)
+func (b *undecidedBackend) Submit(pool, user string, now time.Time) (admission.QueryID, bool, error) {
+	id, started, err := b.Controller.Submit(pool, user, now)
 	if l, ok := b.PoolLimits(pool); !ok || !l.Global() {
 		return id, started, err
 	}
@@ -78,14 +78,14 @@ func (b *undecidedBackend) Submit(pool string, now time.Time) (admission.QueryID
 	return ev.ID, false, nil
 }
 
-func (b *undecidedBackend) Position(id admission.QueryID) int {
+func (b *undecidedBackend) Place(id admission.QueryID, now time.Time) (admission.Place, bool) {
 	b.mu.Lock()
 	undecided := b.undecided[id]
 	b.mu.Unlock()
 	if undecided {
-		return 0
+		return admission.Place{}, false
 	}
-	return b.Controller.Position(id)
+	return b.Controller.Place(id, now)
 }
 
 func (b *undecidedBackend) Events() <-chan admission.Event { return b.events }

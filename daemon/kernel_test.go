@@ -479,19 +479,7 @@ GRANT USE ON RESOURCE POOL vip TO %[3]s;
 GRANT USE ON RESOURCE POOL batch TO %[2]s;
 `, grp, u2, u1)
 	d, _ := kernelDaemon(t, need, Config{}, pools, peer.SystemUsers{})
-	// The test binary, where the users may run it.
-	exe := filepath.Join(filepath.Dir(d.socket), "daemon.test")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe := userExecutable(t)
 	tests := []struct {
 		name     string
 		user     string

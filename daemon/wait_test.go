@@ -39,8 +39,10 @@ func TestWhyQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]protocol.Wait{
-		1: {Reason: protocol.WaitConcurrency, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1},
-		2: {Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1},
+		1: {Reason: protocol.WaitConcurrency, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1,
+			UserRunning: 1, UserLimit: -1},
+		2: {Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1,
+			UserRunning: 1, UserLimit: -1, OwnAhead: 1},
 	}
 	queued := 0
 	for _, q := range r.Queries {

@@ -155,7 +155,10 @@ func (b *Backend) drop(q *query) {
 // "Deciding over the network"). While the node's lease is not certainly
 // alive the query waits as queued at once, until the node reaches etcd
 // again or its deadline passes, and then fails with ErrClusterUnreachable.
-func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, error) {
+//
+// Per-user limits and the fair order are not kept across the cluster:
+// the user is not used, and the pool's queue is FIFO (docs/fleet.md).
+func (b *Backend) Submit(pool, _ string, now time.Time) (admission.QueryID, bool, error) {
 	b.mu.Lock()
 	p, ok := b.pools[pool]
 	if !ok || p.dropped {
@@ -190,6 +193,10 @@ func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, e
 	b.poke()
 	return q.id, false, nil
 }
+
+// Charge implements admission.Backend: the cluster keeps no per-user
+// usage, so it records nothing.
+func (b *Backend) Charge(admission.QueryID, time.Duration, time.Time) {}
 
 // Adopt counts a query of an earlier daemon, found running at start, as
 // running in pool: it registers it as an extra (it may exceed the limit;

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(nodeEnv); spec != "" {
 		os.Exit(runNode(spec))
 	}
+	if spec := os.Getenv(chaosQueryEnv); spec != "" {
+		os.Exit(runChaosQuery(spec))
+	}
 	code := m.Run()
 	for _, c := range []struct {
 		*etcdtest.Cluster
@@ -136,8 +139,8 @@ func (n *node) final(t *testing.T, within time.Duration) admission.Event {
 // or its place in the queue from its first event.
 func (n *node) submit(t *testing.T, pool string) (admission.QueryID, bool, error) {
 	t.Helper()
-	id, started, err := n.Submit(pool, time.Now())
-	if err != nil || started || n.Position(id) > 0 {
+	id, started, err := n.Submit(pool, "alice", time.Now())
+	if _, queued := n.Place(id, time.Now()); err != nil || started || queued {
 		return id, started, err
 	}
 	ev := n.next(t, 10*time.Second)
@@ -208,7 +211,7 @@ func TestGlobalLimit(t *testing.T) {
 	for i := range 46 {
 		submitted[i%3]++
 		wg.Go(func() {
-			if _, started, err := nodes[i%3].Submit("olap", time.Now()); started || err != nil {
+			if _, started, err := nodes[i%3].Submit("olap", "alice", time.Now()); started || err != nil {
 				errs <- fmt.Errorf("query %d: started %v, %v; want it undecided", i, started, err)
 			}
 		})
@@ -372,7 +375,7 @@ func TestModel(t *testing.T) {
 				now := time.Now()
 				if len(live) == 0 || rng.IntN(5) < 3 {
 					pool := names[rng.IntN(len(names))]
-					mid, mStarted, mErr := model.Submit(pool, now)
+					mid, mStarted, mErr := model.Submit(pool, "alice", now)
 					bid, bStarted, bErr := n.submit(t, pool)
 					if (mErr == nil) != (bErr == nil) || mErr != nil && mErr.Error() != bErr.Error() {
 						t.Fatalf("step %d submit %s: model %v, backend %v", step, pool, mErr, bErr)

@@ -69,12 +69,20 @@ func (b *Backend) Queries() []Query {
 	return out
 }
 
-// Position is a waiting query's place in its pool's cluster-wide queue, 1
-// for the head; 0 when it runs, or is not decided yet (the daemon has not
-// been told it waits). Until the watch shows its key, it is the place its
-// registration read; for a query waiting for etcd, the place it would
-// take: behind the queue and the pool's earlier arrivals on this node.
-func (b *Backend) Position(id admission.QueryID) int {
+// Place is where a waiting query stands in its pool's cluster-wide queue:
+// its position, 1 for the head; false when it runs, or is not decided yet
+// (the daemon has not been told it waits).
+func (b *Backend) Place(id admission.QueryID, _ time.Time) (admission.Place, bool) {
+	pos := b.position(id)
+	return admission.Place{Position: pos, Ahead: pos - 1}, pos > 0
+}
+
+// position is a waiting query's place in its pool's cluster-wide queue, 1
+// for the head; 0 when it runs, or is not decided yet. Until the watch
+// shows its key, it is the place its registration read; for a query
+// waiting for etcd, the place it would take: behind the queue and the
+// pool's earlier arrivals on this node.
+func (b *Backend) position(id admission.QueryID) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q, ok := b.queries[id]

@@ -102,7 +102,8 @@ func parseOnline(s string) (cpulimit.CPUSet, error) {
 	return set, err
 }
 
-// CgroupLimit is a CPU or memory limit set on one cgroup.
+// CgroupLimit is a CPU or memory limit, or a CPU demotion, set on one
+// cgroup.
 type CgroupLimit struct {
 	// Cgroup is the cgroup, "/"-rooted below its hierarchy's mount as
 	// /proc/PID/cgroup names it ("/user.slice/user-1000.slice").
@@ -119,4 +120,9 @@ type CgroupLimit struct {
 	// CPUSet is, for a cpuset.cpus limit, its CPUs (CPUs is then their
 	// count); empty otherwise.
 	CPUSet cpulimit.CPUSet
+	// Weight is, for a CPU demotion (cpu.idle 1, or a cpu.weight or v1
+	// cpu.shares below the default), the weight the scheduler gives the
+	// cgroup in cpu.weight's units: cpulimit.IdleWeight when idle,
+	// shares × 100 / 1024 for cpu.shares; 0 otherwise.
+	Weight float64
 }
