@@ -39,6 +39,9 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	switch req.Op {
 	case protocol.OpPools:
 		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired(), time.Now())
+		if file := s.changes.file.Load(); file != nil {
+			sysview.MarkRunTime(reply.Pools, sysview.Pools(file, nil, planner.Desired{}, time.Now()))
+		}
 		s.clusterPools(reply.Pools, req.Local)
 	case protocol.OpClassifiers:
 		reply.Classifiers = sysview.Classifiers(s.Model())

@@ -36,7 +36,7 @@ import (
 
 // DefaultTTL is the session lease's time to live: a node that stops
 // renewing it (it died, or lost etcd) has its slots freed this long after
-// its last renewal. The node renews every TTL/10 (renewInterval).
+// its last renewal. The node renews every TTL/20 (renewInterval).
 const DefaultTTL = 10 * time.Second
 
 // DefaultRequestTimeout bounds each etcd request.
@@ -279,11 +279,11 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		DialKeepAliveTime:    cfg.TTL / 3,
 		DialKeepAliveTimeout: cfg.RequestTimeout,
 		// gRPC's default reconnection backoff grows to 120 s: a node back
-		// in touch after a long partition could wait that long before it
-		// registers its running queries again. At most TTL/3 between
-		// attempts keeps it within a lease renewal.
+		// in touch after a cut could wait that long, and lose a lease
+		// that outlived the cut. At most one renewal interval between
+		// attempts keeps it within the lease's margin (renewInterval).
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.TTL / 3},
+			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
 			MinConnectTimeout: cfg.RequestTimeout,
 		})},
 		Logger: zap.NewNop(),

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(nodeEnv); spec != "" {
 		os.Exit(runNode(spec))
 	}
+	if spec := os.Getenv(chaosQueryEnv); spec != "" {
+		os.Exit(runChaosQuery(spec))
+	}
 	code := m.Run()
 	for _, c := range []struct {
 		*etcdtest.Cluster

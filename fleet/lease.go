@@ -10,15 +10,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// renewInterval is how often a node renews its session lease: a tenth of
-// the TTL. etcd expires a lease TTL after the last renewal it received,
-// so a cut between the node and etcd shorter than TTL − TTL/10 − one round
-// trip never costs the node its lease (docs/fleet.md "Session lease").
-// etcd's own KeepAlive renews every TTL/3 from a loop that looks every
-// 500 ms, which loses the lease to cuts of about TTL − TTL/3 − 0.5 s: that
-// is why the node renews by itself (one LeaseKeepAlive message each time,
-// answered by the leader without a raft round).
-func renewInterval(ttl time.Duration) time.Duration { return ttl / 10 }
+// renewInterval is how often a node renews its session lease: a
+// twentieth of the TTL. etcd expires a lease TTL after the last renewal it
+// received, so a cut between the node and etcd shorter than
+// TTL − TTL/20 − one round trip never costs the node its lease
+// (docs/fleet.md "Session lease"). etcd's own KeepAlive renews every
+// TTL/3 from a loop that looks every 500 ms, which loses the lease to cuts
+// of about TTL − TTL/3 − 0.5 s: that is why the node renews by itself (one
+// LeaseKeepAlive message each time, answered by the leader without a raft
+// round). The client's reconnection backoff is capped at the same
+// interval, so a severed connection comes back as soon as the path does.
+func renewInterval(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // connectedLocked reports whether the node's lease is certainly alive at
 // now: it was renewed less than a TTL ago, counted from when the renewal

@@ -55,6 +55,10 @@ type Pool struct {
 	UsersRunning int        `json:"UsersRunning"`
 	UsersQueued  int        `json:"UsersQueued"`
 	Users        []PoolUser `json:"Users,omitempty"`
+	// RunTime names the columns whose value a run-time change (`poolagent
+	// sql`, kept in the state directory) set over the pool file; "Name"
+	// when the pool itself was created at run time.
+	RunTime []string `json:"RunTime,omitempty"`
 }
 
 // PoolUser is one user's queries in a pool, a part of a [Pool] row.

@@ -40,12 +40,12 @@ func daemonCommand() *cli.Command {
 			"are re-planned (weighted max-min) and only changed files are written. Runs until\n" +
 			"SIGINT or SIGTERM; SIGHUP re-reads the pool file and the changes in --state-dir (an\n" +
 			"invalid file is refused and the running pools kept). Under systemd (Type=notify,\n" +
-			"Delegate=yes, --delegated) it reports readiness and status and pings the watchdog.\n" +
+			"--delegated) it reports readiness and status and pings the watchdog.\n" +
 			"See docs/admission.md and docs/operate.md.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
-			&cli.BoolFlag{Name: "delegated", Usage: "run in the cgroup systemd delegated to the unit (Delegate=yes): move into its leaf agent/ and keep the pools in pools/ beside it (instead of --root)"},
+			&cli.BoolFlag{Name: "delegated", Usage: "keep the pools in a scope systemd delegates beside the daemon's unit (poolagent.service -> poolagent-pools.scope/pools, Delegate=yes), created once with systemd-run and adopted on restart (instead of --root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused. It must exist (systemd's StateDirectory= makes it) unless --create-state-dir"},
 			&cli.BoolFlag{Name: "create-state-dir", Usage: "make --state-dir (mode 0700) if it does not exist, instead of refusing to start"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
@@ -124,11 +124,12 @@ func runDaemon(c *cli.Context) error {
 		if root != "" {
 			return fmt.Errorf("--delegated and --root %s: give one (--delegated keeps the pools in the unit's cgroup)", root)
 		}
-		layout, err := systemd.Delegate(mounts, "/", os.Getpid())
+		keepers := systemd.SystemdRun{Description: "poolagent pools: the queries, kept across restarts of the daemon"}
+		layout, err := systemd.Delegate(mounts, "/", os.Getpid(), keepers)
 		if err != nil {
 			return fmt.Errorf("--delegated: %w", err)
 		}
-		log.Info("delegated cgroup", "unit", layout.Unit, "agent", layout.Agent)
+		log.Info("delegated scope", "scope", layout.Scope, "cgroup", layout.Dir, "keeper", layout.Keeper, "created", layout.Created)
 		root = layout.PoolRoot
 	}
 	if root, err = pooltree.Root(mounts, root); err != nil {
@@ -181,7 +182,11 @@ func runDaemon(c *cli.Context) error {
 	srv.Operate(src)
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
+	err = service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
+	if errors.Is(err, daemon.ErrNotSocket) {
+		return fmt.Errorf("--socket: %w", err)
+	}
+	return err
 }
 
 // activatedSocket returns the socket systemd passed the daemon by socket

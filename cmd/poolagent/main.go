@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			planCommand(),
 			checkCommand(),
 			applyCommand(),
+			teardownCommand(),
 			daemonCommand(),
 			runCommand(),
 			statCommand(),
