@@ -412,10 +412,13 @@ func scrapeBody(t *testing.T, hc *http.Client, url string) []byte {
 
 // Bounds of TestAbuseMetricsScrapes: the daemon's peak resident set with
 // 1,000 pools under the attacks, and how much slower another user's
-// queries may start (median over median without the attack).
+// queries may start: their median at most scrapeAbuseRatio times the
+// median without the attack, or scrapeAbuseSlack over it, whichever is
+// more (the slack absorbs other work on a loaded test host).
 const (
 	scrapeAbusePeak  = 96 << 20
 	scrapeAbuseRatio = 4
+	scrapeAbuseSlack = 100 * time.Millisecond
 )
 
 // TestAbuseMetricsScrapes: with 1,000 pools, another uid opens 250
@@ -507,9 +510,9 @@ func TestAbuseMetricsScrapes(t *testing.T) {
 		if peak > scrapeAbusePeak {
 			t.Errorf("%s: the daemon's resident set reached %d MiB, past the bound of %d MiB", a.name, peak>>20, scrapeAbusePeak>>20)
 		}
-		if p50 > scrapeAbuseRatio*quiet {
-			t.Errorf("%s: another user's starts took %v (median), %.1f× the %v without the attack (at most %d×)",
-				a.name, p50, float64(p50)/float64(quiet), quiet, scrapeAbuseRatio)
+		if p50 > max(scrapeAbuseRatio*quiet, quiet+scrapeAbuseSlack) {
+			t.Errorf("%s: another user's starts took %v (median), %.1f× the %v without the attack (at most %d× or %v more)",
+				a.name, p50, float64(p50)/float64(quiet), quiet, scrapeAbuseRatio, scrapeAbuseSlack)
 		}
 		if gap := wd.longestGap(begin); gap >= watchdogSec {
 			t.Errorf("%s: no watchdog ping for %v (WatchdogSec %v): systemd would restart the daemon", a.name, gap.Round(time.Millisecond), watchdogSec)

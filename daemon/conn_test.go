@@ -95,15 +95,6 @@ func TestMessageLimits(t *testing.T) {
 	})
 }
 
-// TestHealthyServing: a serving daemon passes its health check (the
-// stalled accept loop that fails it: guard.TestStalled).
-func TestHealthyServing(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
-	if err := d.srv.Healthy(); err != nil {
-		t.Fatalf("a serving daemon is unhealthy: %v", err)
-	}
-}
-
 // TestSocketDirRemoved: the daemon removes at exit the socket's directory
 // it made (as /run/poolagent), and only that: a directory that was there
 // stays, and so does one another file is in.

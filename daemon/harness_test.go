@@ -59,6 +59,12 @@ func TestMain(m *testing.M) {
 	if socket, ok := os.LookupEnv(envTestNSClient); ok {
 		os.Exit(nsClientMain(socket))
 	}
+	if _, ok := os.LookupEnv(envTestVforkSitter); ok {
+		os.Exit(vforkSitterMain())
+	}
+	if spec, ok := os.LookupEnv(envTestVforkClients); ok {
+		os.Exit(vforkClientsMain(spec))
+	}
 	if _, ok := os.LookupEnv(envTestGOMAXPROCS); ok {
 		os.Exit(gomaxprocsMain())
 	}

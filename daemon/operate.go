@@ -193,7 +193,7 @@ func (c *changes) reload() ([]planner.Warning, error) {
 	}
 	c.file.Store(c.src.fileModel())
 	c.src.logChanges(c.log, "reload")
-	return warns, c.install(m, "reload")
+	return warns, c.installLocked(m, "reload")
 }
 
 // ExecSQL carries out DDL an administrator sent: parsed (source names it
@@ -225,7 +225,7 @@ func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Chan
 			return state.Change{}, warns, err
 		}
 		c.log.Info("run-time change written to the cluster", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
-		return ch, warns, c.install(m, fmt.Sprintf("cluster change %d", ch.Seq))
+		return ch, warns, c.installLocked(m, fmt.Sprintf("cluster change %d", ch.Seq))
 	}
 	m, warns, err := planner.Apply(c.current().Model, stmts)
 	if err != nil {
@@ -236,11 +236,11 @@ func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Chan
 		return state.Change{}, warns, fmt.Errorf("change not applied: %w", err)
 	}
 	c.log.Info("run-time change accepted", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
-	return ch, warns, c.install(m, fmt.Sprintf("change %d", ch.Seq))
+	return ch, warns, c.installLocked(m, fmt.Sprintf("change %d", ch.Seq))
 }
 
-// install makes m the running model and reconciles; c.mu is held.
-func (c *changes) install(m *planner.Model, reason string) error {
+// installLocked makes m the running model and reconciles; c.mu is held.
+func (c *changes) installLocked(m *planner.Model, reason string) error {
 	p := c.current()
 	p.Model = m
 	c.set(p)

@@ -350,8 +350,8 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("list running queries: %w", err)
 	}
 	s.avoidNames(queries)
-	for _, q := range queries {
-		pool, name := q[0], q[1]
+	for _, c := range queries {
+		pool, name := c[0], c[1]
 		busy, err := s.cg.Populated(pool, name)
 		if err != nil {
 			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
@@ -363,39 +363,29 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			continue
 		}
-		id := s.reg.adopt(pool)
+		q := s.adoptQuery(pool, name)
 		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
 		wg.Go(func() {
+			defer q.Release()
 			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
-				if ctx.Err() == nil {
-					// As for a query of this daemon: a cgroup that cannot
-					// be read frees its slot rather than hold it for ever.
-					s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
-					s.leave(id)
+				if ctx.Err() != nil {
+					q.keep()
+					return
 				}
+				// As for a query of this daemon: a cgroup that cannot be
+				// read frees its slot rather than hold it for ever.
+				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
 				return
 			}
 			if err := s.cg.RemoveQuery(pool, name); err != nil {
 				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
 			}
-			s.leave(id)
 		})
 	}
 	if len(queries) > 0 {
 		s.rp.request()
 	}
 	return nil
-}
-
-// leave ends a query in the registry, starting whoever may start next,
-// and re-plans: the set of active pools may have changed.
-func (s *Server) leave(id admission.QueryID) { s.leaveUsed(id, 0) }
-
-// leaveUsed is leave for a query whose cgroup's CPU time was read at its
-// end: cpu is charged to its user in the pool (the fair order's usage).
-func (s *Server) leaveUsed(id admission.QueryID, cpu time.Duration) {
-	s.reg.leave(id, cpu)
-	s.rp.request()
 }
 
 // avoidNames makes the names of this daemon's queries differ from those of
@@ -420,6 +410,10 @@ func (s *Server) avoidNames(queries [][2]string) {
 		s.start = strconv.FormatInt(latest+1, 36)
 	}
 }
+
+// ErrNotSocket: the socket's path names a file that exists and is not a
+// socket, which the daemon does not replace.
+var ErrNotSocket = errors.New("exists and is not a socket")
 
 // listen creates the socket, replacing a stale one left by a daemon that
 // died, and opens it to every local user. madeDir is the socket's
@@ -449,7 +443,7 @@ func listen(path string) (ln *net.UnixListener, madeDir string, err error) {
 	// Only a socket is replaced: --socket naming a file by mistake must
 	// not delete it.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
-		return nil, madeDir, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
+		return nil, madeDir, fmt.Errorf("socket %s: %w (%s); give a path that is free or a stale socket", path, ErrNotSocket, fileKind(fi.Mode()))
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, madeDir, fmt.Errorf("remove stale socket: %w", err)

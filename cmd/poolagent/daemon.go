@@ -182,7 +182,11 @@ func runDaemon(c *cli.Context) error {
 	srv.Operate(src)
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
+	err = service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
+	if errors.Is(err, daemon.ErrNotSocket) {
+		return fmt.Errorf("--socket: %w", err)
+	}
+	return err
 }
 
 // activatedSocket returns the socket systemd passed the daemon by socket
