@@ -15,7 +15,7 @@ import (
 // isAdminOp reports whether op is an operator operation.
 func isAdminOp(op string) bool {
 	switch op {
-	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries:
+	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpHistory:
 		return true
 	}
 	return false
@@ -42,6 +42,8 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		reply.Classifiers = sysview.Classifiers(s.Model())
 	case protocol.OpQueries:
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
+	case protocol.OpHistory:
+		reply = s.serveHistory(req)
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
 	}
