@@ -12,7 +12,7 @@ func TestAdoptTakesSlotsWithoutAdmitting(t *testing.T) {
 	if s := poolStats(t, c, "olap"); s.Running != 2 || s.Admitted != 0 {
 		t.Fatalf("after adopting two: running %d admitted %d, want 2 and 0", s.Running, s.Admitted)
 	}
-	id, started, err := c.Submit("olap", at(1))
+	id, started, err := c.Submit("olap", "alice", at(1))
 	if err != nil || started {
 		t.Fatalf("third query: started %v err %v, want queued", started, err)
 	}
@@ -34,7 +34,7 @@ func TestAdoptIntoMissingPool(t *testing.T) {
 	if !s.Dropped || s.Running != 1 {
 		t.Fatalf("etl %+v, want dropped with one running", s)
 	}
-	if _, _, err := c.Submit("etl", at(1)); err == nil {
+	if _, _, err := c.Submit("etl", "alice", at(1)); err == nil {
 		t.Fatal("a new query was admitted into a dropped pool")
 	}
 	c.Leave(id, at(2))

@@ -46,6 +46,17 @@ import "time"
 //     expired, the shared queue moved.
 //
 // An event goes one way or the other, never both.
+//
+// # Deciding over the network
+//
+// A backend whose decisions need the network (fleet mode: an etcd
+// transaction) must not make Submit wait for it. Its Submit may return a
+// query neither started nor placed: not started, no error, and Position 0.
+// The decision then comes as events: a start, a refusal (an Event whose
+// Err is the [*Error] Submit would have returned, e.g. ErrQueueFull), or an
+// Event with Queued set once the query waits in its queue (Position is then
+// its place), followed later by its final event. The daemon tells its
+// client the query is queued only then.
 type Backend interface {
 	// Configure replaces the pools' limits (start, reload, ALTER). A pool
 	// absent from pools is dropped: its queued queries fail with
@@ -56,13 +67,16 @@ type Backend interface {
 	// (ErrPoolDisabled), and loosened limits start queued queries.
 	Configure(pools map[string]Limits, now time.Time) []Event
 	// Submit asks to run a query in pool. It returns the query's id and
-	// whether it started at once; one that did not start is queued and
+	// whether it started at once; one that did not start is queued (or, in
+	// a backend deciding over the network, not decided yet: see above) and
 	// gets an Event later. A refused query gets an [*Error] (queue full,
 	// pool disabled) and no id; a pool that does not exist or was dropped
 	// gets an error wrapping ErrUnknownPool. A backend that cannot decide
 	// (fleet mode cut off from its shared state) returns an error that
 	// says so; the daemon passes its text to the client.
-	Submit(pool string, now time.Time) (id QueryID, started bool, err error)
+	// userName is who runs it (an [Identity]'s UserKey), for the pool's
+	// per-user limits and fair order.
+	Submit(pool, userName string, now time.Time) (id QueryID, started bool, err error)
 	// Adopt counts a query already running in pool without admitting it:
 	// one the daemon finds in its cgroup when it starts, admitted by an
 	// earlier daemon. It takes a running slot (not counted as admitted, no
@@ -73,6 +87,9 @@ type Backend interface {
 	// queued ones: their events are returned), a queued one leaves the
 	// queue. Unknown ids are ignored, so a query may leave twice.
 	Leave(id QueryID, now time.Time) []Event
+	// Charge adds CPU time a running query used to its user's usage of
+	// the pool (the fair order's measure); unknown ids are ignored.
+	Charge(id QueryID, cpu time.Duration, now time.Time)
 	// Tick fails the queued queries whose QUERY_CANCEL_AFTER_SECONDS
 	// deadline is at or before now (ErrDelayDeadline).
 	Tick(now time.Time) []Event
@@ -87,9 +104,10 @@ type Backend interface {
 	// while it sends, since the daemon takes its admission lock (and so
 	// may call a method) before reading the next event.
 	Events() <-chan Event
-	// Position is a queued query's place in its pool's queue, 1 for the
-	// head; 0 when the query is not queued.
-	Position(id QueryID) int
+	// Place is where a queued query stands in its pool's queue, what
+	// WhyWaiting explains; false when the query is not queued, or not
+	// decided yet.
+	Place(id QueryID, now time.Time) (Place, bool)
 	// PoolLimits returns the limits of a pool that exists and is not
 	// dropped.
 	PoolLimits(pool string) (Limits, bool)

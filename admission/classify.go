@@ -47,6 +47,16 @@ func (id Identity) String() string {
 	return fmt.Sprintf("%s (uid %d)", id.User, id.UID)
 }
 
+// UserKey names the caller in a pool's per-user limits and fair order:
+// the login name, so that one person is one user on every node of a
+// fleet, or "uid N" when the user database has no name for the uid.
+func (id Identity) UserKey() string {
+	if id.User == "" {
+		return fmt.Sprintf("uid %d", id.UID)
+	}
+	return id.User
+}
+
 // account is the names id is matched by in classifiers and GRANTs.
 func (id Identity) account() planner.Account {
 	return planner.Account{User: id.User, Groups: id.Groups}

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"container/list"
 	"errors"
 	"fmt"
@@ -23,6 +24,11 @@ type Event struct {
 	// QueuedFor is the time the query spent in the queue.
 	QueuedFor time.Duration
 	Err       error
+	// Queued: the query, which Submit left undecided (not started, Position
+	// 0), now waits in its pool's queue; its final event (started or
+	// failed) follows. Only a backend that decides over the network sends
+	// it (see Backend).
+	Queued bool
 }
 
 // PoolStats is a pool's admission state and counters since the pool was
@@ -42,6 +48,11 @@ type PoolStats struct {
 	Failed uint64
 	// QueueWait is the total time started queries spent queued.
 	QueueWait time.Duration
+	// UsersRunning and UsersQueued count the distinct users with running
+	// and with queued queries; Users has each of them, sorted by name.
+	UsersRunning int
+	UsersQueued  int
+	Users        []UserStats
 }
 
 // LoadStats is the host-wide state of CPU-load admission.
@@ -54,15 +65,76 @@ type LoadStats struct {
 type query struct {
 	id       QueryID
 	pool     *pool
+	user     *userQueue
 	arrived  time.Time
-	deadline time.Time // zero: waits for ever
-	elem     *list.Element
+	deadline time.Time     // zero: waits for ever
+	elem     *list.Element // in its user's queue while waiting
 	running  bool
 }
 
+// pool is one pool's state. Its queue is kept per user, each oldest
+// first; the order across users is the pool's policy (next).
 type pool struct {
-	stats PoolStats
-	queue list.List // of *query, oldest first
+	stats  PoolStats
+	queued int
+	users  map[string]*userQueue
+}
+
+func newPool(stats PoolStats) *pool { return &pool{stats: stats, users: map[string]*userQueue{}} }
+
+// user returns the pool's state of the named user, made when missing.
+func (p *pool) user(name string) *userQueue {
+	u, ok := p.users[name]
+	if !ok {
+		u = &userQueue{name: name}
+		p.users[name] = u
+	}
+	return u
+}
+
+// queries returns the pool's waiting queries, oldest first.
+func (p *pool) queries() []*query {
+	out := make([]*query, 0, p.queued)
+	for _, u := range p.users {
+		for e := u.queue.Front(); e != nil; e = e.Next() {
+			out = append(out, e.Value.(*query))
+		}
+	}
+	slices.SortFunc(out, func(a, b *query) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// next returns the user whose oldest waiting query the pool starts next:
+// among the users below the per-user limit, the oldest query under FIFO,
+// the first user in FairBefore's order under the fair policy. nil when
+// no waiting query may start.
+func (p *pool) next(now time.Time) *userQueue {
+	l := p.stats.Limits.Users
+	var best *userQueue
+	var bestAt Standing
+	for _, u := range p.users {
+		if u.queue.Len() == 0 || !u.mayStart(l) {
+			continue
+		}
+		st := u.standing(now, l)
+		if !l.Fair {
+			st.Running, st.UsageSeconds = 0, 0
+		}
+		if best == nil || FairBefore(st, bestAt) {
+			best, bestAt = u, st
+		}
+	}
+	return best
+}
+
+// forgetIdleUsers drops the users with nothing running, nothing waiting
+// and no usage left to count.
+func (p *pool) forgetIdleUsers(now time.Time) {
+	for name, u := range p.users {
+		if u.idle(now, p.stats.Limits.Users) {
+			delete(p.users, name)
+		}
+	}
 }
 
 // Controller admits queries into pools. It is not safe for concurrent use:
@@ -112,7 +184,7 @@ func (c *Controller) Configure(pools map[string]Limits, now time.Time) []Event {
 	for name, l := range pools {
 		p, ok := c.pools[name]
 		if !ok {
-			p = &pool{stats: PoolStats{Name: name}}
+			p = newPool(PoolStats{Name: name})
 			c.pools[name] = p
 		}
 		p.stats.Limits = l
@@ -121,9 +193,19 @@ func (c *Controller) Configure(pools map[string]Limits, now time.Time) []Event {
 			events = c.failQueue(p, now, disabledError(name), events)
 			continue
 		}
-		for p.queue.Len() > 0 && overQueue(p.stats.Running, p.queue.Len()-1, l) {
-			q := p.queue.Remove(p.queue.Back()).(*query)
-			events = c.fail(q, now, queueFullError(name, p.stats.Running, p.queue.Len(), l), events)
+		queued := p.queries()
+		for _, u := range p.users {
+			for u.queue.Len() > 0 && overUserQueue(u.queue.Len()-1, l.Users) {
+				q := u.queue.Back().Value.(*query)
+				c.unqueue(q)
+				events = c.fail(q, now, UserQueueFullError(name, u.name, u.running, u.queue.Len(), p.stats.Running+p.queued, l), events)
+			}
+		}
+		for i := len(queued) - 1; i >= 0 && p.queued > 0 && overQueue(p.stats.Running, p.queued-1, l); i-- {
+			if q := queued[i]; q.elem != nil {
+				c.unqueue(q)
+				events = c.fail(q, now, queueFullError(name, p.stats.Running, p.queued, l), events)
+			}
 		}
 	}
 	return c.drainAll(now, events)
@@ -138,11 +220,11 @@ func cloneWithDefault(pools map[string]Limits) map[string]Limits {
 	return out
 }
 
-// Submit asks to run a query in pool. It returns the query's id and
-// whether it started at once; a query that did not start waits in the
-// queue until an [Event] names it. A refused query gets an [*Error] and no
-// id; an unknown pool gets ErrUnknownPool.
-func (c *Controller) Submit(poolName string, now time.Time) (QueryID, bool, error) {
+// Submit asks to run a query of userName in pool. It returns the query's
+// id and whether it started at once; a query that did not start waits in
+// the queue until an [Event] names it. A refused query gets an [*Error]
+// and no id; an unknown pool gets ErrUnknownPool.
+func (c *Controller) Submit(poolName, userName string, now time.Time) (QueryID, bool, error) {
 	p, ok := c.pools[poolName]
 	if !ok || p.stats.Dropped {
 		return 0, false, fmt.Errorf("%w: %q", ErrUnknownPool, poolName)
@@ -152,21 +234,48 @@ func (c *Controller) Submit(poolName string, now time.Time) (QueryID, bool, erro
 		p.stats.Rejected++
 		return 0, false, disabledError(poolName)
 	}
-	if p.queue.Len() == 0 && c.canStart(p) {
-		q := c.newQuery(p, now)
+	u := p.user(userName)
+	// After every call no waiting query of the pool may start while the
+	// pool may start one (each call drains), so a query whose user is
+	// below their limit starts at once when the pool has room: nobody
+	// waiting is ahead of it.
+	if c.canStart(p) && u.mayStart(l.Users) {
+		q := c.newQuery(p, u, now)
 		c.start(q)
 		return q.id, true, nil
 	}
-	if overQueue(p.stats.Running, p.queue.Len(), l) {
+	if overQueue(p.stats.Running, p.queued, l) {
 		p.stats.Rejected++
-		return 0, false, queueFullError(poolName, p.stats.Running, p.queue.Len(), l)
+		c.forgetIfIdle(p, u, now)
+		return 0, false, queueFullError(poolName, p.stats.Running, p.queued, l)
 	}
-	q := c.newQuery(p, now)
+	if overUserQueue(u.queue.Len(), l.Users) {
+		p.stats.Rejected++
+		err := UserQueueFullError(poolName, userName, u.running, u.queue.Len(), p.stats.Running+p.queued, l)
+		c.forgetIfIdle(p, u, now)
+		return 0, false, err
+	}
+	q := c.newQuery(p, u, now)
 	if l.CancelAfter > 0 {
 		q.deadline = now.Add(l.CancelAfter)
 	}
-	q.elem = p.queue.PushBack(q)
+	q.elem = u.queue.PushBack(q)
+	p.queued++
 	return q.id, false, nil
+}
+
+// unqueue takes a waiting query out of its pool's queue.
+func (c *Controller) unqueue(q *query) {
+	q.user.queue.Remove(q.elem)
+	q.elem = nil
+	q.pool.queued--
+}
+
+// forgetIfIdle drops u's state when nothing of it is left to count.
+func (c *Controller) forgetIfIdle(p *pool, u *userQueue, now time.Time) {
+	if u.idle(now, p.stats.Limits.Users) {
+		delete(p.users, u.name)
+	}
 }
 
 // overQueue reports whether one more arriving query is one too many: YDB's
@@ -183,9 +292,9 @@ func overQueue(running, queued int, l Limits) bool {
 	}
 }
 
-func (c *Controller) newQuery(p *pool, now time.Time) *query {
+func (c *Controller) newQuery(p *pool, u *userQueue, now time.Time) *query {
 	c.lastID++
-	q := &query{id: c.lastID, pool: p, arrived: now}
+	q := &query{id: c.lastID, pool: p, user: u, arrived: now}
 	c.queries[q.id] = q
 	return q
 }
@@ -200,6 +309,7 @@ func (c *Controller) canStart(p *pool) bool {
 
 func (c *Controller) start(q *query) {
 	q.running = true
+	q.user.running++
 	q.pool.stats.Running++
 	q.pool.stats.Admitted++
 	if q.pool.stats.Limits.checksLoad() {
@@ -218,14 +328,28 @@ func (c *Controller) Leave(id QueryID, now time.Time) []Event {
 	delete(c.queries, id)
 	p := q.pool
 	if !q.running {
-		p.queue.Remove(q.elem)
+		c.unqueue(q)
+		c.forgetIfIdle(p, q.user, now)
 		c.forgetIfDone(p)
 		return nil
 	}
 	p.stats.Running--
+	q.user.running--
 	events := c.drain(p, now, nil)
+	c.forgetIfIdle(p, q.user, now)
 	c.forgetIfDone(p)
 	return events
+}
+
+// Charge adds cpu, CPU time a running query used, to its user's usage of
+// the pool, which the fair order counts. The daemon charges a query at
+// its end with its cgroup's usage. Unknown ids are ignored.
+func (c *Controller) Charge(id QueryID, cpu time.Duration, now time.Time) {
+	q, ok := c.queries[id]
+	if !ok || !q.running {
+		return
+	}
+	q.user.usage = q.user.usage.Add(cpu, now, q.pool.stats.Limits.Users.HalfLife)
 }
 
 // Tick fails the queued queries whose QUERY_CANCEL_AFTER_SECONDS deadline
@@ -233,14 +357,15 @@ func (c *Controller) Leave(id QueryID, now time.Time) []Event {
 func (c *Controller) Tick(now time.Time) []Event {
 	var events []Event
 	for _, p := range c.pools {
-		for e := p.queue.Front(); e != nil; {
-			next := e.Next()
-			q := e.Value.(*query)
+		if p.queued == 0 {
+			continue
+		}
+		for _, q := range p.queries() {
 			if !q.deadline.IsZero() && !now.Before(q.deadline) {
-				p.queue.Remove(e)
+				c.unqueue(q)
 				events = c.fail(q, now, deadlineError(p.stats.Name), events)
+				c.forgetIfIdle(p, q.user, now)
 			}
-			e = next
 		}
 	}
 	return events
@@ -252,6 +377,11 @@ func (c *Controller) Tick(now time.Time) []Event {
 // the reservations and starts queued queries as far as the thresholds
 // allow, oldest first across pools.
 func (c *Controller) Sample(now time.Time, busyPercent float64) (events []Event, refreshed bool) {
+	// Idle users' usage decays while nobody asks: a sample (every second
+	// in the daemon) is where they are forgotten.
+	for _, p := range c.pools {
+		p.forgetIdleUsers(now)
+	}
 	if !c.load.Add(now, busyPercent) {
 		return nil, false
 	}
@@ -260,36 +390,42 @@ func (c *Controller) Sample(now time.Time, busyPercent float64) (events []Event,
 
 // drain starts queued queries of one pool while they may start.
 func (c *Controller) drain(p *pool, now time.Time, events []Event) []Event {
-	for p.queue.Len() > 0 && c.canStart(p) {
-		events = c.startHead(p, now, events)
+	for p.queued > 0 && c.canStart(p) {
+		u := p.next(now)
+		if u == nil {
+			break
+		}
+		events = c.startNext(u, now, events)
 	}
 	return events
 }
 
-// drainAll starts queued queries of every pool, always the oldest head that
-// may start, so that pools sharing the host's CPU reservations are served
-// in arrival order.
+// drainAll starts queued queries of every pool, always the oldest of the
+// queries the pools would start next, so that pools sharing the host's
+// CPU reservations are served in arrival order.
 func (c *Controller) drainAll(now time.Time, events []Event) []Event {
 	for {
-		var best *pool
+		var best *userQueue
 		for _, p := range c.pools {
-			if p.queue.Len() == 0 || !c.canStart(p) {
+			if p.queued == 0 || !c.canStart(p) {
 				continue
 			}
-			if best == nil || p.queue.Front().Value.(*query).id < best.queue.Front().Value.(*query).id {
-				best = p
+			if u := p.next(now); u != nil && (best == nil || u.oldest() < best.oldest()) {
+				best = u
 			}
 		}
 		if best == nil {
 			return events
 		}
-		events = c.startHead(best, now, events)
+		events = c.startNext(best, now, events)
 	}
 }
 
-func (c *Controller) startHead(p *pool, now time.Time, events []Event) []Event {
-	q := p.queue.Remove(p.queue.Front()).(*query)
-	q.elem = nil
+// startNext starts u's oldest waiting query.
+func (c *Controller) startNext(u *userQueue, now time.Time, events []Event) []Event {
+	q := u.queue.Front().Value.(*query)
+	c.unqueue(q)
+	p := q.pool
 	c.start(q)
 	waited := now.Sub(q.arrived)
 	p.stats.QueueWait += waited
@@ -297,8 +433,8 @@ func (c *Controller) startHead(p *pool, now time.Time, events []Event) []Event {
 }
 
 func (c *Controller) failQueue(p *pool, now time.Time, err *Error, events []Event) []Event {
-	for p.queue.Len() > 0 {
-		q := p.queue.Remove(p.queue.Front()).(*query)
+	for _, q := range p.queries() {
+		c.unqueue(q)
 		events = c.fail(q, now, err, events)
 	}
 	return events
@@ -316,23 +452,42 @@ func (c *Controller) fail(q *query, now time.Time, err *Error, events []Event) [
 
 // forgetIfDone deletes a dropped pool once nothing refers to it.
 func (c *Controller) forgetIfDone(p *pool) {
-	if p.stats.Dropped && p.stats.Running == 0 && p.queue.Len() == 0 {
+	if p.stats.Dropped && p.stats.Running == 0 && p.queued == 0 {
 		delete(c.pools, p.stats.Name)
 	}
 }
 
-// Position is a queued query's place in its pool's queue, 1 for the head;
-// 0 when the query is not queued.
-func (c *Controller) Position(id QueryID) int {
+// Place is where a queued query stands in its pool (see [Place]); false
+// when the query is not queued.
+func (c *Controller) Place(id QueryID, now time.Time) (Place, bool) {
 	q, ok := c.queries[id]
 	if !ok || q.running {
-		return 0
+		return Place{}, false
 	}
-	n := 1
-	for e := q.pool.queue.Front(); e != q.elem; e = e.Next() {
-		n++
+	p, me := q.pool, q.user
+	l := p.stats.Limits.Users
+	pl := Place{Fair: l.Fair, User: me.name, UserRunning: me.running, UserQueued: me.queue.Len()}
+	for e := me.queue.Front(); e != q.elem; e = e.Next() {
+		pl.OwnAhead++
 	}
-	return n
+	mine := me.standing(now, l)
+	for _, u := range p.users {
+		if u == me || u.queue.Len() == 0 || !u.mayStart(l) {
+			continue
+		}
+		if l.Fair {
+			if !me.mayStart(l) || FairBefore(u.standing(now, l), mine) {
+				pl.UsersAhead++
+			}
+			continue
+		}
+		for e := u.queue.Front(); e != nil && e.Value.(*query).id < q.id; e = e.Next() {
+			pl.Ahead++
+		}
+	}
+	pl.Ahead += pl.UsersAhead + pl.OwnAhead
+	pl.Position = pl.Ahead + 1
+	return pl, true
 }
 
 // PoolLimits returns the limits of a pool that exists and is not dropped.
@@ -349,8 +504,14 @@ func (c *Controller) Pools() []PoolStats {
 	out := make([]PoolStats, 0, len(c.pools))
 	for _, p := range c.pools {
 		s := p.stats
-		s.Queued = p.queue.Len()
-		out = append(out, s)
+		s.Queued = p.queued
+		for _, u := range p.users {
+			if u.name == adoptedUser || u.running == 0 && u.queue.Len() == 0 {
+				continue
+			}
+			s.Users = append(s.Users, UserStats{User: u.name, Running: u.running, Queued: u.queue.Len(), Usage: u.usage})
+		}
+		out = append(out, withUserCounts(s))
 	}
 	slices.SortFunc(out, func(a, b PoolStats) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -26,6 +26,13 @@ func limits(concurrent, queue int) Limits {
 	return Limits{ConcurrentQueryLimit: concurrent, QueueSize: queue, LoadCPUThresholdPercent: Unlimited}
 }
 
+// position is a query's Position in its pool's queue, 0 when it is not
+// queued.
+func position(c *Controller, id QueryID) int {
+	pl, _ := c.Place(id, t0)
+	return pl.Position
+}
+
 func poolStats(t *testing.T, c *Controller, name string) PoolStats {
 	t.Helper()
 	for _, s := range c.Pools() {
@@ -49,7 +56,7 @@ func TestTwoRunThreeQueueTenArrive(t *testing.T) {
 	var running, queued []QueryID
 	rejected := 0
 	for i := range 10 {
-		id, started, err := c.Submit("olap", at(time.Duration(i)*time.Millisecond))
+		id, started, err := c.Submit("olap", "alice", at(time.Duration(i)*time.Millisecond))
 		switch {
 		case err != nil:
 			if !errors.Is(err, ErrQueueFull) || err.Error() != wantErr {
@@ -122,11 +129,11 @@ func TestSubmit(t *testing.T) {
 			c := newController(t, map[string]Limits{"p": tt.limits})
 			c.Sample(t0, 0)
 			for i := range tt.before {
-				if _, _, err := c.Submit("p", t0); err != nil {
+				if _, _, err := c.Submit("p", "alice", t0); err != nil {
 					t.Fatalf("query %d before: %v", i, err)
 				}
 			}
-			_, started, err := c.Submit("p", t0)
+			_, started, err := c.Submit("p", "alice", t0)
 			if tt.is != nil {
 				if !errors.Is(err, tt.is) || err.Error() != tt.wantErr {
 					t.Fatalf("error %q, want %q (%v)", err, tt.wantErr, tt.is)
@@ -145,10 +152,10 @@ func TestSubmit(t *testing.T) {
 
 func TestSubmitUnknownPool(t *testing.T) {
 	c := newController(t, nil)
-	if _, _, err := c.Submit("nope", t0); !errors.Is(err, ErrUnknownPool) {
+	if _, _, err := c.Submit("nope", "alice", t0); !errors.Is(err, ErrUnknownPool) {
 		t.Fatalf("error %v, want ErrUnknownPool", err)
 	}
-	if _, started, err := c.Submit(planner.DefaultPool, t0); err != nil || !started {
+	if _, started, err := c.Submit(planner.DefaultPool, "alice", t0); err != nil || !started {
 		t.Fatalf("default pool: started %v, error %v; want an immediate start", started, err)
 	}
 }
@@ -157,8 +164,8 @@ func TestQueueDeadline(t *testing.T) {
 	l := limits(1, 10)
 	l.CancelAfter = 5 * time.Second
 	c := newController(t, map[string]Limits{"olap": l})
-	first, _, _ := c.Submit("olap", t0)
-	waiting, started, err := c.Submit("olap", at(time.Second))
+	first, _, _ := c.Submit("olap", "alice", t0)
+	waiting, started, err := c.Submit("olap", "alice", at(time.Second))
 	if err != nil || started {
 		t.Fatalf("second query: started %v, error %v; want queued", started, err)
 	}
@@ -185,17 +192,17 @@ func TestQueueDeadline(t *testing.T) {
 
 func TestLeaveQueuedAndTwice(t *testing.T) {
 	c := newController(t, map[string]Limits{"p": limits(1, 10)})
-	a, _, _ := c.Submit("p", t0)
-	b, _, _ := c.Submit("p", t0)
-	d, _, _ := c.Submit("p", t0)
-	if got := []int{c.Position(a), c.Position(b), c.Position(d)}; !slices.Equal(got, []int{0, 1, 2}) {
+	a, _, _ := c.Submit("p", "alice", t0)
+	b, _, _ := c.Submit("p", "alice", t0)
+	d, _, _ := c.Submit("p", "alice", t0)
+	if got := []int{position(c, a), position(c, b), position(c, d)}; !slices.Equal(got, []int{0, 1, 2}) {
 		t.Fatalf("positions %v, want [0 1 2]", got)
 	}
 	if ev := c.Leave(b, t0); len(ev) != 0 {
 		t.Fatalf("a queued query leaving started %+v", ev)
 	}
-	if c.Position(d) != 1 {
-		t.Errorf("position after the head left: %d, want 1", c.Position(d))
+	if position(c, d) != 1 {
+		t.Errorf("position after the head left: %d, want 1", position(c, d))
 	}
 	ev := c.Leave(a, t0)
 	if len(ev) != 1 || ev[0].ID != d {
@@ -212,14 +219,14 @@ func TestLeaveQueuedAndTwice(t *testing.T) {
 
 func TestConfigure(t *testing.T) {
 	c := newController(t, map[string]Limits{"p": limits(1, 5), "q": limits(1, 5)})
-	run, _, _ := c.Submit("p", t0)
+	run, _, _ := c.Submit("p", "alice", t0)
 	var queued []QueryID
 	for range 4 {
-		id, _, _ := c.Submit("p", t0)
+		id, _, _ := c.Submit("p", "alice", t0)
 		queued = append(queued, id)
 	}
-	qRun, _, _ := c.Submit("q", t0)
-	qWait, _, _ := c.Submit("q", t0)
+	qRun, _, _ := c.Submit("q", "alice", t0)
+	qWait, _, _ := c.Submit("q", "alice", t0)
 
 	// Lower p's queue to 2: the two newest are rejected.
 	ev := c.Configure(map[string]Limits{"p": limits(1, 2), "q": limits(1, 5)}, at(time.Second))
@@ -239,7 +246,7 @@ func TestConfigure(t *testing.T) {
 	if s := poolStats(t, c, "q"); !s.Dropped || s.Running != 1 {
 		t.Errorf("dropped pool %+v, want 1 running", s)
 	}
-	if _, _, err := c.Submit("q", at(4*time.Second)); !errors.Is(err, ErrUnknownPool) {
+	if _, _, err := c.Submit("q", "alice", at(4*time.Second)); !errors.Is(err, ErrUnknownPool) {
 		t.Errorf("submit to a dropped pool: %v", err)
 	}
 	c.Leave(qRun, at(5*time.Second))
@@ -249,8 +256,8 @@ func TestConfigure(t *testing.T) {
 		}
 	}
 	// Limit 0: the queue (p runs three, two wait) fails with ErrPoolDisabled.
-	c.Submit("p", t0)
-	c.Submit("p", t0)
+	c.Submit("p", "alice", t0)
+	c.Submit("p", "alice", t0)
 	ev = c.Configure(map[string]Limits{"p": limits(0, 2)}, at(6*time.Second))
 	if len(ev) != 2 || !errors.Is(ev[0].Err, ErrPoolDisabled) || !errors.Is(ev[1].Err, ErrPoolDisabled) {
 		t.Fatalf("events %+v, want two ErrPoolDisabled", ev)
@@ -274,8 +281,8 @@ func TestActive(t *testing.T) {
 	if got := c.Active(); len(got) != 0 {
 		t.Fatalf("active %v with no queries", got)
 	}
-	b, _, _ := c.Submit("b", t0)
-	c.Submit(planner.DefaultPool, t0)
+	b, _, _ := c.Submit("b", "alice", t0)
+	c.Submit(planner.DefaultPool, "alice", t0)
 	if got := c.Active(); !slices.Equal(got, []string{"b", planner.DefaultPool}) {
 		t.Errorf("active %v, want [b default]", got)
 	}

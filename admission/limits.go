@@ -36,6 +36,29 @@ type Limits struct {
 	// CancelAfter is QUERY_CANCEL_AFTER_SECONDS: how long a query may wait
 	// in the queue before it fails. 0 waits for ever.
 	CancelAfter time.Duration
+	// Users are the pool's per-user limits and queue order, poolagent's
+	// extension; the zero value limits no user and orders FIFO.
+	Users UserLimits
+}
+
+// UserLimits are the rules for each user of a pool (poolagent's own
+// parameters, docs/pools.md). The zero value has no per-user limit and
+// keeps YDB's FIFO order.
+type UserLimits struct {
+	// Running is CONCURRENT_QUERY_LIMIT_PER_USER: queries one user may run
+	// at once; 0 for no limit (the parameter is -1 or at least 1).
+	Running int
+	// Queue is QUEUE_SIZE_PER_USER when QueueLimited: queries one user may
+	// have waiting; without QueueLimited there is no such limit.
+	Queue        int
+	QueueLimited bool
+	// Fair is QUEUE_POLICY='fair': the next start goes to the user with
+	// the least recent usage (see [FairBefore]); false is FIFO.
+	Fair bool
+	// HalfLife is USAGE_HALF_LIFE_SECONDS: how fast a user's CPU time in
+	// the pool is forgotten by the fair order; 0 counts running queries
+	// only.
+	HalfLife time.Duration
 }
 
 // UnlimitedLimits are the limits of the default pool and of any pool that
@@ -53,7 +76,7 @@ func UnlimitedLimits() Limits {
 // in fleet mode such a pool admits against the whole cluster, one without
 // admits on each node alone.
 func (l Limits) Global() bool {
-	return l.ConcurrentQueryLimit != Unlimited || l.QueueSize != Unlimited || l.checksLoad()
+	return l.ConcurrentQueryLimit != Unlimited || l.QueueSize != Unlimited || l.checksLoad() || l.Users != UserLimits{}
 }
 
 // checksLoad reports whether admission in this pool waits for CPU load.
@@ -73,7 +96,31 @@ func LimitsFromModel(m *planner.Model) map[string]Limits {
 		if p.QueryCancelAfterSeconds > 0 {
 			l.CancelAfter = time.Duration(p.QueryCancelAfterSeconds) * time.Second
 		}
+		l.Users = userLimitsFromPool(p)
 		out[p.Name] = l
 	}
 	return out
+}
+
+// userLimitsFromPool is the per-user part of LimitsFromModel. A half-life
+// of -1 takes planner.DefaultUsageHalfLifeSeconds; it matters only to a
+// fair pool, so a FIFO pool keeps the zero UserLimits when it has no
+// per-user limit.
+func userLimitsFromPool(p planner.Pool) UserLimits {
+	var u UserLimits
+	if p.ConcurrentQueryLimitPerUser > 0 {
+		u.Running = int(p.ConcurrentQueryLimitPerUser)
+	}
+	if p.QueueSizePerUser >= 0 {
+		u.Queue, u.QueueLimited = int(p.QueueSizePerUser), true
+	}
+	if p.QueuePolicy == planner.QueueFair {
+		u.Fair = true
+		halfLife := p.UsageHalfLifeSeconds
+		if halfLife < 0 {
+			halfLife = planner.DefaultUsageHalfLifeSeconds
+		}
+		u.HalfLife = time.Duration(halfLife) * time.Second
+	}
+	return u
 }

@@ -14,7 +14,7 @@ func cpuLimits(threshold float64) Limits {
 func submitN(t *testing.T, c *Controller, pool string, n int, now time.Time) (started int, ids []QueryID) {
 	t.Helper()
 	for range n {
-		id, ok, err := c.Submit(pool, now)
+		id, ok, err := c.Submit(pool, "alice", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestLoadOverThresholdWaits(t *testing.T) {
 		t.Fatalf("started %d on a 95%% busy host with threshold 80", started)
 	}
 	// A pool without a threshold is not held back by the load.
-	if _, ok, _ := c.Submit("free", at(0)); !ok {
+	if _, ok, _ := c.Submit("free", "alice", at(0)); !ok {
 		t.Error("a pool without a threshold waited for the load")
 	}
 	if ev, _ := c.Sample(at(10*time.Second), 85); len(ev) != 0 {
@@ -135,16 +135,16 @@ func TestLoadSharedAcrossPools(t *testing.T) {
 	if startedA != 2 || startedB != 1 {
 		t.Fatalf("started a %d, b %d; want 2 and 1 (three reservations fit below 30)", startedA, startedB)
 	}
-	b2, _, _ := c.Submit("b", at(time.Second))
-	a3, _, _ := c.Submit("a", at(2*time.Second))
+	b2, _, _ := c.Submit("b", "alice", at(time.Second))
+	a3, _, _ := c.Submit("a", "alice", at(2*time.Second))
 	ev, _ := c.Sample(at(10*time.Second), 15)
 	// Average 15: two starts (15 and 25 are below 30, 35 is not), oldest
 	// queued first: b's (queued at 0 s), then b2 (1 s); a3 (2 s) waits.
 	if len(ev) != 2 || ev[0].Pool != "b" || ev[1].ID != b2 {
 		t.Fatalf("events %+v, want b's two oldest", ev)
 	}
-	if c.Position(a3) != 1 {
-		t.Errorf("a's query not at the head: %d", c.Position(a3))
+	if position(c, a3) != 1 {
+		t.Errorf("a's query not at the head: %d", position(c, a3))
 	}
 }
 

@@ -21,14 +21,14 @@ func TestWhyWaiting(t *testing.T) {
 		want   protocol.Wait
 	}{
 		{"concurrency, head", limited, 0, 3, protocol.Wait{Reason: protocol.WaitConcurrency, HeadReason: protocol.WaitConcurrency,
-			Running: 2, Limit: 2, ThresholdPercent: Unlimited}},
-		{"concurrency, behind the head", limited, 0, 5, protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 2, HeadReason: protocol.WaitConcurrency,
-			Running: 2, Limit: 2, ThresholdPercent: Unlimited}},
+			Running: 2, Limit: 2, ThresholdPercent: Unlimited, UserRunning: 2, UserLimit: Unlimited}},
+		{"concurrency, behind the head", limited, 0, 5, protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 2, OwnAhead: 2, HeadReason: protocol.WaitConcurrency,
+			Running: 2, Limit: 2, ThresholdPercent: Unlimited, UserRunning: 2, UserLimit: Unlimited}},
 		// 5% measured; two starts reserve 10% each: 25% is not below 25.
 		{"load, head", loaded, 5, 3, protocol.Wait{Reason: protocol.WaitLoad, HeadReason: protocol.WaitLoad,
-			Running: 2, Limit: 5, LoadPercent: 5, ReservedPercent: 20, ThresholdPercent: 25}},
-		{"load, behind the head", loaded, 5, 4, protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitLoad,
-			Running: 2, Limit: 5, LoadPercent: 5, ReservedPercent: 20, ThresholdPercent: 25}},
+			Running: 2, Limit: 5, LoadPercent: 5, ReservedPercent: 20, ThresholdPercent: 25, UserRunning: 2, UserLimit: Unlimited}},
+		{"load, behind the head", loaded, 5, 4, protocol.Wait{Reason: protocol.WaitBehindHead, Ahead: 1, OwnAhead: 1, HeadReason: protocol.WaitLoad,
+			Running: 2, Limit: 5, LoadPercent: 5, ReservedPercent: 20, ThresholdPercent: 25, UserRunning: 2, UserLimit: Unlimited}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +39,7 @@ func TestWhyWaiting(t *testing.T) {
 			c.Sample(t0, tc.busy)
 			var last QueryID
 			for range tc.submit {
-				id, _, err := c.Submit("p", t0)
+				id, _, err := c.Submit("p", "alice", t0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,14 +51,15 @@ func TestWhyWaiting(t *testing.T) {
 					stats = p
 				}
 			}
-			if got := WhyWaiting(c.Position(last), stats, c.Load()); got != tc.want {
+			pl, _ := c.Place(last, t0)
+			if got := WhyWaiting(pl, stats, c.Load()); got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
 	}
 	// A head that nothing holds back any more (a query left, the start
 	// follows at the next event) is starting.
-	got := WhyWaiting(1, PoolStats{Limits: limited, Running: 1, Queued: 1}, LoadStats{})
+	got := WhyWaiting(Place{Position: 1}, PoolStats{Limits: limited, Running: 1, Queued: 1}, LoadStats{})
 	if got.Reason != protocol.WaitStarting || got.HeadReason != protocol.WaitStarting {
 		t.Errorf("free head: %+v, want starting", got)
 	}

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -22,7 +18,7 @@ import (
 // so that a thread that ran and ended within an interval still counts.
 // It only reads.
 type Recorder struct {
-	tree     observe.Tree
+	tree     *cgroupfs.Reader
 	pool     string
 	procRoot string
 	prev     observe.Sample
@@ -44,14 +40,14 @@ type Recorder struct {
 
 // NewRecorder reads the pool's counters as the baseline of the first
 // sample, to be taken every intervalUsec. procRoot is normally /proc.
-func NewRecorder(tree observe.Tree, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
+func NewRecorder(tree *cgroupfs.Reader, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
 	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
 	s, err := tree.Read(pool)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool, err)
 	}
 	if !s.UsageKnown {
-		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root)
+		return nil, fmt.Errorf("pool %s: its CPU usage cannot be read: no cgroup v1 cpuacct counterpart of %s (accepted: a pool root poolagent apply made, or give the cpuacct root)", pool, tree.Root())
 	}
 	r.prev = s
 	if r.runUsec, r.runnable, err = r.threads(); err != nil {
@@ -116,7 +112,7 @@ func (r *Recorder) Sample() (Sample, error) {
 // many are runnable; run is nil when the threads cannot be read at all
 // (no permission for /proc).
 func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
-	tids, truncated, err := observe.ThreadIDs(filepath.Join(r.tree.Root, r.pool), r.tree.Version, MaxThreads)
+	tids, truncated, err := r.tree.Threads(r.pool, MaxThreads)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -139,64 +135,6 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 		}
 	}
 	return run, runnable, nil
-}
-
-// ReadLimit reads the pool's CPU limit: v2 cpu.max and cpu.max.burst; v1
-// cpu.cfs_quota_us (-1 = none), cpu.cfs_period_us and cpu.cfs_burst_us.
-// A missing burst file (a kernel before 5.14) means no burst.
-func ReadLimit(tree observe.Tree, pool string) (cpulimit.Limit, error) {
-	dir := filepath.Join(tree.Root, pool)
-	read := func(name string, missingOK bool) (string, bool, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if missingOK && errors.Is(err, fs.ErrNotExist) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, err
-		}
-		return strings.TrimSpace(string(b)), true, nil
-	}
-	num := func(name string, missingOK bool) (int64, error) {
-		s, ok, err := read(name, missingOK)
-		if err != nil || !ok {
-			return 0, err
-		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not a number", filepath.Join(dir, name), s)
-		}
-		return v, nil
-	}
-	var l cpulimit.Limit
-	var err error
-	if tree.Version == observe.V2 {
-		s, _, err := read("cpu.max", false)
-		if err != nil {
-			return cpulimit.Limit{}, err
-		}
-		m, err := cpulimit.ParseCPUMax(s)
-		if err != nil {
-			return cpulimit.Limit{}, fmt.Errorf("%s: %w", dir, err)
-		}
-		l.QuotaUsec, l.PeriodUsec = m.QuotaUsec, m.PeriodUsec
-		if l.BurstUsec, err = num("cpu.max.burst", true); err != nil {
-			return cpulimit.Limit{}, err
-		}
-		return l, nil
-	}
-	if l.QuotaUsec, err = num("cpu.cfs_quota_us", false); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	if l.QuotaUsec < 0 {
-		l.QuotaUsec = -1
-	}
-	if l.PeriodUsec, err = num("cpu.cfs_period_us", false); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	if l.BurstUsec, err = num("cpu.cfs_burst_us", true); err != nil {
-		return cpulimit.Limit{}, err
-	}
-	return l, nil
 }
 
 // Recording says how a [Record] ended.
@@ -222,7 +160,7 @@ type Recording struct {
 // too: its growth is shared among them, so every sample still covers
 // about one interval. t's header must be valid; an error means reading
 // failed, and t.Samples is then not to be written.
-func Record(ctx context.Context, tree observe.Tree, procRoot string, t *Trace, n int) (Recording, error) {
+func Record(ctx context.Context, tree *cgroupfs.Reader, procRoot string, t *Trace, n int) (Recording, error) {
 	interval := time.Duration(t.IntervalUsec) * time.Microsecond
 	rec, err := NewRecorder(tree, t.Pool, procRoot, t.IntervalUsec)
 	if err != nil {
@@ -257,7 +195,7 @@ func Record(ctx context.Context, tree observe.Tree, procRoot string, t *Trace, n
 		if err != nil {
 			return Recording{}, err
 		}
-		if now, err := ReadLimit(tree, t.Pool); err != nil || now != t.Limit {
+		if now, err := tree.CPULimit(t.Pool); err != nil || now != t.Limit {
 			out.Why = "the pool's CPU limit changed"
 			break
 		}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/observe"
 )
 
 // TestRecorder samples a pool of a cgroup v2 tree and a /proc made of
@@ -45,7 +45,8 @@ func TestRecorder(t *testing.T) {
 	thread(11, 500, "S")
 	thread(12, 500, "S")
 
-	tree := observe.Tree{Version: observe.V2, Root: root}
+	tree := cgroupfs.NewReader(true, root, "", "", nil)
+	defer tree.Close()
 	r, err := NewRecorder(tree, "olap", proc, 100_000)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,8 @@ func TestRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tree := observe.Tree{Version: observe.V2, Root: root}
+	tree := cgroupfs.NewReader(true, root, "", "", nil)
+	defer tree.Close()
 	trace := func(quota int64) *Trace {
 		return &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 1, NodeCPUs: 1, SliceUsec: 5000, TickUsec: 4000,
 			Limit: cpulimit.Limit{QuotaUsec: quota, PeriodUsec: 100_000}, IntervalUsec: 5000}

@@ -2,10 +2,8 @@ package cgroupfs
 
 import (
 	"maps"
-	"math"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/poolagent/poolagent/cpulimit"
@@ -106,7 +104,7 @@ func (b *builder) targets(d planner.Desired, dests map[string]bool) (pools, quer
 		}
 		pools = append(pools, pool)
 		for _, q := range b.cur.children(p.Name) {
-			if !b.cur.busy(q) && !dests[q] {
+			if !b.cur.busy(q) && !dests[q] && !b.cur.keep[q] {
 				stale = append(stale, q)
 				continue
 			}
@@ -258,227 +256,9 @@ func (b *builder) enable(cg string, controllers []string) {
 	}
 }
 
-// tightens reports whether tg's bandwidth ratio goes down.
-func (b *builder) tightens(tg target) bool {
-	return tg.want.cpu.Ratio() < tg.cur.cpu.Ratio()
-}
-
-// values writes what differs between tg's current and wanted values. The
-// burst goes first: the kernel (tg_set_cfs_bandwidth) refuses a burst above
-// the quota, and a quota below the burst, so a burst that shrinks must be
-// written before the quota shrinks, while a burst that grows above the
-// current quota is refused (EINVAL) and written again after the quota.
+// values writes what differs between tg's current and wanted values:
+// CPU, then memory.
 func (b *builder) values(tg target) {
-	cpuH, memH := HierUnified, HierUnified
-	if !b.cur.v2 {
-		cpuH, memH = HierCPU, HierMemory
-	}
-	w, c := tg.want, tg.cur
-	if w.cpu.BurstUsec != c.cpu.BurstUsec {
-		file := fileCFSBurst
-		if b.cur.v2 {
-			file = fileCPUMaxBurst
-		}
-		b.add(cpuH, tg.path, OpWrite, file, strconv.FormatInt(w.cpu.BurstUsec, 10))
-		b.ops[len(b.ops)-1].RetryAfterMax = true
-	}
-	if w.cpu.QuotaUsec != c.cpu.QuotaUsec || w.cpu.PeriodUsec != c.cpu.PeriodUsec {
-		if b.cur.v2 {
-			b.add(cpuH, tg.path, OpWrite, fileCPUMax, w.cpu.CPUMax())
-		} else {
-			b.v1Bandwidth(tg.path, c.cpu, w.cpu)
-		}
-		b.bw[tg.path] = w.cpu
-	}
-	// The kernel refuses a weight for an idle cgroup, and leaving idle
-	// sets the weight to the default: idle goes off before the weight is
-	// written, on after (an idle cgroup's desired weight is 0, unwritten).
-	idle := func() { b.add(cpuH, tg.path, OpWrite, fileCPUIdle, w.cpu.CPUIdle()) }
-	if w.cpu.Idle != c.cpu.Idle && !w.cpu.Idle {
-		idle()
-		c.cpu.Weight, c.shares = cpulimit.DefaultWeight, cpulimit.DefaultShares
-	}
-	if b.cur.v2 && w.cpu.Weight != 0 && w.cpu.Weight != c.cpu.Weight {
-		b.add(cpuH, tg.path, OpWrite, fileCPUWeight, strconv.FormatInt(w.cpu.Weight, 10))
-	}
-	if !b.cur.v2 && w.shares != 0 && w.shares != c.shares {
-		b.add(cpuH, tg.path, OpWrite, fileShares, strconv.FormatInt(w.shares, 10))
-	}
-	if w.cpu.Idle != c.cpu.Idle && w.cpu.Idle {
-		idle()
-	}
-	if pageDown(w.memBytes, b.cur.pageSize) != pageDown(c.memBytes, b.cur.pageSize) {
-		if b.cur.v2 {
-			v := "max"
-			if w.memBytes >= 0 {
-				v = strconv.FormatInt(w.memBytes, 10)
-			}
-			b.add(memH, tg.path, OpWrite, fileMemoryMax, v)
-		} else {
-			b.add(memH, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(w.memBytes, 10))
-		}
-	}
-}
-
-// cpusetWant is s with the cpuset files a cgroup should read, given its
-// parent's wanted ones. On v2 a pool has its own CPUS (empty: every CPU
-// the root has) and a query nothing, as it inherits its pool's. On v1,
-// where a new cpuset cgroup has neither CPUs nor memory nodes and takes
-// no process until it has both, every cgroup holds its CPUs or else its
-// parent's, and its parent's memory nodes. Without the v1 cpuset
-// hierarchy, nothing.
-func (cur *current) cpusetWant(s settings, query bool, parent settings) settings {
-	switch {
-	case cur.v2 && query:
-		s.cpu.CPUs = cpulimit.CPUSet{}
-	case !cur.v2 && !slices.Contains(cur.hiers, HierCPUSet):
-		s.cpu.CPUs, s.mems = cpulimit.CPUSet{}, ""
-	case !cur.v2:
-		if s.cpu.CPUs.IsEmpty() {
-			s.cpu.CPUs = parent.cpu.CPUs
-		}
-		s.mems = parent.mems
-	}
-	return s
-}
-
-// cpusetTargets are the cgroups whose cpuset files the change manages,
-// parents first: on v1 the pool root (copying its parent's) and every
-// pool and query; on v2 the pools.
-func (b *builder) cpusetTargets(pools, queries []target) []target {
-	if b.cur.v2 {
-		return pools
-	}
-	if !slices.Contains(b.cur.hiers, HierCPUSet) {
-		return nil
-	}
-	root, ok := b.cur.values["."]
-	if !ok {
-		root = defaults()
-	}
-	return append(append([]target{{path: ".", want: b.cur.top, cur: root}}, pools...), queries...)
-}
-
-// cpusets writes the cpuset files of tgs (parents first) that differ. On
-// v1 (validate_change_legacy) a cpuset must stay within its parent's and
-// hold its children's, and one with processes may not become empty, at
-// every write: so each changed cgroup first goes to the union of its
-// current and wanted CPUs, parents first, and then to the wanted ones,
-// children first. Memory nodes, the same everywhere, go with the first
-// pass. On v2 the kernel keeps no subset rules: one write each.
-func (b *builder) cpusets(tgs []target) {
-	h := HierUnified
-	if !b.cur.v2 {
-		h = HierCPUSet
-	}
-	mid := make([]cpulimit.CPUSet, len(tgs))
-	for i := range tgs {
-		tg := &tgs[i]
-		// NOTE: v2 refuses to empty a populated cgroup's cpuset.cpus as
-		// v1 does (ENOSPC, Linux 6.1): a pool that leaves its CPUS keeps
-		// a list, every CPU of the pool root's parent.
-		if b.cur.v2 && tg.want.cpu.CPUs.IsEmpty() && !tg.cur.cpu.CPUs.IsEmpty() {
-			tg.want.cpu.CPUs = b.cur.top.cpu.CPUs
-		}
-		mid[i] = tg.want.cpu.CPUs
-		if !b.cur.v2 {
-			mid[i] = tg.cur.cpu.CPUs.Union(mid[i])
-		}
-		if mid[i] != tg.cur.cpu.CPUs {
-			b.add(h, tg.path, OpWrite, fileCPUSetCPUs, cpusValue(mid[i]))
-		}
-		if tg.want.mems != tg.cur.mems {
-			b.add(h, tg.path, OpWrite, fileCPUSetMems, tg.want.mems)
-		}
-	}
-	for i := len(tgs) - 1; i >= 0; i-- {
-		if tgs[i].want.cpu.CPUs != mid[i] {
-			b.add(h, tgs[i].path, OpWrite, fileCPUSetCPUs, cpusValue(tgs[i].want.cpu.CPUs))
-		}
-	}
-}
-
-// join moves, on v1, the processes of each query cgroup in the cpu
-// hierarchy that are not in its cpuset twin into it (an OpMove into the
-// cgroup itself): a query running when its pool's CPU sets came into use,
-// or a process it forked while it was being placed. It comes after the
-// twin's CPUs and memory nodes are written.
-func (b *builder) join(queries []target) {
-	if b.cur.v2 || !slices.Contains(b.cur.hiers, HierCPUSet) {
-		return
-	}
-	for _, q := range queries {
-		n := b.cur.nodes[q.path]
-		if n == nil {
-			continue
-		}
-		var pids []int
-		for _, pid := range n.procs[HierCPU] {
-			if !slices.Contains(n.procs[HierCPUSet], pid) {
-				pids = append(pids, pid)
-			}
-		}
-		if len(pids) > 0 {
-			b.ops = append(b.ops, Op{Kind: OpMove, Hier: HierCPUSet, Dir: b.cur.roots[HierCPUSet], Path: q.path, To: q.path, PIDs: pids})
-		}
-	}
-}
-
-// v1Bandwidth writes quota and period on v1, where every intermediate state
-// must keep the cgroup's ratio at or below its parent's and at or above its
-// limited children's (tg_cfs_schedulable_down). When only one of them
-// changes that is one write. When both change, quota first is tried, then
-// period first; when neither intermediate fits between the bounds, the
-// quota is lifted to -1 (unlimited: the cgroup then inherits its parent's
-// limit, always valid) for the period write.
-func (b *builder) v1Bandwidth(cg string, from, to cpulimit.Limit) {
-	q0, p0, q1, p1 := from.QuotaUsec, from.PeriodUsec, to.QuotaUsec, to.PeriodUsec
-	quota := func(q int64) {
-		b.add(HierCPU, cg, OpWrite, fileCFSQuota, cpulimit.Limit{QuotaUsec: q}.CFSQuota())
-	}
-	period := func(p int64) { b.add(HierCPU, cg, OpWrite, fileCFSPeriod, strconv.FormatInt(p, 10)) }
-	switch {
-	case p0 == p1:
-		quota(q1)
-		return
-	case q0 == q1:
-		period(p1)
-		return
-	}
-	lo, hi := b.v1Bounds(cg)
-	fits := func(q, p int64) bool {
-		r := cpulimit.Limit{QuotaUsec: q, PeriodUsec: p}.Ratio()
-		return r == math.MaxUint64 || (r >= lo && r <= hi)
-	}
-	switch {
-	case fits(q1, p0):
-		quota(q1)
-		period(p1)
-	case fits(q0, p1):
-		period(p1)
-		quota(q1)
-	default:
-		quota(cpulimit.Max)
-		period(p1)
-		quota(q1)
-	}
-}
-
-// v1Bounds is the range cg's ratio must stay in: at least its limited
-// children's, at most its parent's (for a pool, the pool root's bound).
-func (b *builder) v1Bounds(cg string) (lo, hi uint64) {
-	hi = b.cur.rootHi
-	if parent := path.Dir(cg); parent != "." {
-		if bw, ok := b.bw[parent]; ok {
-			hi = bw.Ratio()
-		}
-	}
-	for p, bw := range b.bw {
-		if path.Dir(p) == cg {
-			if r := bw.Ratio(); r != math.MaxUint64 && r > lo {
-				lo = r
-			}
-		}
-	}
-	return lo, hi
+	b.cpuValues(tg)
+	b.memoryValues(tg)
 }

@@ -221,30 +221,24 @@ func TestKernelThrottle(t *testing.T) {
 	}
 }
 
-// stat reads a pool's counters with observe: v1 throttling from cpu.stat
-// and usage from cpuacct, v2 both from cpu.stat.
+// stat reads a pool's counters through a Reader: v1 throttling from
+// cpu.stat and usage from cpuacct, v2 both from cpu.stat.
 func (k *kernel) stat(t *testing.T, pool string) (observe.CPUStat, uint64) {
 	t.Helper()
-	if k.v2() {
-		st, err := observe.ReadCPUStatV2(filepath.Join(k.root.Path, pool))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, st.UsageUsec
-	}
-	st, err := observe.ReadCPUStatV1(filepath.Join(k.root.Path, pool))
-	if err != nil {
-		t.Fatal(err)
-	}
 	acct := k.root.Path
 	if len(k.root.Twins) > 0 {
 		acct = k.root.Twins[0]
 	}
-	u, err := observe.ReadUsageV1(filepath.Join(acct, pool))
+	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
+	defer r.Close()
+	s, err := r.Read(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, u.UsageUsec
+	if !s.UsageKnown {
+		t.Fatalf("%s: usage unknown", pool)
+	}
+	return s.CPU, s.CPU.UsageUsec
 }
 
 // cgroupOf returns pid's cgroup path in the cpu hierarchy, from

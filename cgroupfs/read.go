@@ -11,10 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -33,6 +30,8 @@ type current struct {
 	hiers []string
 	// rootIn says in which hierarchies the pool root exists.
 	rootIn map[string]bool
+	// keep are the query cgroups kept even when empty (Tree.Keep).
+	keep map[string]bool
 	// nodes are the cgroups below the root, by path relative to it.
 	nodes map[string]*node
 	// values are the managed values of the existing pools and of the
@@ -67,7 +66,7 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 	if err := t.checkIdle(d); err != nil {
 		return nil, err
 	}
-	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{},
+	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep,
 		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
@@ -296,164 +295,42 @@ func (cur *current) busy(dir string) bool {
 // v1, memory is read only when the memory hierarchy is in use.
 func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 	s := defaults() // what a file a kernel lacks reads as
+	cpuH := t.order[0]
+	f, err := t.fs(cpuH)
+	if err != nil {
+		return s, err
+	}
+	bw, err := readCPULimit(f, cg, t.v2, t.roots[cpuH])
+	if err != nil {
+		return s, err
+	}
+	s.cpu.QuotaUsec, s.cpu.PeriodUsec, s.cpu.BurstUsec = bw.QuotaUsec, bw.PeriodUsec, bw.BurstUsec
 	if t.v2 {
-		f, err := t.fs(HierUnified)
-		if err != nil {
-			return s, err
-		}
-		b, err := f.ReadFile(path.Join(cg, fileCPUMax))
-		if err != nil {
-			return s, err
-		}
-		m, err := cpulimit.ParseCPUMax(string(b))
-		if err != nil {
-			return s, fmt.Errorf("%s: %w", path.Join(cg, fileCPUMax), err)
-		}
-		s.cpu.QuotaUsec, s.cpu.PeriodUsec = m.QuotaUsec, m.PeriodUsec
-		if s.cpu.BurstUsec, err = readOr(f, cg, fileCPUMaxBurst, s.cpu.BurstUsec, parseCount); err != nil {
-			return s, err
-		}
 		if s.cpu.Weight, err = readOr(f, cg, fileCPUWeight, s.cpu.Weight, parseCount); err != nil {
 			return s, err
 		}
-		if s.memBytes, err = readOr(f, cg, fileMemoryMax, -1, observe.ParseMemoryLimit); err != nil {
-			return s, err
-		}
-		if s.cpu.Idle, err = readIdle(f, cg); err != nil {
-			return s, err
-		}
-		s.cpu.CPUs, err = readCPUs(f, cg)
+	} else if s.shares, err = readOr(f, cg, fileShares, s.shares, parseCount); err != nil {
 		return s, err
-	}
-	f, err := t.fs(HierCPU)
-	if err != nil {
-		return s, err
-	}
-	b, err := f.ReadFile(path.Join(cg, fileCFSQuota))
-	if err != nil {
-		return s, err
-	}
-	if s.cpu.QuotaUsec, err = parseInt(fileCFSQuota, string(b)); err != nil {
-		return s, fmt.Errorf("%s: %w", cg, err)
-	}
-	for _, x := range []struct {
-		file string
-		dst  *int64
-	}{{fileCFSPeriod, &s.cpu.PeriodUsec}, {fileCFSBurst, &s.cpu.BurstUsec}, {fileShares, &s.shares}} {
-		if *x.dst, err = readOr(f, cg, x.file, *x.dst, parseCount); err != nil {
-			return s, err
-		}
 	}
 	if s.cpu.Idle, err = readIdle(f, cg); err != nil {
 		return s, err
 	}
-	if slices.Contains(hiers, HierMemory) {
-		mf, err := t.fs(HierMemory)
+	if memH := t.memHier(hiers); memH != "" {
+		mf, err := t.fs(memH)
 		if err != nil {
 			return s, err
 		}
-		if s.memBytes, err = readOr(mf, cg, fileMemLimit, -1, observe.ParseMemoryLimit); err != nil {
+		if s.memBytes, err = readMemoryLimit(mf, cg, t.v2, t.roots[memH]); err != nil {
 			return s, err
 		}
 	}
-	if slices.Contains(hiers, HierCPUSet) {
+	switch {
+	case t.v2:
+		s.cpu.CPUs, err = readCPUs(f, cg)
+		return s, err
+	case slices.Contains(hiers, HierCPUSet):
 		return readCPUSet(t.fs, cg, s)
 	}
-	return s, nil
-}
-
-// readCPUSet reads cg's cpuset.cpus and cpuset.mems in the v1 cpuset
-// hierarchy into s; a cgroup not there yet (the hierarchy just came into
-// use) has neither, as a new one.
-func readCPUSet(open func(string) (FS, error), cg string, s settings) (settings, error) {
-	f, err := open(HierCPUSet)
-	if err == nil {
-		s.cpu.CPUs, err = readCPUs(f, cg)
-	}
-	var b []byte
-	if err == nil {
-		b, err = f.ReadFile(path.Join(cg, fileCPUSetMems))
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	}
-	s.mems = strings.TrimSpace(string(b))
-	return s, err
-}
-
-// readCPUs reads cg's cpuset.cpus; a cgroup without the file (the cpuset
-// controller not enabled for it on v2) is not confined.
-func readCPUs(f FS, cg string) (cpulimit.CPUSet, error) {
-	b, err := f.ReadFile(path.Join(cg, fileCPUSetCPUs))
-	if errors.Is(err, fs.ErrNotExist) {
-		return cpulimit.CPUSet{}, nil
-	}
-	if err != nil {
-		return cpulimit.CPUSet{}, err
-	}
-	set, err := cpulimit.ParseCPUSet(string(b))
-	if err != nil {
-		return set, fmt.Errorf("%s: %w", path.Join(cg, fileCPUSetCPUs), err)
-	}
-	return set, nil
-}
-
-// readCPUSetTop reads, when CPU sets are in use (v2: wanted, or enabled
-// at the root from an earlier apply), the cpuset of the pool root's
-// parent into cur.top (v1: cpus and mems; v2: effective CPUs) and
-// on v1 the root's own into cur.values["."], and refuses a pool whose
-// CPUS the parent does not have: v1 would refuse the write, v2 would
-// quietly run the pool on the parent's CPUs instead.
-func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
-	h, file, on := HierCPUSet, fileCPUSetCPUs, slices.Contains(cur.hiers, HierCPUSet)
-	if t.v2 {
-		h, file, on = HierUnified, fileCPUSetEff, usesCPUSet(d) || slices.Contains(cur.enabled["."], "cpuset")
-	}
-	if !on {
-		return nil
-	}
-	parent := path.Dir(t.inMount(h, t.roots[h]))
-	var err error
-	if cur.top, err = t.readParentCPUSet(h, parent, file); err != nil {
-		return err
-	}
-	if !t.v2 && cur.rootIn[h] {
-		if cur.values["."], err = readCPUSet(t.fs, ".", settings{}); err != nil {
-			return err
-		}
-	}
-	where := filepath.Join(t.mounts[h], parent, file)
-	for _, p := range d.Pools {
-		if off := p.Pool.CPU.CPUs.Minus(cur.top.cpu.CPUs); !off.IsEmpty() {
-			return fmt.Errorf("%w: pool %q: CPUS='%s': CPUs %s are not among the CPUs of %s (%s), which the pool root's cpuset takes its CPUs from; accepted: CPUs within %s",
-				ErrInvalid, p.Name, p.Pool.CPU.CPUs, off, where, cur.top.cpu.CPUs, cur.top.cpu.CPUs)
-		}
-	}
-	return nil
-}
-
-// readParentCPUSet reads file (a CPU list) of the pool root's parent in
-// hierarchy h, and on v1 its cpuset.mems.
-func (t *Tree) readParentCPUSet(h, parent, file string) (settings, error) {
-	var s settings
-	mf, err := t.mountFS(h)
-	if err != nil {
-		return s, err
-	}
-	b, err := mf.ReadFile(path.Join(parent, file))
-	if err != nil {
-		return s, fmt.Errorf("read cpuset of the pool root's parent: %w", err)
-	}
-	if s.cpu.CPUs, err = cpulimit.ParseCPUSet(string(b)); err != nil {
-		return s, fmt.Errorf("%s: %w", filepath.Join(t.mounts[h], parent, file), err)
-	}
-	if t.v2 {
-		return s, nil
-	}
-	if b, err = mf.ReadFile(path.Join(parent, fileCPUSetMems)); err != nil {
-		return s, fmt.Errorf("read cpuset of the pool root's parent: %w", err)
-	}
-	s.mems = strings.TrimSpace(string(b))
 	return s, nil
 }
 
@@ -475,86 +352,6 @@ func readOr(f FS, cg, file string, def int64, parse func(string) (int64, error))
 	return v, nil
 }
 
-// readIdle reads cg's cpu.idle; a kernel without it (before 5.15) has no
-// idle cgroups.
-func readIdle(f FS, cg string) (bool, error) {
-	b, err := f.ReadFile(path.Join(cg, fileCPUIdle))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	idle, err := cpulimit.ParseCPUIdle(string(b))
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", path.Join(cg, fileCPUIdle), err)
-	}
-	return idle, nil
-}
-
-// checkIdle refuses a desired state with an idle pool on a kernel without
-// cpu.idle. The file is looked for in the pool root or, before the root
-// is made, in its parent; a cgroup v2 root cgroup has none on any kernel,
-// so when the parent is the v2 mount's root the kernel's release decides
-// (cpu.idle came with Linux 5.15, for v1 and v2 alike).
-func (t *Tree) checkIdle(d planner.Desired) error {
-	var idle []string
-	for _, p := range d.Pools {
-		if p.Pool.CPU.Idle || p.Query.CPU.Idle {
-			idle = append(idle, p.Name)
-		}
-	}
-	if len(idle) == 0 {
-		return nil
-	}
-	h := t.order[0]
-	f, err := t.mountFS(h)
-	if err != nil {
-		return fmt.Errorf("check cpu.idle: %w", err)
-	}
-	for dir := t.inMount(h, t.roots[h]); ; dir = path.Dir(dir) {
-		if dir == "." && t.v2 {
-			return checkIdleRelease(idle)
-		}
-		ok, err := isDir(f, dir)
-		if err != nil {
-			return fmt.Errorf("check cpu.idle: %w", err)
-		}
-		if ok {
-			_, err := f.ReadFile(path.Join(dir, fileCPUIdle))
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("CPU_IDLE=1 in pool %s: %w: %s has no %s (idle cgroups need Linux 5.15 or later); accepted here: CPU_IDLE=-1",
-					strings.Join(idle, ", "), ErrNoController, filepath.Join(t.mounts[h], dir), fileCPUIdle)
-			}
-			if err != nil {
-				return fmt.Errorf("check cpu.idle: %w", err)
-			}
-			return nil
-		}
-		if dir == "." {
-			return nil
-		}
-	}
-}
-
-// checkIdleRelease refuses idle pools on a kernel release before 5.15.
-func checkIdleRelease(idle []string) error {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return fmt.Errorf("check cpu.idle: uname: %w", err)
-	}
-	release := unix.ByteSliceToString(u.Release[:])
-	var major, minor int
-	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
-		return fmt.Errorf("check cpu.idle: kernel release %q: %w", release, err)
-	}
-	if major < 5 || major == 5 && minor < 15 {
-		return fmt.Errorf("CPU_IDLE=1 in pool %s: %w: kernel %s has no cpu.idle (idle cgroups need Linux 5.15 or later); accepted here: CPU_IDLE=-1",
-			strings.Join(idle, ", "), ErrNoController, release)
-	}
-	return nil
-}
-
 // parseCount parses a file holding an unsigned number (µs, a weight,
 // shares) that fits an int64.
 func parseCount(s string) (int64, error) {
@@ -569,46 +366,6 @@ func parseCount(s string) (int64, error) {
 // defaults are a new cgroup's values, as the kernel creates it.
 func defaults() settings {
 	return settings{cpu: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), shares: cpulimit.DefaultShares, memBytes: -1}
-}
-
-// v1RootBound reads the bandwidth of the pool root and its ancestors up to
-// the mount (read only; a limit there is the operator's or systemd's) and
-// returns the ratio of the nearest limited one, which bounds every pool.
-func (t *Tree) v1RootBound() (uint64, error) {
-	f, err := t.mountFS(HierCPU)
-	if err != nil {
-		return 0, err
-	}
-	for dir := t.inMount(HierCPU, t.roots[HierCPU]); ; dir = path.Dir(dir) {
-		ok, err := isDir(f, dir)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			q, err := f.ReadFile(path.Join(dir, fileCFSQuota))
-			if err != nil {
-				return 0, err
-			}
-			p, err := f.ReadFile(path.Join(dir, fileCFSPeriod))
-			if err != nil {
-				return 0, err
-			}
-			qv, err := parseInt(fileCFSQuota, string(q))
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", filepath.Join(t.mounts[HierCPU], dir), err)
-			}
-			pv, err := parseUint(fileCFSPeriod, string(p))
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", filepath.Join(t.mounts[HierCPU], dir), err)
-			}
-			if qv >= 0 {
-				return cpulimit.Limit{QuotaUsec: qv, PeriodUsec: int64(pv)}.Ratio(), nil
-			}
-		}
-		if dir == "." {
-			return math.MaxUint64, nil
-		}
-	}
 }
 
 // checkControllers refuses a tree where the cpu controller (or memory, when

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/poolagent/poolagent/observe"
 )
 
 // Hierarchy names used in [Op.Hier].
@@ -45,7 +43,18 @@ type Tree struct {
 	fss      map[string]FS // pool roots, by hierarchy
 	mfss     map[string]FS // mounts, by hierarchy
 	pageSize int64
+	// keep are the query cgroups (pool/query) a change leaves in place
+	// even when empty (Keep).
+	keep map[string]bool
 }
+
+// Keep names the query cgroups, as pool/query paths, that [Tree.Changes]
+// leaves in place even when they hold no process: those whose owner is
+// about to move a process in, or to read their accounting and remove them
+// itself. Without it an empty query cgroup is stale and goes, which would
+// lose a query's statistics in the moment between its last process's exit
+// and its owner's read. Keep replaces the previous set.
+func (t *Tree) Keep(queries map[string]bool) { t.keep = queries }
 
 // Options adjust [Open].
 type Options struct {
@@ -108,13 +117,16 @@ func (t *Tree) V2() bool { return t.v2 }
 // Root returns the pool root in hierarchy h ("" when h is not used).
 func (t *Tree) Root(h string) string { return t.roots[h] }
 
-// Observe returns the reader of this pool tree: cpu.stat and pressure
-// from the pool root, and on cgroup v1 usage from its cpuacct twin.
-func (t *Tree) Observe() observe.Tree {
+// Reader returns a reader of this pool tree ([Reader]): counters and
+// limits from the pool root, and on cgroup v1 usage from its cpuacct
+// twin and memory from its memory twin. It opens its directories as the
+// tree does, apart from the tree's own (so it may be used while the tree
+// writes), and at its first read of each.
+func (t *Tree) Reader() *Reader {
 	if t.v2 {
-		return observe.Tree{Version: observe.V2, Root: t.roots[HierUnified]}
+		return NewReader(true, t.roots[HierUnified], "", "", t.openFS)
 	}
-	return observe.Tree{Version: observe.V1, Root: t.roots[HierCPU], CPUAcctRoot: t.acctRoot}
+	return NewReader(false, t.roots[HierCPU], t.acctRoot, t.roots[HierMemory], t.openFS)
 }
 
 // Close releases the opened pool roots and mounts.

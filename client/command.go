@@ -133,7 +133,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 			}
 			return ExitCannotStart
 		case err != nil:
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			fmt.Fprintf(stderr, "%s: %s\n", prog, describe(err))
 			if errors.Is(err, ErrLeftQueue) {
 				return res.ExitCode
 			}
@@ -147,7 +147,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	opts.Signals = sigs
 	res, err := Run(opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", prog, describe(err))
 		if res.Ran || errors.Is(err, ErrLeftQueue) {
 			return res.ExitCode
 		}
@@ -160,6 +160,17 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		return ExitRefused
 	}
 	return res.ExitCode
+}
+
+// describe is err as the command prints it: a refusal as confined gets
+// the daemon's option that lets queries leave a cgroup's limits, which the
+// daemon's message does not name.
+func describe(err error) string {
+	var refused *RefusedError
+	if errors.As(err, &refused) && refused.Code == protocol.CodeConfined {
+		return err.Error() + "; an administrator may let queries leave that cgroup's limits: poolagent daemon --may-leave CGROUP"
+	}
+	return err.Error()
 }
 
 // WriteStats prints a query's statistics as format "text" (a table: YDB's

@@ -105,3 +105,16 @@ func TestWriteStats(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeConfined: a refusal as confined is printed with the daemon
+// option that would allow the move; other errors as they are.
+func TestDescribeConfined(t *testing.T) {
+	confined := &RefusedError{Code: protocol.CodeConfined, Message: "held by a limit the query would leave: process 7 is in cgroup /u, so it stays where it is"}
+	if got := describe(confined); got != confined.Message+"; an administrator may let queries leave that cgroup's limits: poolagent daemon --may-leave CGROUP" {
+		t.Errorf("confined: %q", got)
+	}
+	full := &RefusedError{Code: protocol.CodeQueueFull, Message: "queue full"}
+	if got := describe(full); got != "queue full" {
+		t.Errorf("queue full: %q", got)
+	}
+}

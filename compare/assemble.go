@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -34,7 +35,7 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 				host.Tasks[i].ArriveUsec = max(at, 0)
 			}
 		}
-		p := opt.Kernel.Params()
+		p := kernelParams(opt.Kernel)
 		p.TickPhaseUsec = run.tickPhase
 		p.PeriodPhaseUsec = maps.Clone(run.phases)
 		p.WindowUsec = window
@@ -66,4 +67,9 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 	}
 	r.Finish()
 	return r, nil
+}
+
+// kernelParams are the kernel model's parameters for the host's settings.
+func kernelParams(k observe.KernelSettings) simulate.KernelParams {
+	return simulate.KernelParams{SliceUsec: k.SliceUsec, TickUsec: k.TickUsec()}
 }

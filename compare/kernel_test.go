@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -59,7 +60,7 @@ func TestKernelCompare(t *testing.T) {
 	opt := Options{
 		Root:          filepath.Join(root.Path, "compare"),
 		Repeat:        3,
-		Kernel:        ReadKernelSettings("/proc", "/boot", KernelRelease()),
+		Kernel:        observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, workerArg},
 	}
 	r, err := Measure(context.Background(), sc.Name, l, opt)
@@ -122,7 +123,7 @@ func TestKernelCompareCPUSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := Options{Root: filepath.Join(root.Path, "compare"), Repeat: 1,
-		Kernel: ReadKernelSettings("/proc", "/boot", KernelRelease()), WorkerCommand: []string{self, workerArg}}
+		Kernel: observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()), WorkerCommand: []string{self, workerArg}}
 	r, err := Measure(context.Background(), sc.Name, l, opt)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/poolagent/poolagent/accuracy"
 	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/simulate"
 )
@@ -98,7 +99,7 @@ func TestPredict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Predict(sc.Name, l, Options{Kernel: KernelSettings{SliceUsec: 5000, HZ: 250}}, "not root")
+	r, err := Predict(sc.Name, l, Options{Kernel: observe.KernelSettings{SliceUsec: 5000, HZ: 250}}, "not root")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ type Options struct {
 	// measured timeline.
 	Timeline bool
 	// Kernel are the host's settings for the kernel model.
-	Kernel KernelSettings
+	Kernel observe.KernelSettings
 	// WorkerCommand starts a worker: the worker's arguments
 	// (WorkerSpec.Args) are appended. The CLI passes its own binary and
 	// its hidden worker subcommand.
@@ -76,8 +76,8 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 	if n := numCPU(); l.Kernel.CPUs > n {
 		return nil, fmt.Errorf("compare: %s needs %d CPUs, this host has %d", name, l.Kernel.CPUs, n)
 	}
-	env := Env{Measured: true, Kernel: KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
-		TickUsec: opt.Kernel.Params().TickUsec, TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: Load1(proc), Emulated: Emulated(proc)}
+	env := Env{Measured: true, Kernel: observe.KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
+		TickUsec: opt.Kernel.TickUsec(), TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: observe.Load1(proc), Emulated: observe.Emulated(proc)}
 	if v2 {
 		env.Cgroup = "v2"
 	}
@@ -97,14 +97,14 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		}
 		runs = append(runs, r)
 	}
-	env.Load1End = Load1(proc)
+	env.Load1End = observe.Load1(proc)
 	return assemble(name, l, opt, env, runs)
 }
 
 // Predict returns the report of the simulation alone, for when nothing
 // can be measured; why says so in the report.
 func Predict(name string, l *Layout, opt Options, why string) (*Report, error) {
-	env := Env{Why: why, CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec, TickUsec: opt.Kernel.Params().TickUsec,
+	env := Env{Why: why, CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec, TickUsec: opt.Kernel.TickUsec(),
 		TickSource: opt.Kernel.Source, Runs: 1}
 	run := runResult{phases: map[string]int64{}, arrivals: map[string]int64{}}
 	return assemble(name, l, opt, env, []runResult{run})
@@ -203,7 +203,7 @@ func placeWorkers(h *pooltree.Handle, l *Layout, workers []*worker) error {
 // their arrivals, waits for them and for the counters to settle, and
 // returns what the cgroups counted. lastWrite is when the last cgroup
 // file was written.
-func measure(ctx context.Context, ot observe.Tree, l *Layout, opt Options, workers []*worker, lastWrite time.Duration) (res runResult, err error) {
+func measure(ctx context.Context, ot *cgroupfs.Reader, l *Layout, opt Options, workers []*worker, lastWrite time.Duration) (res runResult, err error) {
 	boundaries, err := watchBoundaries(ctx, ot, l, lastWrite)
 	if err != nil {
 		return res, err
@@ -216,7 +216,7 @@ func measure(ctx context.Context, ot observe.Tree, l *Layout, opt Options, worke
 
 	t0 := burn.Monotonic() + 5*time.Millisecond
 	res = runResult{phases: map[string]int64{}, arrivals: map[string]int64{}, done: map[string]int64{}, burnt: map[string]int64{}}
-	tick := time.Duration(opt.Kernel.Params().TickUsec) * time.Microsecond
+	tick := time.Duration(opt.Kernel.TickUsec()) * time.Microsecond
 	res.tickPhase = int64(posMod(tickAt-t0, tick) / time.Microsecond)
 	for g, at := range boundaries {
 		period := time.Duration(groupByName(l.Kernel, g).PeriodUsec) * time.Microsecond
@@ -410,7 +410,7 @@ func windowUsec(l *Layout) int64 {
 // 200 µs while its period timer makes the two expiries that follow the
 // write of its limit (then it stops: the group is idle), and returns, per
 // group, a moment on CLOCK_MONOTONIC when its timer expired.
-func watchBoundaries(ctx context.Context, ot observe.Tree, l *Layout, lastWrite time.Duration) (map[string]time.Duration, error) {
+func watchBoundaries(ctx context.Context, ot *cgroupfs.Reader, l *Layout, lastWrite time.Duration) (map[string]time.Duration, error) {
 	groups := limited(l.Kernel)
 	seen := map[string]uint64{}
 	at := map[string]time.Duration{}
@@ -420,7 +420,7 @@ func watchBoundaries(ctx context.Context, ot observe.Tree, l *Layout, lastWrite 
 		now := burn.Monotonic()
 		finished := true
 		for _, g := range groups {
-			st, err := readCPU(ot, l.Paths[g])
+			st, err := ot.CPUStat(l.Paths[g])
 			if err != nil {
 				return nil, err
 			}
@@ -456,7 +456,7 @@ func tickBoundary() time.Duration {
 }
 
 // readGroups reads every group's counters.
-func readGroups(ot observe.Tree, l *Layout) (map[string]observe.CPUStat, error) {
+func readGroups(ot *cgroupfs.Reader, l *Layout) (map[string]observe.CPUStat, error) {
 	out := map[string]observe.CPUStat{}
 	for _, g := range l.Kernel.Groups {
 		s, err := ot.Read(l.Paths[g.Name])
@@ -468,16 +468,6 @@ func readGroups(ot observe.Tree, l *Layout) (map[string]observe.CPUStat, error) 
 	return out, nil
 }
 
-// readCPU reads one group's cpu.stat only (no usage, no pressure): the
-// cheap read for polling.
-func readCPU(ot observe.Tree, p string) (observe.CPUStat, error) {
-	dir := filepath.Join(ot.Root, p)
-	if ot.Version == observe.V2 {
-		return observe.ReadCPUStatV2(dir)
-	}
-	return observe.ReadCPUStatV1(dir)
-}
-
 // sampler reads every group once per window for the measured timeline.
 type sampler struct {
 	stopped atomic.Bool
@@ -486,7 +476,7 @@ type sampler struct {
 	enabled bool
 }
 
-func startSampler(ot observe.Tree, l *Layout, enabled bool, t0, window time.Duration, base map[string]observe.CPUStat) *sampler {
+func startSampler(ot *cgroupfs.Reader, l *Layout, enabled bool, t0, window time.Duration, base map[string]observe.CPUStat) *sampler {
 	s := &sampler{done: make(chan map[string][]Window, 1), enabled: enabled}
 	if !enabled {
 		s.done <- nil

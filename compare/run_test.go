@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // TestMeasureRefuses runs Measure against fixture host roots, without root
@@ -32,7 +33,7 @@ func TestMeasureRefuses(t *testing.T) {
 		{"a root that exists", Options{HostRoot: hybrid, Root: existing, WorkerCommand: []string{"true"}}, nil,
 			"compare: run 1: pool root " + existing + " exists; compare creates its own root and removes it afterwards"},
 	}
-	ks := ReadKernelSettings(t.TempDir(), t.TempDir(), "") // the kernel's defaults
+	ks := observe.ReadKernelSettings(t.TempDir(), t.TempDir(), "") // the kernel's defaults
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opt.Kernel = ks
@@ -44,31 +45,5 @@ func TestMeasureRefuses(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(existing); err != nil || len(ents) != 0 {
 		t.Errorf("the existing root was touched: %v, %v", ents, err)
-	}
-}
-
-// TestHostInfo reads the load and the CPU model from a fixture /proc.
-func TestHostInfo(t *testing.T) {
-	proc := t.TempDir()
-	for name, data := range map[string]string{
-		"loadavg": "0.52 0.40 0.30 1/100 1234\n",
-		"cpuinfo": "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: QEMU TCG CPU version 2.5+\n\n",
-	} {
-		if err := os.WriteFile(filepath.Join(proc, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := Load1(proc); got != 0.52 {
-		t.Errorf("Load1 = %v, want 0.52", got)
-	}
-	if !Emulated(proc) {
-		t.Error("Emulated = false for QEMU TCG CPU")
-	}
-	empty := t.TempDir()
-	if got := Load1(empty); got != -1 {
-		t.Errorf("Load1 without loadavg = %v, want -1", got)
-	}
-	if Emulated(empty) {
-		t.Error("Emulated without cpuinfo = true")
 	}
 }

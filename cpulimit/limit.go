@@ -178,6 +178,28 @@ func ParseCPUIdle(s string) (bool, error) {
 // without one.
 func (l Limit) CFSQuota() string { return strconv.FormatInt(max(l.QuotaUsec, Max), 10) }
 
+// ParseCFSQuota reads cgroup v1 cpu.cfs_quota_us as the kernel writes
+// it: "-1" (no quota, [Max]) or a positive number of µs.
+func ParseCFSQuota(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	q, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || q < Max || q == 0 {
+		return 0, fmt.Errorf("cpu.cfs_quota_us %q: want -1 or a positive number of µs", t)
+	}
+	return q, nil
+}
+
+// ParseCFSPeriod reads cgroup v1 cpu.cfs_period_us: a positive number of
+// µs.
+func ParseCFSPeriod(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	p, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || p <= 0 {
+		return 0, fmt.Errorf("cpu.cfs_period_us %q: want a positive number of µs", t)
+	}
+	return p, nil
+}
+
 // Shares is the cgroup v1 cpu.shares that gives the scheduler the same
 // group weight as Weight: [SharesFromWeight] of the effective weight.
 func (l Limit) Shares() int64 { return SharesFromWeight(l.EffectiveWeight()) }

@@ -161,3 +161,43 @@ func FuzzParseCPUIdle(f *testing.F) {
 		}
 	})
 }
+
+// TestParseCFS: v1 quota and period as the kernel writes them, and what
+// they refuse.
+func TestParseCFS(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		quota int64
+		qok   bool
+		pok   bool
+	}{{"-1\n", Max, true, false}, {"50000\n", 50000, true, true}, {"0", 0, false, false}, {"-2", 0, false, false}, {"x", 0, false, false}, {"", 0, false, false}} {
+		q, err := ParseCFSQuota(tc.in)
+		if (err == nil) != tc.qok || q != tc.quota {
+			t.Errorf("ParseCFSQuota(%q) = %d, %v; want %d, ok %v", tc.in, q, err, tc.quota, tc.qok)
+		}
+		if _, err := ParseCFSPeriod(tc.in); (err == nil) != tc.pok {
+			t.Errorf("ParseCFSPeriod(%q): %v, want ok %v", tc.in, err, tc.pok)
+		}
+	}
+	if _, err := ParseCFSQuota("0"); err == nil || err.Error() != `cpu.cfs_quota_us "0": want -1 or a positive number of µs` {
+		t.Errorf("error %v", err)
+	}
+}
+
+// FuzzParseCFS: whatever v1 quota and period parse renders back to the
+// value read.
+func FuzzParseCFS(f *testing.F) {
+	for _, s := range []string{"-1\n", "100000\n", "0", "-2", " 5 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if q, err := ParseCFSQuota(in); err == nil {
+			if back, err := ParseCFSQuota(Limit{QuotaUsec: q}.CFSQuota()); err != nil || back != q {
+				t.Fatalf("quota %q -> %d -> %d %v", in, q, back, err)
+			}
+		}
+		if p, err := ParseCFSPeriod(in); err == nil && p <= 0 {
+			t.Fatalf("period %q -> %d", in, p)
+		}
+	})
+}

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +25,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 )
 
 // The abuse suite (abuse_test.go) runs the daemon in a process of its
@@ -43,13 +48,28 @@ const envTestFlood = "POOLAGENT_TEST_FLOOD"
 // daemonSpec is what a daemon process serves.
 type daemonSpec struct {
 	Socket string
-	// Pools is the pool file (DDL).
-	Pools  string
-	Limits Limits
+	// Pools is the pool file (DDL); PoolCount more pools (manyPools) are
+	// added to it there, to keep the spec within an environment
+	// variable's size.
+	Pools     string
+	PoolCount int
+	Limits    Limits
 	// NoFile, when not 0, is the daemon's RLIMIT_NOFILE.
 	NoFile uint64
 	// Metrics serves the metrics endpoint on a loopback port.
 	Metrics bool
+	// PoolStats makes the fake cgroups report a cpu.stat and a
+	// cpu.pressure for every pool, as a host does, so that a scrape is as
+	// large as a real one; each read's usage_usec is the read's number,
+	// which tells one gather's output from another's.
+	PoolStats bool
+	// PredictEvery is the throttling prediction's interval (the
+	// predictor reads the pools' stats too); 1 s when 0.
+	PredictEvery time.Duration
+	// Notify and WatchdogUsec, when set, are the daemon's NOTIFY_SOCKET
+	// and WATCHDOG_USEC, as systemd gives them.
+	Notify       string
+	WatchdogUsec int64
 }
 
 func daemonMain(spec string) int {
@@ -65,7 +85,7 @@ func daemonMain(spec string) int {
 			return 2
 		}
 	}
-	m, _, err := planner.Load("test.sql", []byte(s.Pools))
+	m, _, err := planner.Load("test.sql", []byte(s.Pools+manyPools(s.PoolCount)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -75,20 +95,27 @@ func daemonMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs}
+	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs, stats: s.PoolStats}
+	if s.Notify != "" {
+		os.Setenv("NOTIFY_SOCKET", s.Notify)
+		os.Setenv("WATCHDOG_USEC", strconv.FormatInt(s.WatchdogUsec, 10))
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
-	srv, err := New(cfg, policy, cg, SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, policy, cg, peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	opt := ServiceOptions{}
+	opt := service.Options{Log: log, PredictEvery: s.PredictEvery}
 	if s.Metrics {
 		opt.MetricsListen = "127.0.0.1:0"
 	}
-	if err := srv.RunService(context.Background(), opt); err != nil {
+	err = service.Run(context.Background(), srv, opt)
+	calls, most := cg.statReads()
+	log.Info(msgStatReads, "calls", calls, "most_at_once", most)
+	if err != nil {
 		log.Error("daemon ended", "err", err)
 		return 1
 	}
@@ -108,7 +135,7 @@ type daemonProc struct {
 // startDaemonProc starts a daemon process serving spec on a fresh socket
 // and returns once it is ready; it is stopped (and must stop cleanly) when
 // the test ends.
-func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
+func startDaemonProc(t testing.TB, spec daemonSpec) *daemonProc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -162,7 +189,7 @@ func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
 
 // stop sends SIGTERM and fails the test unless the daemon exits with
 // status 0 within 20 s: a stop must never hang.
-func (d *daemonProc) stop(t *testing.T) {
+func (d *daemonProc) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-d.exited:
@@ -227,6 +254,20 @@ func (d *daemonProc) memory(t *testing.T) (rss, peak uint64) {
 	return rss, peak
 }
 
+// cpu returns the CPU time the daemon has used (user and system).
+func (d *daemonProc) cpu(t *testing.T) time.Duration {
+	t.Helper()
+	p, err := procfs.NewProc(d.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second))
+}
+
 // checkPeak fails the test if the daemon's peak resident set passed
 // bound bytes.
 func (d *daemonProc) checkPeak(t *testing.T, bound uint64) {
@@ -272,7 +313,11 @@ func (d *daemonProc) answers(t *testing.T) []protocol.Pool {
 
 // floodSpec is what a flood process does: open Conns connections to Addr
 // (Network "unix" or "tcp"), write Send on each, then Dribble one byte
-// every DribbleEvery, reading what comes back only if Read.
+// every DribbleEvery, reading what comes back only if Read. With
+// LeaveAdmitted it reads each connection's replies until one says
+// admitted, and hangs up then (the daemon gives the slot back). With
+// Scrapers it runs that many HTTP clients instead, each GETting URL in a
+// loop and reading every reply whole.
 type floodSpec struct {
 	Network, Addr string
 	Conns         int
@@ -280,6 +325,9 @@ type floodSpec struct {
 	Dribble       string
 	DribbleEvery  time.Duration
 	Read          bool
+	LeaveAdmitted bool
+	Scrapers      int
+	URL           string
 }
 
 // floodStatus is what a flood process reports on each line it reads on
@@ -295,6 +343,11 @@ type floodStatus struct {
 	Codes map[string]int
 	// FirstErrors holds a few of the error texts read.
 	FirstErrors []string
+	// Admitted counts the connections told admitted (LeaveAdmitted).
+	Admitted int
+	// Scrapes counts the scrapers' replies by HTTP status ("200", "503";
+	// "error" when the request failed).
+	Scrapes map[string]int
 }
 
 func floodMain(spec string) int {
@@ -303,11 +356,41 @@ func floodMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// net/http logs each refusal a scraper reads before its request.
+	log.SetOutput(io.Discard)
 	var (
 		mu    sync.Mutex
-		st    = floodStatus{Codes: map[string]int{}}
+		st    = floodStatus{Codes: map[string]int{}, Scrapes: map[string]int{}}
 		conns []net.Conn
+		stop  = make(chan struct{})
 	)
+	var scrapers sync.WaitGroup
+	for range s.Scrapers {
+		scrapers.Go(func() {
+			// Uncompressed replies: the most the daemon writes.
+			hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				outcome := "error"
+				if resp, err := hc.Get(s.URL); err == nil {
+					if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+						outcome = strconv.Itoa(resp.StatusCode)
+					}
+					resp.Body.Close()
+				}
+				mu.Lock()
+				st.Scrapes[outcome]++
+				mu.Unlock()
+				if outcome == "error" {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
 	for range s.Conns {
 		c, err := net.DialTimeout(s.Network, s.Addr, 5*time.Second)
 		if err == nil && s.Send != "" {
@@ -325,6 +408,26 @@ func floodMain(spec string) int {
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
+		if s.LeaveAdmitted {
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadBytes('\n')
+					var reply protocol.Reply
+					if err != nil || json.Unmarshal(line, &reply) != nil || reply.Type == protocol.ReplyError {
+						return
+					}
+					if reply.Type == protocol.ReplyAdmitted {
+						mu.Lock()
+						st.Admitted++
+						mu.Unlock()
+						return
+					}
+				}
+			}()
+			continue
+		}
 		if s.Read {
 			go func() {
 				line, err := bufio.NewReader(c).ReadString('\n')
@@ -371,9 +474,11 @@ func floodMain(spec string) int {
 	for sc.Scan() {
 		report()
 	}
+	close(stop)
 	for _, c := range conns {
 		c.Close()
 	}
+	scrapers.Wait()
 	return 0
 }
 
@@ -409,26 +514,28 @@ type flood struct {
 // startFlood starts a flood process, as uid when uid is not 0, and
 // returns once its connections are open; it ends when the test does, or at
 // release.
-func startFlood(t *testing.T, spec floodSpec, uid uint32) *flood {
+func startFlood(t testing.TB, spec floodSpec, uid uint32) *flood {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	f := startTestProc(t, envTestFlood+"="+string(b), uid)
+	f.read(t)
+	return f
+}
+
+// startTestProc starts this test binary with env set, as uid when uid is
+// not 0, talking to it over its standard input and output; it ends when
+// the test does, or at release.
+func startTestProc(t testing.TB, env string, uid uint32) *flood {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if uid != 0 {
-		// The test binary, where the other user may run it.
-		b, err := os.ReadFile(exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exe = filepath.Join(socketDir(t), "daemon.test")
-		if err := os.WriteFile(exe, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		exe = userExecutable(t)
 	}
-	b, _ := json.Marshal(spec)
 	f := &flood{cmd: exec.Command(exe)}
-	f.cmd.Env = append(os.Environ(), envTestFlood+"="+string(b))
+	f.cmd.Env = append(os.Environ(), env)
 	f.cmd.Stderr = os.Stderr
 	// As the daemon's: killed with the test process.
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -448,11 +555,10 @@ func startFlood(t *testing.T, spec floodSpec, uid uint32) *flood {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.release)
-	f.read(t)
 	return f
 }
 
-func (f *flood) read(t *testing.T) floodStatus {
+func (f *flood) read(t testing.TB) floodStatus {
 	t.Helper()
 	if !f.out.Scan() {
 		t.Fatalf("flood process ended: %v", f.out.Err())
@@ -465,7 +571,7 @@ func (f *flood) read(t *testing.T) floodStatus {
 }
 
 // poll asks the flood process for its status.
-func (f *flood) poll(t *testing.T) floodStatus {
+func (f *flood) poll(t testing.TB) floodStatus {
 	t.Helper()
 	io.WriteString(f.in, "status\n")
 	return f.read(t)
@@ -483,7 +589,7 @@ func (f *flood) release() {
 // requireRoot gates the tests that run clients as other uids: they skip
 // when not root, except where the real-kernel tests are required (CI),
 // where they fail, so they never silently stop running.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
@@ -492,4 +598,104 @@ func requireRoot(t *testing.T) {
 		t.Fatalf("needs root to run clients as other users (%s=1 makes this a failure)", kerneltest.EnvRequire)
 	}
 	t.Skip("needs root to run clients as other users")
+}
+
+// userExes holds each test's copy of the test binary for other users.
+var userExes sync.Map // testing.TB -> string
+
+// userExecutable copies the test binary, once per test, where the test's
+// other users may run it (beside a socket of socketDir's).
+func userExecutable(t testing.TB) string {
+	t.Helper()
+	if exe, ok := userExes.Load(t); ok {
+		return exe.(string)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(socketDir(t), "daemon.test")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	userExes.Store(t, exe)
+	t.Cleanup(func() { userExes.Delete(t) })
+	return exe
+}
+
+// msgStatReads is the daemon process's last record: how often it read the
+// pools' stats, and the most reads at once.
+const msgStatReads = "pool stats read"
+
+// statReads returns what the stopped daemon logged in msgStatReads.
+func (d *daemonProc) statReads(t *testing.T) (calls, mostAtOnce int64) {
+	t.Helper()
+	for line := range strings.Lines(d.log.String()) {
+		var rec struct {
+			Msg        string
+			Calls      int64 `json:"calls"`
+			MostAtOnce int64 `json:"most_at_once"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msgStatReads {
+			return rec.Calls, rec.MostAtOnce
+		}
+	}
+	t.Fatalf("the daemon did not log %q:\n%s", msgStatReads, d.tail())
+	return 0, 0
+}
+
+// watchdog listens where a daemon sends its systemd notifications and
+// records when each WATCHDOG=1 arrived.
+type watchdog struct {
+	path  string
+	mu    sync.Mutex
+	pings []time.Time
+}
+
+// listenWatchdog opens a notification socket in a fresh directory,
+// closed when the test ends.
+func listenWatchdog(t *testing.T) *watchdog {
+	t.Helper()
+	w := &watchdog{path: filepath.Join(socketDir(t), "notify.sock")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: w.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if slices.Contains(strings.Split(string(buf[:n]), "\n"), "WATCHDOG=1") {
+				w.mu.Lock()
+				w.pings = append(w.pings, time.Now())
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+// longestGap is the longest time between two pings, or from the last
+// ping to now, since from.
+func (w *watchdog) longestGap(from time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gap time.Duration
+	last := from
+	for _, p := range w.pings {
+		if p.Before(from) {
+			continue
+		}
+		gap = max(gap, p.Sub(last))
+		last = p
+	}
+	return max(gap, time.Since(last))
 }

@@ -5,14 +5,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
@@ -79,8 +83,8 @@ func TestAbuseFDFlood(t *testing.T) {
 		t.Fatalf("query after the flood: %v", after.err)
 	}
 	// The burst's end is logged at the first connection accepted a
-	// second (longestAcceptPause) after the last failure.
-	time.Sleep(longestAcceptPause)
+	// second (guard.LongestPause) after the last failure.
+	time.Sleep(guard.LongestPause)
 	d.answers(t)
 	waitFor(t, "the end of the burst logged", func() bool { return d.logged(msgFDsBack) == 1 })
 	if n, m := d.logged(msgOutOfFDs), d.logged(msgFDsBack); n != 1 || m != 1 {
@@ -348,16 +352,17 @@ func TestAbuseSlowloris(t *testing.T) {
 }
 
 // TestAbuseMetricsFlood: TCP connections flood the metrics endpoint,
-// four times its connection cap. The endpoint holds at most its cap, the
-// rest wait in the kernel's backlog, so the daemon never runs out of
+// four times its connection cap. The endpoint holds at most its cap and
+// answers the rest 503 at once, so the daemon never runs out of
 // descriptors and its socket answers throughout; once the flood is
 // released, scrapes work again.
 func TestAbuseMetricsFlood(t *testing.T) {
-	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metricsConns + 128, Metrics: true})
-	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metricsConns}, 0)
-	if st := f.poll(t); st.Opened != 4*metricsConns {
-		t.Fatalf("flood %+v: want %d connections made", st, 4*metricsConns)
+	d := startDaemonProc(t, daemonSpec{Pools: olapPool(1, 0, ""), NoFile: metrics.MaxConns + 128, Metrics: true})
+	f := startFlood(t, floodSpec{Network: "tcp", Addr: d.metrics, Conns: 4 * metrics.MaxConns}, 0)
+	if st := f.poll(t); st.Opened != 4*metrics.MaxConns {
+		t.Fatalf("flood %+v: want %d connections made", st, 4*metrics.MaxConns)
 	}
+	waitFor(t, "the connections past the cap refused", func() bool { return f.poll(t).Closed == 3*metrics.MaxConns })
 	for range 5 {
 		d.answers(t)
 		time.Sleep(50 * time.Millisecond)
@@ -377,4 +382,183 @@ func TestAbuseMetricsFlood(t *testing.T) {
 		t.Errorf("scrape after the flood: %s", resp.Status)
 	}
 	d.checkPeak(t, 64<<20)
+}
+
+// manyPools is a pool file of n pools, each open to every user.
+func manyPools(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "CREATE RESOURCE POOL p%04d WITH (CONCURRENT_QUERY_LIMIT=4, QUEUE_SIZE=16);\n", i)
+		fmt.Fprintf(&b, "GRANT USE ON RESOURCE POOL p%04d TO 'all-users@well-known';\n", i)
+	}
+	return b.String()
+}
+
+// scrapeBody GETs url and returns the reply's body, failing the test
+// unless it is 200 OK.
+func scrapeBody(t *testing.T, hc *http.Client, url string) []byte {
+	t.Helper()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %s, %v", resp.Status, err)
+	}
+	return body
+}
+
+// Bounds of TestAbuseMetricsScrapes: the daemon's peak resident set with
+// 1,000 pools under the attacks, and how much slower another user's
+// queries may start: their median at most scrapeAbuseRatio times the
+// median without the attack, or scrapeAbuseSlack over it, whichever is
+// more (the slack absorbs other work on a loaded test host).
+const (
+	scrapeAbusePeak  = 96 << 20
+	scrapeAbuseRatio = 4
+	scrapeAbuseSlack = 100 * time.Millisecond
+)
+
+// TestAbuseMetricsScrapes: with 1,000 pools, another uid opens 250
+// connections that send GET /metrics and never read, then runs 64
+// scrapers in a loop. The daemon's memory stays bounded, another user's
+// queries start about as fast as without the attack, the watchdog is fed
+// throughout, and the pools' stats are gathered by one scrape at a time,
+// scrapes arriving meanwhile sharing its output.
+func TestAbuseMetricsScrapes(t *testing.T) {
+	requireRoot(t)
+	wd := listenWatchdog(t)
+	const watchdogSec = 4 * time.Second
+	d := startDaemonProc(t, daemonSpec{
+		PoolCount: 1000, Metrics: true, PoolStats: true,
+		// No prediction: every read of the pools' stats is a scrape's.
+		PredictEvery: time.Hour,
+		Notify:       wd.path, WatchdogUsec: watchdogSec.Microseconds(),
+	})
+	url := "http://" + d.metrics + "/metrics"
+	hc := &http.Client{Timeout: 20 * time.Second}
+	t.Logf("a scrape of 1,000 pools: %d KiB", len(scrapeBody(t, hc, url))>>10)
+
+	// Scrapes at once share one gather's output.
+	bodies := make([][]byte, 16)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() { bodies[i] = scrapeBody(t, hc, url) })
+	}
+	wg.Wait()
+	for i, b := range bodies[1:] {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Errorf("scrapes 0 and %d at once differ: each gathered for itself", i+1)
+			break
+		}
+	}
+
+	const during = 8 * time.Second
+	cpu0 := d.cpu(t)
+	quiet, quietMax := startTimesFor(t, d.socket, during)
+	quietCPU := d.cpu(t) - cpu0
+	t.Logf("starts without the attack: median %v, slowest %v", quiet, quietMax)
+	rss0, _ := d.memory(t)
+	begin := time.Now()
+
+	attacks := []struct {
+		name string
+		spec floodSpec
+	}{
+		{"250 unread scrapes", floodSpec{Network: "tcp", Addr: d.metrics, Conns: 250, Send: "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"}},
+		{"64 scrapers in a loop", floodSpec{Scrapers: 64, URL: url}},
+	}
+	for _, a := range attacks {
+		cpu0 := d.cpu(t)
+		f := startFlood(t, a.spec, abuseUID)
+		// The memory is watched while queries start, and the attack
+		// ended early once past the bound.
+		stop := make(chan struct{})
+		var peak uint64
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				rss, _ := d.memory(t)
+				if peak = max(peak, rss); rss > scrapeAbusePeak {
+					// Ends the attack: its connections close with
+					// the process.
+					f.cmd.Process.Kill()
+					return
+				}
+			}
+		}()
+		p50, slowest := startTimesFor(t, d.socket, during)
+		close(stop)
+		<-watched
+		cpu := d.cpu(t) - cpu0
+		var st floodStatus
+		if peak <= scrapeAbusePeak {
+			st = f.poll(t)
+		}
+		f.release()
+		t.Logf("%s: starts median %v (%.1f× without), slowest %v; daemon resident set up to %d MiB (%d MiB before), CPU %v (%v without); the attacker's CPU %v; flood %d connections (%d closed by the daemon), scrapes %v",
+			a.name, p50, float64(p50)/float64(quiet), slowest, peak>>20, rss0>>20, cpu.Round(time.Millisecond), quietCPU.Round(time.Millisecond),
+			(f.cmd.ProcessState.UserTime() + f.cmd.ProcessState.SystemTime()).Round(time.Millisecond), st.Opened, st.Closed, st.Scrapes)
+		if peak > scrapeAbusePeak {
+			t.Errorf("%s: the daemon's resident set reached %d MiB, past the bound of %d MiB", a.name, peak>>20, scrapeAbusePeak>>20)
+		}
+		if p50 > max(scrapeAbuseRatio*quiet, quiet+scrapeAbuseSlack) {
+			t.Errorf("%s: another user's starts took %v (median), %.1f× the %v without the attack (at most %d× or %v more)",
+				a.name, p50, float64(p50)/float64(quiet), quiet, scrapeAbuseRatio, scrapeAbuseSlack)
+		}
+		if gap := wd.longestGap(begin); gap >= watchdogSec {
+			t.Errorf("%s: no watchdog ping for %v (WatchdogSec %v): systemd would restart the daemon", a.name, gap.Round(time.Millisecond), watchdogSec)
+		}
+	}
+	if n := d.logged("watchdog"); n > 0 {
+		t.Errorf("the health check failed %d times:\n%s", n, d.tail())
+	}
+	// Scrapes work again once the attacks end: the replies the attacker
+	// left waiting give their turns back.
+	ended := time.Now()
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Logf("a scrape answered %v after the attacks ended", time.Since(ended).Round(time.Millisecond))
+				break
+			}
+		}
+		if time.Since(ended) > metrics.MaxReplyWait+5*time.Second {
+			t.Fatalf("no scrape answered within %v of the attacks' end: %v", metrics.MaxReplyWait+5*time.Second, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.stop(t)
+	calls, most := d.statReads(t)
+	t.Logf("the pools' stats were read %d times, at most %d at once", calls, most)
+	if most != 1 {
+		t.Errorf("the pools' stats were read by %d scrapes at once, want one at a time", most)
+	}
+}
+
+// startTimesFor is startTimes for queries run one after the other for
+// about dur.
+func startTimesFor(t *testing.T, socket string, dur time.Duration) (p50, slowest time.Duration) {
+	t.Helper()
+	var took []time.Duration
+	for end := time.Now().Add(dur); time.Now().Before(end) || len(took) < 5; {
+		begin := time.Now()
+		if _, err := client.Run(client.RunOptions{Socket: socket, Args: []string{"true"}}); err != nil {
+			t.Fatalf("a query: %v", err)
+		}
+		took = append(took, time.Since(begin))
+	}
+	slices.Sort(took)
+	return took[len(took)/2], took[len(took)-1]
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 
@@ -36,7 +38,10 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	}
 	switch req.Op {
 	case protocol.OpPools:
-		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired())
+		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired(), time.Now())
+		if file := s.changes.file.Load(); file != nil {
+			sysview.MarkRunTime(reply.Pools, sysview.Pools(file, nil, planner.Desired{}, time.Now()))
+		}
 		s.clusterPools(reply.Pools, req.Local)
 	case protocol.OpClassifiers:
 		reply.Classifiers = sysview.Classifiers(s.Model())
@@ -69,7 +74,7 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 		reply.Warnings = append(reply.Warnings, w.String())
 	}
 	if c.Seq != 0 {
-		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL}
+		reply.Change = &protocol.Change{Seq: c.Seq, Time: c.Time, UID: c.UID, User: c.User, DDL: c.DDL, SavedIn: s.changes.src.savedIn()}
 	}
 	var list planner.ErrorList
 	switch {

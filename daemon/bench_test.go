@@ -251,17 +251,7 @@ func BenchmarkQueuedRSS(b *testing.B) {
 				b.Fatalf("client %d: reply %+v, %v; want %s", i, r, err, want)
 			}
 		}
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var rssKiB float64
-		for _, l := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-				fmt.Sscan(f[1], &rssKiB)
-			}
-		}
-		b.ReportMetric(rssKiB/1024, "MB-daemon-rss")
+		b.ReportMetric(processRSSMiB(b, pid), "MB-daemon-rss")
 		for _, c := range clients {
 			c.conn.Close()
 		}
@@ -359,4 +349,107 @@ func BenchmarkExitedSpam(b *testing.B) {
 	b.ReportMetric(float64(mq.Microseconds())/1000, "ms-quiet-median")
 	b.ReportMetric(float64(ms.Microseconds())/1000, "ms-spam-median")
 	b.ReportMetric(float64(ms)/float64(mq), "spam/quiet")
+}
+
+// BenchmarkFairQueue: the cost of the fair queue against FIFO in the real
+// daemon binary. A pool of one slot, held by a running query, has 1,000
+// queries queued by 100 users (10 each, one process per uid); the daemon's
+// resident memory is read, then the holder ends and the queue drains: each
+// client hangs up as soon as it is admitted, which gives the slot to the
+// next. Admissions per second is 1,000 over the drain's wall time. Each
+// round runs a FIFO daemon and a fair one, in alternating order; the
+// figures are the medians over rounds, and their ratios fair/FIFO.
+func BenchmarkFairQueue(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to run clients as 100 uids")
+	}
+	const users, perUser = 100, 10
+	rate := map[string][]float64{}
+	rss := map[string][]float64{}
+	round := func(policy string) {
+		pools := fmt.Sprintf("CREATE RESOURCE POOL shared WITH (CONCURRENT_QUERY_LIMIT=1, QUEUE_POLICY='%s');\n"+
+			"GRANT USE ON RESOURCE POOL shared TO 'all-users@well-known';", policy)
+		socket, pid := benchDaemon(b, pools)
+		holder := exec.Command(benchBinary(b, "poolagent-run"), "--socket", socket, "--pool", "shared", "--", "/bin/sh", "-c", "read _")
+		release, err := holder.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := holder.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer holder.Wait()
+		waitFor(b, "the holder running", func() bool { p := benchPool(b, socket); return p.RunningQueries == 1 })
+		req, _ := json.Marshal(protocol.Request{Op: protocol.OpRun, Pool: "shared"})
+		var floods []*flood
+		for u := range users {
+			floods = append(floods, startFlood(b, floodSpec{Network: "unix", Addr: socket, Conns: perUser,
+				Send: string(req) + "\n", LeaveAdmitted: true}, uint32(300000+u)))
+		}
+		waitFor(b, "1,000 queued", func() bool { return benchPool(b, socket).QueuedQueries == users*perUser })
+		rss[policy] = append(rss[policy], processRSSMiB(b, pid))
+		start := time.Now()
+		release.Close()
+		waitFor(b, "the queue drained", func() bool {
+			p := benchPool(b, socket)
+			return p.QueuedQueries == 0 && p.RunningQueries == 0
+		})
+		rate[policy] = append(rate[policy], users*perUser/time.Since(start).Seconds())
+		admitted := 0
+		for _, f := range floods {
+			admitted += f.poll(b).Admitted
+			f.release()
+		}
+		if admitted != users*perUser {
+			b.Fatalf("%s: %d clients told admitted, want %d", policy, admitted, users*perUser)
+		}
+	}
+	for i := range b.N {
+		if i%2 == 0 {
+			round("fifo")
+			round("fair")
+		} else {
+			round("fair")
+			round("fifo")
+		}
+	}
+	med := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
+	b.ReportMetric(med(rate["fifo"]), "fifo-admissions/s")
+	b.ReportMetric(med(rate["fair"]), "fair-admissions/s")
+	b.ReportMetric(med(rate["fair"])/med(rate["fifo"]), "fair/fifo-admissions")
+	b.ReportMetric(med(rss["fifo"]), "fifo-MB-rss")
+	b.ReportMetric(med(rss["fair"]), "fair-MB-rss")
+	b.ReportMetric(med(rss["fair"])/med(rss["fifo"]), "fair/fifo-rss")
+}
+
+// benchPool is the pool "shared" as the daemon at socket shows it.
+func benchPool(b *testing.B, socket string) protocol.Pool {
+	b.Helper()
+	r, err := ask(socket, protocol.Request{Op: protocol.OpPools}, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range r.Pools {
+		if p.Name == "shared" {
+			return p
+		}
+	}
+	b.Fatalf("no pool shared in %+v", r.Pools)
+	return protocol.Pool{}
+}
+
+// processRSSMiB is a process's resident memory (VmRSS), MiB.
+func processRSSMiB(b *testing.B, pid int) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var kib float64
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			fmt.Sscan(f[1], &kib)
+		}
+	}
+	return kib / 1024
 }

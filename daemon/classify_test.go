@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -27,7 +28,7 @@ GRANT USE ON RESOURCE POOL olap TO 'all-users@well-known';
 CREATE RESOURCE POOL CLASSIFIER shells WITH (RANK=10, RESOURCE_POOL='olap', HAS_APP_NAME='`+filepath.Base(sh)+`');
 CREATE RESOURCE POOL CLASSIFIER no_false WITH (RANK=20, ACTION='reject', HAS_APP_NAME='false');
 `)
-	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), peer.SystemUsers{})
 	bin := t.TempDir()
 	if err := os.Symlink(sh, filepath.Join(bin, "linked-shell")); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -132,4 +135,76 @@ func readErrorCode(err error) string {
 		return protocol.CodeTimeout
 	}
 	return protocol.CodeBadRequest
+}
+
+// maxReceivedFDs is how many descriptors one read of a client's messages
+// accepts: the start request carries one pidfd; more are closed at once.
+const maxReceivedFDs = 1
+
+// fdReader reads a client's messages and keeps the last descriptor sent
+// with them (SCM_RIGHTS), which the start request carries: its child's
+// pidfd. Descriptors beyond maxReceivedFDs per read are closed by the
+// kernel (MSG_CTRUNC), and a descriptor replaced by a later one is closed.
+type fdReader struct {
+	conn *net.UnixConn
+	oob  []byte
+
+	mu sync.Mutex
+	fd int // -1: none
+}
+
+func newFDReader(conn *net.UnixConn) *fdReader {
+	return &fdReader{conn: conn, oob: make([]byte, unix.CmsgSpace(4*maxReceivedFDs)), fd: -1}
+}
+
+// Read implements io.Reader.
+func (r *fdReader) Read(p []byte) (int, error) {
+	n, oobn, _, _, err := r.conn.ReadMsgUnix(p, r.oob)
+	if oobn > 0 {
+		r.keep(r.oob[:oobn])
+	}
+	// NOTE: ReadMsgUnix may return n = -1 with an error (a deadline);
+	// io.Reader allows no negative count.
+	return max(n, 0), err
+}
+
+// keep takes the descriptors out of control messages, keeping the last
+// and closing the rest.
+func (r *fdReader) keep(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			r.mu.Lock()
+			if r.fd >= 0 {
+				unix.Close(r.fd)
+			}
+			r.fd = fd
+			r.mu.Unlock()
+		}
+	}
+}
+
+// take returns the descriptor last received, -1 if none, and forgets it:
+// the caller closes it.
+func (r *fdReader) take() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fd := r.fd
+	r.fd = -1
+	return fd
+}
+
+// close closes a descriptor received and not taken.
+func (r *fdReader) close() {
+	if fd := r.take(); fd >= 0 {
+		unix.Close(fd)
+	}
 }

@@ -55,7 +55,7 @@ func TestKernelDriftRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.srv.Operate(Sources{PoolFile: file})
-		root := cg.Reader().Root
+		root := cg.Reader().Root()
 		drift(t, d, root)
 		if _, err := d.srv.Reload(); err != nil {
 			t.Fatalf("reload: %v", err)
@@ -64,7 +64,7 @@ func TestKernelDriftRepaired(t *testing.T) {
 	})
 	t.Run("periodically", func(t *testing.T) {
 		d, cg := kernelDaemon(t, bothModes, Config{Reconcile: 50 * time.Millisecond}, pools, rootIdentity)
-		root := cg.Reader().Root
+		root := cg.Reader().Root()
 		if err := run(t, d); err != nil {
 			t.Fatalf("query before the drift: %v", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
@@ -168,7 +169,7 @@ func (c *execProc) waitStarted(t *testing.T) {
 // became the command.
 func TestExecTwoRunThreeQueueTen(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(2, 3, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(2, 3, "")), cg, peer.SystemUsers{})
 	const wantErr = "poolagent-run: Request was rejected, number of local pending requests is 1, " +
 		"number of global delayed/running requests is 5, sum of them is larger than " +
 		"allowed limit 3 (including concurrent query limit 2) for pool olap\n" +
@@ -225,7 +226,7 @@ func slicesIndex(runs []*execProc, c *execProc) int {
 // TestExecDeadline: a run still queued after QUERY_CANCEL_AFTER_SECONDS
 // leaves the queue with YDB's message and status 125.
 func TestExecDeadline(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, ", QUERY_CANCEL_AFTER_SECONDS=1")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, ", QUERY_CANCEL_AFTER_SECONDS=1")), newFakeCgroups(t), peer.SystemUsers{})
 	runner := startExec(t, d.socket, "olap", holdingCommand...)
 	runner.waitStarted(t)
 	late := startExec(t, d.socket, "olap", "/bin/true")
@@ -251,7 +252,7 @@ CREATE RESOURCE POOL CLASSIFIER shells WITH (RANK=10, RESOURCE_POOL='olap', HAS_
 CREATE RESOURCE POOL CLASSIFIER no_false WITH (RANK=20, ACTION='reject', HAS_APP_NAME='false');
 `)
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policy, cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policy, cg, peer.SystemUsers{})
 	tests := []struct {
 		name   string
 		argv   []string
@@ -281,7 +282,7 @@ CREATE RESOURCE POOL CLASSIFIER no_false WITH (RANK=20, ACTION='reject', HAS_APP
 // 126 with the same message as the other path, before asking.
 func TestExecStatusAndMessages(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, ""), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), cg, peer.SystemUsers{})
 	tests := []struct {
 		argv     []string
 		status   int
@@ -316,7 +317,7 @@ func TestExecStatusAndMessages(t *testing.T) {
 // with 128+N, its progress line cleared; once it runs, the command is the
 // process and gets the signal itself.
 func TestExecSignals(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), peer.SystemUsers{})
 	// The shell reports SIGUSR1 through its exit status.
 	runner := startExec(t, d.socket, "olap", "/bin/sh", "-c", "trap 'exit 42' USR1; echo started; while :; do sleep 0.01; done")
 	runner.waitStarted(t)
@@ -359,7 +360,7 @@ func TestExecSignalBeforeAnswer(t *testing.T) {
 			}
 		}
 	}}
-	d := startDaemon(t, cfg, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, cfg, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), peer.SystemUsers{})
 	c := startExec(t, d.socket, "olap", "/bin/true")
 	st, stderr := c.wait()
 	ws := st.Sys().(syscall.WaitStatus)
@@ -375,7 +376,7 @@ func TestExecSignalBeforeAnswer(t *testing.T) {
 func TestExecCPULimitInEnvironment(t *testing.T) {
 	// 2 vCPUs × 100% × 75% per query: 1.5 vCPU.
 	policy := policyOf(t, "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=100, QUERY_CPU_LIMIT_PERCENT_PER_NODE=75);")
-	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), peer.SystemUsers{})
 	c := startExec(t, d.socket, "p", "/bin/sh", "-c", "echo $"+client.EnvCPULimit)
 	b, _ := io.ReadAll(c.stdout)
 	if st, stderr := c.wait(); status(st) != 0 || string(b) != "1.5\n" {
@@ -394,7 +395,7 @@ func TestExecPlacesOnlyItsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, peer.SystemUsers{})
 
 	other := startHeld(t)
 	runner := startClientProc(t, exe, clientSpec{Socket: d.socket, Pool: "olap", Raw: true, PID: other.Process.Pid}, nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 // testdata/fuzz/FuzzRequest.
 func FuzzRequest(f *testing.F) {
 	cg := newFakeCgroups(f)
-	d := startDaemon(f, Config{}, policyOf(f, olapPool(1, 2, "")), cg, SystemUsers{})
+	d := startDaemon(f, Config{}, policyOf(f, olapPool(1, 2, "")), cg, peer.SystemUsers{})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		conn, err := net.Dial("unix", d.socket)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -56,6 +58,12 @@ func TestMain(m *testing.M) {
 	}
 	if socket, ok := os.LookupEnv(envTestNSClient); ok {
 		os.Exit(nsClientMain(socket))
+	}
+	if _, ok := os.LookupEnv(envTestVforkSitter); ok {
+		os.Exit(vforkSitterMain())
+	}
+	if spec, ok := os.LookupEnv(envTestVforkClients); ok {
+		os.Exit(vforkClientsMain(spec))
 	}
 	if _, ok := os.LookupEnv(envTestGOMAXPROCS); ok {
 		os.Exit(gomaxprocsMain())
@@ -195,6 +203,11 @@ type fakeCgroups struct {
 	removed int
 	applied []planner.Desired
 	fs      procfs.FS
+
+	// stats makes PoolStats report a sample per pool; the counters say
+	// how often it was called and how many calls overlapped at most.
+	stats                          bool
+	statCalls, statsNow, statsMost atomic.Int64
 }
 
 func newFakeCgroups(t testing.TB) *fakeCgroups {
@@ -299,7 +312,37 @@ func (f *fakeCgroups) Queries() ([][2]string, error) {
 	return out, nil
 }
 
-func (f *fakeCgroups) PoolStats([]string) (map[string]observe.Sample, error) { return nil, nil }
+// PoolStats reports nothing, or with stats set a sample for every pool
+// whose usage_usec is the read's number (1, 2, ...).
+func (f *fakeCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	if !f.stats {
+		return nil, nil
+	}
+	n := f.statCalls.Add(1)
+	now := f.statsNow.Add(1)
+	defer f.statsNow.Add(-1)
+	for most := f.statsMost.Load(); now > most && !f.statsMost.CompareAndSwap(most, now); most = f.statsMost.Load() {
+	}
+	out := make(map[string]observe.Sample, len(names))
+	for _, name := range names {
+		out[name] = observe.Sample{
+			Group: name, UsageKnown: true,
+			CPU: observe.CPUStat{UsageUsec: uint64(n), UserUsec: 812_345_678, SystemUsec: 91_234_567,
+				NrPeriods: 123_456, NrThrottled: 4_567, ThrottledUsec: 345_678_901, NrBursts: 12, BurstUsec: 456_789},
+			Pressure: &observe.Pressure{
+				Some: observe.PressureLine{Avg10Percent: 1.25, Avg60Percent: 0.75, Avg300Percent: 0.5, TotalUsec: 123_456_789},
+				Full: &observe.PressureLine{Avg10Percent: 0.5, Avg60Percent: 0.25, Avg300Percent: 0.125, TotalUsec: 23_456_789},
+			},
+		}
+	}
+	return out, nil
+}
+
+// statReads returns how many times PoolStats read stats and the most
+// reads under way at once.
+func (f *fakeCgroups) statReads() (calls, mostAtOnce int64) {
+	return f.statCalls.Load(), f.statsMost.Load()
+}
 
 // placedIn is the pool process pid was placed in, "" if none.
 func (f *fakeCgroups) placedIn(pid int) string {
@@ -366,7 +409,7 @@ type testDaemon struct {
 
 // startDaemon serves policy on a fresh socket until the test ends, with a
 // load source the test sets.
-func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users Users) *testDaemon {
+func startDaemon(t testing.TB, cfg Config, policy Policy, cg Cgroups, users peer.Users) *testDaemon {
 	t.Helper()
 	cfg.Socket = filepath.Join(socketDir(t), "agent.sock")
 	if cfg.LoadSample == 0 {
@@ -395,8 +438,6 @@ func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	listening := make(chan struct{})
-	srv.cfg.Listening = func() { close(listening) }
 	go func() { served <- srv.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -405,7 +446,7 @@ func serve(t testing.TB, srv *Server, socket string) *testDaemon {
 		}
 	})
 	select {
-	case <-listening:
+	case <-srv.Listening():
 	case err := <-served:
 		served <- err // for the cleanup
 		t.Fatalf("the daemon did not start serving on %s: %v", socket, err)

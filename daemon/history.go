@@ -429,9 +429,9 @@ func (r *registry) runningQueries() [][2]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out [][2]string
-	for _, t := range r.sessions {
-		if t.qid != 0 && t.name != "" {
-			out = append(out, [2]string{t.pool, t.name})
+	for q := range r.clients {
+		if q.qid != 0 && q.name != "" {
+			out = append(out, [2]string{q.pool, q.name})
 		}
 	}
 	return out

@@ -74,7 +74,7 @@ func TestHistory(t *testing.T) {
 	}
 	// A query the daemon admitted, whose cgroup the history reads.
 	srv.reg.mu.Lock()
-	srv.reg.sessions[&session{}] = &tracked{qid: 1, pool: "olap", name: "q1"}
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
 	srv.reg.mu.Unlock()
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -199,7 +199,7 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 	}
 	srv.reg.mu.Lock()
 	for i, ps := range srv.Desired().Pools {
-		srv.reg.sessions[&session{}] = &tracked{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}
+		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
 	}
 	srv.reg.mu.Unlock()
 	now := time.Now()

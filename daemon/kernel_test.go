@@ -23,6 +23,7 @@ import (
 	"github.com/poolagent/poolagent/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -41,7 +42,7 @@ var v2Only = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
 var rootIdentity = fixedUsers{UID: 0, GID: 0, User: "root", Groups: []string{"root"}}
 
 // kernelDaemon serves pools over real cgroups below a fresh test root.
-func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *pooltree.Handle) {
+func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, users peer.Users) (*testDaemon, *pooltree.Handle) {
 	t.Helper()
 	d, cg, _ := kernelDaemonRoot(t, need, cfg, pools, users)
 	return d, cg
@@ -49,7 +50,7 @@ func kernelDaemon(t *testing.T, need kerneltest.Need, cfg Config, pools string, 
 
 // kernelDaemonRoot is kernelDaemon that also returns the test root the
 // daemon's pool tree is in.
-func kernelDaemonRoot(t *testing.T, need kerneltest.Need, cfg Config, pools string, users Users) (*testDaemon, *pooltree.Handle, kerneltest.Root) {
+func kernelDaemonRoot(t *testing.T, need kerneltest.Need, cfg Config, pools string, users peer.Users) (*testDaemon, *pooltree.Handle, kerneltest.Root) {
 	t.Helper()
 	h := kerneltest.Require(t, need)
 	root := h.NewRoot(t, need)
@@ -354,27 +355,15 @@ func observeCPUs(t *testing.T) int {
 	return n
 }
 
-// poolQuotaUsec reads a pool cgroup's CPU quota: v1 cpu.cfs_quota_us, v2
-// the first field of cpu.max; -1 for "max".
+// poolQuotaUsec reads a pool cgroup's CPU quota through the tree's
+// reader: -1 for none.
 func poolQuotaUsec(t *testing.T, cg *pooltree.Handle, pool string) int64 {
 	t.Helper()
-	file := filepath.Join(cg.Reader().Root, pool, "cpu.cfs_quota_us")
-	if cg.Reader().Version == observe.V2 {
-		file = filepath.Join(cg.Reader().Root, pool, "cpu.max")
-	}
-	b, err := os.ReadFile(file)
+	l, err := cg.Reader().CPULimit(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))[0]
-	if f == "max" {
-		return -1
-	}
-	var q int64
-	if _, err := fmt.Sscan(f, &q); err != nil {
-		t.Fatalf("%s: %q: %v", file, b, err)
-	}
-	return q
+	return l.QuotaUsec
 }
 
 // TestKernelDynamicMaxMin: on a 2 vCPU node two pools capped at 1.5 vCPU
@@ -489,20 +478,8 @@ GRANT USE ON RESOURCE POOL olap TO '%%%[1]s';
 GRANT USE ON RESOURCE POOL vip TO %[3]s;
 GRANT USE ON RESOURCE POOL batch TO %[2]s;
 `, grp, u2, u1)
-	d, _ := kernelDaemon(t, need, Config{}, pools, SystemUsers{})
-	// The test binary, where the users may run it.
-	exe := filepath.Join(filepath.Dir(d.socket), "daemon.test")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d, _ := kernelDaemon(t, need, Config{}, pools, peer.SystemUsers{})
+	exe := userExecutable(t)
 	tests := []struct {
 		name     string
 		user     string
@@ -550,11 +527,11 @@ GRANT USE ON RESOURCE POOL batch TO %[2]s;
 // failing.
 func TestKernelHealthRootRemoved(t *testing.T) {
 	d, _, root := kernelDaemonRoot(t, bothModes, Config{}, "", rootIdentity)
-	if err := d.srv.healthy(); err != nil {
+	if err := d.srv.Healthy(); err != nil {
 		t.Fatalf("a serving daemon is unhealthy: %v", err)
 	}
 	root.Remove(t)
-	err := d.srv.healthy()
+	err := d.srv.Healthy()
 	if !errors.Is(err, cgroupfs.ErrRootGone) || !strings.Contains(err.Error(), "a restart of the daemon makes it again") {
 		t.Fatalf("health with the pool root removed: %v, want ErrRootGone and the restart named", err)
 	}

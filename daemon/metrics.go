@@ -59,6 +59,12 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			QueueWait:              s.waits(p.Name).Snapshot(),
 			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
 			Starved:                s.starvation.Starved(p.Name),
+			UsersRunning:           p.UsersRunning, UsersQueued: p.UsersQueued,
+		}
+		if s.cfg.MetricsPerUser {
+			for _, u := range p.Users {
+				mp.Users = append(mp.Users, metrics.User{Name: u.User, Running: u.Running, Queued: u.Queued})
+			}
 		}
 		if i, ok := planned[p.Name]; ok {
 			mp.CPULimitCores = d.Pools[i].Pool.CPU.VCPU()

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,13 +17,15 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 	"github.com/poolagent/poolagent/state"
 )
 
 // operated starts a daemon on a pool file with a state directory, both in
 // a temporary directory, and returns it with the pool file's path.
-func operated(t *testing.T, pools string, users Users) (*testDaemon, *fakeCgroups, string, *state.Store) {
+func operated(t *testing.T, pools string, users peer.Users) (*testDaemon, *fakeCgroups, string, *state.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pools.sql")
@@ -56,7 +60,7 @@ func (f *fakeCgroups) applies() int {
 // running pools are kept, with nothing applied; a valid one becomes the
 // model and is applied once, at once.
 func TestReload(t *testing.T) {
-	d, cg, file, _ := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	d, cg, file, _ := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
 	before := d.srv.Model()
 	applies := cg.applies()
 
@@ -104,7 +108,7 @@ func (u oneUser) Identity(*unix.Ucred) (admission.Identity, error) { return admi
 // refused with source:line:col and nothing persisted; a user who is not an
 // administrator is refused.
 func TestSQL(t *testing.T) {
-	d, _, _, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	d, _, _, store := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
 	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: "ALTER RESOURCE POOL olap SET (QUEUE_SIZE=9);"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +144,7 @@ func TestSQL(t *testing.T) {
 
 // TestSQLSurvivesRestart: the change log is the model after a restart.
 func TestSQLSurvivesRestart(t *testing.T) {
-	d, _, file, store := operated(t, olapPool(2, 3, ""), SystemUsers{})
+	d, _, file, store := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
 	if _, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +157,55 @@ func TestSQLSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestRunTimeChangesShown: the values a run-time change set over the pool
+// file are marked in the pools view, and the daemon logs the changes it
+// applies over the file at start and at reload.
+func TestRunTimeChangesShown(t *testing.T) {
+	d, _, file, store := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
+	for _, ddl := range []string{"ALTER RESOURCE POOL olap SET (QUEUE_SIZE=100);", "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"} {
+		if _, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: ddl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string][]string{}
+	for _, p := range r.Pools {
+		marks[p.Name] = p.RunTime
+	}
+	want := map[string][]string{"default": nil, "olap": {"QueueSize"}, "etl": {"Name"}}
+	if !reflect.DeepEqual(marks, want) {
+		t.Errorf("run-time marks %v, want %v", marks, want)
+	}
+
+	var log lockedBuffer
+	m, _, err := Sources{PoolFile: file, Store: store}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policyOf(t, "")
+	p.Model = m
+	restarted := startDaemon(t, Config{Log: slog.New(slog.NewTextHandler(&log, nil))}, p, newFakeCgroups(t), peer.SystemUsers{})
+	restarted.srv.Operate(Sources{PoolFile: file, Store: store})
+	if _, err := restarted.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []string{"start", "reload"} {
+		line := `msg="run-time changes applied over the pool file" at=` + at + ` count=2 log=` + store.Path() +
+			` statements="#1 ALTER RESOURCE POOL olap SET (QUEUE_SIZE=100); #2 CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"`
+		if !strings.Contains(log.String(), line) {
+			t.Errorf("no log line\n%s\nin\n%s", line, log.String())
+		}
+	}
+}
+
 // TestViews reads the three views over the socket while one query runs
 // and one waits.
 func TestViews(t *testing.T) {
 	d, _, _, _ := operated(t, olapPool(1, 3, "")+
-		"CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='olap', MEMBER_NAME='all-users@well-known');\n", SystemUsers{})
+		"CREATE RESOURCE POOL CLASSIFIER c WITH (RESOURCE_POOL='olap', MEMBER_NAME='all-users@well-known');\n", peer.SystemUsers{})
 	running := startInProc(t, d.socket, "olap")
 	waitFor(t, "the first query to start", running.isStarted)
 	queued := startInProc(t, d.socket, "")
@@ -210,7 +258,7 @@ func TestViews(t *testing.T) {
 func TestStopTellsQueuedClients(t *testing.T) {
 	cg := newFakeCgroups(t)
 	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond}
-	srv, err := New(cfg, policyOf(t, olapPool(1, 3, "")), cg, SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, policyOf(t, olapPool(1, 3, "")), cg, peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +310,7 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	}
 }
 
-// TestRunServiceNotifiesAndReloads drives RunService as systemd would: a
+// TestRunServiceNotifiesAndReloads drives service.Run as systemd would: a
 // notify socket, SIGHUP with an invalid file (refused, said in STATUS=),
 // SIGHUP with a valid one, then SIGTERM.
 func TestRunServiceNotifiesAndReloads(t *testing.T) {
@@ -297,14 +345,14 @@ func TestRunServiceNotifiesAndReloads(t *testing.T) {
 	p := policyOf(t, "")
 	p.Model = m
 	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond}
-	srv, err := New(cfg, p, newFakeCgroups(t), SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, p, newFakeCgroups(t), peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Operate(src)
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
-	go func() { done <- srv.RunService(context.Background(), ServiceOptions{Signals: sigs}) }()
+	go func() { done <- service.Run(context.Background(), srv, service.Options{Signals: sigs}) }()
 
 	if got := recv(); got != "READY=1\nSTATUS=2 pools, 0 queries running, 0 queued" {
 		t.Fatalf("first notification %q", got)
@@ -346,7 +394,7 @@ func TestRunServiceNotifiesAndReloads(t *testing.T) {
 // TestMetricsSnapshot: the metrics source gives each pool's admission
 // state and its wait histogram.
 func TestMetricsSnapshot(t *testing.T) {
-	d, _, _, _ := operated(t, olapPool(1, 3, ""), SystemUsers{})
+	d, _, _, _ := operated(t, olapPool(1, 3, ""), peer.SystemUsers{})
 	c := startInProc(t, d.socket, "olap")
 	waitFor(t, "the query to start", c.isStarted)
 	snap, err := d.srv.MetricsSnapshot()

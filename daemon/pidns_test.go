@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -53,7 +54,7 @@ func nsClientMain(socket string) int {
 func TestStartFromOwnPIDNamespace(t *testing.T) {
 	requireRoot(t)
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, ""), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), cg, peer.SystemUsers{})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

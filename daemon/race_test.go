@@ -128,7 +128,7 @@ func TestKernelPlaceRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The test's pool root has a name of its own.
-		if strings.Contains(string(b), "/"+filepath.Base(cg.Reader().Root)+"/") {
+		if strings.Contains(string(b), "/"+filepath.Base(cg.Reader().Root())+"/") {
 			t.Errorf("process %d of uid %d took the child's pid %d and was moved into the query cgroup:\n%s", a.Victim, victimUID, a.Child, b)
 		}
 	}

@@ -1,10 +1,11 @@
 // Package daemon is poolagent's admission service: it listens on a Unix
-// socket, identifies each caller by the kernel's peer credentials,
-// classifies and admits their queries (package admission), places each
-// admitted query's process in its own cgroup <root>/<pool>/<query>, holds
-// the slot until that cgroup is empty, and re-plans the pools' CPU shares
-// (weighted max-min) as pools become active or idle. The messages are
-// package protocol, the client side package client.
+// socket, identifies each caller by the kernel's peer credentials
+// (package peer), classifies and admits their queries (package
+// admission), places each admitted query's process in its own cgroup
+// <root>/<pool>/<query>, holds the slot until that cgroup is empty, and
+// re-plans the pools' CPU shares (weighted max-min) as pools become active
+// or idle. The messages are package protocol, the client side package
+// client; package service runs a Server as a system service.
 package daemon
 
 import (
@@ -23,8 +24,10 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -132,14 +135,15 @@ type Config struct {
 	// Reconcile is how often the pool tree is compared with the plan and
 	// drift repaired (also on every Reload); DefaultReconcile when 0.
 	Reconcile time.Duration
-	// Listening, when set, is called once the socket accepts clients.
-	Listening func()
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
 	// History is what the daemon keeps of each pool's recent counters
 	// for `poolagent advise --pool`; a zero Window keeps none.
 	History HistoryConfig
+	// MetricsPerUser exports each user's running and queued queries per
+	// pool, with a user label; off, only the counts of distinct users.
+	MetricsPerUser bool
 
 	// beforeMove, when set (tests), runs while a process is held and
 	// checked, just before its pid is written to cgroup.procs: the window
@@ -172,14 +176,17 @@ type Server struct {
 	limits Limits
 	peers  *perUser
 	// loops are the accept loops running, for the health check.
-	loops   sync.Map // *guardedListener -> struct{}
-	cg      Cgroups
-	users   Users
-	load    LoadSource
-	procs   procChecker
-	changes *changes
-	rp      *replanner
-	reg     *registry
+	loops sync.Map // *guard.Listener -> struct{}
+	// listening is closed once Serve accepts clients.
+	listening     chan struct{}
+	listeningOnce sync.Once
+	cg            Cgroups
+	users         peer.Users
+	load          LoadSource
+	procs         peer.Checker
+	changes       *changes
+	rp            *replanner
+	reg           *registry
 	// start names this run of the daemon in query ids (its start time in
 	// seconds, base 36, after every earlier daemon's whose query cgroups
 	// remain: see avoidNames), so ids do not repeat across restarts.
@@ -195,7 +202,7 @@ type Server struct {
 
 // New checks the configuration and applies the initial plan (no pool
 // active), so that every pool cgroup exists before the first query.
-func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*Server, error) {
+func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSource) (*Server, error) {
 	if cfg.Socket == "" {
 		cfg.Socket = protocol.DefaultSocket
 	}
@@ -235,7 +242,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 		}
 		backend = ctl
 	}
-	procs, err := newProcChecker(cfg.ProcRoot)
+	procs, err := peer.NewChecker(cfg.ProcRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +254,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users Users, load LoadSource) (*
 		users:     users,
 		load:      load,
 		procs:     procs,
+		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
 	}
@@ -281,6 +289,9 @@ func (s *Server) Desired() planner.Desired { return s.rp.desired() }
 // refresh.
 func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 
+// Listening is closed once Serve accepts clients.
+func (s *Server) Listening() <-chan struct{} { return s.listening }
+
 // Serve listens on the socket and serves clients until ctx ends. Query
 // cgroups that still hold processes when it starts (queries of an earlier
 // daemon) keep their slots until they are empty. Queries still running
@@ -291,18 +302,25 @@ func (s *Server) Serve(ctx context.Context) error {
 	sock := s.cfg.Listener
 	if sock == nil {
 		var err error
-		if sock, err = listen(s.cfg.Socket); err != nil {
+		var madeDir string
+		if sock, madeDir, err = listen(s.cfg.Socket); err != nil {
 			return err
+		}
+		if madeDir != "" {
+			// Runs last, once the socket is closed (and so unlinked): a
+			// daemon leaves no directory it made behind. Only an empty
+			// directory is removed.
+			defer os.Remove(madeDir)
 		}
 	}
 	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
 		Error: "the poolagent daemon is out of file descriptors: try again in a few seconds"})
-	ln, err := guard(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
+	ln, err := guard.New(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
 	if err != nil {
 		sock.Close()
 		return err
 	}
-	defer ln.dropReserve()
+	defer ln.DropReserve()
 	// Deferred calls run last first: the goroutines are told to end
 	// (cancel) before Serve waits for them.
 	var wg sync.WaitGroup
@@ -327,9 +345,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	})
 	s.loops.Store(ln, struct{}{})
 	defer s.loops.Delete(ln)
-	if s.cfg.Listening != nil {
-		s.cfg.Listening()
-	}
+	s.listeningOnce.Do(func() { close(s.listening) })
+	s.cfg.Log.Info("listening", "socket", s.cfg.Socket)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -352,8 +369,8 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("list running queries: %w", err)
 	}
 	s.avoidNames(queries)
-	for _, q := range queries {
-		pool, name := q[0], q[1]
+	for _, c := range queries {
+		pool, name := c[0], c[1]
 		busy, err := s.cg.Populated(pool, name)
 		if err != nil {
 			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
@@ -365,35 +382,29 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			continue
 		}
-		id := s.reg.adopt(pool)
+		q := s.adoptQuery(pool, name)
 		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
 		wg.Go(func() {
+			defer q.Release()
 			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
-				if ctx.Err() == nil {
-					// As for a query of this daemon: a cgroup that cannot
-					// be read frees its slot rather than hold it for ever.
-					s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
-					s.leave(id)
+				if ctx.Err() != nil {
+					q.keep()
+					return
 				}
+				// As for a query of this daemon: a cgroup that cannot be
+				// read frees its slot rather than hold it for ever.
+				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
 				return
 			}
 			if err := s.cg.RemoveQuery(pool, name); err != nil {
 				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
 			}
-			s.leave(id)
 		})
 	}
 	if len(queries) > 0 {
 		s.rp.request()
 	}
 	return nil
-}
-
-// leave ends a query in the registry, starting whoever may start next,
-// and re-plans: the set of active pools may have changed.
-func (s *Server) leave(id admission.QueryID) {
-	s.reg.leave(id)
-	s.rp.request()
 }
 
 // avoidNames makes the names of this daemon's queries differ from those of
@@ -419,42 +430,54 @@ func (s *Server) avoidNames(queries [][2]string) {
 	}
 }
 
+// ErrNotSocket: the socket's path names a file that exists and is not a
+// socket, which the daemon does not replace.
+var ErrNotSocket = errors.New("exists and is not a socket")
+
 // listen creates the socket, replacing a stale one left by a daemon that
-// died, and opens it to every local user.
-func listen(path string) (*net.UnixListener, error) {
+// died, and opens it to every local user. madeDir is the socket's
+// directory when listen made it, for the daemon to remove at exit.
+func listen(path string) (ln *net.UnixListener, madeDir string, err error) {
+	defer func() {
+		if err != nil && madeDir != "" {
+			os.Remove(madeDir)
+			madeDir = ""
+		}
+	}()
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 		// 0755 whatever the umask: every user must reach the socket.
+		madeDir = dir
 		if err := os.Chmod(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 	}
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
-		return nil, fmt.Errorf("socket %s: another daemon is listening on it", path)
+		return nil, madeDir, fmt.Errorf("socket %s: another daemon is listening on it", path)
 	}
 	// Only a socket is replaced: --socket naming a file by mistake must
 	// not delete it.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
-		return nil, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
+		return nil, madeDir, fmt.Errorf("socket %s: %w (%s); give a path that is free or a stale socket", path, ErrNotSocket, fileKind(fi.Mode()))
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
+		return nil, madeDir, fmt.Errorf("remove stale socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, madeDir, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	// NOTE: connecting to a Unix socket needs write permission on it; the
 	// caller's identity comes from SO_PEERCRED, so anyone may connect.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("socket mode: %w", err)
+		return nil, madeDir, fmt.Errorf("socket mode: %w", err)
 	}
-	return ln, nil
+	return ln, madeDir, nil
 }
 
 // fileKind names a file's type for an error.

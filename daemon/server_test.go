@@ -21,6 +21,7 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
@@ -99,7 +100,7 @@ func twoThreeTen(t *testing.T, d *testDaemon, leftover func() int) {
 
 func TestTwoRunThreeQueueTenClients(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(2, 3, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(2, 3, "")), cg, peer.SystemUsers{})
 	twoThreeTen(t, d, cg.left)
 	if cg.created != 5 || cg.removed != 5 {
 		t.Errorf("created %d, removed %d query cgroups; want 5 and 5", cg.created, cg.removed)
@@ -108,7 +109,7 @@ func TestTwoRunThreeQueueTenClients(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 1, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 1, "")), cg, peer.SystemUsers{})
 	first := startInProc(t, d.socket, "olap")
 	waitFor(t, "first to start", first.isStarted)
 	second := startInProc(t, d.socket, "olap")
@@ -132,7 +133,7 @@ func TestStats(t *testing.T) {
 
 func TestSignalWhileQueuedLeavesQueue(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, peer.SystemUsers{})
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	waiting := startInProc(t, d.socket, "olap")
@@ -153,7 +154,7 @@ func TestSignalWhileQueuedLeavesQueue(t *testing.T) {
 
 func TestProgressLine(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, peer.SystemUsers{})
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	var progress lockedBuffer
@@ -195,7 +196,7 @@ func (l *lockedBuffer) String() string {
 
 func TestQueueTimeoutOverSocket(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, ", QUERY_CANCEL_AFTER_SECONDS=1")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, ", QUERY_CANCEL_AFTER_SECONDS=1")), cg, peer.SystemUsers{})
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	late := startInProc(t, d.socket, "olap")
@@ -287,7 +288,7 @@ func (r *rawClient) recv(t *testing.T) protocol.Reply {
 // child, never another process (here: pid 1, its parent, a thread).
 func TestStartRefusesForeignProcess(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, ""), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), cg, peer.SystemUsers{})
 	for _, pid := range []int{1, os.Getppid(), os.Getpid(), unix.Gettid(), -5} {
 		t.Run(fmt.Sprint(pid), func(t *testing.T) {
 			c := dialRaw(t, d.socket)
@@ -309,7 +310,7 @@ func TestStartRefusesForeignProcess(t *testing.T) {
 // be a pidfd of the client's own child; its pid names nothing by itself.
 func TestStartRefusesForeignDescriptor(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, ""), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), cg, peer.SystemUsers{})
 	pipeR, pipeW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +352,7 @@ func TestStartRefusesForeignDescriptor(t *testing.T) {
 }
 
 func TestBadFirstRequest(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
 	c := dialRaw(t, d.socket)
 	c.send(t, protocol.Request{Op: protocol.OpStart, PID: 1})
 	if r := c.recv(t); r.Type != protocol.ReplyError || r.Code != protocol.CodeBadRequest {
@@ -368,7 +369,7 @@ func TestBadFirstRequest(t *testing.T) {
 // and start frees its slot and its cgroup.
 func TestClientGoneAfterAdmission(t *testing.T) {
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), cg, peer.SystemUsers{})
 	c := dialRaw(t, d.socket)
 	c.send(t, protocol.Request{Op: protocol.OpRun, Pool: "olap"})
 	if r := c.recv(t); r.Type != protocol.ReplyAdmitted {
@@ -384,7 +385,7 @@ func TestClientKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cg := newFakeCgroups(t)
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, peer.SystemUsers{})
 	killQueuedAndRunning(t, d, exe, 50*time.Millisecond)
 	waitFor(t, "the query cgroups to go", func() bool { return cg.left() == 0 })
 
@@ -401,7 +402,7 @@ func TestClientKilled(t *testing.T) {
 // TestExitStatus: the client exits with the command's status, 128+N for a
 // signal, and a command that cannot run never starts.
 func TestExitStatus(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
 	tests := []struct {
 		argv []string
 		want int
@@ -424,7 +425,7 @@ func TestExitStatus(t *testing.T) {
 // a daemon: the command's status passes through and --stats json prints
 // the query's statistics after the command's own output.
 func TestRunCommand(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 1, "")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 1, "")), newFakeCgroups(t), peer.SystemUsers{})
 	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	if err != nil {
 		t.Fatal(err)
@@ -444,7 +445,7 @@ func TestRunCommand(t *testing.T) {
 }
 
 func TestSignalPassedToCommand(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
 	stdoutR, stdoutW, _ := os.Pipe()
 	defer stdoutR.Close()
 	sigs := make(chan os.Signal, 1)
@@ -469,7 +470,7 @@ func TestSignalPassedToCommand(t *testing.T) {
 func TestCPULimitInEnvironment(t *testing.T) {
 	// 2 vCPUs × 100% × 75% per query: 1.5 vCPU.
 	policy := policyOf(t, "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=100, QUERY_CPU_LIMIT_PERCENT_PER_NODE=75);")
-	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policy, newFakeCgroups(t), peer.SystemUsers{})
 	out, err := os.CreateTemp(t.TempDir(), "env")
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +488,7 @@ func TestCPULimitInEnvironment(t *testing.T) {
 // TestArgvAsTyped: the command gets its argv exactly as given, argv[0]
 // included, found through PATH.
 func TestArgvAsTyped(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
 	out, err := os.CreateTemp(t.TempDir(), "argv")
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +506,7 @@ func TestArgvAsTyped(t *testing.T) {
 func TestCPUThresholdOverSocket(t *testing.T) {
 	cfg := Config{Load: admission.LoadConfig{RefreshInterval: 50 * time.Millisecond}}
 	policy := policyOf(t, "CREATE RESOURCE POOL olap WITH (QUEUE_SIZE=10, DATABASE_LOAD_CPU_THRESHOLD=50);")
-	d := startDaemon(t, cfg, policy, newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, cfg, policy, newFakeCgroups(t), peer.SystemUsers{})
 	d.load.set(0.9)
 	waitFor(t, "a refresh at 90%", func() bool { return d.srv.Load().AveragePercent > 89 })
 	c := startInProc(t, d.socket, "olap")
@@ -528,7 +529,7 @@ func TestQueryNamesAvoidEarlierDaemons(t *testing.T) {
 	earlier := startHeld(t)
 	cfg := Config{Socket: filepath.Join(socketDir(t), "agent.sock"), LoadSample: 10 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	srv, err := New(cfg, policyOf(t, olapPool(5, 5, "")), cg, SystemUsers{}, &fixedLoad{})
+	srv, err := New(cfg, policyOf(t, olapPool(5, 5, "")), cg, peer.SystemUsers{}, &fixedLoad{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +562,7 @@ func TestAdoptRunningAtStart(t *testing.T) {
 	earlier := startHeld(t)
 	cg.queries["olap/qold-1"] = []int{earlier.Process.Pid}
 	cg.queries["olap/qold-2"] = nil
-	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, SystemUsers{})
+	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 5, "")), cg, peer.SystemUsers{})
 	if p := d.pool(t, "olap"); p.Running != 1 || p.Admitted != 0 {
 		t.Fatalf("pool %+v: want the earlier query counted as running, not admitted", p)
 	}

@@ -12,36 +12,12 @@ import (
 	"github.com/poolagent/poolagent/protocol"
 )
 
-// tracked is one query of a connected client, as `poolagent queries`
-// shows it.
-type tracked struct {
-	id         admission.Identity
-	clientPID  int
-	pool       string
-	classifier string
-	arrived    time.Time
-	// qid is set once the query was submitted (queued or started).
-	qid admission.QueryID
-	// name, admitted, queuedFor and cpuLimit are set once it was admitted.
-	name      string
-	admitted  time.Time
-	queuedFor time.Duration
-	cpuLimit  float64
-	// position is the queue position while queued and why why it waits
-	// (registry.submitted).
-	position int
-	why      protocol.Wait
-}
-
-// decided records an admission decision about session se's query in pool
-// and logs it at debug level: "started", "queued" or "rejected" on arrival,
-// "refused" by classification, and at the end of a wait "started" or
-// "failed" (err says why). Queue waits of started queries feed the wait
-// histogram.
-func (s *Server) decided(se *session, pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
-	if qid != 0 {
-		s.reg.update(se, func(t *tracked) { t.qid = qid })
-	}
+// decided records an admission decision about a query in pool (qid, 0
+// before it was submitted) and logs it at debug level: "started", "queued"
+// or "rejected" on arrival, "refused" by classification, and at the end of
+// a wait "started" or "failed" (err says why). Queue waits of started
+// queries feed the wait histogram.
+func (s *Server) decided(pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
 	if decision == "started" {
 		s.waits(pool).Observe(queuedFor)
 	}
@@ -56,14 +32,6 @@ func (s *Server) decided(se *session, pool string, qid admission.QueryID, decisi
 		args = append(args, "reason", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	s.cfg.Log.Debug("admission", args...)
-}
-
-// admitted records that session se's query got its cgroup.
-func (s *Server) admitted(se *session, name string, queuedFor time.Duration, cpuLimit float64) {
-	now := time.Now()
-	s.reg.update(se, func(t *tracked) {
-		t.name, t.admitted, t.queuedFor, t.cpuLimit = name, now, queuedFor, cpuLimit
-	})
 }
 
 // waits is pool's queue wait histogram.
@@ -90,6 +58,7 @@ func (s *Server) queryRows() []protocol.Query {
 		r := protocol.Query{
 			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
+			UserRunning: t.userRunning, UserQueued: t.userQueued,
 		}
 		if t.name == "" {
 			r.QueuePosition = t.position

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -14,7 +15,7 @@ import (
 // why each queued query waits: the head for the running set (1 of 1), the
 // one behind it for the head; and the line follows a change of reason.
 func TestWhyQueued(t *testing.T) {
-	d := startDaemon(t, Config{Progress: 10 * time.Millisecond}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), SystemUsers{})
+	d := startDaemon(t, Config{Progress: 10 * time.Millisecond}, policyOf(t, olapPool(1, 5, "")), newFakeCgroups(t), peer.SystemUsers{})
 	runner := startInProc(t, d.socket, "olap")
 	waitFor(t, "runner to start", runner.isStarted)
 	head := startInProc(t, d.socket, "olap")
@@ -38,8 +39,10 @@ func TestWhyQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]protocol.Wait{
-		1: {Reason: protocol.WaitConcurrency, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1},
-		2: {Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1},
+		1: {Reason: protocol.WaitConcurrency, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1,
+			UserRunning: 1, UserLimit: -1},
+		2: {Reason: protocol.WaitBehindHead, Ahead: 1, HeadReason: protocol.WaitConcurrency, Running: 1, Limit: 1, ThresholdPercent: -1,
+			UserRunning: 1, UserLimit: -1, OwnAhead: 1},
 	}
 	queued := 0
 	for _, q := range r.Queries {

@@ -7,12 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/planner"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Configure replaces the pools' limits, as after a change of the shared
@@ -58,7 +56,7 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 			err = admission.DisabledError(q.pool)
 		case q.st == queued:
 			v := b.view(q.pool)
-			if pos := v.position(q.rev); pos >= 0 && overQueue(v.running(), pos, p.limits) {
+			if pos := v.position(q.rev, q.seq); pos >= 0 && overQueue(v.running(), pos, p.limits) {
 				err = admission.QueueFullError(q.pool, 1, v.running()+pos, p.limits)
 			}
 		}
@@ -148,16 +146,19 @@ func (b *Backend) drop(q *query) {
 	delete(b.queries, q.id)
 }
 
-// Submit asks to run a query in pool, as admission.Controller.Submit: it
-// returns the query's id and whether it started at once; a query that did
-// not start waits until an event names it. A pool with a global limit
-// needs one or two etcd round trips; when etcd does not answer, the query
-// waits (as queued) until the node reaches etcd again or its deadline
-// passes, and then fails with ErrClusterUnreachable. A pool without a
-// global limit admits at once on this node without etcd. While the last
-// etcd request failed, Submit does not wait for etcd at all: the query
-// waits as queued and the backend registers it in the background.
-func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, error) {
+// Submit asks to run a query in pool, as admission.Controller.Submit, but
+// never waits for etcd. A pool without a global limit admits at once on
+// this node. A query of a pool with a global limit is left undecided (not
+// started, Position 0): the pipeline registers it, batched with the
+// pool's other arrivals, and its start, its refusal or its place in the
+// queue (an Event with Queued) comes as an event (admission.Backend,
+// "Deciding over the network"). While the node's lease is not certainly
+// alive the query waits as queued at once, until the node reaches etcd
+// again or its deadline passes, and then fails with ErrClusterUnreachable.
+//
+// Per-user limits and the fair order are not kept across the cluster:
+// the user is not used, and the pool's queue is FIFO (docs/fleet.md).
+func (b *Backend) Submit(pool, _ string, now time.Time) (admission.QueryID, bool, error) {
 	b.mu.Lock()
 	p, ok := b.pools[pool]
 	if !ok || p.dropped {
@@ -187,18 +188,15 @@ func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, e
 	}
 	q.st = pending
 	p.pending++
-	wait := b.lease != 0 && b.health.LastError == ""
+	q.told = !b.connectedLocked(now)
 	b.mu.Unlock()
-	if !wait {
-		b.poke()
-		return q.id, false, nil
-	}
-	started, err := b.register(q)
-	if err != nil {
-		return 0, false, err
-	}
-	return q.id, started, nil
+	b.poke()
+	return q.id, false, nil
 }
+
+// Charge implements admission.Backend: the cluster keeps no per-user
+// usage, so it records nothing.
+func (b *Backend) Charge(admission.QueryID, time.Duration, time.Time) {}
 
 // Adopt counts a query of an earlier daemon, found running at start, as
 // running in pool: it registers it as an extra (it may exceed the limit;
@@ -206,6 +204,7 @@ func (b *Backend) Submit(pool string, now time.Time) (admission.QueryID, bool, e
 func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.poke()
 	p, ok := b.pools[pool]
 	if !ok {
 		p = &poolState{limits: admission.UnlimitedLimits(), dropped: true, stats: admission.PoolStats{Name: pool, Dropped: true}}
@@ -219,287 +218,8 @@ func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 		p.local++
 		return q.id
 	}
-	q.lost = true
-	if b.lease != 0 {
-		q.token = b.newToken()
-		b.tokens[q.token] = q
-		q.key = b.keys.extra(pool, q.token)
-		e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
-		lease := b.lease
-		b.wg.Go(func() {
-			ctx, cancel := b.request()
-			defer cancel()
-			if _, err := b.cli.Put(ctx, q.key, e.value(), clientv3.WithLease(lease)); err == nil {
-				b.mu.Lock()
-				q.lost = false
-				b.mu.Unlock()
-			}
-		})
-	}
+	q.lost = true // the pump registers it
 	return q.id
-}
-
-// attempt is a start the pump or Submit tries: one transaction.
-type attempt struct {
-	q        *query
-	token    string
-	runKey   string // the slot or extra key it puts
-	rev      int64  // the run key's create revision, once it started
-	claimed  bool   // runKey is a slot in b.claims
-	cmps     []clientv3.Cmp
-	ops      []clientv3.Op
-	reserved bool
-}
-
-// register puts a pending query into the cluster: straight into a slot
-// when the pool's queue is empty and a slot looks free, else into the
-// queue, reading in the same transaction the figures that decide whether
-// it may wait; a query first in the queue then tries its start at once.
-// It reports whether the query started.
-func (b *Backend) register(q *query) (bool, error) {
-	b.mu.Lock()
-	if q.st != pending || b.lease == 0 {
-		b.mu.Unlock()
-		return false, nil
-	}
-	p := b.pools[q.pool]
-	l := p.limits
-	lease := b.lease
-	q.token = b.newToken()
-	b.tokens[q.token] = q
-	token := q.token
-	e := entry{Node: b.cfg.Node, Token: token, ArrivedUnixMilli: q.arrived.UnixMilli()}
-	qkey := b.keys.queued(q.pool, token)
-	v := b.view(q.pool)
-	var a *attempt
-	if len(v.queue) == 0 {
-		a = b.startAttempt(q, v.slots, v.running(), b.rev, 0, true, lease, e)
-	}
-	b.mu.Unlock()
-
-	queue := []clientv3.Op{
-		clientv3.OpPut(qkey, e.value(), clientv3.WithLease(lease)),
-		clientv3.OpGet(b.keys.slots(q.pool), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(b.keys.extras(q.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(b.keys.queue(q.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	}
-	ctx, cancel := b.request()
-	start := time.Now()
-	var resp *clientv3.TxnResponse
-	var err error
-	if a != nil {
-		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.queue(q.pool)).WithPrefix(), "=", 0)}, a.cmps...)
-		resp, err = b.cli.Txn(ctx).If(cmps...).Then(a.ops...).Else(queue...).Commit()
-	} else {
-		resp, err = b.cli.Txn(ctx).Then(queue...).Commit()
-	}
-	cancel()
-	b.note(start, err)
-	if err != nil {
-		// The request may still be carried out: its key then carries a
-		// token no longer live, and is deleted as an orphan.
-		b.mu.Lock()
-		if a != nil {
-			b.release(a)
-		}
-		if q.st == pending && q.token == token {
-			b.forgetToken(q)
-		}
-		b.mu.Unlock()
-		b.log.Debug("register query", "pool", q.pool, "err", err)
-		return false, nil
-	}
-	now := time.Now()
-	b.mu.Lock()
-	if q.token != token {
-		// Failed meanwhile (deadline): its keys are orphans now.
-		if resp.Succeeded && a != nil {
-			b.deletes[a.runKey] = resp.Header.Revision
-		} else {
-			b.deletes[qkey] = resp.Header.Revision
-		}
-		b.mu.Unlock()
-		return false, nil
-	}
-	p.pending--
-	if a != nil && resp.Succeeded {
-		a.rev = resp.Header.Revision
-		b.started(q, a, now)
-		b.mu.Unlock()
-		return true, nil
-	}
-	if a != nil {
-		b.release(a)
-	}
-	r := resp.Responses
-	slotKVs := r[1].GetResponseRange().Kvs
-	running := len(slotKVs) + int(r[2].GetResponseRange().Count)
-	waiting := int(r[3].GetResponseRange().Count) - 1
-	if overQueue(running, waiting, l) {
-		p.stats.Rejected++
-		n := p.pending + 1 // the requests of this node not registered, and this one
-		q.st, q.key = queued, qkey
-		b.drop(q)
-		b.mu.Unlock()
-		return false, admission.QueueFullError(q.pool, n, held(running, waiting, l), l)
-	}
-	q.st, q.key, q.rev = queued, qkey, resp.Header.Revision
-	// At position waiting in the queue: start now if the transaction's
-	// own reading lets it (waiting < the free slots, so every query ahead
-	// of it may start too, each in the slot before its own), rather than
-	// wait for the watch to show the key and the pump to start it.
-	slots := map[string]entry{}
-	for _, kv := range slotKVs {
-		slots[string(kv.Key)] = entry{}
-	}
-	a = b.startAttempt(q, slots, running, resp.Header.Revision, waiting, false, lease, e)
-	if a == nil {
-		b.mu.Unlock()
-		return false, nil
-	}
-	b.queuedAttempt(a)
-	b.mu.Unlock()
-	ok := b.try(a)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.settle(a, ok, time.Now()), nil
-}
-
-// queuedAttempt makes a the start of the queued query a.q: its queue key
-// must still be there, and goes. b.mu is held.
-func (b *Backend) queuedAttempt(a *attempt) {
-	q := a.q
-	a.cmps = append(a.cmps, clientv3.Compare(clientv3.CreateRevision(q.key), "=", q.rev))
-	a.ops = append([]clientv3.Op{clientv3.OpDelete(q.key)}, a.ops...)
-	q.st = starting
-}
-
-// try runs a's transaction and reports whether it started the query;
-// a.rev is then the revision it ran at, its run key's create revision.
-// b.mu is not held, and a is not shared until try returns.
-func (b *Backend) try(a *attempt) bool {
-	ctx, cancel := b.request()
-	defer cancel()
-	start := time.Now()
-	resp, err := b.cli.Txn(ctx).If(a.cmps...).Then(a.ops...).Commit()
-	b.note(start, err)
-	if err != nil || !resp.Succeeded {
-		return false
-	}
-	a.rev = resp.Header.Revision
-	return true
-}
-
-// settle records the outcome of a queued query's start; b.mu is held. It
-// reports whether the query is now running.
-func (b *Backend) settle(a *attempt, ok bool, now time.Time) bool {
-	q := a.q
-	if q.token != a.token || q.st != starting {
-		// Failed (deadline) or lost meanwhile.
-		if ok {
-			b.deletes[a.runKey] = a.rev
-		}
-		b.release(a)
-		return false
-	}
-	if !ok {
-		q.st = queued
-		b.release(a)
-		return false
-	}
-	b.started(q, a, now)
-	return true
-}
-
-// startAttempt builds the transaction that starts q, the query at
-// position pos of the pool's queue, if the cluster as seen at revision rev
-// (slots taken, running queries) lets it start: the pos-th free slot, or
-// an extra key in a pool without a concurrency limit; CPU-load admission
-// reserves its share. nil when it may not start. b.mu is held.
-func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, rev int64, pos int, arriving bool, lease clientv3.LeaseID, e entry) *attempt {
-	l := b.pools[q.pool].limits
-	a := &attempt{q: q, token: q.token}
-	if l.ConcurrentQueryLimit != admission.Unlimited {
-		if pos >= l.ConcurrentQueryLimit-running {
-			return nil
-		}
-		var free []string
-		for i := range l.ConcurrentQueryLimit {
-			if k := b.keys.slot(q.pool, i); !hasKey(slots, k) {
-				free = append(free, k)
-			}
-		}
-		// A queued query takes the pos-th free slot, as every node counts
-		// them, so that the queries ahead of it on other nodes do not
-		// race it for the same one; an arriving query, any free slot from
-		// this node's own offset. Either skips the slots this node's
-		// other attempts have claimed.
-		if !arriving && pos < len(free) && !hasKey(b.claims, free[pos]) {
-			a.runKey = free[pos]
-		}
-		for j := 0; a.runKey == "" && j < len(free); j++ {
-			if k := free[(b.offset+j)%len(free)]; !hasKey(b.claims, k) {
-				a.runKey = k
-			}
-		}
-		if a.runKey == "" {
-			return nil
-		}
-		b.claims[a.runKey] = struct{}{}
-		a.claimed = true
-		a.cmps = []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", 0),
-			// No extra registered since rev: the count of running
-			// queries is at most the one read at rev.
-			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1),
-		}
-	} else {
-		a.runKey = b.keys.extra(q.pool, q.token)
-	}
-	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, e.value(), clientv3.WithLease(lease))}
-	if l.LoadCPUThresholdPercent > 0 {
-		if pos != 0 || !b.loadAdmits(l.LoadCPUThresholdPercent) {
-			return nil
-		}
-		b.load.Reserve()
-		a.reserved = true
-	}
-	return a
-}
-
-func hasKey[V any](m map[string]V, k string) bool {
-	_, ok := m[k]
-	return ok
-}
-
-// release ends a's claims: its slot and its share of the node's CPU.
-func (b *Backend) release(a *attempt) {
-	if a.claimed {
-		delete(b.claims, a.runKey)
-		a.claimed = false
-	}
-	if a.reserved {
-		b.load.Unreserve()
-		a.reserved = false
-	}
-}
-
-// started marks q running under attempt a; b.mu is held. The view holds
-// its key at once, before the watch shows it, so that this node's next
-// attempts count it.
-func (b *Backend) started(q *query, a *attempt, now time.Time) {
-	b.release(a)
-	q.st = running
-	q.key, q.rev = a.runKey, a.rev
-	e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), key: a.runKey, rev: a.rev, lease: int64(b.lease)}
-	if dir, _ := b.keys.parse(a.runKey); dir == slotDir {
-		b.view(q.pool).slots[a.runKey] = e
-	} else {
-		b.view(q.pool).extras[a.runKey] = e
-	}
-	p := b.pools[q.pool]
-	p.stats.Admitted++
-	p.stats.QueueWait += now.Sub(q.arrived)
 }
 
 // Leave ends a query: a running one frees its slot (which may start the
@@ -523,133 +243,6 @@ func (b *Backend) Leave(id admission.QueryID, now time.Time) []admission.Event {
 	b.mu.Unlock()
 	b.poke()
 	return nil
-}
-
-// pumpLoop carries out what the views allow: deletes the keys of ended
-// queries and orphans, registers pending queries, starts queued ones.
-func (b *Backend) pumpLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.kick:
-		}
-		b.pump()
-	}
-}
-
-func (b *Backend) pump() {
-	b.publishRecord()
-	b.deleteKeys()
-	b.mu.Lock()
-	var pend []*query
-	for _, q := range b.sortedQueries() {
-		if q.st == pending && q.token == "" && b.lease != 0 {
-			pend = append(pend, q)
-		}
-	}
-	b.mu.Unlock()
-	for _, q := range pend {
-		started, err := b.register(q)
-		b.mu.Lock()
-		var ev []admission.Event
-		if err != nil {
-			ev = append(ev, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: time.Since(q.arrived), Err: err})
-		} else if started {
-			ev = append(ev, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: time.Since(q.arrived)})
-		}
-		b.mu.Unlock()
-		b.emit(ev)
-	}
-	b.startQueued()
-}
-
-// deleteKeys deletes the keys of ended queries and orphans, in one
-// transaction per 64. A key known by its create revision goes only if it
-// is still that key: a slot key another node has taken since (the watch
-// may show this node's own put after the query left) stays.
-func (b *Backend) deleteKeys() {
-	b.mu.Lock()
-	keys := slices.Sorted(maps.Keys(b.deletes))
-	revs := maps.Clone(b.deletes)
-	b.mu.Unlock()
-	for len(keys) > 0 {
-		n := min(len(keys), 64)
-		var ops []clientv3.Op
-		for _, k := range keys[:n] {
-			if revs[k] == 0 {
-				ops = append(ops, clientv3.OpDelete(k))
-				continue
-			}
-			ops = append(ops, clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", revs[k])},
-				[]clientv3.Op{clientv3.OpDelete(k)}, nil))
-		}
-		ctx, cancel := b.request()
-		start := time.Now()
-		_, err := b.cli.Txn(ctx).Then(ops...).Commit()
-		cancel()
-		b.note(start, err)
-		if err != nil {
-			return // kept for the next pump; the lease expiry removes them at worst
-		}
-		b.mu.Lock()
-		for _, k := range keys[:n] {
-			if b.deletes[k] == revs[k] {
-				delete(b.deletes, k)
-			}
-		}
-		b.mu.Unlock()
-		keys = keys[n:]
-	}
-}
-
-// startQueued tries to start every queued query of this node the views
-// allow to start: at position p of its pool's queue when p < the free
-// slots (all ahead of it may start too, so FIFO holds); with a CPU-load
-// threshold only the head, once the load allows. The transactions run at
-// once; each is guarded so that none over-admits, and one that loses a
-// race waits for the watch to show why.
-func (b *Backend) startQueued() {
-	b.mu.Lock()
-	var as []*attempt
-	if b.lease != 0 {
-		for _, q := range b.sortedQueries() {
-			if q.st != queued {
-				continue
-			}
-			v := b.view(q.pool)
-			pos := v.position(q.rev)
-			if pos < 0 {
-				continue
-			}
-			e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
-			if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, b.lease, e); a != nil {
-				b.queuedAttempt(a)
-				as = append(as, a)
-			}
-		}
-	}
-	b.mu.Unlock()
-	if len(as) == 0 {
-		return
-	}
-	var wg sync.WaitGroup
-	results := make([]bool, len(as))
-	for i, a := range as {
-		wg.Go(func() { results[i] = b.try(a) })
-	}
-	wg.Wait()
-	now := time.Now()
-	var events []admission.Event
-	b.mu.Lock()
-	for i, a := range as {
-		if b.settle(a, results[i], now) {
-			events = append(events, admission.Event{ID: a.q.id, Pool: a.q.pool, QueuedFor: now.Sub(a.q.arrived)})
-		}
-	}
-	b.mu.Unlock()
-	b.emit(events)
 }
 
 // tickLoop fails waiting queries past their deadline, every 100 ms.
@@ -683,7 +276,7 @@ func (b *Backend) Tick(now time.Time) []admission.Event {
 		case !q.deadline.IsZero() && !now.Before(q.deadline):
 			// Never registered, and etcd failed: the cause is the
 			// cluster, not the queue.
-			if q.st == pending && (b.lease == 0 || b.health.LastError != "") {
+			if q.st == pending && (!b.connectedLocked(now) || b.health.LastError != "") {
 				events = append(events, b.fail(q, now, b.cutOffError(q.pool)))
 			} else {
 				events = append(events, b.fail(q, now, admission.DeadlineError(q.pool)))
@@ -694,7 +287,7 @@ func (b *Backend) Tick(now time.Time) []admission.Event {
 	}
 	retry := false
 	for _, q := range b.queries {
-		retry = retry || (q.st == pending && q.token == "" && b.lease != 0)
+		retry = retry || (q.st == pending && q.token == "" && b.connectedLocked(now))
 	}
 	b.mu.Unlock()
 	if len(events) > 0 || retry {

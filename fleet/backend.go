@@ -14,6 +14,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -35,7 +36,7 @@ import (
 
 // DefaultTTL is the session lease's time to live: a node that stops
 // renewing it (it died, or lost etcd) has its slots freed this long after
-// its last renewal. The client renews every TTL/3.
+// its last renewal. The node renews every TTL/20 (renewInterval).
 const DefaultTTL = 10 * time.Second
 
 // DefaultRequestTimeout bounds each etcd request.
@@ -111,9 +112,17 @@ type query struct {
 	// unreachableBy is when a query that cannot be registered because etcd
 	// is unreachable gives up, if it has no deadline of its own.
 	unreachableBy time.Time
-	// lost: a running query whose key went with an expired lease; it is
-	// registered again as an extra once a new session exists.
+	// lost: a running query whose key went with an expired lease (or an
+	// adopted one); it is registered again as an extra by the pump.
 	lost bool
+	// seq is the number of its current token: it orders the queue keys
+	// one transaction puts, which share a create revision.
+	seq uint64
+	// told: the daemon knows the query waits (Submit's Position was not
+	// 0, or an Event with Queued was sent); placed is its place in the
+	// queue as its registration read it, until the watch shows its key.
+	told   bool
+	placed int
 }
 
 // view is the cluster's state of one pool, as the watch last showed it.
@@ -130,14 +139,24 @@ func newView() *view {
 
 func (v *view) running() int { return len(v.slots) + len(v.extras) }
 
-// position is the place of the queue key with create revision rev, 0 for
-// the head; -1 when the watch has not shown it yet.
-func (v *view) position(rev int64) int {
-	i, ok := slices.BinarySearchFunc(v.queue, rev, func(e entry, r int64) int { return int(e.rev - r) })
+// position is the place of the queue key with create revision rev and
+// token number seq, 0 for the head; -1 when the watch has not shown it
+// yet.
+func (v *view) position(rev int64, seq uint64) int {
+	i, ok := slices.BinarySearchFunc(v.queue, entry{rev: rev, seq: seq}, queueOrder)
 	if !ok {
 		return -1
 	}
 	return i
+}
+
+// queueOrder is the FIFO order of queue keys: by create revision, then,
+// for the keys one transaction put, by token number.
+func queueOrder(a, b entry) int {
+	if c := cmp.Compare(a.rev, b.rev); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
 }
 
 type poolState struct {
@@ -146,6 +165,8 @@ type poolState struct {
 	stats   admission.PoolStats // local counters
 	local   int                 // running queries of a local pool
 	pending int                 // queries of this node not registered yet
+	// registering: a registration transaction of the pool is in flight.
+	registering bool
 }
 
 // Backend is one node's view of, and its part in, the cluster's admission.
@@ -164,17 +185,20 @@ type Backend struct {
 
 	// mu guards everything below. It is never held during an etcd request
 	// or a call of cfg.Events or cfg.Definitions.
-	mu      sync.Mutex
-	lease   clientv3.LeaseID // 0 while the node has no session
-	seq     uint64
-	rev     int64 // revision the views reflect
-	views   map[string]*view
-	nodes   map[string]NodeRecord
-	pools   map[string]*poolState
-	queries map[admission.QueryID]*query
-	tokens  map[string]*query
-	lastID  admission.QueryID
-	load    admission.LoadWindow
+	mu    sync.Mutex
+	lease clientv3.LeaseID // 0 while the node has no session
+	// aliveUntil is when the lease expires at the earliest: a TTL after
+	// the last answered renewal was sent (see connectedLocked).
+	aliveUntil time.Time
+	seq        uint64
+	rev        int64 // revision the views reflect
+	views      map[string]*view
+	nodes      map[string]NodeRecord
+	pools      map[string]*poolState
+	queries    map[admission.QueryID]*query
+	tokens     map[string]*query
+	lastID     admission.QueryID
+	load       admission.LoadWindow
 	// deletes are keys of this node to delete, with their create
 	// revision (0: a key named by its token, which no other registration
 	// reuses): of queries that ended, and orphans (keys whose registration
@@ -187,12 +211,19 @@ type Backend struct {
 	offset int
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
-	health  Health
+	// invalidAt is when a refused value was last logged; invalidQuiet
+	// counts those refused since (invalid).
+	invalidAt    time.Time
+	invalidQuiet int
+	// The pipeline's transactions in flight (pipeline.go).
+	publishing, deleting, reregistering bool
+	health                              Health
 }
 
 // Health is the backend's connection to etcd, for metrics and views.
 type Health struct {
-	// Connected: the node holds a live session lease.
+	// Connected: the node's session lease is certainly alive (renewed
+	// less than a TTL ago).
 	Connected bool
 	Lease     int64
 	// LastRoundTrip is the duration of the latest successful request.
@@ -218,7 +249,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		return nil, err
 	}
 	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("no etcd endpoints; want --etcd http://HOST:2379[,...]")
+		return nil, errors.New("no etcd endpoints; want https://HOST:2379[,...]")
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -243,11 +274,11 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		DialKeepAliveTime:    cfg.TTL / 3,
 		DialKeepAliveTimeout: cfg.RequestTimeout,
 		// gRPC's default reconnection backoff grows to 120 s: a node back
-		// in touch after a long partition could wait that long before it
-		// registers its running queries again. At most TTL/3 between
-		// attempts keeps it within a lease renewal.
+		// in touch after a cut could wait that long, and lose a lease
+		// that outlived the cut. At most one renewal interval between
+		// attempts keeps it within the lease's margin (renewInterval).
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.TTL / 3},
+			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
 			MinConnectTimeout: cfg.RequestTimeout,
 		})},
 		Logger: zap.NewNop(),
@@ -274,20 +305,19 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	lease, ka, err := b.newSession(ctx)
-	if err != nil {
+	if err := b.newSession(ctx); err != nil {
 		b.cancel()
 		cli.Close()
 		return nil, err
 	}
 	if err := b.loadViews(ctx); err != nil {
-		cli.Revoke(context.Background(), lease)
+		cli.Revoke(context.Background(), b.lease)
 		b.cancel()
 		cli.Close()
 		return nil, err
 	}
 	run := b.ctx
-	b.wg.Go(func() { b.sessionLoop(run, lease, ka) })
+	b.wg.Go(func() { b.sessionLoop(run) })
 	b.wg.Go(func() { b.watchLoop(run) })
 	b.wg.Go(func() { b.pumpLoop(run) })
 	b.wg.Go(func() { b.tickLoop(run) })
@@ -315,8 +345,9 @@ func (b *Backend) Close() error {
 	return b.cli.Close()
 }
 
+// request bounds one etcd request; Close ends it.
 func (b *Backend) request() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), b.cfg.RequestTimeout)
+	return context.WithTimeout(clientv3.WithRequireLeader(b.ctx), b.cfg.RequestTimeout)
 }
 
 // note records a request's outcome for Health.
@@ -335,34 +366,6 @@ func (b *Backend) unreachable(err error) error {
 	return fmt.Errorf("%w: etcd at %v: %w", ErrClusterUnreachable, b.cfg.Endpoints, err)
 }
 
-// newSession grants a lease, starts renewing it and publishes the node
-// record on it.
-func (b *Backend) newSession(ctx context.Context) (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, error) {
-	rctx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
-	defer cancel()
-	start := time.Now()
-	g, err := b.cli.Grant(rctx, int64(b.cfg.TTL/time.Second))
-	b.note(start, err)
-	if err != nil {
-		return 0, nil, b.unreachable(err)
-	}
-	ka, err := b.cli.KeepAlive(b.ctx, g.ID)
-	if err != nil {
-		return 0, nil, b.unreachable(err)
-	}
-	if err := b.putRecord(rctx, g.ID); err != nil {
-		b.cli.Revoke(context.Background(), g.ID)
-		return 0, nil, b.unreachable(err)
-	}
-	b.mu.Lock()
-	b.lease = g.ID
-	b.health.Connected = true
-	b.health.Lease = int64(g.ID)
-	b.health.Sessions++
-	b.mu.Unlock()
-	return g.ID, ka, nil
-}
-
 func (b *Backend) record() NodeRecord {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -378,105 +381,9 @@ func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
 	return err
 }
 
-// sessionLoop keeps the node's session: when the lease is lost (etcd
-// unreachable for a TTL, or the lease expired) it takes a new one as soon
-// as etcd answers, and registers the node's running queries again on it.
-func (b *Backend) sessionLoop(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse) {
-	for {
-		for range ka {
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		b.lostSession(lease)
-		for {
-			var err error
-			lease, ka, err = b.newSession(ctx)
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-		b.reregister(ctx, lease)
-	}
-}
-
-// lostSession forgets the keys of the lost lease: queued queries go back
-// to pending (they will queue again, at the back), running ones are marked
-// for registration as extras.
-func (b *Backend) lostSession(old clientv3.LeaseID) {
-	b.mu.Lock()
-	b.lease = 0
-	b.health.Connected = false
-	n := 0
-	for _, q := range b.queries {
-		if q.local {
-			continue
-		}
-		switch q.st {
-		case queued, starting:
-			b.forgetToken(q)
-			q.st = pending
-			b.pools[q.pool].pending++
-			n++
-		case running:
-			b.forgetToken(q)
-			q.lost = true
-		}
-	}
-	clear(b.deletes)
-	b.mu.Unlock()
-	b.log.Warn("etcd session lost: globally limited pools do not admit on this node until it is back; running queries go on", "lease", fmt.Sprintf("%x", old), "queued_again", n)
-	// The old lease may still be alive in the cluster (it expired only in
-	// this client's reckoning): revoke it so that its keys do not count
-	// twice beside the ones registered again.
-	ctx, cancel := b.request()
-	b.cli.Revoke(ctx, old)
-	cancel()
-}
-
-// reregister puts an extra key for every running query that lost its key.
-func (b *Backend) reregister(ctx context.Context, lease clientv3.LeaseID) {
-	b.mu.Lock()
-	var ops []clientv3.Op
-	var regs []*query
-	for _, q := range b.queries {
-		if q.st != running || !q.lost {
-			continue
-		}
-		q.token = b.newToken()
-		b.tokens[q.token] = q
-		q.key = b.keys.extra(q.pool, q.token)
-		e := entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
-		ops = append(ops, clientv3.OpPut(q.key, e.value(), clientv3.WithLease(lease)))
-		regs = append(regs, q)
-	}
-	b.mu.Unlock()
-	for len(ops) > 0 {
-		n := min(len(ops), 64) // etcd allows 128 operations per transaction
-		rctx, cancel := b.request()
-		_, err := b.cli.Txn(rctx).Then(ops[:n]...).Commit()
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-			continue
-		}
-		ops = ops[n:]
-	}
-	b.mu.Lock()
-	for _, q := range regs {
-		q.lost = false
-	}
-	b.mu.Unlock()
-	b.log.Info("etcd session back: running queries registered again", "lease", fmt.Sprintf("%x", lease), "running", len(regs))
-	b.poke()
+// entryOf is the value of q's keys.
+func (b *Backend) entryOf(q *query) entry {
+	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
 }
 
 // newToken names a new registration; b.mu is held and b.lease is set.
@@ -523,6 +430,7 @@ func (b *Backend) Health() Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.health
+	h.Connected = b.connectedLocked(time.Now())
 	h.WatchRevision = b.rev
 	return h
 }

@@ -31,13 +31,32 @@ type Definitions struct {
 	Rev int64 `json:"-"`
 }
 
+// decodeDefinitions reads the defs key's value as strictly as a pool file:
+// its pool file and changes must make a model, with the errors a pool
+// file would get (positions named after Seed).
 func decodeDefinitions(data []byte, rev int64) (Definitions, error) {
 	var d Definitions
+	if len(data) > maxDefsValue {
+		return Definitions{}, fmt.Errorf("pool definitions: %d bytes, want at most %d", len(data), maxDefsValue)
+	}
 	if err := json.Unmarshal(data, &d); err != nil {
 		return Definitions{}, fmt.Errorf("pool definitions: %w", err)
 	}
-	if d.Format != DefinitionsFormat {
-		return Definitions{}, fmt.Errorf("pool definitions: format %q, want %q", d.Format, DefinitionsFormat)
+	switch {
+	case d.Format != DefinitionsFormat:
+		return Definitions{}, fmt.Errorf("pool definitions: format %q, want %q", clip(d.Format), DefinitionsFormat)
+	case len(d.Seed) > 512 || !printable(d.Seed):
+		return Definitions{}, fmt.Errorf("pool definitions: seed %q, want up to 512 printable characters (NODE:FILE)", clip(d.Seed))
+	case len(d.Changes) > maxChanges:
+		return Definitions{}, fmt.Errorf("pool definitions: %d run-time changes, want at most %d", len(d.Changes), maxChanges)
+	}
+	for i, c := range d.Changes {
+		if c.Seq != uint64(i)+1 {
+			return Definitions{}, fmt.Errorf("pool definitions: change %d numbered %d, want %d (numbered from 1 without gaps)", i+1, c.Seq, i+1)
+		}
+	}
+	if _, _, err := d.Model(); err != nil {
+		return Definitions{}, fmt.Errorf("pool definitions do not load: %w", err)
 	}
 	d.Rev = rev
 	return d, nil

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,9 +56,18 @@ func runNode(spec string) int {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
 	}
+	undecided := 0
 	for range s.Submit {
-		if _, _, err := b.Submit(s.Pool, time.Now()); err != nil {
+		if _, started, err := b.Submit(s.Pool, "alice", time.Now()); err != nil {
 			fmt.Fprintln(os.Stderr, "submit:", err)
+			return 1
+		} else if !started {
+			undecided++
+		}
+	}
+	for ; undecided > 0; undecided-- {
+		if ev := <-b.Events(); ev.Err != nil {
+			fmt.Fprintln(os.Stderr, "submit:", ev.Err)
 			return 1
 		}
 	}
@@ -111,7 +121,7 @@ func startNode(t *testing.T, s nodeSpec) *exec.Cmd {
 
 // queryKeys returns the query keys (queue, slot, extra) under a cluster's
 // prefix, read from etcd directly.
-func queryKeys(t *testing.T, eps []string, cluster string) []string {
+func queryKeys(t testing.TB, eps []string, cluster string) []string {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -155,12 +165,12 @@ func byNode(n *node) map[string][2]int {
 // the test if the query is refused or fails.
 func admit(t *testing.T, n *node, pool string, within time.Duration) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil {
 		t.Fatalf("node %s, pool %s: %v", n.cfg.Node, pool, err)
 	}
 	if !started {
-		if ev := n.next(t, within); ev.ID != id || ev.Err != nil {
+		if ev := n.final(t, within); ev.ID != id || ev.Err != nil {
 			t.Fatalf("node %s, pool %s: query %d got %+v, want it to start", n.cfg.Node, pool, id, ev)
 		}
 	}
@@ -170,7 +180,7 @@ func admit(t *testing.T, n *node, pool string, within time.Duration) admission.Q
 // queue submits a query to pool on n that must wait.
 func queue(t *testing.T, n *node, pool string) admission.QueryID {
 	t.Helper()
-	id, started, err := n.Submit(pool, time.Now())
+	id, started, err := n.submit(t, pool)
 	if err != nil || started {
 		t.Fatalf("node %s, pool %s: started %v, err %v; want it queued", n.cfg.Node, pool, started, err)
 	}
@@ -252,16 +262,16 @@ func TestQuorum(t *testing.T) {
 	c.Kill(c.Members[1])
 	lost := time.Now()
 	b.Leave(q2, time.Now()) // its key cannot go until etcd has a quorum again
-	id, started, err := a.Submit("olap", time.Now())
+	id, started, err := a.Submit("olap", "alice", time.Now())
 	if started || err != nil {
 		t.Fatalf("without a quorum: started %v, err %v; want the query to wait", started, err)
 	}
-	ev := a.next(t, 15*time.Second)
+	ev := a.final(t, 15*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) || !strings.Contains(ev.Err.Error(), "cannot reach the cluster's etcd") {
 		t.Fatalf("without a quorum a got %+v; want query %d to fail with the cut-off error", ev, id)
 	}
 	t.Logf("without a quorum: %s", ev.Err)
-	if _, started, err := a.Submit("default", time.Now()); !started || err != nil {
+	if _, started, err := a.Submit("default", "alice", time.Now()); !started || err != nil {
 		t.Fatalf("pool without a global limit: started %v, err %v; want it admitted locally", started, err)
 	}
 	waitFor(t, func() bool { return !a.Health().Connected && !b.Health().Connected }, "both nodes lose their session")
@@ -285,14 +295,14 @@ func TestQuorum(t *testing.T) {
 	var q3 admission.QueryID
 	deadline := time.Now().Add(20 * time.Second)
 	for q3 == 0 {
-		id, started, err := b.Submit("olap", time.Now())
+		id, started, err := b.Submit("olap", "alice", time.Now())
 		switch ev := (admission.Event{}); {
 		case err != nil:
 			t.Fatal(err)
 		case started:
 			q3 = id
 		default:
-			if ev = b.next(t, 10*time.Second); ev.Err == nil {
+			if ev = b.final(t, 10*time.Second); ev.Err == nil {
 				q3 = ev.ID
 			} else if time.Now().After(deadline) {
 				t.Fatalf("admission does not resume: %v", ev.Err)
@@ -317,17 +327,22 @@ func TestQuorum(t *testing.T) {
 	waitFor(t, func() bool { return len(queryKeys(t, eps, "quorum")) == 0 }, "no query key left: %v", queryKeys(t, eps, "quorum"))
 }
 
-// proxy forwards loopback TCP connections to one etcd member until it is
-// severed: then it resets the connections it carries and every new one.
+// proxy forwards loopback TCP connections to one etcd member. It can sever
+// them (reset every connection it carries and refuse new ones), hold them
+// (a blackhole: nothing passes, but the connections stay open and what was
+// sent arrives once it lets go, as TCP retransmits across a healed path),
+// and delay what it carries by a fixed time each way.
 type proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	cut    bool
+	held   bool
+	delay  time.Duration
 	conns  map[net.Conn]struct{}
 }
 
-func startProxy(t *testing.T, targetURL string) *proxy {
+func startProxy(t testing.TB, targetURL string) *proxy {
 	t.Helper()
 	u, err := url.Parse(targetURL)
 	if err != nil {
@@ -374,8 +389,45 @@ func (p *proxy) serve() {
 	}
 }
 
+// pipe copies src to dst, each chunk after the proxy's delay and not while
+// it holds.
 func (p *proxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src)
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	ch := make(chan chunk, 4096)
+	go func() {
+		defer src.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				ch <- chunk{time.Now(), bytes.Clone(buf[:n])}
+			}
+			if err != nil {
+				close(ch)
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		for {
+			p.mu.Lock()
+			held, delay := p.held, p.delay
+			p.mu.Unlock()
+			if wait := time.Until(c.at.Add(delay)); !held && wait <= 0 {
+				break
+			} else if held {
+				time.Sleep(5 * time.Millisecond)
+			} else {
+				time.Sleep(wait)
+			}
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -393,10 +445,22 @@ func (p *proxy) sever() {
 	}
 }
 
+func (p *proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = true
+}
+
+func (p *proxy) setDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
 func (p *proxy) restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.held = false, false
 }
 
 // TestPartition cuts one node off from etcd with a proxy while another
@@ -432,15 +496,15 @@ func TestPartition(t *testing.T) {
 	// A cut longer than the TTL.
 	px.sever()
 	cut := time.Now()
-	id, started, err := c.Submit("olap", time.Now())
+	id, started, err := c.Submit("olap", "alice", time.Now())
 	if started || err != nil {
 		t.Fatalf("cut off: started %v, err %v; want the query to wait", started, err)
 	}
-	if _, started, err := c.Submit("default", time.Now()); !started || err != nil {
+	if _, started, err := c.Submit("default", "alice", time.Now()); !started || err != nil {
 		t.Fatalf("cut off, pool without a global limit: started %v, err %v; want it admitted", started, err)
 	}
 	a2, a3 := queue(t, a, "olap"), queue(t, a, "olap")
-	ev := c.next(t, ttl+10*time.Second)
+	ev := c.final(t, ttl+10*time.Second)
 	if ev.ID != id || !errors.Is(ev.Err, ErrClusterUnreachable) {
 		t.Fatalf("cut off, c got %+v; want query %d to fail with the cut-off error", ev, id)
 	}

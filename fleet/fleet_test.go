@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(nodeEnv); spec != "" {
 		os.Exit(runNode(spec))
 	}
+	if spec := os.Getenv(chaosQueryEnv); spec != "" {
+		os.Exit(runChaosQuery(spec))
+	}
 	code := m.Run()
 	for _, c := range []struct {
 		*etcdtest.Cluster
@@ -120,6 +123,36 @@ func (n *node) next(t *testing.T, within time.Duration) admission.Event {
 	}
 }
 
+// final returns the next event that is not a Queued one.
+func (n *node) final(t *testing.T, within time.Duration) admission.Event {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if ev := n.next(t, time.Until(deadline)); !ev.Queued {
+			return ev
+		}
+	}
+}
+
+// submit is Submit with its decision, for a test that submits one query
+// at a time: a query Submit leaves undecided gets its start, its refusal
+// or its place in the queue from its first event.
+func (n *node) submit(t *testing.T, pool string) (admission.QueryID, bool, error) {
+	t.Helper()
+	id, started, err := n.Submit(pool, "alice", time.Now())
+	if _, queued := n.Place(id, time.Now()); err != nil || started || queued {
+		return id, started, err
+	}
+	ev := n.next(t, 10*time.Second)
+	switch {
+	case ev.ID != id:
+		t.Fatalf("node %s: event %+v; want one for query %d", n.cfg.Node, ev, id)
+	case ev.Err != nil:
+		return 0, false, ev.Err
+	}
+	return id, !ev.Queued, nil
+}
+
 func (n *node) none(t *testing.T, within time.Duration) {
 	t.Helper()
 	select {
@@ -156,7 +189,7 @@ func TestGlobalLimit(t *testing.T) {
 	// The first 14 arrive one after the other, alternating nodes.
 	for i := range 14 {
 		n := nodes[i%3]
-		id, started, err := n.Submit("olap", time.Now())
+		id, started, err := n.submit(t, "olap")
 		if err != nil {
 			t.Fatalf("query %d: %v", i, err)
 		}
@@ -170,36 +203,23 @@ func TestGlobalLimit(t *testing.T) {
 			queue = append(queue, ran{n, id})
 		}
 	}
-	// 46 more at once: all rejected, with the cluster's figures.
+	// 46 more at once: all rejected, with the cluster's figures. Submit
+	// decides none of them: each gets its refusal as an event.
 	var wg sync.WaitGroup
 	errs := make(chan error, 46)
-	var later [3][]admission.QueryID // waiting for etcd: decided by an event
-	var mu sync.Mutex
+	var submitted [3]int
 	for i := range 46 {
+		submitted[i%3]++
 		wg.Go(func() {
-			id, started, err := nodes[i%3].Submit("olap", time.Now())
-			switch {
-			case started:
-				err = fmt.Errorf("query %d started", id)
-			case err == nil:
-				// A call is bounded: on a loaded machine etcd may answer
-				// after it, and the decision comes as an event.
-				mu.Lock()
-				later[i%3] = append(later[i%3], id)
-				mu.Unlock()
-				return
+			if _, started, err := nodes[i%3].Submit("olap", "alice", time.Now()); started || err != nil {
+				errs <- fmt.Errorf("query %d: started %v, %v; want it undecided", i, started, err)
 			}
-			errs <- err
 		})
 	}
 	wg.Wait()
-	for i, ids := range later {
-		for range ids {
-			ev := nodes[i].next(t, 10*time.Second)
-			if !slices.Contains(ids, ev.ID) {
-				t.Fatalf("node %d: event %+v for a query not submitted late", i, ev)
-			}
-			errs <- ev.Err
+	for i, n := range nodes {
+		for range submitted[i] {
+			errs <- n.next(t, 10*time.Second).Err
 		}
 	}
 	close(errs)
@@ -355,8 +375,8 @@ func TestModel(t *testing.T) {
 				now := time.Now()
 				if len(live) == 0 || rng.IntN(5) < 3 {
 					pool := names[rng.IntN(len(names))]
-					mid, mStarted, mErr := model.Submit(pool, now)
-					bid, bStarted, bErr := n.Submit(pool, now)
+					mid, mStarted, mErr := model.Submit(pool, "alice", now)
+					bid, bStarted, bErr := n.submit(t, pool)
 					if (mErr == nil) != (bErr == nil) || mErr != nil && mErr.Error() != bErr.Error() {
 						t.Fatalf("step %d submit %s: model %v, backend %v", step, pool, mErr, bErr)
 					}

@@ -37,7 +37,8 @@ type entry struct {
 	ArrivedUnixMilli int64 `json:"arrived"`
 
 	key   string
-	rev   int64 // create revision
+	rev   int64  // create revision
+	seq   uint64 // the token's number (tokenSeq)
 	lease int64
 }
 

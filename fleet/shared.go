@@ -28,6 +28,11 @@ func (s *Shared) Status() string {
 	return s.Note
 }
 
+// Where names where a change is saved.
+func (s *Shared) Where() string {
+	return fmt.Sprintf("cluster %s's definitions in etcd, for every node", s.Backend.cfg.Cluster)
+}
+
 // Load reads the cluster's definitions and makes their model.
 func (s *Shared) Load() (*planner.Model, []planner.Warning, error) {
 	d, ok, err := s.Backend.Definitions(context.Background())

@@ -69,17 +69,43 @@ func (b *Backend) Queries() []Query {
 	return out
 }
 
-// Position is a queued query's place in its pool's cluster-wide queue, 1
-// for the head; 0 when it is not queued or the watch has not shown its key
-// yet.
-func (b *Backend) Position(id admission.QueryID) int {
+// Place is where a waiting query stands in its pool's cluster-wide queue:
+// its position, 1 for the head; false when it runs, or is not decided yet
+// (the daemon has not been told it waits).
+func (b *Backend) Place(id admission.QueryID, _ time.Time) (admission.Place, bool) {
+	pos := b.position(id)
+	return admission.Place{Position: pos, Ahead: pos - 1}, pos > 0
+}
+
+// position is a waiting query's place in its pool's cluster-wide queue, 1
+// for the head; 0 when it runs, or is not decided yet. Until the watch
+// shows its key, it is the place its registration read; for a query
+// waiting for etcd, the place it would take: behind the queue and the
+// pool's earlier arrivals on this node.
+func (b *Backend) position(id admission.QueryID) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q, ok := b.queries[id]
-	if !ok || q.st != queued {
+	if !ok || !q.told {
 		return 0
 	}
-	return b.view(q.pool).position(q.rev) + 1
+	v := b.view(q.pool)
+	switch q.st {
+	case queued, starting:
+		if i := v.position(q.rev, q.seq); i >= 0 {
+			return i + 1
+		}
+		return max(q.placed, 1)
+	case pending:
+		ahead := 0
+		for _, o := range b.queries {
+			if o.pool == q.pool && o.st == pending && o.id < q.id {
+				ahead++
+			}
+		}
+		return len(v.queue) + ahead + 1
+	}
+	return 0
 }
 
 // Node names this node in the cluster.

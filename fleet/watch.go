@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -25,9 +24,6 @@ func (b *Backend) loadViews(ctx context.Context) error {
 	b.nodes = map[string]NodeRecord{}
 	for _, kv := range resp.Kvs {
 		b.applyPut(kv)
-	}
-	for _, v := range b.views {
-		slices.SortFunc(v.queue, func(a, b entry) int { return int(a.rev - b.rev) })
 	}
 	b.rev = resp.Header.Revision
 	b.health.WatchAt = time.Now()
@@ -106,33 +102,45 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 	dir, pool := b.keys.parse(key)
 	switch dir {
 	case nodesDir:
-		var r NodeRecord
-		if json.Unmarshal(kv.Value, &r) == nil {
-			b.nodes[r.Node] = r
+		name := key[len(b.keys.node("")):]
+		r, err := decodeNodeRecord(name, kv.Value)
+		if err != nil {
+			// Not counted: a record out of range must not steer the
+			// cluster's load.
+			delete(b.nodes, name)
+			b.invalid(key, err)
+			return nil
 		}
+		b.nodes[name] = r
 		return nil
 	case defsKey:
 		d, err := decodeDefinitions(kv.Value, kv.ModRevision)
 		if err != nil {
-			b.log.Error("pool definitions in the cluster cannot be read; ignored", "key", key, "err", err)
+			b.invalid(key, err)
 			return nil
 		}
 		return &d
 	case "":
 		return nil
 	}
-	var e entry
-	if err := json.Unmarshal(kv.Value, &e); err != nil {
-		b.log.Error("query key cannot be read; ignored", "key", key, "err", err)
-		return nil
+	e, err := decodeEntry(dir, key[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
+	if err != nil {
+		b.invalid(key, err)
+		if dir == queueDir {
+			return nil // no node's query: it never starts, so it holds no place
+		}
+		// A slot or extra key holds its slot whatever its value says (the
+		// start transactions compare on the key itself): counted, with no
+		// node.
+		e = entry{}
 	}
 	e.key, e.rev, e.lease = key, kv.CreateRevision, kv.Lease
 	v := b.view(pool)
 	switch dir {
 	case queueDir:
-		if i := v.position(e.rev); i < 0 {
-			// New keys come last; only a full read needs the sort.
-			v.queue = append(v.queue, e)
+		if i, found := slices.BinarySearchFunc(v.queue, e, queueOrder); !found {
+			// New keys come last, but a full read comes in key order.
+			v.queue = slices.Insert(v.queue, i, e)
 		}
 	case slotDir:
 		v.slots[key] = e
@@ -175,4 +183,16 @@ func (b *Backend) applyDelete(kv *mvccpb.KeyValue) {
 	case extraDir:
 		delete(v.extras, key)
 	}
+}
+
+// invalid logs a value read from etcd that is not used, at most once a
+// second (with the count of those not logged); b.mu is held.
+func (b *Backend) invalid(key string, err error) {
+	now := time.Now()
+	if now.Sub(b.invalidAt) < time.Second {
+		b.invalidQuiet++
+		return
+	}
+	b.log.Error("value in etcd refused: not used", "key", clip(key), "err", err, "refused_since_last", b.invalidQuiet)
+	b.invalidAt, b.invalidQuiet = now, 0
 }

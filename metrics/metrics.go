@@ -117,6 +117,19 @@ type Pool struct {
 	// PredictedThrottledUsec is the simulator's throttled time for the same
 	// intervals the measured counters cover, cumulative, microseconds.
 	PredictedThrottledUsec uint64
+	// UsersRunning and UsersQueued count the distinct users with running
+	// and with queued queries in the pool.
+	UsersRunning, UsersQueued int
+	// Users are each user's queries in the pool, exposed with a user label;
+	// nil unless the daemon was asked for them (--metrics-per-user: one
+	// series per user and pool can be many).
+	Users []User
+}
+
+// User is one user's queries in a pool.
+type User struct {
+	Name            string
+	Running, Queued int
 }
 
 // Collector is a prometheus.Collector over a [Source].
@@ -129,6 +142,8 @@ type Collector struct {
 	admitted, rejected, timedOut, queueWait      *prometheus.Desc
 	cpuLimit, cpuWeight, cpuIdle, starved        *prometheus.Desc
 	cpus                                         *prometheus.Desc
+	usersRunning, usersQueued                    *prometheus.Desc
+	userRunning, userQueued                      *prometheus.Desc
 	usage, periods, throttledPeriods, throttled  *prometheus.Desc
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
@@ -184,6 +199,11 @@ func NewCollector(src Source) *Collector {
 		pressureFull: d("pool_cpu_pressure_full_seconds_total",
 			"Time in which all of the pool's non-idle threads waited for a CPU at once (cpu.pressure full total).", pool),
 
+		usersRunning: d("pool_users_running", "Distinct users with queries running in the pool.", pool),
+		usersQueued:  d("pool_users_queued", "Distinct users with queries waiting in the pool's queue.", pool),
+		userRunning:  d("pool_user_running_queries", "Queries of one user running in the pool (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
+		userQueued:   d("pool_user_queued_queries", "Queries of one user waiting in the pool's queue (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
+
 		clusterRunning: d("cluster_pool_running_queries", "Fleet mode: queries running in a globally limited pool across the cluster.", pool),
 		clusterQueued:  d("cluster_pool_queued_queries", "Fleet mode: queries waiting in a globally limited pool's queue across the cluster.", pool),
 		etcdConnected:  d("etcd_session_up", "Fleet mode: 1 while the node holds a live etcd session lease, else 0.", nil),
@@ -210,6 +230,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.running, c.queued, c.concurrencyLimit, c.queueSize,
 		c.admitted, c.rejected, c.timedOut, c.queueWait,
 		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved, c.cpus,
+		c.usersRunning, c.usersQueued, c.userRunning, c.userQueued,
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
@@ -248,6 +269,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if p.QueueSize >= 0 {
 			gauge(c.queueSize, float64(p.QueueSize), p.Name)
+		}
+		gauge(c.usersRunning, float64(p.UsersRunning), p.Name)
+		gauge(c.usersQueued, float64(p.UsersQueued), p.Name)
+		for _, u := range p.Users {
+			gauge(c.userRunning, float64(u.Running), p.Name, u.Name)
+			gauge(c.userQueued, float64(u.Queued), p.Name, u.Name)
 		}
 		counter(c.admitted, float64(p.Admitted), p.Name)
 		counter(c.rejected, float64(p.Rejected), p.Name)

@@ -45,6 +45,8 @@ func fixture() Snapshot {
 					NrBursts: 4, BurstUsec: 120_000,
 				},
 				PredictedThrottledUsec: 39_800_000,
+				UsersRunning:           3, UsersQueued: 1,
+				Users: []User{{Name: "alice", Running: 8, Queued: 3}, {Name: "bob", Running: 1}, {Name: "carol", Running: 1}},
 				Pressure: &observe.Pressure{
 					Some: observe.PressureLine{Avg10Percent: 12.5, Avg60Percent: 10.25, Avg300Percent: 8, TotalUsec: 57_300_000},
 					Full: &observe.PressureLine{Avg10Percent: 3.5, Avg60Percent: 2.75, Avg300Percent: 2, TotalUsec: 15_125_000},

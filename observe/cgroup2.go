@@ -3,18 +3,13 @@ package observe
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
 
-// ReadCPUStatV2 reads the cpu.stat file of the cgroup v2 directory dir, for
-// example /sys/fs/cgroup/poolagent/olap. The file holds one "key value" pair
-// per line, times in microseconds:
+// ParseCPUStatV2 parses a cgroup v2 cpu.stat file. It holds one "key
+// value" pair per line, times in microseconds:
 //
 //	usage_usec 12345
 //	user_usec 10000
@@ -28,31 +23,7 @@ import (
 // The bandwidth keys (nr_periods … burst_usec) appear only while the cpu
 // controller is enabled for the group; absent keys read as zero. Keys this
 // package does not know (nice_usec, core_sched.force_idle_usec, …) are skipped.
-func ReadCPUStatV2(dir string) (CPUStat, error) {
-	return readFile(dir, "cpu.stat", parseCPUStatV2)
-}
-
-// readFile reads dir/name and hands its bytes to parse. A read error keeps
-// the file's name and wraps the os error (fs.ErrNotExist for a missing
-// file or a cgroup removed meanwhile); a parse error is prefixed with the
-// file's path.
-func readFile[T any](dir, name string, parse func([]byte) (T, error)) (T, error) {
-	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("read %s: %w", name, err)
-	}
-	v, err := parse(b)
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
-}
-
-// parseCPUStatV2 parses the text of a cgroup v2 cpu.stat file.
-func parseCPUStatV2(b []byte) (CPUStat, error) {
+func ParseCPUStatV2(b []byte) (CPUStat, error) {
 	var st CPUStat
 	fields := map[string]*uint64{
 		"usage_usec":     &st.UsageUsec,
@@ -70,38 +41,13 @@ func parseCPUStatV2(b []byte) (CPUStat, error) {
 	return st, nil
 }
 
-// ReadLocalThrottledUsecV2 reads throttled_usec from the cpu.stat.local file
-// of the cgroup v2 directory dir: the time this group's own runnable tasks
-// were held off the CPU by throttling, whether its own cpu.max ran out or
-// an ancestor's, summed per CPU. cpu.stat's throttled_usec, by contrast,
-// counts only throttling by the group's own limit.
-// The file format is
-//
-//	throttled_usec 160000
-//
-// ok is false when the kernel has no cpu.stat.local (before Linux 6.6) or
-// the file has no throttled_usec line (the root cgroup's is empty).
-func ReadLocalThrottledUsecV2(dir string) (usec uint64, ok bool, err error) {
-	return readLocal(dir, "throttled_usec", 1)
-}
-
-// readLocal reads key from dir/cpu.stat.local and divides it by div to get
-// microseconds.
-func readLocal(dir, key string, div uint64) (uint64, bool, error) {
-	var ok bool
-	v, err := readFile(dir, "cpu.stat.local", func(b []byte) (v uint64, err error) {
-		v, ok, err = parseLocalStat(b, key)
-		return v, err
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	return v / div, ok, err
-}
-
-// parseLocalStat returns the value of key in the text of a cpu.stat.local
-// file; ok is false when the key is absent.
-func parseLocalStat(b []byte, key string) (v uint64, ok bool, err error) {
+// ParseLocalStat returns the value of key in a cpu.stat.local file, whose
+// throttled time (v2 "throttled_usec 160000", µs; v1 "throttled_time
+// 1600000000", ns) is how long the group's own runnable tasks were held
+// off the CPU by its limit or an ancestor's, summed per CPU (cpu.stat's
+// counts only the group's own limit; the file exists since Linux 6.6).
+// ok is false when the key is absent (the root cgroup's file is empty).
+func ParseLocalStat(b []byte, key string) (v uint64, ok bool, err error) {
 	seen, err := parseKeyValues(b, map[string]*uint64{key: &v})
 	if err != nil {
 		return 0, false, err

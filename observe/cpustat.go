@@ -1,6 +1,10 @@
-// Package observe reads what the kernel reports about CPU bandwidth control:
-// cpu.stat of cgroup v2 and v1, PSI and host load. The simulator produces the
-// same CPUStat type, so predictions and measurements compare field by field.
+// Package observe is what the kernel reports, as values: the parsers of
+// cgroup files (cpu.stat of cgroup v2 and v1, PSI, memory) that package
+// cgroupfs reads and hands over as bytes, and the readers of host-wide
+// /proc and /sys (host load, memory, online CPUs, threads, kernel
+// settings). It never opens a cgroup file. The simulator produces the
+// same CPUStat type, so predictions and measurements compare field by
+// field.
 package observe
 
 // CPUStat is one cgroup's CPU accounting, shaped like cgroup v2's cpu.stat:

@@ -37,7 +37,7 @@ func (s CPUStat) ThrottledRatio() float64 {
 // group: cpu.stat as [CPUStat.Sub] takes it, cpu.stat.local's throttled
 // time when both samples have it and it did not go back, and the pressure
 // totals when both have them (0 for one that went back: the cgroup was
-// made anew in between). A group new since prev (zero prev) counts from
+// made anew in between), and memory as [Memory.Sub] takes it. A group new since prev (zero prev) counts from
 // its creation.
 func (s Sample) Sub(prev Sample) Sample {
 	d := s
@@ -46,17 +46,29 @@ func (s Sample) Sub(prev Sample) Sample {
 		v := *s.LocalThrottledUsec - *prev.LocalThrottledUsec
 		d.LocalThrottledUsec = &v
 	}
-	if s.Pressure != nil && prev.Pressure != nil {
-		p := *s.Pressure
-		p.Some.TotalUsec = counterDelta(s.Pressure.Some.TotalUsec, prev.Pressure.Some.TotalUsec)
-		if s.Pressure.Full != nil && prev.Pressure.Full != nil {
-			full := *s.Pressure.Full
-			full.TotalUsec = counterDelta(s.Pressure.Full.TotalUsec, prev.Pressure.Full.TotalUsec)
-			p.Full = &full
-		}
-		d.Pressure = &p
+	d.Pressure = s.Pressure.sub(prev.Pressure)
+	if s.Memory != nil && prev.Memory != nil {
+		m := s.Memory.Sub(*prev.Memory)
+		d.Memory = &m
 	}
 	return d
+}
+
+// sub is what p's totals grew by since prev, its averages p's own; p
+// when prev is nil (s's own value is then kept, as the delta of a
+// pressure file that appeared), nil when p is.
+func (p *Pressure) sub(prev *Pressure) *Pressure {
+	if p == nil || prev == nil {
+		return p
+	}
+	d := *p
+	d.Some.TotalUsec = counterDelta(p.Some.TotalUsec, prev.Some.TotalUsec)
+	if p.Full != nil && prev.Full != nil {
+		full := *p.Full
+		full.TotalUsec = counterDelta(p.Full.TotalUsec, prev.Full.TotalUsec)
+		d.Full = &full
+	}
+	return &d
 }
 
 // counterDelta is what a counter grew by; 0 when it went back.

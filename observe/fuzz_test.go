@@ -12,13 +12,13 @@ import (
 
 func FuzzParseCPUStatV2(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := parseCPUStatV2(b)
+		st, err := ParseCPUStatV2(b)
 		if err != nil {
 			return
 		}
 		text := fmt.Sprintf("usage_usec %d\nuser_usec %d\nsystem_usec %d\nnr_periods %d\nnr_throttled %d\nthrottled_usec %d\nnr_bursts %d\nburst_usec %d\n",
 			st.UsageUsec, st.UserUsec, st.SystemUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec, st.NrBursts, st.BurstUsec)
-		again, err := parseCPUStatV2([]byte(text))
+		again, err := ParseCPUStatV2([]byte(text))
 		if err != nil || again != st {
 			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
 		}
@@ -27,7 +27,7 @@ func FuzzParseCPUStatV2(f *testing.F) {
 
 func FuzzParseCPUStatV1(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := parseCPUStatV1(b)
+		st, err := ParseCPUStatV1(b)
 		if err != nil {
 			return
 		}
@@ -36,7 +36,7 @@ func FuzzParseCPUStatV1(f *testing.F) {
 		}
 		text := fmt.Sprintf("nr_periods %d\nnr_throttled %d\nthrottled_time %d\nnr_bursts %d\nburst_time %d\n",
 			st.NrPeriods, st.NrThrottled, st.ThrottledUsec*1000, st.NrBursts, st.BurstUsec*1000)
-		again, err := parseCPUStatV1([]byte(text))
+		again, err := ParseCPUStatV1([]byte(text))
 		if err != nil || again != st {
 			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
 		}
@@ -45,11 +45,11 @@ func FuzzParseCPUStatV1(f *testing.F) {
 
 func FuzzParseCPUAcctUsage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := parseCPUAcctUsage(b)
+		v, err := ParseCPUAcctUsage(b)
 		if err != nil {
 			return
 		}
-		again, err := parseCPUAcctUsage([]byte(strconv.FormatUint(v, 10) + "\n"))
+		again, err := ParseCPUAcctUsage([]byte(strconv.FormatUint(v, 10) + "\n"))
 		if err != nil || again != v {
 			t.Fatalf("%d parsed back as %d, %v", v, again, err)
 		}
@@ -58,7 +58,7 @@ func FuzzParseCPUAcctUsage(f *testing.F) {
 
 func FuzzParseCPUAcctStat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := parseCPUAcctStat(b)
+		st, err := ParseCPUAcctStat(b)
 		if err != nil {
 			return
 		}
@@ -67,7 +67,7 @@ func FuzzParseCPUAcctStat(f *testing.F) {
 			t.Fatalf("%+v is not whole USER_HZ ticks", st)
 		}
 		text := fmt.Sprintf("user %d\nsystem %d\n", st.UserUsec/usecPerTick, st.SystemUsec/usecPerTick)
-		again, err := parseCPUAcctStat([]byte(text))
+		again, err := ParseCPUAcctStat([]byte(text))
 		if err != nil || again != st {
 			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", st, text, again, err)
 		}
@@ -77,7 +77,7 @@ func FuzzParseCPUAcctStat(f *testing.F) {
 func FuzzParseLocalStat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, key := range []string{"throttled_usec", "throttled_time"} {
-			v, ok, err := parseLocalStat(b, key)
+			v, ok, err := ParseLocalStat(b, key)
 			if err != nil {
 				continue
 			}
@@ -90,7 +90,7 @@ func FuzzParseLocalStat(f *testing.F) {
 
 func FuzzParsePressure(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := parsePressure(b)
+		p, err := ParsePressure(b)
 		if err != nil {
 			return
 		}
@@ -98,7 +98,7 @@ func FuzzParsePressure(f *testing.F) {
 		if p.Full != nil {
 			text += "full " + formatPressureLine(t, *p.Full) + "\n"
 		}
-		again, err := parsePressure([]byte(text))
+		again, err := ParsePressure([]byte(text))
 		if err != nil || again.Some != p.Some || (again.Full == nil) != (p.Full == nil) || (p.Full != nil && *again.Full != *p.Full) {
 			t.Fatalf("%+v printed as\n%s\nparsed back as %+v, %v", p, text, again, err)
 		}

@@ -11,6 +11,9 @@ import (
 	"github.com/prometheus/procfs"
 )
 
+// fixtures holds files shaped like the kernel's.
+const fixtures = "../testdata/observe"
+
 func TestReadHostCPU(t *testing.T) {
 	fs, err := procfs.NewFS(fixtures + "/proc")
 	if err != nil {

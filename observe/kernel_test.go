@@ -28,12 +28,12 @@ const periodUsec = 100_000
 // cpuacct for usage.
 var bothModes = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 
-// testTree is one test's cgroup subtree, written through cgroupfs (the only
-// package that writes cgroups) and read through observe.
+// testTree is one test's cgroup subtree, written and read through
+// cgroupfs, whose reader hands the bytes to observe's parsers.
 type testTree struct {
 	host kerneltest.Host
 	dirs []*cgroupfs.Dir // the cpu hierarchy's root first, then its v1 twins
-	tree observe.Tree
+	tree *cgroupfs.Reader
 	// before is each moved burner's CPU time when it was moved in.
 	before map[int]time.Duration
 }
@@ -46,14 +46,15 @@ func newTestTree(t *testing.T, need kerneltest.Need) *testTree {
 	// its quota as soon as the period starts and throttled time follows
 	// the quota, not the host's load.
 	root.Favour(t)
-	tt := &testTree{host: h, tree: observe.Tree{Version: observe.V2, Root: root.Path}, before: map[int]time.Duration{}}
+	tt := &testTree{host: h, tree: cgroupfs.NewReader(true, root.Path, "", "", nil), before: map[int]time.Duration{}}
 	if h.Mode == kerneltest.V1 {
-		tt.tree.Version = observe.V1
-		tt.tree.CPUAcctRoot = root.Path // cpu and cpuacct mounted together
+		acct := root.Path // cpu and cpuacct mounted together
 		if len(root.Twins) > 0 {
-			tt.tree.CPUAcctRoot = root.Twins[0]
+			acct = root.Twins[0]
 		}
+		tt.tree = cgroupfs.NewReader(false, root.Path, acct, "", nil)
 	}
+	t.Cleanup(func() { tt.tree.Close() })
 	for _, p := range append([]string{root.Path}, root.Twins...) {
 		d, err := cgroupfs.OpenDir(p)
 		if err != nil {
@@ -131,7 +132,7 @@ func (tt *testTree) read(t *testing.T, group string) observe.Sample {
 		t.Fatal(err)
 	}
 	if !s.UsageKnown {
-		t.Fatalf("%s: usage unknown; cpuacct twin missing in %+v", group, tt.tree)
+		t.Fatalf("%s: usage unknown; cpuacct twin missing below %s", group, tt.tree.Root())
 	}
 	return s
 }

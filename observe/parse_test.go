@@ -38,7 +38,7 @@ func TestParseCPUStatV2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseCPUStatV2([]byte(tt.in))
+			got, err := ParseCPUStatV2([]byte(tt.in))
 			checkErr(t, err, tt.wantErr)
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
@@ -73,7 +73,7 @@ func TestParseCPUStatV1(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseCPUStatV1([]byte(tt.in))
+			got, err := ParseCPUStatV1([]byte(tt.in))
 			checkErr(t, err, tt.wantErr)
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
@@ -96,7 +96,7 @@ func TestParseCPUAcct(t *testing.T) {
 	}
 	for _, tt := range usage {
 		t.Run("usage/"+tt.name, func(t *testing.T) {
-			got, err := parseCPUAcctUsage([]byte(tt.in))
+			got, err := ParseCPUAcctUsage([]byte(tt.in))
 			checkErr(t, err, tt.wantErr)
 			if got != tt.want {
 				t.Errorf("got %d, want %d", got, tt.want)
@@ -116,7 +116,7 @@ func TestParseCPUAcct(t *testing.T) {
 	}
 	for _, tt := range stat {
 		t.Run("stat/"+tt.name, func(t *testing.T) {
-			got, err := parseCPUAcctStat([]byte(tt.in))
+			got, err := ParseCPUAcctStat([]byte(tt.in))
 			checkErr(t, err, tt.wantErr)
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
@@ -142,7 +142,7 @@ func TestParseLocalStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok, err := parseLocalStat([]byte(tt.in), tt.key)
+			got, ok, err := ParseLocalStat([]byte(tt.in), tt.key)
 			checkErr(t, err, tt.wantErr)
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("got %d, %v, want %d, %v", got, ok, tt.want, tt.wantOK)
@@ -186,7 +186,7 @@ func TestParsePressure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parsePressure([]byte(tt.in))
+			got, err := ParsePressure([]byte(tt.in))
 			checkErr(t, err, tt.wantErr)
 			if got.Some != tt.want.Some || (got.Full == nil) != (tt.want.Full == nil) || (got.Full != nil && *got.Full != *tt.want.Full) {
 				t.Errorf("got %+v (full %+v), want %+v (full %+v)", got, got.Full, tt.want, tt.want.Full)

@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Pressure is a cgroup v2 cpu.pressure file (pressure stall information):
@@ -35,22 +33,10 @@ type PressureLine struct {
 	TotalUsec     uint64  `json:"total_usec"`
 }
 
-// ReadPressure reads the cpu.pressure file of the cgroup v2 directory dir.
-// ok is false when the group has no PSI: the file is missing (kernel
-// without CONFIG_PSI, or booted with psi=0) or refuses reads with
-// EOPNOTSUPP (PSI disabled for the group via cgroup.pressure).
-func ReadPressure(dir string) (p Pressure, ok bool, err error) {
-	p, err = readFile(dir, "cpu.pressure", parsePressure)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP) {
-		return Pressure{}, false, nil
-	}
-	return p, err == nil, err
-}
-
-// parsePressure parses the text of a PSI file. A "some" line is required;
+// ParsePressure parses a PSI file (cpu.pressure, memory.pressure). A "some" line is required;
 // lines of other kinds and fields other than avg10, avg60, avg300 and total
 // are skipped.
-func parsePressure(b []byte) (Pressure, error) {
+func ParsePressure(b []byte) (Pressure, error) {
 	var p Pressure
 	var haveSome bool
 	s := bufio.NewScanner(bytes.NewReader(b))

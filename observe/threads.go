@@ -12,48 +12,6 @@ import (
 	"syscall"
 )
 
-// ThreadIDs lists the threads in cgroup dir and every cgroup below it, at
-// most limit of them: v2's cgroup.threads, v1's tasks, one thread ID per
-// line. truncated reports that more were there. A cgroup removed while it
-// is read (a query that ended) is left out.
-func ThreadIDs(dir string, v Version, limit int) (tids []int, truncated bool, err error) {
-	name := "tasks"
-	if v == V2 {
-		name = "cgroup.threads"
-	}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil && path != dir && errors.Is(err, fs.ErrNotExist) {
-			return fs.SkipDir
-		}
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(filepath.Join(path, name))
-		if errors.Is(err, fs.ErrNotExist) && path != dir {
-			return fs.SkipDir
-		}
-		if err != nil {
-			return err
-		}
-		for _, f := range strings.Fields(string(b)) {
-			tid, err := strconv.Atoi(f)
-			if err != nil || tid < 1 {
-				return fmt.Errorf("%s: %q is not a thread ID", filepath.Join(path, name), f)
-			}
-			if len(tids) == limit {
-				truncated = true
-				return fs.SkipAll
-			}
-			tids = append(tids, tid)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("list threads below %s: %w", dir, err)
-	}
-	return tids, truncated, nil
-}
-
 // ThreadStat is what /proc says about one thread's use of the CPU.
 type ThreadStat struct {
 	// RunNs is the time the thread ran, ns: the first field of

@@ -1,8 +1,6 @@
 package observe
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -26,31 +24,5 @@ func TestParseThreadFiles(t *testing.T) {
 	}
 	if _, err := parseStatState([]byte("4242 (sh")); err == nil {
 		t.Error("cut-off stat accepted")
-	}
-}
-
-func TestThreadIDs(t *testing.T) {
-	root := t.TempDir()
-	write := func(rel, text string) {
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, rel), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("cgroup.threads", "")
-	write("q1/cgroup.threads", "10\n11\n")
-	write("q2/cgroup.threads", "20\n")
-	tids, truncated, err := ThreadIDs(root, V2, 10)
-	if err != nil || truncated || len(tids) != 3 {
-		t.Fatalf("%v %v %v", tids, truncated, err)
-	}
-	if tids, truncated, err = ThreadIDs(root, V2, 2); err != nil || !truncated || len(tids) != 2 {
-		t.Fatalf("limited: %v %v %v", tids, truncated, err)
-	}
-	write("q3/cgroup.threads", "x\n")
-	if _, _, err := ThreadIDs(root, V2, 10); err == nil {
-		t.Fatal("a file with a non-number accepted")
 	}
 }

@@ -61,6 +61,24 @@ type Pool struct {
 	// check against the node's online CPUs.
 	CPUs   cpulimit.CPUSet
 	CPUsAt Pos
+	// ConcurrentQueryLimitPerUser is how many queries one user may run in
+	// the pool at once; a user at it waits even when the pool has free
+	// slots. CONCURRENT_QUERY_LIMIT_PER_USER (poolagent's extension), -1
+	// or 1..CONCURRENT_QUERY_LIMIT.
+	ConcurrentQueryLimitPerUser int64
+	// QueueSizePerUser is how many queries of one user may wait; one more
+	// is rejected. QUEUE_SIZE_PER_USER (poolagent's extension), -1 or
+	// 0..QUEUE_SIZE.
+	QueueSizePerUser int64
+	// QueuePolicy orders the queue: QueueFIFO by arrival (YDB's rule),
+	// QueueFair by the users' recent usage. QUEUE_POLICY (poolagent's
+	// extension), 'fifo' or 'fair'.
+	QueuePolicy string
+	// UsageHalfLifeSeconds is the half-life of the CPU time a user used
+	// in the pool, as the fair queue counts it; -1 takes
+	// DefaultUsageHalfLifeSeconds, 0 counts running queries only.
+	// USAGE_HALF_LIFE_SECONDS (poolagent's extension).
+	UsageHalfLifeSeconds int64
 	// Created is where the pool was created; zero for `default`.
 	Created Pos
 }
@@ -378,13 +396,20 @@ func (a *applier) setPoolParams(p *Pool, settings []setting) {
 // statement's place; a rule broken by a setting of this statement is
 // reported at that setting.
 func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
-	if p.QueueSize != -1 && p.ConcurrentQueryLimit == -1 && p.DatabaseLoadCPUThresholdPercent < 0 {
-		for _, st := range settings {
-			if paramByName[strings.ToUpper(st.key.text)] == paramByName["QUEUE_SIZE"] {
-				at = st.key.pos
-			}
-		}
-		a.errs.errorf(at, "pool %q: QUEUE_SIZE=%d needs CONCURRENT_QUERY_LIMIT or DATABASE_LOAD_CPU_THRESHOLD (without either, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them", p.Name, p.QueueSize)
+	waits := p.ConcurrentQueryLimit != -1 || p.ConcurrentQueryLimitPerUser != -1 || p.DatabaseLoadCPUThresholdPercent >= 0
+	if p.QueueSize != -1 && !waits {
+		a.errs.errorf(settingAt(at, settings, "QUEUE_SIZE"), "pool %q: QUEUE_SIZE=%d needs CONCURRENT_QUERY_LIMIT, CONCURRENT_QUERY_LIMIT_PER_USER or DATABASE_LOAD_CPU_THRESHOLD (without one, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them", p.Name, p.QueueSize)
+	}
+	if p.QueueSizePerUser != -1 && !waits {
+		a.errs.errorf(settingAt(at, settings, "QUEUE_SIZE_PER_USER"), "pool %q: QUEUE_SIZE_PER_USER=%d needs CONCURRENT_QUERY_LIMIT, CONCURRENT_QUERY_LIMIT_PER_USER or DATABASE_LOAD_CPU_THRESHOLD (without one, no query ever waits); accepted: QUEUE_SIZE_PER_USER=-1, or set one of them", p.Name, p.QueueSizePerUser)
+	}
+	// A pool disabled with CONCURRENT_QUERY_LIMIT=0 refuses every query
+	// whatever its per-user limit, so the pair is no contradiction.
+	if p.ConcurrentQueryLimitPerUser != -1 && p.ConcurrentQueryLimit > 0 && p.ConcurrentQueryLimitPerUser > p.ConcurrentQueryLimit {
+		a.errs.errorf(settingAt(at, settings, "CONCURRENT_QUERY_LIMIT", "CONCURRENT_QUERY_LIMIT_PER_USER"), "pool %q: CONCURRENT_QUERY_LIMIT_PER_USER=%d is above the pool's CONCURRENT_QUERY_LIMIT=%d: no user could run that many; accepted: -1 or 1..%d", p.Name, p.ConcurrentQueryLimitPerUser, p.ConcurrentQueryLimit, p.ConcurrentQueryLimit)
+	}
+	if p.QueueSizePerUser != -1 && p.QueueSize != -1 && p.QueueSizePerUser > p.QueueSize {
+		a.errs.errorf(settingAt(at, settings, "QUEUE_SIZE", "QUEUE_SIZE_PER_USER"), "pool %q: QUEUE_SIZE_PER_USER=%d is above the pool's QUEUE_SIZE=%d: no user could queue that many; accepted: -1 or 0..%d", p.Name, p.QueueSizePerUser, p.QueueSize, p.QueueSize)
 	}
 	if p.CPUIdle == 1 && p.ResourcesWeight >= 0 {
 		at := at
@@ -395,6 +420,21 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 		}
 		a.errs.errorf(at, "pool %q: CPU_IDLE=1 with RESOURCES_WEIGHT=%d: an idle pool gets only CPU the others leave, so it takes no part in the division of the node (the kernel gives it the least weight and refuses any other); accepted: RESOURCES_WEIGHT=-1 with CPU_IDLE=1, or CPU_IDLE=-1", p.Name, p.ResourcesWeight)
 	}
+}
+
+// settingAt is where the statement's settings last named one of the
+// parameters, or at when none did: a rule between parameters is reported
+// at the setting that broke it.
+func settingAt(at Pos, settings []setting, names ...string) Pos {
+	for _, st := range settings {
+		pr := paramByName[strings.ToUpper(st.key.text)]
+		for _, n := range names {
+			if pr == paramByName[n] {
+				at = st.key.pos
+			}
+		}
+	}
+	return at
 }
 
 func (a *applier) createClassifier(s *createStmt) {

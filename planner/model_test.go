@@ -22,6 +22,7 @@ func TestNewModelDefaultPool(t *testing.T) {
 		Name: DefaultPool, ConcurrentQueryLimit: -1, QueueSize: -1, DatabaseLoadCPUThresholdPercent: -1,
 		ResourcesWeight: -1, TotalCPULimitPercent: -1, QueryCPULimitPercent: -1, QueryMemoryLimitPercent: -1,
 		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
+		ConcurrentQueryLimitPerUser: -1, QueueSizePerUser: -1, QueuePolicy: QueueFIFO, UsageHalfLifeSeconds: -1,
 	}
 	if pools[0] != want {
 		t.Errorf("default = %+v\nwant %+v", pools[0], want)
@@ -41,6 +42,7 @@ func TestLoadSeed(t *testing.T) {
 		Name: "olap", ConcurrentQueryLimit: 10, QueueSize: 1000, DatabaseLoadCPUThresholdPercent: 80,
 		ResourcesWeight: 100, TotalCPULimitPercent: 70, QueryCPULimitPercent: 50, QueryMemoryLimitPercent: -1,
 		TotalMemoryLimitPercent: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
+		ConcurrentQueryLimitPerUser: -1, QueueSizePerUser: -1, QueuePolicy: QueueFIFO, UsageHalfLifeSeconds: -1,
 		Created: Pos{File: "../testdata/pools/seed.sql", Line: 12, Col: 22},
 	}
 	if olap != want {
@@ -99,9 +101,9 @@ func TestApplyErrors(t *testing.T) {
 		{"concurrency above YDB's cap", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=1001);",
 			"f.sql:1:53: CONCURRENT_QUERY_LIMIT=1001: above YDB's limit of 1000 concurrent queries; accepted: -1 (no limit) or 0..1000"},
 		{"queue without concurrency limit or threshold", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT=1, QUEUE_SIZE=10);",
-			`f.sql:1:50: pool "p": QUEUE_SIZE=10 needs CONCURRENT_QUERY_LIMIT or DATABASE_LOAD_CPU_THRESHOLD (without either, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them`},
+			`f.sql:1:50: pool "p": QUEUE_SIZE=10 needs CONCURRENT_QUERY_LIMIT, CONCURRENT_QUERY_LIMIT_PER_USER or DATABASE_LOAD_CPU_THRESHOLD (without one, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them`},
 		{"queue left alone by a RESET", setupSrc + "\nALTER RESOURCE POOL olap RESET (CONCURRENT_QUERY_LIMIT);",
-			`f.sql:3:21: pool "olap": QUEUE_SIZE=100 needs CONCURRENT_QUERY_LIMIT or DATABASE_LOAD_CPU_THRESHOLD (without either, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them`},
+			`f.sql:3:21: pool "olap": QUEUE_SIZE=100 needs CONCURRENT_QUERY_LIMIT, CONCURRENT_QUERY_LIMIT_PER_USER or DATABASE_LOAD_CPU_THRESHOLD (without one, no query ever waits); accepted: QUEUE_SIZE=-1, or set one of them`},
 		{"burst above the quota", "CREATE RESOURCE POOL p WITH (CPU_BURST_PERCENT=150);",
 			"f.sql:1:48: CPU_BURST_PERCENT=150: burst above the quota: the kernel refuses a cpu.max.burst larger than the quota; accepted: -1 (no burst) or 0..100, percent of the quota"},
 		{"period below 1 ms", "CREATE RESOURCE POOL p WITH (CPU_PERIOD_USEC=999);",
@@ -132,6 +134,24 @@ func TestApplyErrors(t *testing.T) {
 			`f.sql:1:35: CPUS=1.5: CPU list "1.5", byte 0: "1.5" is not a CPU number; accepted: -1 (every CPU of the node) or a CPU list in quotes: CPU numbers 0..8191 and ranges LO-HI, such as '0-3' or '0,2-3'`},
 		{"cpus too long", "CREATE RESOURCE POOL p WITH (CPUS='" + strings.Repeat("0,", 20000) + "0');",
 			"f.sql:1:35: CPUS='" + strings.Repeat("0,", 32) + "…': CPU list of 40001 bytes: longer than 32768; accepted: -1 (every CPU of the node) or a CPU list in quotes: CPU numbers 0..8191 and ranges LO-HI, such as '0-3' or '0,2-3'"},
+		{"per-user concurrency of 0", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT_PER_USER=0);",
+			"f.sql:1:62: CONCURRENT_QUERY_LIMIT_PER_USER=0: below 1; accepted: -1 (no limit per user) or 1..1000"},
+		{"per-user concurrency above the pool's", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=4,\n  CONCURRENT_QUERY_LIMIT_PER_USER=5);",
+			`f.sql:2:3: pool "p": CONCURRENT_QUERY_LIMIT_PER_USER=5 is above the pool's CONCURRENT_QUERY_LIMIT=4: no user could run that many; accepted: -1 or 1..4`},
+		{"pool's concurrency lowered below a user's", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=4, CONCURRENT_QUERY_LIMIT_PER_USER=3);\nALTER RESOURCE POOL p SET (CONCURRENT_QUERY_LIMIT=2);",
+			`f.sql:2:28: pool "p": CONCURRENT_QUERY_LIMIT_PER_USER=3 is above the pool's CONCURRENT_QUERY_LIMIT=2: no user could run that many; accepted: -1 or 1..2`},
+		{"per-user queue above the pool's", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=4, QUEUE_SIZE=10, QUEUE_SIZE_PER_USER=11);",
+			`f.sql:1:71: pool "p": QUEUE_SIZE_PER_USER=11 is above the pool's QUEUE_SIZE=10: no user could queue that many; accepted: -1 or 0..10`},
+		{"per-user queue without anything that waits", "CREATE RESOURCE POOL p WITH (QUEUE_SIZE_PER_USER=3);",
+			`f.sql:1:30: pool "p": QUEUE_SIZE_PER_USER=3 needs CONCURRENT_QUERY_LIMIT, CONCURRENT_QUERY_LIMIT_PER_USER or DATABASE_LOAD_CPU_THRESHOLD (without one, no query ever waits); accepted: QUEUE_SIZE_PER_USER=-1, or set one of them`},
+		{"per-user queue below -1", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=1, QUEUE_SIZE_PER_USER=-2);",
+			"f.sql:1:76: QUEUE_SIZE_PER_USER=-2: below -1; accepted: -1 (no limit per user) or 0..2147483647"},
+		{"queue policy unknown", "CREATE RESOURCE POOL p WITH (QUEUE_POLICY='lifo');",
+			"f.sql:1:43: QUEUE_POLICY='lifo': unknown value; accepted: -1 (fifo) or one of 'fifo', 'fair' in quotes"},
+		{"queue policy a number", "CREATE RESOURCE POOL p WITH (QUEUE_POLICY=1);",
+			"f.sql:1:43: QUEUE_POLICY=1: not one of the words; accepted: -1 (fifo) or one of 'fifo', 'fair' in quotes"},
+		{"half-life a decimal", "CREATE RESOURCE POOL p WITH (USAGE_HALF_LIFE_SECONDS=1.5);",
+			"f.sql:1:54: USAGE_HALF_LIFE_SECONDS=1.5: not a whole number; accepted: -1 (3600 s) or 0..2147483647"},
 		{"parameter without a value", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT);",
 			"f.sql:1:30: RESOURCES_WEIGHT needs a value (RESOURCES_WEIGHT = …); accepted: -1 (not in the fair division) or 0..2147483647"},
 
@@ -139,11 +159,11 @@ func TestApplyErrors(t *testing.T) {
 		{"unknown parameter, near a known one", "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODES=10);",
 			"f.sql:1:30: unknown pool parameter TOTAL_CPU_LIMIT_PERCENT_PER_NODES; did you mean TOTAL_CPU_LIMIT_PERCENT_PER_NODE?"},
 		{"unknown parameter, nothing near", "ALTER RESOURCE POOL default SET (FOO=1);",
-			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS"},
+			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS"},
 		{"unknown parameter in RESET", setupSrc + "\nALTER RESOURCE POOL olap RESET (QUEUESIZE);",
 			"f.sql:3:33: unknown pool parameter QUEUESIZE; did you mean QUEUE_SIZE?"},
 		{"classifier parameter on a pool", "CREATE RESOURCE POOL p WITH (RANK=1);",
-			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS"},
+			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS"},
 		{"both weight spellings", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT=1, RESOURCE_WEIGHT=2);",
 			"f.sql:1:50: RESOURCE_WEIGHT is given twice (first as RESOURCES_WEIGHT at f.sql:1:30)"},
 
@@ -471,5 +491,39 @@ func TestErrorListUnwrap(t *testing.T) {
 	}
 	if got := (Pos{Line: 3, Col: 4}).String(); got != "3:4" {
 		t.Errorf("Pos without a file = %q", got)
+	}
+}
+
+// TestPerUserParameters: the per-user limits and the queue policy are
+// stored as given, in any spelling YDB's values take, and RESET or -1
+// gives back FIFO and no limits.
+func TestPerUserParameters(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		running   int64
+		queue     int64
+		policy    string
+		halfLife  int64
+	}{
+		{"all four", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=10, QUEUE_SIZE=100, CONCURRENT_QUERY_LIMIT_PER_USER=3, QUEUE_SIZE_PER_USER=\"20\", QUEUE_POLICY='FAIR', USAGE_HALF_LIFE_SECONDS=600);",
+			3, 20, QueueFair, 600},
+		{"policy as a bare word", "CREATE RESOURCE POOL p WITH (QUEUE_POLICY=fair);", -1, -1, QueueFair, -1},
+		{"per-user limits without pool limits", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT_PER_USER=2, QUEUE_SIZE_PER_USER=0);", 2, 0, QueueFIFO, -1},
+		{"a disabled pool keeps its per-user limit", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT=4, CONCURRENT_QUERY_LIMIT_PER_USER=3);\nALTER RESOURCE POOL p SET (CONCURRENT_QUERY_LIMIT=0);",
+			3, -1, QueueFIFO, -1},
+		{"-1 is fifo", "CREATE RESOURCE POOL p WITH (QUEUE_POLICY='fair');\nALTER RESOURCE POOL p SET (QUEUE_POLICY=-1);", -1, -1, QueueFIFO, -1},
+		{"RESET", "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT_PER_USER=1, QUEUE_POLICY='fair', USAGE_HALF_LIFE_SECONDS=0);\nALTER RESOURCE POOL p RESET (CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS);",
+			-1, -1, QueueFIFO, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := mustApply(t, NewModel(), tc.src).Pool("p")
+			if !ok {
+				t.Fatal("no pool p")
+			}
+			if p.ConcurrentQueryLimitPerUser != tc.running || p.QueueSizePerUser != tc.queue || p.QueuePolicy != tc.policy || p.UsageHalfLifeSeconds != tc.halfLife {
+				t.Errorf("per user %d running, %d queued, policy %q, half-life %d; want %d, %d, %q, %d",
+					p.ConcurrentQueryLimitPerUser, p.QueueSizePerUser, p.QueuePolicy, p.UsageHalfLifeSeconds, tc.running, tc.queue, tc.policy, tc.halfLife)
+			}
+		})
 	}
 }

@@ -39,10 +39,29 @@ type param struct {
 	pctField        func(*Pool) *float64
 	// cpus marks CPUS, whose value is a CPU list (Pool.CPUs).
 	cpus bool
+	// words are the values of a parameter that takes one of a few words
+	// (QUEUE_POLICY), the first its default; wordField stores it.
+	words     []string
+	wordField func(*Pool) *string
 }
 
+// Queue policies, the values of QUEUE_POLICY.
+const (
+	// QueueFIFO starts queued queries in arrival order, YDB's rule.
+	QueueFIFO = "fifo"
+	// QueueFair gives the next free slot to the user with the least
+	// recent usage of the pool (docs/pools.md).
+	QueueFair = "fair"
+)
+
+// DefaultUsageHalfLifeSeconds is the half-life of the CPU time a user
+// used in a pool, as the fair queue counts it, when
+// USAGE_HALF_LIFE_SECONDS is -1.
+const DefaultUsageHalfLifeSeconds = 3600
+
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS).
+// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, and the
+// per-user limits and queue policy).
 var params = []*param{
 	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
 		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
@@ -72,6 +91,14 @@ var params = []*param{
 	{name: "CPU_IDLE", min: 0, max: 1, unset: "not idle; 0 too",
 		intField: func(p *Pool) *int64 { return &p.CPUIdle }},
 	{name: "CPUS", cpus: true, unset: "every CPU of the node"},
+	{name: "CONCURRENT_QUERY_LIMIT_PER_USER", min: 1, max: MaxConcurrentQueryLimit, unset: "no limit per user",
+		intField: func(p *Pool) *int64 { return &p.ConcurrentQueryLimitPerUser }},
+	{name: "QUEUE_SIZE_PER_USER", max: maxInt32, unset: "no limit per user",
+		intField: func(p *Pool) *int64 { return &p.QueueSizePerUser }},
+	{name: "QUEUE_POLICY", words: []string{QueueFIFO, QueueFair}, unset: "fifo",
+		wordField: func(p *Pool) *string { return &p.QueuePolicy }},
+	{name: "USAGE_HALF_LIFE_SECONDS", max: maxInt32, unset: fmt.Sprintf("%d s", DefaultUsageHalfLifeSeconds),
+		intField: func(p *Pool) *int64 { return &p.UsageHalfLifeSeconds }},
 }
 
 // paramByName finds a pool parameter by any spelling, case-insensitively.
@@ -90,6 +117,9 @@ var paramByName = func() map[string]*param {
 func (p *param) accepted() string {
 	if p.cpus {
 		return fmt.Sprintf("-1 (%s) or a CPU list in quotes: CPU numbers 0..%d and ranges LO-HI, such as '0-3' or '0,2-3'", p.unset, cpulimit.MaxCPU)
+	}
+	if p.words != nil {
+		return fmt.Sprintf("-1 (%s) or one of '%s' in quotes", p.unset, strings.Join(p.words, "', '"))
 	}
 	if p.percent {
 		s := "-1 (" + p.unset + ") or 0..100"
@@ -125,6 +155,9 @@ func (p *param) set(pool *Pool, v value) string {
 	text := strings.TrimSpace(v.text)
 	if p.cpus {
 		return p.setCPUs(pool, v, text)
+	}
+	if p.words != nil {
+		return p.setWord(pool, v, text)
 	}
 	if v.kind == tokIdent || v.kind == tokQuoted || !numberRE.MatchString(text) {
 		return p.refuse(v, "not a number")
@@ -182,6 +215,25 @@ func (p *param) setCPUs(pool *Pool, v value, text string) string {
 	return ""
 }
 
+// setWord checks and stores a parameter that takes one of p.words (any
+// case, in quotes or bare) or -1 for the first.
+func (p *param) setWord(pool *Pool, v value, text string) string {
+	if text == "-1" && v.kind != tokIdent && v.kind != tokQuoted {
+		*p.wordField(pool) = p.words[0]
+		return ""
+	}
+	if v.kind != tokString && v.kind != tokIdent {
+		return p.refuse(v, "not one of the words")
+	}
+	for _, w := range p.words {
+		if strings.EqualFold(text, w) {
+			*p.wordField(pool) = w
+			return ""
+		}
+	}
+	return p.refuse(v, "unknown value")
+}
+
 // aboveMax is the parameter's own explanation of an out-of-range value,
 // or generic when it has none.
 func (p *param) aboveMax(generic string) string {
@@ -201,6 +253,8 @@ func (p *param) reset(pool *Pool) {
 	switch {
 	case p.cpus:
 		pool.CPUs, pool.CPUsAt = cpulimit.CPUSet{}, Pos{}
+	case p.words != nil:
+		*p.wordField(pool) = p.words[0]
 	case p.percent:
 		*p.pctField(pool) = -1
 	default:

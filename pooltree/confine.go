@@ -14,22 +14,19 @@ import (
 	"github.com/poolagent/poolagent/planner"
 )
 
-// limitKinds are the limit files that count in each hierarchy a query is
-// placed in; cpuacct has none.
-var limitKinds = map[string]string{
-	cgroupfs.HierUnified: observe.LimitsV2,
-	cgroupfs.HierCPU:     observe.LimitsV1CPU,
-	cgroupfs.HierMemory:  observe.LimitsV1Memory,
-	cgroupfs.HierCPUSet:  observe.LimitsV1CPUSet,
-}
+// limited are the hierarchies whose limits count where a query is placed;
+// cpuacct has none.
+var limited = map[string]bool{cgroupfs.HierUnified: true, cgroupfs.HierCPU: true, cgroupfs.HierMemory: true, cgroupfs.HierCPUSet: true}
 
-// LimitsLeft returns the CPU and memory limits process pid would leave by
+// LimitsLeft returns the CPU and memory limits and CPU demotions (see
+// observe.ReadCgroupLimits) process pid would leave by
 // being placed in the query cgroup <pool>/<query>: in every hierarchy
 // PlaceQuery moves it in, the limits on the cgroups from the process's
 // own up to, not including, the first that also holds the query cgroup
 // (read from /proc/PID/cgroup and the cgroups' limit files). Limits the
 // query cgroup stays below are kept by the move and are not listed, nor
-// is a CPU set the pool's own CPUS lie within. It writes nothing.
+// is a CPU set the pool's own CPUS lie within, nor a demotion the pool's
+// own weight is no better than. It writes nothing.
 func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error) {
 	h.mu.Lock()
 	places, err := h.writer.QueryPlaces(ps, query)
@@ -47,8 +44,7 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 	}
 	var out []observe.CgroupLimit
 	for _, hier := range slices.Sorted(maps.Keys(places)) {
-		kind, ok := limitKinds[hier]
-		if !ok {
+		if !limited[hier] {
 			continue
 		}
 		from, ok := cgroupOf(groups, hier)
@@ -56,7 +52,7 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 			continue
 		}
 		for _, cg := range leftCgroups(from, places[hier].Path) {
-			limits, err := observe.ReadCgroupLimits(places[hier].Mount, cg, kind)
+			limits, err := cgroupfs.ReadLimits(places[hier].Mount, cg, hier)
 			if err != nil {
 				return nil, fmt.Errorf("limits of cgroup %s holding process %d: %w", cg, pid, err)
 			}
@@ -66,9 +62,14 @@ func (h *Handle) LimitsLeft(ps planner.PoolState, query string, pid int) ([]obse
 	return out, nil
 }
 
-// keptBy reports whether the pool's CPUS keep a query within CPU set l:
-// leaving the cgroup then frees it from nothing.
+// keptBy reports whether the pool keeps a query within limit l, so that
+// leaving the cgroup frees it from nothing: the pool's CPUS lie within CPU
+// set l, or, for a CPU demotion l (cpu.idle, a low weight), the pool's own
+// scheduler weight is no higher (an idle pool for an idle cgroup).
 func keptBy(ps planner.PoolState, l observe.CgroupLimit) bool {
+	if l.Weight > 0 {
+		return ps.Pool.CPU.SchedWeight() <= l.Weight
+	}
 	cpus := ps.Pool.CPU.CPUs
 	return !l.CPUSet.IsEmpty() && !cpus.IsEmpty() && cpus.SubsetOf(l.CPUSet)
 }

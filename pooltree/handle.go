@@ -1,6 +1,7 @@
 // Package pooltree is poolagent's pool tree on this host as one handle:
-// the pool root found once from the cgroup mounts, written through
-// package cgroupfs (beneath the root) and read through package observe.
+// the pool root found once from the cgroup mounts, written and read
+// through package cgroupfs (beneath the root), its manager for the
+// daemon and compare.
 // The daemon, `poolagent stat` and compare open it; its query-cgroup calls
 // (queries.go) are what the daemon does with each query's cgroup, and its
 // notices of a query cgroup emptying (empty.go) spare the daemon polling.
@@ -23,12 +24,16 @@ import (
 type Handle struct {
 	mu     sync.Mutex // serialises every call that writes
 	writer *cgroupfs.Tree
-	reader observe.Tree
+	reader *cgroupfs.Reader
 	// empties tells when query cgroups empty (cgroup v2); nil on v1,
 	// whose cgroups raise no such event, and emptiesErr says why when
 	// it could not start.
 	empties    *emptyWatcher
 	emptiesErr error
+	// owned are the query cgroups (pool/query) placed through the handle
+	// and not removed through it yet: their owner reads and removes them,
+	// so Apply and Repair leave them even when empty.
+	owned map[string]bool
 }
 
 // Root is the pool root to use: given when not "", else the default
@@ -54,9 +59,9 @@ func Open(m cgroupfs.Mounts, root string, opt cgroupfs.Options) (*Handle, error)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handle{writer: w, reader: w.Observe()}
+	h := &Handle{writer: w, reader: w.Reader()}
 	if w.V2() {
-		h.empties, h.emptiesErr = newEmptyWatcher(h.reader.Root)
+		h.empties, h.emptiesErr = newEmptyWatcher(h.reader.Root())
 	} else {
 		h.emptiesErr = errors.New("cgroup v1 raises no event when a cgroup empties")
 	}
@@ -71,7 +76,7 @@ func (h *Handle) Close() error {
 	if h.empties != nil {
 		err = h.empties.close()
 	}
-	return errors.Join(err, h.writer.Close())
+	return errors.Join(err, h.reader.Close(), h.writer.Close())
 }
 
 // RootInPlace reports an error wrapping cgroupfs.ErrRootGone when the
@@ -84,9 +89,8 @@ func (h *Handle) RootInPlace() error {
 	return h.writer.RootsInPlace()
 }
 
-// Reader is the tree's reader: cpu.stat and pressure below the pool root,
-// and on cgroup v1 usage from the root's cpuacct twin.
-func (h *Handle) Reader() observe.Tree { return h.reader }
+// Reader is the tree's reader ([cgroupfs.Tree.Reader]).
+func (h *Handle) Reader() *cgroupfs.Reader { return h.reader }
 
 // Writer is the tree's writer, for what the calls below do not cover
 // (plans shown before they are made, compare's own set-up). It is not
@@ -99,6 +103,7 @@ func (h *Handle) Writer() *cgroupfs.Tree { return h.writer }
 func (h *Handle) Apply(d planner.Desired) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.writer.Keep(h.owned)
 	_, err := h.writer.Reconcile(d)
 	return err
 }
@@ -107,6 +112,7 @@ func (h *Handle) Apply(d planner.Desired) error {
 func (h *Handle) Repair(d planner.Desired) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.writer.Keep(h.owned)
 	res, err := h.writer.Reconcile(d)
 	return res.Writes, err
 }

@@ -23,7 +23,17 @@ import (
 func (h *Handle) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.own(ps.Name + "/" + query)
 	return h.writer.PlaceQuery(ps, query, pid)
+}
+
+// own marks a query cgroup as the caller's until RemoveQuery; h.mu is
+// held.
+func (h *Handle) own(group string) {
+	if h.owned == nil {
+		h.owned = map[string]bool{}
+	}
+	h.owned[group] = true
 }
 
 // Populated reports whether the query cgroup still holds a process; one
@@ -64,6 +74,7 @@ func (h *Handle) QueryStat(pool, query string) (observe.CPUStat, error) {
 func (h *Handle) RemoveQuery(pool, query string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.owned, pool+"/"+query)
 	return h.writer.RemoveQuery(pool, query)
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/observe"
 )
 
 // hybridHost is a host root with the project's hybrid cgroup layout (cpu
@@ -65,6 +64,7 @@ func TestRoot(t *testing.T) {
 }
 
 func TestReaderAt(t *testing.T) {
+	type want struct{ version, root, acct string }
 	host := hybridHost(t)
 	cpu := filepath.Join(host, "sys/fs/cgroup/cpu/poolagent")
 	acct := filepath.Join(host, "sys/fs/cgroup/cpuacct/poolagent")
@@ -73,21 +73,26 @@ func TestReaderAt(t *testing.T) {
 	tests := []struct {
 		name            string
 		host, dir, acct string
-		want            observe.Tree
+		want            want
 		err             string
 	}{
-		{"default root, usage from its cpuacct twin", host, "", "", observe.Tree{Version: observe.V1, Root: cpu, CPUAcctRoot: acct}, ""},
-		{"one pool", host, cpu + "/olap", "", observe.Tree{Version: observe.V1, Root: cpu + "/olap", CPUAcctRoot: acct + "/olap"}, ""},
-		{"cpuacct given", host, cpu, "/elsewhere", observe.Tree{Version: observe.V1, Root: cpu, CPUAcctRoot: "/elsewhere"}, ""},
-		{"a copy outside the mounts: usage unknown", host, copyV1, "", observe.Tree{Version: observe.V1, Root: copyV1}, ""},
-		{"v2", host, v2, "", observe.Tree{Version: observe.V2, Root: v2}, ""},
-		{"no mounts, root given", t.TempDir(), v2, "", observe.Tree{Version: observe.V2, Root: v2}, ""},
-		{"no mounts, no root", t.TempDir(), "", "", observe.Tree{}, "find the pool root (give --root): detect cgroup mounts:"},
-		{"missing root", host, filepath.Join(host, "nonexistent"), "", observe.Tree{}, "--root: cgroup root: stat "},
+		{"default root, usage from its cpuacct twin", host, "", "", want{"v1", cpu, acct}, ""},
+		{"one pool", host, cpu + "/olap", "", want{"v1", cpu + "/olap", acct + "/olap"}, ""},
+		{"cpuacct given", host, cpu, "/elsewhere", want{"v1", cpu, "/elsewhere"}, ""},
+		{"a copy outside the mounts: usage unknown", host, copyV1, "", want{"v1", copyV1, ""}, ""},
+		{"v2", host, v2, "", want{"v2", v2, ""}, ""},
+		{"no mounts, root given", t.TempDir(), v2, "", want{"v2", v2, ""}, ""},
+		{"no mounts, no root", t.TempDir(), "", "", want{}, "find the pool root (give --root): detect cgroup mounts:"},
+		{"missing root", host, filepath.Join(host, "nonexistent"), "", want{}, "--root: open pool root "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReaderAt(tt.host, tt.dir, tt.acct)
+			r, err := ReaderAt(tt.host, tt.dir, tt.acct, "")
+			var got want
+			if r != nil {
+				got = want{r.Version(), r.Root(), r.Dir(cgroupfs.HierCPUAcct)}
+				r.Close()
+			}
 			if got != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.HasPrefix(err.Error(), tt.err) {
 				t.Errorf("ReaderAt = %+v, %v;\nwant %+v, %q", got, err, tt.want, tt.err)
 			}
@@ -96,7 +101,7 @@ func TestReaderAt(t *testing.T) {
 	if err := os.RemoveAll(cpu); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReaderAt(host, "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it; or give --root)") {
+	if _, err := ReaderAt(host, "", "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it; or give --root)") {
 		t.Errorf("no default root: %v", err)
 	}
 }

@@ -37,4 +37,7 @@ type Change struct {
 	User string `json:"user,omitempty"`
 	// DDL is the accepted statements, verbatim.
 	DDL string `json:"ddl"`
+	// SavedIn says where the change was saved: "the daemon's state
+	// directory", or in fleet mode the cluster's etcd.
+	SavedIn string `json:"saved_in,omitempty"`
 }

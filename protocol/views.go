@@ -43,6 +43,32 @@ type Pool struct {
 	// pool), else this node's name (a pool without a global limit, or a
 	// view asked with Local); "" on a single host.
 	Node string `json:"Node,omitempty"`
+	// ConcurrentQueryLimitPerUser, QueueSizePerUser, QueuePolicy ("fifo"
+	// or "fair") and UsageHalfLifeSeconds are poolagent's per-user
+	// parameters, as configured (-1: not set).
+	ConcurrentQueryLimitPerUser int64  `json:"ConcurrentQueryLimitPerUser"`
+	QueueSizePerUser            int64  `json:"QueueSizePerUser"`
+	QueuePolicy                 string `json:"QueuePolicy"`
+	UsageHalfLifeSeconds        int64  `json:"UsageHalfLifeSeconds"`
+	// UsersRunning and UsersQueued count the distinct users with running
+	// and with queued queries; Users has each, by name.
+	UsersRunning int        `json:"UsersRunning"`
+	UsersQueued  int        `json:"UsersQueued"`
+	Users        []PoolUser `json:"Users,omitempty"`
+	// RunTime names the columns whose value a run-time change (`poolagent
+	// sql`, kept in the state directory) set over the pool file; "Name"
+	// when the pool itself was created at run time.
+	RunTime []string `json:"RunTime,omitempty"`
+}
+
+// PoolUser is one user's queries in a pool, a part of a [Pool] row.
+type PoolUser struct {
+	User           string `json:"User"`
+	RunningQueries int    `json:"RunningQueries"`
+	QueuedQueries  int    `json:"QueuedQueries"`
+	// UsageSeconds is the user's CPU time in the pool as the fair order
+	// counts it, decayed with the pool's half-life; 0 in a FIFO pool.
+	UsageSeconds float64 `json:"UsageSeconds"`
 }
 
 // Classifier is one row of `poolagent classifiers`: YDB's
@@ -86,6 +112,10 @@ type Query struct {
 	Uid  uint32 `json:"Uid"`
 	// ClientPid is the `poolagent run` process that asked for the query.
 	ClientPid int `json:"ClientPid"`
+	// UserRunning and UserQueued are the queries of the query's user in
+	// its pool, running and queued, this one included.
+	UserRunning int `json:"UserRunning"`
+	UserQueued  int `json:"UserQueued"`
 	// QueuedTimeUs is the time spent queued: so far while QUEUED, in total
 	// once RUNNING.
 	QueuedTimeUs int64 `json:"QueuedTimeUs"`

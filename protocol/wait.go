@@ -18,6 +18,15 @@ const (
 	// WaitStarting: the head, held back by nothing any more; it starts at
 	// the next event.
 	WaitStarting = "starting"
+	// WaitUserLimit: the query's user runs CONCURRENT_QUERY_LIMIT_PER_USER
+	// queries in the pool.
+	WaitUserLimit = "user_limit"
+	// WaitFairOrder: other users come before the query's user in the
+	// pool's fair order (QUEUE_POLICY='fair').
+	WaitFairOrder = "fair_order"
+	// WaitBehindOwn: the user's turn has come, but their own older
+	// queries start first.
+	WaitBehindOwn = "behind_own"
 )
 
 // Wait says why a queued query is not running, with the figures the
@@ -40,14 +49,35 @@ type Wait struct {
 	LoadPercent      float64 `json:"load_percent"`
 	ReservedPercent  float64 `json:"reserved_percent"`
 	ThresholdPercent float64 `json:"threshold_percent"`
+	// UserRunning is the query's user's running queries in the pool,
+	// UserLimit its CONCURRENT_QUERY_LIMIT_PER_USER (-1: none); UsersAhead
+	// the users before the user in the fair order, OwnAhead the user's
+	// own queries ahead of this one.
+	UserRunning int `json:"user_running"`
+	UserLimit   int `json:"user_limit"`
+	UsersAhead  int `json:"users_ahead,omitempty"`
+	OwnAhead    int `json:"own_ahead,omitempty"`
 }
 
 // String says it in a few words, for a progress line or a table:
 // "2 of 2 running", "load 72% + reserved 20% >= threshold 80%",
-// "behind 3; head: 2 of 2 running", "starting".
+// "behind 3; head: 2 of 2 running", "starting", "you have 3 running of
+// your 3", "2 users ahead of you in the fair order; 4 of 4 running",
+// "behind 1 of your own; 4 of 4 running".
 func (w Wait) String() string {
-	if w.Reason == WaitBehindHead {
+	switch w.Reason {
+	case WaitBehindHead:
 		return "behind " + strconv.Itoa(w.Ahead) + "; head: " + w.head()
+	case WaitUserLimit:
+		return "you have " + strconv.Itoa(w.UserRunning) + " running of your " + strconv.Itoa(w.UserLimit)
+	case WaitFairOrder:
+		users := " users"
+		if w.UsersAhead == 1 {
+			users = " user"
+		}
+		return strconv.Itoa(w.UsersAhead) + users + " ahead of you in the fair order; " + w.head()
+	case WaitBehindOwn:
+		return "behind " + strconv.Itoa(w.OwnAhead) + " of your own; " + w.head()
 	}
 	return w.head()
 }

@@ -30,10 +30,11 @@ Environment:
                         install these binaries instead of building them
 
 Before it writes anything it checks what it needs (root, Go, and for the
-service systemd as the init system with systemctl) and says what is missing.
-On systemd older than 254, systemd-analyze verify warns
-"Unknown key 'DelegateSubgroup'": expected there; the daemon then moves
-itself into its agent/ leaf (docs/operate.md).
+service systemctl) and says what is missing. Where systemd is installed but
+not running (a container or an image being built) the units are installed
+and enabled, and start at the next boot with systemd. Run it again to
+upgrade: running queries keep running and the new daemon adopts them.
+Tested on Debian 12 (systemd 252); scripts/uninstall.sh removes it.
 USAGE
 }
 set -euo pipefail
@@ -62,13 +63,8 @@ fi
 if { [ -z "${POOLAGENT_BINARY:-}" ] || [ -z "${POOLAGENT_RUN_BINARY:-}" ]; } && [ ! -x "$gobin" ]; then
 	missing+=("go: Go 1.26 in PATH or /usr/local/go/bin (or POOLAGENT_BINARY and POOLAGENT_RUN_BINARY)")
 fi
-if [ -z "$DESTDIR" ] && [ "$service" = 1 ]; then
-	if [ ! -d /run/systemd/system ]; then
-		missing+=("systemd as the init system (/run/systemd/system): without it use --no-service")
-	fi
-	if ! command -v systemctl >/dev/null; then
-		missing+=("systemctl: without systemd use --no-service")
-	fi
+if [ -z "$DESTDIR" ] && [ "$service" = 1 ] && ! command -v systemctl >/dev/null; then
+	missing+=("systemctl (systemd): without systemd use --no-service")
 fi
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "install.sh: cannot install, nothing written; missing:" >&2
@@ -78,6 +74,10 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# --version says which commit the binaries were built from, also where the
+# toolchain records no VCS information (GOFLAGS=-buildvcs=false).
+described=$(git describe --tags --always --dirty 2>/dev/null || true)
+ldflags="-X github.com/poolagent/poolagent/internal/version.described=$described"
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
 else
@@ -86,7 +86,7 @@ else
 	# the C library's NSS, so directory users (LDAP, sssd) and their groups
 	# classify and administer like local ones; without one Go builds a
 	# static binary that reads /etc/passwd and /etc/group only.
-	"$gobin" build -trimpath -o "$tmp/poolagent" ./cmd/poolagent
+	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent" ./cmd/poolagent
 	if [ "$("$gobin" env CGO_ENABLED)" = 1 ]; then
 		echo "   users and groups: the C library's NSS (cgo build)"
 	else
@@ -99,7 +99,7 @@ else
 	# The client looks nobody up (the daemon takes the caller from the
 	# socket), so it is a static binary either way.
 	echo "== $gobin build ./cmd/poolagent-run"
-	"$gobin" build -trimpath -o "$tmp/poolagent-run" ./cmd/poolagent-run
+	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent-run" ./cmd/poolagent-run
 fi
 
 bin="$PREFIX/bin/poolagent"
@@ -154,15 +154,18 @@ if command -v systemd-analyze >/dev/null; then
 	cp "$DESTDIR/etc/systemd/system/poolagent.socket" "$tmp/verify/"
 	# --man=no: the units' Documentation=man: lines are not checked, so a
 	# host without man-db (minimal and cloud images) verifies too.
-	systemd-analyze verify --man=no "$tmp/verify/poolagent.socket" "$tmp/verify/poolagent.service" 2>&1 | tee "$tmp/verify.log"
-	if grep -q "Unknown key 'DelegateSubgroup'" "$tmp/verify.log"; then
-		echo "   (expected before systemd 254: it ignores DelegateSubgroup= and the daemon moves itself into agent/, docs/operate.md)"
-	fi
+	systemd-analyze verify --man=no "$tmp/verify/poolagent.socket" "$tmp/verify/poolagent.service"
 fi
 "$DESTDIR$bin" check --pools "$DESTDIR/etc/poolagent/pools.sql"
 "$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
 
 if [ -n "$DESTDIR" ]; then
+	exit 0
+fi
+if [ ! -d /run/systemd/system ]; then
+	# systemd is not PID 1 here: enable works on the files alone.
+	systemctl enable poolagent.socket poolagent.service
+	echo "systemd is not running (no /run/systemd/system): the units are installed and enabled and start at the next boot with systemd"
 	exit 0
 fi
 systemctl daemon-reload

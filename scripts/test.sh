@@ -10,6 +10,9 @@
 #   4. the same real-kernel tests under cgroup v2, in a qemu VM (scripts/vm)
 #   5. a check that every TestKernel* test passed in step 3 or step 4
 #   (4 also runs the GOMAXPROCS test again in a VM with 4 vCPUs)
+#   6. the operator's lifecycle on a real systemd host: install, socket
+#      activation, restarts with queries running, watchdog, uninstall, in
+#      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd)
 #
 # POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
 # instead of skipping; step 5 catches a test that skipped in both runs any
@@ -154,6 +157,15 @@ for run in host vm; do
 		fi
 	done
 done
+
+# Its own step: a setup that cannot build the root file system fails the
+# run, as a skipped real-kernel test would.
+echo "== the operator's lifecycle under systemd 252 as PID 1 (qemu VM)"
+if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
+	scripts/vm/systemd/test.sh || failed+=("the lifecycle under systemd")
+else
+	failed+=("systemd VM setup")
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAILED: %s\n' "${failed[@]}" >&2

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +52,12 @@ var ErrLocked = errors.New("state directory is in use by another process")
 // and [Options].Create was not given: a mistyped path must not start a
 // daemon that keeps its changes somewhere nobody looks.
 var ErrNoDir = errors.New("state directory does not exist")
+
+// ErrNotPrivate is returned by [Open] when the state directory, or the
+// change log in it, belongs to a user other than the daemon's or may be
+// written by group or others: whoever can write the log makes the daemon
+// apply their changes, GRANT ALL included, with its rights.
+var ErrNotPrivate = errors.New("may be written by another user")
 
 // Options tune [Open].
 type Options struct {
@@ -92,7 +99,10 @@ type Store struct {
 // Open locks the state directory dir (a missing one is refused with
 // ErrNoDir, or made with mode 0700 when opt.Create), removes temporary files
 // a crash left behind, and reads the log. A missing changes.json is an empty
-// log. Close releases the lock.
+// log. The directory (and the symbolic link naming it, if dir is one) and
+// changes.json must belong to the process's user and not be writable by
+// group or others, else Open refuses them with ErrNotPrivate. Close
+// releases the lock.
 func Open(dir string, opt Options) (*Store, error) {
 	switch fi, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist) && opt.Create:
@@ -105,6 +115,14 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("state directory: %w", err)
 	case !fi.IsDir():
 		return nil, fmt.Errorf("state directory %s: not a directory", dir)
+	}
+	// Once the directory is private, nobody else can put another file in
+	// the log's place between the log's check and its read.
+	if err := checkPrivate(dir); err != nil {
+		return nil, err
+	}
+	if err := checkPrivate(filepath.Join(dir, FileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
 	lockPath := filepath.Join(dir, lockName)
 	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
@@ -123,6 +141,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+
 	changes, err := Read(s.Path())
 	if err != nil {
 		s.Close()
@@ -221,6 +240,39 @@ func writeAtomic(dir string, data []byte) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// checkPrivate refuses path, a file or a directory (and the file or
+// directory a symbolic link at path names), unless it belongs to the
+// process's user and group and others may not write it.
+func checkPrivate(path string) error {
+	what := "state directory"
+	if filepath.Base(path) == FileName {
+		what = "state file"
+	}
+	euid := os.Geteuid()
+	for _, stat := range []func(string) (fs.FileInfo, error){os.Lstat, os.Stat} {
+		fi, err := stat(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s %s: no owner to check", what, path)
+		}
+		switch {
+		case int(st.Uid) != euid:
+			return fmt.Errorf("%s %s is owned by uid %d, not by uid %d that the daemon runs as: it %w, whose changes the daemon would apply with its rights; "+
+				"use a directory only the daemon's user made and can write (systemd's StateDirectory=, or --create-state-dir under a directory only it can write), "+
+				"or, once its changes.json is checked, chown %d %s",
+				what, path, st.Uid, euid, ErrNotPrivate, euid, path)
+		case fi.Mode()&fs.ModeSymlink == 0 && fi.Mode().Perm()&0o022 != 0:
+			return fmt.Errorf("%s %s has mode %04o: it %w (group or others may write it), whose changes the daemon would apply with its rights; "+
+				"once its changes.json is checked, chmod go-w %s (--create-state-dir makes directories 0700, the daemon writes changes.json 0600)",
+				what, path, fi.Mode().Perm(), ErrNotPrivate, path)
+		}
 	}
 	return nil
 }

@@ -2,12 +2,16 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
 func TestAppendSurvivesReopen(t *testing.T) {
@@ -247,4 +251,147 @@ func TestReadRefusesLinksAndNeverEchoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherUID is a uid that is neither the test's nor the daemon's.
+const otherUID = 60001
+
+// TestOpenRefusesStateOthersCanWrite: a state directory or change log
+// that another user made, or that group or others may write, is refused
+// with a message saying why and what to do, and nothing is written in
+// it. The first case is the attack: with --state-dir under a
+// world-writable directory and --create-state-dir, another user makes the
+// directory first and writes a change log granting them everything.
+func TestOpenRefusesStateOthersCanWrite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv(kerneltest.EnvRequire) == "1" {
+			t.Fatalf("needs root to make files of another user (%s=1 makes this a failure)", kerneltest.EnvRequire)
+		}
+		t.Skip("needs root to make files of another user")
+	}
+	grant := `{"format":"poolagent-changes/1","changes":[{"seq":1,"time":"2026-01-01T00:00:00Z","uid":60001,"ddl":"GRANT ALL ON RESOURCE POOL default TO 'mallory';"}]}`
+	tests := []struct {
+		name string
+		// make makes the state directory dir inside the world-writable
+		// (sticky, as /tmp) directory tmp.
+		make    func(t *testing.T, tmp, dir string)
+		wantErr string
+	}{
+		{"made by another uid, mode 0777, with a change log 0666", func(t *testing.T, tmp, dir string) {
+			asOther(t, tmp, "umask 0 && mkdir "+dir+" && printf '%s' '"+grant+"' >"+dir+"/changes.json")
+		}, "state directory " + "DIR is owned by uid 60001, not by uid 0"},
+		{"made by another uid, mode 0700", func(t *testing.T, tmp, dir string) {
+			asOther(t, tmp, "mkdir -m 0700 "+dir)
+		}, "state directory DIR is owned by uid 60001"},
+		{"root's, mode 0777", func(t *testing.T, tmp, dir string) { mkdir(t, dir, 0o777) }, "state directory DIR has mode 0777: it may be written by another user (group or others may write it)"},
+		{"root's, mode 0770", func(t *testing.T, tmp, dir string) { mkdir(t, dir, 0o770) }, "has mode 0770"},
+		{"root's, a change log of mode 0666", func(t *testing.T, tmp, dir string) {
+			mkdir(t, dir, 0o700)
+			writeFile(t, filepath.Join(dir, FileName), grant, 0o666)
+		}, "state file DIR/changes.json has mode 0666"},
+		{"root's, a change log of another uid", func(t *testing.T, tmp, dir string) {
+			mkdir(t, dir, 0o700)
+			writeFile(t, filepath.Join(dir, FileName), grant, 0o600)
+			chown(t, filepath.Join(dir, FileName))
+		}, "state file DIR/changes.json is owned by uid 60001"},
+		{"a link of another uid to root's directory", func(t *testing.T, tmp, dir string) {
+			private := filepath.Join(t.TempDir(), "state")
+			mkdir(t, private, 0o700)
+			asOther(t, tmp, "ln -s "+private+" "+dir)
+		}, "state directory DIR is owned by uid 60001"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Where the other user can reach it, as /tmp.
+			tmp, err := os.MkdirTemp("", "poolagent-state-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(tmp) })
+			if err := os.Chmod(tmp, 0o1777); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(tmp, "state")
+			tt.make(t, tmp, dir)
+			before := listing(t, dir)
+			_, err = Open(dir, Options{Create: true})
+			want := strings.ReplaceAll(tt.wantErr, "DIR", dir)
+			if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Open: %v\nwant ErrNotPrivate and %q", err, want)
+			}
+			if !strings.Contains(err.Error(), "chown") && !strings.Contains(err.Error(), "chmod go-w") {
+				t.Errorf("the error does not say what to do: %v", err)
+			}
+			if after := listing(t, dir); after != before {
+				t.Errorf("the refused directory changed:\n%s\nto\n%s", before, after)
+			}
+		})
+	}
+	t.Run("root's, modes 0755 and 0644", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		mkdir(t, dir, 0o755)
+		writeFile(t, filepath.Join(dir, FileName), grant, 0o644)
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		s.Close()
+	})
+}
+
+// asOther runs script with sh as otherUID in dir.
+func asOther(t *testing.T, dir, script string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: otherUID, Gid: otherUID}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s as uid %d: %v\n%s", script, otherUID, err, out)
+	}
+}
+
+func mkdir(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Lchown(path, otherUID, otherUID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listing is the names, modes and sizes in dir, to tell whether it
+// changed.
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %v %d\n", e.Name(), fi.Mode(), fi.Size())
+	}
+	return b.String()
 }

@@ -1,9 +1,10 @@
 // Package systemd fits the daemon into a systemd service: the notify
 // protocol (READY=1 once the first apply succeeded, STATUS= lines,
 // RELOADING=1 and STOPPING=1, WATCHDOG=1 pings while the daemon is healthy)
-// through github.com/coreos/go-systemd, and the cgroup layout of a unit with
-// Delegate=yes: the daemon keeps itself in the leaf agent/ of its unit's
-// cgroup and its pools in pools/ beside it. Outside systemd (no
+// through github.com/coreos/go-systemd, and the cgroup layout on a systemd
+// host: the daemon alone in its unit's cgroup, the pools in a scope beside
+// it with Delegate=yes (poolagent-pools.scope), created once with
+// systemd-run and adopted on every start. Outside systemd (no
 // NOTIFY_SOCKET) every notification is a no-op.
 package systemd
 

@@ -23,8 +23,8 @@ import (
 
 // Pools builds the pools view: every pool of m (default first, then by
 // name) with its admission state from adm and its cgroup from d, then the
-// dropped pools adm still holds.
-func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []protocol.Pool {
+// dropped pools adm still holds. Users' usage is decayed to now.
+func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired, now time.Time) []protocol.Pool {
 	stats := map[string]admission.PoolStats{}
 	for _, s := range adm {
 		stats[s.Name] = s
@@ -54,7 +54,12 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []pro
 			RunningQueries:                 st.Running,
 			QueuedQueries:                  st.Queued,
 			CpuLimitCores:                  -1,
+			ConcurrentQueryLimitPerUser:    p.ConcurrentQueryLimitPerUser,
+			QueueSizePerUser:               p.QueueSizePerUser,
+			QueuePolicy:                    p.QueuePolicy,
+			UsageHalfLifeSeconds:           p.UsageHalfLifeSeconds,
 		}
+		withUsers(&row, st, now)
 		if ps, ok := planned[p.Name]; ok {
 			row.Active = ps.Active
 			if ps.Pool.CPU.Limited() {
@@ -76,9 +81,20 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired) []pro
 			TotalCpuLimitPercentPerNode: -1, QueryCpuLimitPercentPerNode: -1, QueryMemoryLimitPercentPerNode: -1,
 			TotalMemoryLimitPercentPerNode: -1, QueryCancelAfterSeconds: -1, CpuPeriodUsec: -1, CpuBurstPercent: -1,
 			RunningQueries: st.Running, QueuedQueries: st.Queued, CpuLimitCores: -1, Dropped: true,
+			ConcurrentQueryLimitPerUser: -1, QueueSizePerUser: -1, QueuePolicy: planner.QueueFIFO, UsageHalfLifeSeconds: -1,
 		})
+		withUsers(&rows[len(rows)-1], st, now)
 	}
 	return rows
+}
+
+// withUsers fills a pool row's per-user columns from its admission state.
+func withUsers(row *protocol.Pool, st admission.PoolStats, now time.Time) {
+	row.UsersRunning, row.UsersQueued = st.UsersRunning, st.UsersQueued
+	for _, u := range st.Users {
+		row.Users = append(row.Users, protocol.PoolUser{User: u.User, RunningQueries: u.Running, QueuedQueries: u.Queued,
+			UsageSeconds: u.Usage.Now(now, st.Limits.Users.HalfLife)})
+	}
 }
 
 // Classifiers builds the classifiers view, by ascending rank.
@@ -102,22 +118,103 @@ func WriteJSON[T any](w io.Writer, rows []T) error {
 }
 
 // WritePools writes the pools view as a table; in fleet mode a Node
-// column says whose queries the counts are ("*": the cluster's).
+// column says whose queries the counts are ("*": the cluster's). A value
+// a run-time change set (RunTime) is marked with "*", said under the
+// table.
 func WritePools(w io.Writer, rows []protocol.Pool) error {
 	fleet := slices.ContainsFunc(rows, func(r protocol.Pool) bool { return r.Node != "" })
-	t := newTable(w, nodeColumn(fleet, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
+	header := []string{"Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
 		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
-		"RunningQueries", "QueuedQueries", "CpuLimitCores")...)
+		"RunningQueries", "QueuedQueries", "CpuLimitCores", "PerUser", "QueuePolicy", "UsersRunning", "UsersQueued"}
+	t := newTable(w, nodeColumn(fleet, header...)...)
+	marked := false
 	for _, r := range rows {
 		name := r.Name
 		if r.Dropped {
 			name += " (dropped)"
 		}
-		t.row(nodeCell(fleet, r.Node, name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
+		cells := []string{name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
 			ftoa(r.TotalCpuLimitPercentPerNode), ftoa(r.QueryCpuLimitPercentPerNode), ftoa(r.QueryMemoryLimitPercentPerNode),
-			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores))...)
+			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores),
+			itoa(r.ConcurrentQueryLimitPerUser) + "/" + itoa(r.QueueSizePerUser), r.QueuePolicy,
+			strconv.Itoa(r.UsersRunning), strconv.Itoa(r.UsersQueued)}
+		for i, col := range header {
+			if slices.ContainsFunc(r.RunTime, func(set string) bool { return set == col || col == "PerUser" && strings.HasSuffix(set, "PerUser") }) {
+				cells[i] += "*"
+				marked = true
+			}
+		}
+		t.row(nodeCell(fleet, r.Node, cells...)...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if marked {
+		fmt.Fprintln(w, "* set at run time (poolagent sql), kept in the state directory and applied over the pool file")
+	}
+	return writePoolUsers(w, rows)
+}
+
+// writePoolUsers writes, below the pools, each user's queries in each
+// pool that has any: nothing when no pool has.
+func writePoolUsers(w io.Writer, rows []protocol.Pool) error {
+	if !slices.ContainsFunc(rows, func(r protocol.Pool) bool { return len(r.Users) > 0 }) {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "Pool", "User", "RunningQueries", "QueuedQueries", "UsageSeconds")
+	for _, r := range rows {
+		for _, u := range r.Users {
+			t.row(r.Name, u.User, strconv.Itoa(u.RunningQueries), strconv.Itoa(u.QueuedQueries), strconv.FormatFloat(u.UsageSeconds, 'f', 1, 64))
+		}
 	}
 	return t.flush()
+}
+
+// MarkRunTime marks in rows, the pools view of the model in force, the
+// parameters whose value differs from fileRows, the view of the pool file
+// alone: what run-time changes set. A pool the file does not have is
+// marked by its name. Every column of the view is compared but a pool's
+// state (queries, plan, users), so a parameter added to the view is
+// covered without a change here.
+func MarkRunTime(rows, fileRows []protocol.Pool) {
+	file := map[string]map[string]json.RawMessage{}
+	for _, r := range fileRows {
+		file[r.Name] = columns(r)
+	}
+	for i, r := range rows {
+		if r.Dropped {
+			continue
+		}
+		was, ok := file[r.Name]
+		if !ok {
+			rows[i].RunTime = []string{"Name"}
+			continue
+		}
+		now := columns(r)
+		var set []string
+		for col, v := range now {
+			if !stateColumns[col] && string(was[col]) != string(v) {
+				set = append(set, col)
+			}
+		}
+		slices.Sort(set)
+		rows[i].RunTime = set
+	}
+}
+
+// stateColumns are the columns of a pool row that are its state, not its
+// parameters.
+var stateColumns = map[string]bool{"Name": true, "RunningQueries": true, "QueuedQueries": true, "Active": true,
+	"CpuLimitCores": true, "CpuWeight": true, "Dropped": true, "Node": true, "RunTime": true,
+	"UsersRunning": true, "UsersQueued": true, "Users": true}
+
+// columns is a pool row as its JSON columns.
+func columns(r protocol.Pool) map[string]json.RawMessage {
+	b, _ := json.Marshal(r)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	return m
 }
 
 // nodeColumn puts a Node column after the first when fleet is set.
@@ -145,7 +242,7 @@ func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
 // queries show only what the cluster knows of them.
 func WriteQueries(w io.Writer, rows []protocol.Query) error {
 	fleet := slices.ContainsFunc(rows, func(r protocol.Query) bool { return r.Node != "" })
-	t := newTable(w, nodeColumn(fleet, "QueryId", "ResourcePoolId", "State", "Pos", "User", "ClientPid",
+	t := newTable(w, nodeColumn(fleet, "QueryId", "ResourcePoolId", "State", "Pos", "User", "UserRun/Q", "ClientPid",
 		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "Waiting")...)
 	for _, r := range rows {
 		pos, user, pid := "", r.User, strconv.Itoa(r.ClientPid)
@@ -172,10 +269,14 @@ func WriteQueries(w io.Writer, rows []protocol.Query) error {
 			running = "-"
 		}
 		used, nrThrottled, throttled := usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec))
+		userRQ := strconv.Itoa(r.UserRunning) + "/" + strconv.Itoa(r.UserQueued)
 		if remote {
 			used, nrThrottled, throttled = "-", "-", "-"
 		}
-		t.row(nodeCell(fleet, r.Node, r.QueryId, r.ResourcePoolId, r.State, pos, user, pid,
+		if remote || r.Adopted {
+			userRQ = "-"
+		}
+		t.row(nodeCell(fleet, r.Node, r.QueryId, r.ResourcePoolId, r.State, pos, user, userRQ, pid,
 			usec(r.QueuedTimeUs), running, limit, used, nrThrottled, throttled, why)...)
 	}
 	return t.flush()

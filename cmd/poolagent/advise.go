@@ -16,6 +16,7 @@ import (
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/compare"
 	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -23,8 +24,9 @@ import (
 func adviseCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "advise",
-		Usage: "diagnose a recorded trace and print the ALTER RESOURCE POOL that meets a throttle budget",
-		Description: "Reads a trace of `poolagent record`, says why the pool is throttled (parallelism, bursts\n" +
+		Usage: "diagnose a recorded trace, or the daemon's history, and print the ALTER RESOURCE POOL that meets a throttle budget",
+		Description: "Reads a trace of `poolagent record`, or the daemon's history of a pool (--pool) or of every\n" +
+			"pool of the node (--all, worst first), says why the pool is throttled (parallelism, bursts\n" +
 			"after idle, quota below one slice per CPU, period too long for the latency wanted, demand above\n" +
 			"the cap) with the numbers, then replays the trace's demand with the kernel-faithful model under\n" +
 			"candidate settings of TOTAL_CPU_LIMIT_PERCENT_PER_NODE, CPU_BURST_PERCENT and CPU_PERIOD_USEC and\n" +
@@ -138,7 +140,7 @@ func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim cpulimit
 	if err != nil {
 		return fmt.Errorf("find own binary for the workers: %w", err)
 	}
-	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName}}
 	if !c.Bool("quiet") {
 		opt.Progress = c.App.ErrWriter

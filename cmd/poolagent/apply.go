@@ -68,7 +68,7 @@ func runApply(c *cli.Context) error {
 		// A running daemon owns its root: apply writes no tree it keeps.
 		release, err := tree.Own()
 		if err != nil {
-			return fmt.Errorf("%w; nothing written", err)
+			return asRoot("apply", fmt.Errorf("%w; nothing written", err))
 		}
 		defer release()
 	}
@@ -87,7 +87,7 @@ func runApply(c *cli.Context) error {
 	}
 	res, err := tree.Apply(changes)
 	if err != nil {
-		return err
+		return asRoot("apply", err)
 	}
 	for _, op := range res.Done {
 		fmt.Fprintln(w, op)

@@ -24,7 +24,7 @@ func TestApplyArgs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no pool file", []string{"apply"}, `"pools" not set`},
+		{"no pool file", []string{"apply"}, "--pools is required"},
 		{"zero cpus", []string{"apply", "--pools", bad, "--cpus", "0", "--memory", "1"}, "--cpus 0 is not accepted"},
 		{"ambiguous memory", []string{"apply", "--pools", bad, "--cpus", "1", "--memory", "16G"}, `--memory "16G": suffix "G" is ambiguous`},
 		{"bad period", []string{"apply", "--pools", bad, "--period", "2s"}, "--period 2s is not accepted"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // compareCommand is `poolagent compare`: run a scenario for real under
@@ -35,7 +36,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json, or markdown (the accuracy table's rows, measured runs only)"},
 			&cli.StringFlag{Name: "report", Usage: "also write a self-contained HTML report with charts to `FILE`"},
 			&cli.StringFlag{Name: "json", Usage: "also write the JSON report to `FILE`"},
-			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline"},
+			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline (on with --report, whose charts show it)"},
 			&cli.IntFlag{Name: "periods", Value: 8, Usage: "periods shown in the text timeline"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
 		},
@@ -49,10 +50,10 @@ func runCompare(c *cli.Context) error {
 		return err
 	}
 	if n := c.Int("repeat"); n < 1 {
-		return fmt.Errorf("--repeat %d is not accepted (accepted: 1 or more)", n)
+		return usageErr("--repeat %d is not accepted (accepted: 1 or more)", n)
 	}
 	if n := c.Int("periods"); n < 0 {
-		return fmt.Errorf("--periods %d is not accepted (accepted: 0 or more)", n)
+		return usageErr("--periods %d is not accepted (accepted: 0 or more)", n)
 	}
 	sc, err := readScenario(c, compare.DefaultScenario(), "nothing run")
 	if err != nil {
@@ -69,8 +70,8 @@ func runCompare(c *cli.Context) error {
 	opt := compare.Options{
 		Root:          c.String("root"),
 		Repeat:        c.Int("repeat"),
-		Timeline:      c.Bool("timeline"),
-		Kernel:        compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()),
+		Timeline:      c.Bool("timeline") || c.String("report") != "",
+		Kernel:        observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName},
 	}
 	if !c.Bool("quiet") {

@@ -3,11 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/poolagent/poolagent/client"
 )
 
 // bashCompletion and zshCompletion complete poolagent's commands and flags
@@ -64,7 +61,7 @@ func completionCommand() *cli.Command {
 			scripts := map[string]string{"bash": bashCompletion, "zsh": zshCompletion}
 			script, ok := scripts[c.Args().First()]
 			if c.NArg() != 1 || !ok {
-				return fmt.Errorf("completion: give one shell, bash or zsh (got %q)", c.Args().Slice())
+				return usageErr("give one shell, bash or zsh (got %q)", c.Args().Slice())
 			}
 			_, err := io.WriteString(c.App.Writer, script)
 			return err
@@ -82,49 +79,15 @@ func manCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			switch name := c.Args().First(); {
 			case c.NArg() > 1:
-				return fmt.Errorf("man: one page at a time, got %q (accepted: no argument for poolagent(1), or poolagent-run)", c.Args().Slice())
+				return usageErr("one page at a time, got %q (accepted: no argument for poolagent(1), or poolagent-run)", c.Args().Slice())
 			case name == "poolagent-run":
 				_, err := io.WriteString(c.App.Writer, slimManPage())
 				return err
 			case name != "":
-				return fmt.Errorf("man: no page %q (accepted: no argument for poolagent(1), or poolagent-run)", name)
+				return usageErr("no page %q (accepted: no argument for poolagent(1), or poolagent-run)", name)
 			}
-			page, err := c.App.ToManWithSection(1)
-			if err != nil {
-				return fmt.Errorf("man: %w", err)
-			}
-			_, err = io.WriteString(c.App.Writer, page)
+			_, err := io.WriteString(c.App.Writer, manPage(c.App))
 			return err
 		},
 	}
-}
-
-// slimManPage is poolagent-run(1), written from the help `poolagent-run
-// --help` prints: synopsis, description and options.
-func slimManPage() string {
-	var b strings.Builder
-	b.WriteString(".TH POOLAGENT\\-RUN 1\n.SH NAME\npoolagent\\-run \\- " + roff(client.RunSummary) + "\n")
-	b.WriteString(".SH SYNOPSIS\n.B poolagent\\-run\n" + roff(client.RunArgsUsage) + "\n.SH DESCRIPTION\n")
-	desc, opts, _ := strings.Cut(client.RunHelp, "\n\nOptions:\n")
-	for i, para := range strings.Split(desc, "\n\n") {
-		if i > 0 {
-			b.WriteString(".PP\n")
-		}
-		b.WriteString(roff(para) + "\n")
-	}
-	b.WriteString(".SH OPTIONS\n.nf\n" + roff(opts) + "\n.fi\n.SH SEE ALSO\npoolagent(1)\n")
-	return b.String()
-}
-
-// roff escapes text for a man page: backslashes, hyphens (a minus, so
-// that options copy as typed) and a line's leading dot or quote.
-func roff(s string) string {
-	s = strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
-			lines[i] = `\&` + l
-		}
-	}
-	return strings.Join(lines, "\n")
 }

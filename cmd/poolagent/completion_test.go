@@ -106,7 +106,8 @@ func TestZshCompletion(t *testing.T) {
 }
 
 // TestManPage renders `poolagent man` with groff as man(1) would, with
-// warnings on, and checks it has every command and each command's flags.
+// warnings on, and checks it has every command and each command's flags,
+// run's own options among them.
 func TestManPage(t *testing.T) {
 	groff := tool(t, "groff")
 	page, _, err := runApp(t, "man")
@@ -122,18 +123,26 @@ func TestManPage(t *testing.T) {
 	}
 	for _, c := range newApp().Commands {
 		if c.Hidden {
-			if strings.Contains(page, ".SH "+c.Name+"\n") {
+			if strings.Contains(page, ".SS "+c.Name+"\n") {
 				t.Errorf("the man page shows the hidden command %s", c.Name)
 			}
 			continue
 		}
-		if !strings.Contains(page, ".SH "+c.Name+"\n") {
+		if !strings.Contains(page, ".SS "+c.Name+"\n") {
 			t.Errorf("the man page has no section for %s", c.Name)
 		}
 		for _, f := range c.Flags {
-			if !strings.Contains(page, `\fB--`+f.Names()[0]) {
+			if !strings.Contains(page, `\fB\-\-`+roff(f.Names()[0])) {
 				t.Errorf("the man page does not show %s --%s", c.Name, f.Names()[0])
 			}
+		}
+	}
+	// run parses its own flags (client.RunHelp lists them).
+	_, run, _ := strings.Cut(page, ".SS run\n")
+	run, _, _ = strings.Cut(run, ".SS ")
+	for _, opt := range []string{`\-\-pool NAME`, `\-\-stats FORMAT`, `\-\-socket PATH`} {
+		if !strings.Contains(run, opt) {
+			t.Errorf("the man page's run section has no %s:\n%s", opt, run)
 		}
 	}
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/compare"
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/daemon"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/pooltree"
 	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/service"
 	"github.com/poolagent/poolagent/state"
 	"github.com/poolagent/poolagent/systemd"
 )
@@ -39,15 +40,16 @@ func daemonCommand() *cli.Command {
 			"are re-planned (weighted max-min) and only changed files are written. Runs until\n" +
 			"SIGINT or SIGTERM; SIGHUP re-reads the pool file and the changes in --state-dir (an\n" +
 			"invalid file is refused and the running pools kept). Under systemd (Type=notify,\n" +
-			"Delegate=yes, --delegated) it reports readiness and status and pings the watchdog.\n" +
+			"--delegated) it reports readiness and status and pings the watchdog.\n" +
 			"See docs/admission.md and docs/operate.md.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
-			&cli.BoolFlag{Name: "delegated", Usage: "run in the cgroup systemd delegated to the unit (Delegate=yes): move into its leaf agent/ and keep the pools in pools/ beside it (instead of --root)"},
+			&cli.BoolFlag{Name: "delegated", Usage: "keep the pools in a scope systemd delegates beside the daemon's unit (poolagent.service -> poolagent-pools.scope/pools, Delegate=yes), created once with systemd-run and adopted on restart (instead of --root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "`DIR` keeping run-time changes (poolagent sql) across restarts; without it they are refused. It must exist (systemd's StateDirectory= makes it) unless --create-state-dir"},
 			&cli.BoolFlag{Name: "create-state-dir", Usage: "make --state-dir (mode 0700) if it does not exist, instead of refusing to start"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics at http://`ADDR`/metrics, such as 127.0.0.1:9561 (default: off)"},
+			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export each user's running and queued queries per pool, with a user label (one series per user and pool; docs/metrics.md)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of the log on stderr: debug (every admission decision), info (every apply), warn or error"},
 			&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "Unix socket `PATH` to listen on"},
 			&cli.StringFlag{Name: "admin-group", Usage: "Unix `GROUP` whose members administer pools besides root"},
@@ -68,9 +70,12 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
+	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
+		return err
+	}
 	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
-			return fmt.Errorf("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
+			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
 	}
 	if w := c.Duration("history-window"); w < 0 || w > daemon.MaxHistoryWindow {
@@ -81,7 +86,7 @@ func runDaemon(c *cli.Context) error {
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
-			return fmt.Errorf("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
+			return usageErr("--%s %s is not accepted (accepted: 10ms or more, such as 1s)", f, d)
 		}
 	}
 	node, err := applyNode(c)
@@ -90,7 +95,7 @@ func runDaemon(c *cli.Context) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
+		return usageErr("--log-level %q is not accepted (accepted: debug, info, warn, error)", c.String("log-level"))
 	}
 	log := newLogger(c.App.ErrWriter, level, os.Getenv("JOURNAL_STREAM"))
 	src := daemon.Sources{PoolFile: c.String("pools")}
@@ -127,11 +132,12 @@ func runDaemon(c *cli.Context) error {
 		if root != "" {
 			return fmt.Errorf("--delegated and --root %s: give one (--delegated keeps the pools in the unit's cgroup)", root)
 		}
-		layout, err := systemd.Delegate(mounts, "/", os.Getpid())
+		keepers := systemd.SystemdRun{Description: "poolagent pools: the queries, kept across restarts of the daemon"}
+		layout, err := systemd.Delegate(mounts, "/", os.Getpid(), keepers)
 		if err != nil {
 			return fmt.Errorf("--delegated: %w", err)
 		}
-		log.Info("delegated cgroup", "unit", layout.Unit, "agent", layout.Agent)
+		log.Info("delegated scope", "scope", layout.Scope, "cgroup", layout.Dir, "keeper", layout.Keeper, "created", layout.Created)
 		root = layout.PoolRoot
 	}
 	if root, err = pooltree.Root(mounts, root); err != nil {
@@ -158,19 +164,20 @@ func runDaemon(c *cli.Context) error {
 		return err
 	}
 	cfg := daemon.Config{
-		Socket:     c.String("socket"),
-		Listener:   activated,
-		LoadSample: c.Duration("load-sample"),
-		Load:       admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
-		Log:        log,
-		MayLeave:   c.StringSlice("may-leave"),
-		Reconcile:  c.Duration("reconcile"),
-		Limits:     daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
+		Socket:         c.String("socket"),
+		Listener:       activated,
+		LoadSample:     c.Duration("load-sample"),
+		Load:           admission.LoadConfig{RefreshInterval: c.Duration("load-refresh")},
+		Log:            log,
+		MayLeave:       c.StringSlice("may-leave"),
+		Reconcile:      c.Duration("reconcile"),
+		MetricsPerUser: c.Bool("metrics-per-user"),
+		Limits:         daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
 	}
 	if w := c.Duration("history-window"); w > 0 {
-		ks := compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()).Params()
-		cfg.History = daemon.HistoryConfig{Window: w, Interval: c.Duration("history-interval"), Cgroup: cg.Reader().Version.String(), CPUs: node.OnlineCPUs().Count(),
-			SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec}
+		ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
+		cfg.History = daemon.HistoryConfig{Window: w, Interval: c.Duration("history-interval"), Cgroup: cg.Reader().Version(), CPUs: node.OnlineCPUs().Count(),
+			SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec()}
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {
@@ -181,14 +188,18 @@ func runDaemon(c *cli.Context) error {
 		defer backend.Close()
 		cfg.Admission, cfg.Cluster, model = backend, clusterView{backend}, shared
 	}
-	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, daemon.NewUserCache(daemon.SystemUsers{}, time.Second), load)
+	srv, err := daemon.New(cfg, daemon.Policy{Model: model, Node: node, AdminGroup: c.String("admin-group")}, cg, peer.NewUserCache(peer.SystemUsers{}, time.Second), load)
 	if err != nil {
 		return err
 	}
 	srv.Operate(src)
 	fleetReload.srv.Store(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
-	return srv.RunService(c.Context, daemon.ServiceOptions{MetricsListen: c.String("metrics-listen")})
+	err = service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
+	if errors.Is(err, daemon.ErrNotSocket) {
+		return fmt.Errorf("--socket: %w", err)
+	}
+	return err
 }
 
 // activatedSocket returns the socket systemd passed the daemon by socket

@@ -74,22 +74,29 @@ type example struct {
 var inlineCode = regexp.MustCompile("`([^`]+)`")
 
 // commandExamples finds the commands a document shows: shell lines in
-// fenced blocks (a "$ " prompt stripped) and inline code spans, split into
+// fenced blocks (a "$ " prompt stripped; in a block with prompts, only the
+// prompted lines; not those marked "# a mistake") and inline code spans, split into
 // simple commands at ; && || | & and "do"/"then", each kept when its
 // program (after sudo and VAR=value words) is poolagent, poolagent-run or a
 // script under scripts/.
 func commandExamples(doc string) []example {
 	var out []example
-	fenced := false
-	for i, line := range strings.Split(doc, "\n") {
+	fenced, prompted := false, false
+	lines := strings.Split(doc, "\n")
+	for i, line := range lines {
 		trimmed := strings.TrimSpace(line)
 		if strings.HasPrefix(trimmed, "```") {
 			fenced = !fenced
+			prompted = fenced && blockHasPrompt(lines[i+1:])
 			continue
 		}
 		var spans []string
 		if fenced {
-			spans = []string{strings.TrimPrefix(trimmed, "$ ")}
+			// In a block with "$ " prompts the other lines are output.
+			// A line marked "# a mistake" shows an error on purpose.
+			if cmd, ok := strings.CutPrefix(trimmed, "$ "); (ok || !prompted) && !strings.HasSuffix(cmd, "# a mistake") {
+				spans = []string{cmd}
+			}
 		} else {
 			for _, m := range inlineCode.FindAllStringSubmatch(line, -1) {
 				// A span with ": " quotes a message, not a command.
@@ -105,6 +112,21 @@ func commandExamples(doc string) []example {
 		}
 	}
 	return out
+}
+
+// blockHasPrompt is true when the fenced block starting at lines has a
+// line with a "$ " prompt.
+func blockHasPrompt(lines []string) bool {
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "```") {
+			return false
+		}
+		if strings.HasPrefix(l, "$ ") {
+			return true
+		}
+	}
+	return false
 }
 
 // simpleCommands splits a shell line into the simple commands that run

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"math"
@@ -35,47 +33,12 @@ func fleetFlags() []cli.Flag {
 	}
 }
 
-// fleetTLS builds the etcd client's TLS configuration from the flags; nil
-// when none is given.
-func fleetTLS(c *cli.Context) (*tls.Config, error) {
-	ca, cert, key := c.String("etcd-cacert"), c.String("etcd-cert"), c.String("etcd-key")
-	if ca == "" && cert == "" && key == "" {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("--etcd-cert %q and --etcd-key %q: give both or neither", cert, key)
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cacert: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", ca)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
-}
-
-// joinFleet opens the fleet backend and makes the cluster's definitions
-// the model: an empty cluster is seeded with the pool file (and the run-time
-// changes in --state-dir); otherwise the cluster's definitions win, and the
-// log says so when they differ from the file. reload is called when the
-// cluster's definitions change.
+// joinFleet makes the daemon a node of the cluster its flags name
+// (fleet.Join); reload is called when the cluster's definitions change.
 func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *planner.Model, cpus float64, load admission.LoadConfig, reload func()) (*fleet.Backend, *planner.Model, error) {
-	tlsCfg, err := fleetTLS(c)
+	tlsCfg, err := fleet.TLSFiles{CA: c.String("etcd-cacert"), Cert: c.String("etcd-cert"), Key: c.String("etcd-key")}.Config()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--etcd-cacert/--etcd-cert/--etcd-key: %w", err)
 	}
 	name := c.String("node")
 	if name == "" {
@@ -93,28 +56,17 @@ func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *pla
 			endpoints = append(endpoints, e)
 		}
 	}
-	b, err := fleet.Open(context.Background(), fleet.Config{
-		Endpoints: endpoints, TLS: tlsCfg, Cluster: c.String("cluster"), Node: name,
-		TTL: c.Duration("etcd-ttl"), Load: load, VCPUs: int(math.Ceil(cpus)), Version: version,
-		Definitions: func(fleet.Definitions) { reload() }, Log: log,
-	}, admission.LimitsFromModel(local))
-	if err != nil {
-		return nil, nil, fmt.Errorf("--etcd: %w", err)
-	}
-	data, err := os.ReadFile(src.PoolFile)
-	if err != nil {
-		b.Close()
-		return nil, nil, fmt.Errorf("read pool file: %w", err)
-	}
 	var changes []state.Change
 	if src.Store != nil {
 		changes = src.Store.Changes()
 	}
-	shared := &fleet.Shared{Backend: b}
-	model, warns, err := shared.Seed(src.PoolFile, data, changes)
+	b, shared, model, warns, err := fleet.Join(context.Background(), fleet.Config{
+		Endpoints: endpoints, TLS: tlsCfg, Cluster: c.String("cluster"), Node: name,
+		TTL: c.Duration("etcd-ttl"), Load: load, VCPUs: int(math.Ceil(cpus)), Version: version,
+		Definitions: func(fleet.Definitions) { reload() }, Log: log,
+	}, local, src.PoolFile, changes)
 	if err != nil {
-		b.Close()
-		return nil, nil, fmt.Errorf("cluster pool definitions: %w", err)
+		return nil, nil, fmt.Errorf("--etcd: %w", err)
 	}
 	for _, w := range warns {
 		log.Warn("cluster pool definitions", "warning", w.String())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -13,7 +12,7 @@ import (
 func formatOf(c *cli.Context, accepted ...string) (string, error) {
 	f := c.String("format")
 	if !slices.Contains(accepted, f) {
-		return "", fmt.Errorf("--format %q is not accepted (accepted: %s)", f, strings.Join(accepted, ", "))
+		return "", usageErr("--format %q is not accepted (accepted: %s)", f, strings.Join(accepted, ", "))
 	}
 	return f, nil
 }

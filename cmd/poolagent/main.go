@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,14 +17,14 @@ import (
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "poolagent:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(exitCode(err))
 	}
 }
 
 // newApp wires the commands; each lives in its own file.
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "poolagent",
 		Usage:                "resource pools for Linux hosts, enforced with cgroup CPU bandwidth control",
 		Version:              version.Current().String(),
@@ -35,6 +36,7 @@ func newApp() *cli.App {
 			planCommand(),
 			checkCommand(),
 			applyCommand(),
+			teardownCommand(),
 			daemonCommand(),
 			runCommand(),
 			statCommand(),
@@ -46,15 +48,34 @@ func newApp() *cli.App {
 			queriesCommand(),
 			completionCommand(),
 			manCommand(),
+			versionCommand(),
+		},
+	}
+	wireHelp(app)
+	return app
+}
+
+// versionCommand is `poolagent version`, the same as --version: the
+// build's version and commit (internal/version).
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version and the commit this binary was built from (as --version)",
+		Action: func(c *cli.Context) error {
+			cli.ShowVersion(c)
+			return nil
 		},
 	}
 }
 
 // exitCode maps an error to the process exit status: a cli.ExitCoder keeps
-// its own code, anything else is 1.
+// its own code, a usage error is 2, anything else is 1.
 func exitCode(err error) int {
 	if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() != 0 {
 		return ec.ExitCode()
+	}
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return 2
 	}
 	return 1
 }

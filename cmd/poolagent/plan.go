@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -86,14 +86,14 @@ func memoryFlag() cli.Flag {
 func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error) {
 	period := c.Duration("period")
 	if period < time.Millisecond || period > time.Second || period%time.Microsecond != 0 {
-		return planner.Node{}, nodeOrigin{}, fmt.Errorf("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
+		return planner.Node{}, nodeOrigin{}, usageErr("--period %s is not accepted (accepted: 1ms..1s in whole µs)", period)
 	}
 	node := planner.Node{PeriodUsec: int64(period / time.Microsecond)}
 	origin := nodeOrigin{cpus: "--cpus", memory: "--memory"}
 	if c.IsSet("cpus") {
 		node.CPUs = c.Float64("cpus")
 		if !(node.CPUs > 0) || math.IsInf(node.CPUs, 0) {
-			return planner.Node{}, nodeOrigin{}, fmt.Errorf("--cpus %v is not accepted (accepted: vCPUs > 0, such as 10 or 1.5)", node.CPUs)
+			return planner.Node{}, nodeOrigin{}, usageErr("--cpus %v is not accepted (accepted: vCPUs > 0, such as 10 or 1.5)", node.CPUs)
 		}
 	}
 	if c.IsSet("memory") {
@@ -105,7 +105,7 @@ func planNode(c *cli.Context, hostRoot string) (planner.Node, nodeOrigin, error)
 	if c.IsSet("cpus") && c.IsSet("memory") {
 		return node, origin, nil
 	}
-	host, err := observe.ReadNodeCapacity(hostRoot)
+	host, err := cgroupfs.ReadNodeCapacity(hostRoot)
 	if err != nil {
 		return planner.Node{}, nodeOrigin{}, fmt.Errorf("read the host (give --cpus and --memory instead): %w", err)
 	}
@@ -149,7 +149,7 @@ func planActivity(c *cli.Context) (planner.Activity, error) {
 		name, v, ok := strings.Cut(item, "=")
 		cpus, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if !ok || err != nil || !(cpus >= 0) || math.IsInf(cpus, 0) {
-			return act, fmt.Errorf("--demand %q is not accepted (accepted: POOL=VCPU with VCPU >= 0, comma-separated)", item)
+			return act, usageErr("--demand %q is not accepted (accepted: POOL=VCPU with VCPU >= 0, comma-separated)", item)
 		}
 		act.DemandCPUs[strings.TrimSpace(name)] = cpus
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/advise"
-	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
 )
@@ -52,13 +52,14 @@ func runRecord(c *cli.Context) error {
 	if !c.IsSet("for") {
 		return errors.New("--for is missing (accepted: how long to record, such as 10m; or --from-daemon to write the daemon's history)")
 	}
-	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
+	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), "")
 	if err != nil {
 		return err
 	}
-	lim, err := advise.ReadLimit(tree, pool)
+	defer tree.Close()
+	lim, err := tree.CPULimit(pool)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("--pool %s: no such pool below %s (accepted: a pool poolagent apply made; see poolagent stat)", pool, tree.Root)
+		return fmt.Errorf("--pool %s: no such pool below %s (accepted: a pool poolagent apply made; see poolagent stat)", pool, tree.Root())
 	}
 	if err != nil {
 		return fmt.Errorf("--pool %s: %w", pool, err)
@@ -76,8 +77,8 @@ func runRecord(c *cli.Context) error {
 		return fmt.Errorf("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
 			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
 	}
-	ks := compare.ReadKernelSettings("/proc", "/boot", compare.KernelRelease()).Params()
-	nodeCap, err := observe.ReadNodeCapacity("/")
+	ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
+	nodeCap, err := cgroupfs.ReadNodeCapacity("/")
 	if err != nil {
 		return fmt.Errorf("read the host's CPUs: %w", err)
 	}
@@ -85,8 +86,8 @@ func runRecord(c *cli.Context) error {
 	if c.IsSet("cpus") {
 		nodeCPUs = c.Float64("cpus")
 	}
-	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version.String(),
-		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec, Limit: lim,
+	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version(),
+		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec(), Limit: lim,
 		IntervalUsec: interval.Microseconds()}
 	if err := t.ValidateHeader(); err != nil {
 		return fmt.Errorf("this host cannot be recorded: %w", err)

@@ -34,7 +34,7 @@ func runSimulate(c *cli.Context) error {
 	}
 	periods := c.Int("periods")
 	if periods < 1 {
-		return fmt.Errorf("--periods %d is not accepted (accepted: 1 or more)", periods)
+		return usageErr("--periods %d is not accepted (accepted: 1 or more)", periods)
 	}
 
 	s, err := readScenario(c, simulate.BuiltinScenario(), "nothing simulated")

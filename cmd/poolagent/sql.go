@@ -73,6 +73,10 @@ func runSQL(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "change %d applied and saved in the daemon's state directory\n", r.Change.Seq)
+	where := r.Change.SavedIn
+	if where == "" {
+		where = "the daemon's state directory"
+	}
+	fmt.Fprintf(c.App.Writer, "change %d applied and saved in %s\n", r.Change.Seq, where)
 	return nil
 }

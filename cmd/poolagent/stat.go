@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
 )
@@ -22,17 +24,23 @@ import (
 func statCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "stat",
-		Usage: "show the kernel's CPU counters of every pool and query: usage, periods, throttling, bursts, PSI",
+		Usage: "show the kernel's CPU and memory counters of every pool and query: usage, periods, throttling, bursts, memory, OOM kills, PSI",
 		Description: "Reads cpu.stat (cgroup v2; v1: cpu.stat and cpuacct), cpu.stat.local and cpu.pressure of\n" +
 			"the pool root and every cgroup below it (pools, and queries under them; \".\" is the root\n" +
 			"itself). The cgroup version is told by the files in the root. With --watch it prints, each\n" +
 			"interval, what the counters grew by in that interval, until interrupted or --count\n" +
 			"intervals. PSI_SOME10 and PSI_FULL10 are cpu.pressure's own 10 s averages, in percent;\n" +
 			"PSI_SOME_S and PSI_FULL_S its totals in seconds (with --watch, what they grew by): time in\n" +
-			"which some (full: all) of the group's runnable threads waited for a CPU, throttling included.",
+			"which some (full: all) of the group's runnable threads waited for a CPU, throttling included.\n" +
+			"Memory (where the memory controller is there; v1: in the pool root's memory twin):\n" +
+			"MEM_MIB and PEAK_MIB are memory.current and memory.peak (v1: usage_in_bytes,\n" +
+			"max_usage_in_bytes), MAX_MIB and HIGH_MIB the hard and soft limits, MEM_HIGH, MEM_MAX, OOM and\n" +
+			"OOM_KILLS the memory.events counts (v1: MEM_MAX is failcnt, OOM_KILLS oom_control's oom_kill),\n" +
+			"MEM_SOME_S and MEM_FULL_S memory.pressure's totals in seconds.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.StringFlag{Name: "cpuacct-root", Usage: "cgroup v1: the pool root's `DIR` in the cpuacct hierarchy, for usage (default: found from the mounts)"},
+			&cli.StringFlag{Name: "memory-root", Usage: "cgroup v1: the pool root's `DIR` in the memory hierarchy, for memory (default: found from the mounts)"},
 			&cli.DurationFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the deltas every `INTERVAL` (e.g. 1s) instead of the totals once"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "with --watch: stop after `N` intervals (default: until interrupted)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json (--watch: one JSON object per line)"},
@@ -48,15 +56,16 @@ func runStat(c *cli.Context) error {
 	}
 	watch, count := c.Duration("watch"), c.Int("count")
 	if watch < 0 || (c.IsSet("watch") && watch < 10*time.Millisecond) {
-		return fmt.Errorf("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
+		return usageErr("--watch %s is not accepted (accepted: an interval of 10ms or more, such as 1s)", watch)
 	}
 	if count < 0 || (c.IsSet("count") && !c.IsSet("watch")) {
-		return fmt.Errorf("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
+		return usageErr("--count %d is not accepted (accepted: N >= 0 together with --watch)", count)
 	}
-	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"))
+	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), c.String("memory-root"))
 	if err != nil {
 		return err
 	}
+	defer tree.Close()
 	w := c.App.Writer
 	if watch == 0 {
 		samples, err := tree.ReadAll()
@@ -64,9 +73,9 @@ func runStat(c *cli.Context) error {
 			return err
 		}
 		if format == "json" {
-			return writeStatJSON(w, statJSON{Root: tree.Root, Version: tree.Version.String(), Groups: samples}, false)
+			return writeStatJSON(w, statJSON{Root: tree.Root(), Version: tree.Version(), Groups: samples}, false)
 		}
-		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root, tree.Version)
+		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root(), tree.Version())
 		return writeStatTable(w, samples, 0)
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -106,14 +115,14 @@ type statIntervalJSON struct {
 // previous one (since start for the first), until next returns false or
 // count intervals (0: no limit) have been printed. The times next returns
 // measure the intervals.
-func watchStat(w io.Writer, tree observe.Tree, format string, count int, start time.Time, next func() (time.Time, bool)) error {
+func watchStat(w io.Writer, tree *cgroupfs.Reader, format string, count int, start time.Time, next func() (time.Time, bool)) error {
 	prev, err := readByGroup(tree)
 	if err != nil {
 		return err
 	}
 	last := start
 	if format == "text" {
-		fmt.Fprintf(w, "pool root %s (cgroup %s): deltas per interval\n", tree.Root, tree.Version)
+		fmt.Fprintf(w, "pool root %s (cgroup %s): deltas per interval\n", tree.Root(), tree.Version())
 	}
 	for n := 1; count == 0 || n <= count; n++ {
 		now, ok := next()
@@ -150,7 +159,7 @@ type samplesByGroup struct {
 	samples map[string]observe.Sample
 }
 
-func readByGroup(tree observe.Tree) (samplesByGroup, error) {
+func readByGroup(tree *cgroupfs.Reader) (samplesByGroup, error) {
 	all, err := tree.ReadAll()
 	if err != nil {
 		return samplesByGroup{}, err
@@ -172,7 +181,8 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 	if interval > 0 {
 		header += "CPUS\t"
 	}
-	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10\tPSI_SOME_S\tPSI_FULL_S")
+	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10\tPSI_SOME_S\tPSI_FULL_S\t"+
+		"MEM_MIB\tPEAK_MIB\tMAX_MIB\tHIGH_MIB\tMEM_HIGH\tMEM_MAX\tOOM\tOOM_KILLS\tMEM_SOME_S\tMEM_FULL_S")
 	for _, s := range samples {
 		st := s.CPU
 		row := s.Group + "\t"
@@ -198,10 +208,40 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 				full, fullS = strconv.FormatFloat(p.Full.Avg10Percent, 'f', 2, 64), statSeconds(p.Full.TotalUsec)
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
-			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full, someS, fullS)
+		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
+			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full, someS, fullS, memoryColumns(s.Memory))
 	}
 	return tw.Flush()
+}
+
+// memoryColumns are the memory columns of a row: usage, peak, memory.max
+// and memory.high in MiB ("max" for none), the high, max, oom and
+// oom_kill events, and memory.pressure's totals in seconds; "-" where
+// the group has no such figure.
+func memoryColumns(m *observe.Memory) string {
+	if m == nil {
+		return strings.Repeat("-\t", 9) + "-"
+	}
+	mib := func(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
+	limit := func(b int64) string {
+		if b < 0 {
+			return "max"
+		}
+		return mib(uint64(b))
+	}
+	peak, someS, fullS := "-", "-", "-"
+	if m.PeakBytes != nil {
+		peak = mib(*m.PeakBytes)
+	}
+	if p := m.Pressure; p != nil {
+		someS = statSeconds(p.Some.TotalUsec)
+		if p.Full != nil {
+			fullS = statSeconds(p.Full.TotalUsec)
+		}
+	}
+	e := m.Events
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s", mib(m.CurrentBytes), peak, limit(m.LimitBytes), limit(m.HighBytes),
+		e.High, e.Max, e.OOM, e.OOMKill, someS, fullS)
 }
 
 // statSeconds formats microseconds as seconds with millisecond precision.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -29,7 +30,8 @@ func checkStatGolden(t *testing.T, name, got string) {
 }
 
 func TestStatGolden(t *testing.T) {
-	v1 := []string{"stat", "--root", statFixtures + "v1/cpu/poolagent", "--cpuacct-root", statFixtures + "v1/cpuacct/poolagent"}
+	v1 := []string{"stat", "--root", statFixtures + "v1/cpu/poolagent", "--cpuacct-root", statFixtures + "v1/cpuacct/poolagent",
+		"--memory-root", statFixtures + "v1/memory/poolagent"}
 	tests := []struct {
 		golden string
 		args   []string
@@ -65,7 +67,7 @@ func TestStatErrors(t *testing.T) {
 		{"negative interval", []string{"stat", "--root", root, "--watch", "-1s"}, "--watch -1s is not accepted"},
 		{"count without watch", []string{"stat", "--root", root, "--count", "3"}, "--count 3 is not accepted (accepted: N >= 0 together with --watch)"},
 		{"negative count", []string{"stat", "--root", root, "--watch", "1s", "--count", "-1"}, "--count -1 is not accepted"},
-		{"missing root", []string{"stat", "--root", statFixtures + "nonexistent"}, "--root: cgroup root: stat ../../testdata/observe/nonexistent: no such file or directory"},
+		{"missing root", []string{"stat", "--root", statFixtures + "nonexistent"}, "--root: open pool root ../../testdata/observe/nonexistent: no such file or directory"},
 		{"not a cgroup", []string{"stat", "--root", statFixtures + "v1/cpuacct/poolagent"}, "is neither a cgroup v2 directory (cgroup.controllers) nor one of v1's cpu hierarchy (cpu.cfs_period_us)"},
 	}
 	for _, tt := range tests {
@@ -86,7 +88,8 @@ func TestStatWatch(t *testing.T) {
 	for format, golden := range map[string]string{"text": "stat-watch-v2.txt", "json": "stat-watch-v2.json"} {
 		t.Run(format, func(t *testing.T) {
 			root := copyTree(t, statFixtures+"v2/poolagent")
-			tree := observe.Tree{Version: observe.V2, Root: root}
+			tree := cgroupfs.NewReader(true, root, "", "", nil)
+			defer tree.Close()
 			start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 			steps := []func(){
 				func() {
@@ -127,7 +130,8 @@ func TestStatWatch(t *testing.T) {
 // TestStatWatchStops checks that watch mode ends when it is interrupted
 // (next returns false) and prints nothing after that.
 func TestStatWatchStops(t *testing.T) {
-	tree := observe.Tree{Version: observe.V2, Root: statFixtures + "v2/poolagent"}
+	tree := cgroupfs.NewReader(true, statFixtures+"v2/poolagent", "", "", nil)
+	defer tree.Close()
 	calls := 0
 	next := func() (time.Time, bool) { calls++; return time.Time{}, false }
 	var out bytes.Buffer

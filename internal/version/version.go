@@ -12,9 +12,12 @@ import (
 
 // Info is one build's identity.
 type Info struct {
-	// Version is the main module's version: a tag such as "v1.2.0" when
-	// installed with `go install …@version`, "(devel)" for a build from a
-	// checkout.
+	// Version is the build's version: what scripts/install.sh stamped
+	// from `git describe`, else the main module's version as the Go
+	// toolchain records it: a tag such as "v1.2.0" when installed with
+	// `go install …@version`, a pseudo-version such as
+	// "v0.0.0-20261202021356-8b189f71dacc" for a `go build` in a clone,
+	// "(devel)" when it recorded none (-buildvcs=false, go run).
 	Version string
 	// Revision is the VCS commit the binary was built from, "" when the
 	// build recorded none (go run, go test, a build outside a checkout).
@@ -25,15 +28,26 @@ type Info struct {
 	GoVersion string
 }
 
+// described is `git describe --tags --always --dirty` of the checkout the
+// binary was built from, such as "v0.3.0-12-g8b189f7" or "8b189f7-dirty":
+// scripts/install.sh sets it with -ldflags "-X
+// github.com/poolagent/poolagent/internal/version.described=…", so a
+// binary says which commit it is even where the toolchain recorded no VCS
+// information (-buildvcs=false, a build from a copy of the tree).
+var described string
+
 // Current returns the running binary's Info.
 func Current() Info {
 	info := Info{Version: "(devel)", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
+	if ok && bi.Main.Version != "" {
+		info.Version = bi.Main.Version
+	}
+	if described != "" {
+		info.Version = described
+	}
 	if !ok {
 		return info
-	}
-	if v := bi.Main.Version; v != "" {
-		info.Version = v
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {

@@ -30,3 +30,13 @@ func TestCurrent(t *testing.T) {
 		t.Errorf("Current() = %+v, want a version and GoVersion %s", info, runtime.Version())
 	}
 }
+
+// TestDescribed checks that the version scripts/install.sh stamps from
+// `git describe` is the one reported.
+func TestDescribed(t *testing.T) {
+	defer func(old string) { described = old }(described)
+	described = "v0.3.0-12-g8b189f7-dirty"
+	if got := Current().Version; got != described {
+		t.Errorf("Current().Version = %q, want the stamped %q", got, described)
+	}
+}

@@ -1,0 +1,222 @@
+package cgroupfs
+
+// The memory controller: its files, how a cgroup's memory limit is read
+// back and written, and its counters.
+
+import (
+	"errors"
+	"io/fs"
+	"slices"
+	"strconv"
+
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// The memory controller's files ([observe.Memory] says what each holds).
+//
+//	v2 memory.max                 "max" | bytes (read back rounded down to a page)
+//	v2 memory.high                "max" | bytes
+//	v2 memory.current, memory.peak, memory.swap.current   bytes
+//	v2 memory.events              "key count" lines
+//	v2 memory.pressure            PSI
+//	v2, v1 memory.stat            "key bytes" lines
+//	v1 memory.limit_in_bytes      "-1" to write; unlimited reads 9223372036854771712
+//	v1 memory.soft_limit_in_bytes as limit_in_bytes
+//	v1 memory.usage_in_bytes, memory.max_usage_in_bytes   bytes
+//	v1 memory.failcnt             count
+//	v1 memory.oom_control         "oom_kill_disable 0\nunder_oom 0\noom_kill 1"
+const (
+	fileMemoryMax      = "memory.max"
+	fileMemoryHigh     = "memory.high"
+	fileMemoryCurrent  = "memory.current"
+	fileMemoryPeak     = "memory.peak"
+	fileMemorySwap     = "memory.swap.current"
+	fileMemoryEvents   = "memory.events"
+	fileMemoryPressure = "memory.pressure"
+	fileMemoryStat     = "memory.stat"
+	fileMemLimit       = "memory.limit_in_bytes"
+	fileMemSoftLimit   = "memory.soft_limit_in_bytes"
+	fileMemUsage       = "memory.usage_in_bytes"
+	fileMemMaxUsage    = "memory.max_usage_in_bytes"
+	fileMemFailcnt     = "memory.failcnt"
+	fileMemOOMControl  = "memory.oom_control"
+)
+
+// memHier is the hierarchy holding the memory files of the tree: v2's
+// unified one, v1's memory hierarchy when hiers (the hierarchies a
+// change touches) has it, else "".
+func (t *Tree) memHier(hiers []string) string {
+	switch {
+	case t.v2:
+		return HierUnified
+	case slices.Contains(hiers, HierMemory):
+		return HierMemory
+	}
+	return ""
+}
+
+// memoryLimitFile is the memory limit's file on v2 or v1.
+func memoryLimitFile(v2 bool) string {
+	if v2 {
+		return fileMemoryMax
+	}
+	return fileMemLimit
+}
+
+// readMemoryLimit reads cgroup cg's memory limit beneath f, in bytes, -1
+// for none ([observe.ParseMemoryLimit]): v2 memory.max, v1
+// memory.limit_in_bytes. A missing file (the controller not enabled
+// there, a root cgroup) is no limit. dir is f's directory, for messages.
+func readMemoryLimit(f FS, cg string, v2 bool, dir string) (int64, error) {
+	v, err := readValue(f, cg, memoryLimitFile(v2), dir, observe.ParseMemoryLimit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	return v, err
+}
+
+// memoryValues writes tg's memory limit when it differs, as the kernel
+// keeps it (in pages): v2 memory.max ("max" for none), v1
+// memory.limit_in_bytes (-1 for none).
+func (b *builder) memoryValues(tg target) {
+	w, c := tg.want, tg.cur
+	if pageDown(w.memBytes, b.cur.pageSize) == pageDown(c.memBytes, b.cur.pageSize) {
+		return
+	}
+	if b.cur.v2 {
+		v := "max"
+		if w.memBytes >= 0 {
+			v = strconv.FormatInt(w.memBytes, 10)
+		}
+		b.add(HierUnified, tg.path, OpWrite, fileMemoryMax, v)
+		return
+	}
+	b.add(HierMemory, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(w.memBytes, 10))
+}
+
+// usesMemory reports whether any cgroup in d sets a memory limit (-1,
+// unlimited, is what a cgroup without the memory controller has anyway).
+func usesMemory(d planner.Desired) bool {
+	for _, p := range d.Pools {
+		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pageDown is the memory limit the kernel reads back after b is written:
+// memory limits are kept in pages.
+func pageDown(b, pageSize int64) int64 {
+	if b < 0 {
+		return -1
+	}
+	return b / pageSize * pageSize
+}
+
+// Memory reads group's memory ([observe.Memory]); nil when the memory
+// controller is not there for it: v2 without memory.current (the parent
+// does not enable memory), v1 without a memory twin of the tree or of
+// the group.
+func (r *Reader) Memory(group string) (*observe.Memory, error) {
+	h := r.memHier()
+	if h == "" {
+		return nil, nil
+	}
+	current, usage := fileMemoryCurrent, fileMemUsage
+	if !r.v2 {
+		current = usage
+	}
+	cur, err := read(r, h, group, current, observe.ParseBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := &observe.Memory{CurrentBytes: cur}
+	if r.v2 {
+		err = r.memoryV2(group, m)
+	} else {
+		err = r.memoryV1(group, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// memoryV2 reads the rest of a v2 group's memory into m.
+func (r *Reader) memoryV2(group string, m *observe.Memory) error {
+	var err error
+	if m.PeakBytes, err = optional(read(r, HierUnified, group, fileMemoryPeak, observe.ParseBytes)); err != nil {
+		return err
+	}
+	if m.SwapBytes, err = optional(read(r, HierUnified, group, fileMemorySwap, observe.ParseBytes)); err != nil {
+		return err
+	}
+	if m.LimitBytes, err = r.limit(HierUnified, group, fileMemoryMax); err != nil {
+		return err
+	}
+	if m.HighBytes, err = r.limit(HierUnified, group, fileMemoryHigh); err != nil {
+		return err
+	}
+	if m.Events, err = read(r, HierUnified, group, fileMemoryEvents, observe.ParseMemoryEvents); err != nil {
+		return err
+	}
+	if m.Pressure, err = r.pressure(group, fileMemoryPressure); err != nil {
+		return err
+	}
+	m.Stat, err = read(r, HierUnified, group, fileMemoryStat, observe.ParseMemoryStat)
+	return err
+}
+
+// memoryV1 reads the rest of a v1 group's memory into m: failcnt stands
+// for the max events, oom_control's oom_kill for the kills.
+func (r *Reader) memoryV1(group string, m *observe.Memory) error {
+	var err error
+	if m.PeakBytes, err = optional(read(r, HierMemory, group, fileMemMaxUsage, observe.ParseBytes)); err != nil {
+		return err
+	}
+	if m.LimitBytes, err = r.limit(HierMemory, group, fileMemLimit); err != nil {
+		return err
+	}
+	if m.HighBytes, err = r.limit(HierMemory, group, fileMemSoftLimit); err != nil {
+		return err
+	}
+	if m.Events.Max, err = read(r, HierMemory, group, fileMemFailcnt, observe.ParseBytes); err != nil {
+		return err
+	}
+	kills, err := read(r, HierMemory, group, fileMemOOMControl, func(b []byte) (uint64, error) {
+		n, _, err := observe.ParseOOMKills(b)
+		return n, err
+	})
+	if err != nil {
+		return err
+	}
+	m.Events.OOMKill = kills
+	m.Stat, err = read(r, HierMemory, group, fileMemoryStat, observe.ParseMemoryStat)
+	return err
+}
+
+// limit reads a memory limit file of group: bytes, -1 for none.
+func (r *Reader) limit(h, group, file string) (int64, error) {
+	v, err := read(r, h, group, file, func(b []byte) (int64, error) { return observe.ParseMemoryLimit(string(b)) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	return v, err
+}
+
+// optional is a value read, nil for a file that is not there (a kernel
+// without it).
+func optional[T any](v T, err error) (*T, error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

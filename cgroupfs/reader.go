@@ -1,0 +1,309 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sync"
+
+	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// Reader reads the counters and limits of the cgroups at and below one
+// directory: a pool root, one pool, or a copy of a tree. It reads only,
+// through an [FS] per hierarchy (a [Dir] beneath the directory, like every
+// write), and hands the bytes to package observe's parsers. Its methods
+// are safe for concurrent use. Groups are slash-separated paths relative
+// to the directory, "." for the directory itself.
+type Reader struct {
+	v2 bool
+	// dirs are the directories read, by hierarchy: on v2 the unified
+	// one; on v1 the cpu hierarchy's and, where they exist, its twins
+	// in cpuacct (usage) and memory.
+	dirs map[string]string
+	open func(dir string) (FS, error)
+
+	mu  sync.Mutex
+	fss map[string]FS // opened, by hierarchy
+}
+
+// NewReader returns the reader of dir, a directory of the cgroup v2
+// hierarchy (v2) or of v1's cpu hierarchy. On v1, acctDir and memDir are
+// dir's twins in the cpuacct and memory hierarchies ("": none; usage, or
+// memory, is then unknown). open opens a directory; nil opens a [Dir]
+// (any file system: the reader never writes, and so also reads a copy of
+// a tree). Nothing is opened before the first read, so the directory may
+// be made after the reader.
+func NewReader(v2 bool, dir, acctDir, memDir string, open func(dir string) (FS, error)) *Reader {
+	if open == nil {
+		open = func(dir string) (FS, error) { return OpenDir(dir) }
+	}
+	r := &Reader{v2: v2, dirs: map[string]string{}, open: open, fss: map[string]FS{}}
+	if v2 {
+		r.dirs[HierUnified] = dir
+		return r
+	}
+	r.dirs[HierCPU] = dir
+	for h, d := range map[string]string{HierCPUAcct: acctDir, HierMemory: memDir} {
+		if d != "" {
+			r.dirs[h] = d
+		}
+	}
+	return r
+}
+
+// ReaderAt detects which cgroup interface dir speaks from its files
+// (cgroup.controllers exists only on v2, cpu.cfs_period_us only in v1's
+// cpu hierarchy) and returns its reader (see [NewReader]).
+func ReaderAt(dir, acctDir, memDir string) (*Reader, error) {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	for _, x := range []struct {
+		file string
+		v2   bool
+	}{{fileControllers, true}, {fileCFSPeriod, false}} {
+		_, err := d.ReadFile(x.file)
+		if err == nil {
+			return NewReader(x.v2, dir, acctDir, memDir, nil), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%s is neither a cgroup v2 directory (%s) nor one of v1's cpu hierarchy (%s)", dir, fileControllers, fileCFSPeriod)
+}
+
+// V2 reports whether the reader reads cgroup v2.
+func (r *Reader) V2() bool { return r.v2 }
+
+// Root is the directory read (v1: in the cpu hierarchy).
+func (r *Reader) Root() string { return r.dirs[r.cpuHier()] }
+
+// Dir is the directory read in hierarchy h ("" when none): on v1,
+// HierCPUAcct's is where usage is read, HierMemory's where memory is.
+func (r *Reader) Dir(h string) string { return r.dirs[h] }
+
+// Version is "v2" or "v1".
+func (r *Reader) Version() string {
+	if r.v2 {
+		return "v2"
+	}
+	return "v1"
+}
+
+func (r *Reader) cpuHier() string {
+	if r.v2 {
+		return HierUnified
+	}
+	return HierCPU
+}
+
+// memHier is the hierarchy memory is read from; "" on v1 without a
+// memory twin.
+func (r *Reader) memHier() string {
+	if r.v2 {
+		return HierUnified
+	}
+	if r.dirs[HierMemory] == "" {
+		return ""
+	}
+	return HierMemory
+}
+
+// fs returns hierarchy h's directory, opened at its first use. A
+// directory that is not there (yet) is not remembered, so the next read
+// tries again.
+func (r *Reader) fs(h string) (FS, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.fss[h]; ok {
+		return f, nil
+	}
+	f, err := r.open(r.dirs[h])
+	if err != nil {
+		return nil, err
+	}
+	r.fss[h] = f
+	return f, nil
+}
+
+// Close releases the opened directories.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for h, f := range r.fss {
+		if c, ok := f.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
+		delete(r.fss, h)
+	}
+	return errors.Join(errs...)
+}
+
+// read reads group's file in hierarchy h and hands it to parse. A read
+// error is the [FS]'s (a *fs.PathError with the full path, wrapping
+// fs.ErrNotExist for a missing file or a cgroup removed meanwhile); a
+// parse error is prefixed with the file's path.
+func read[T any](r *Reader, h, group, file string, parse func([]byte) (T, error)) (T, error) {
+	var zero T
+	f, err := r.fs(h)
+	if err != nil {
+		return zero, err
+	}
+	name := path.Join(group, file)
+	b, err := f.ReadFile(name)
+	if err != nil {
+		return zero, err
+	}
+	v, err := parse(b)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path.Join(r.dirs[h], name), err)
+	}
+	return v, nil
+}
+
+// Groups returns the cgroups at and below the directory, "." first,
+// parents before their children, siblings in lexical order. A cgroup
+// removed while the tree is walked (a query that ended) is left out.
+func (r *Reader) Groups() ([]string, error) {
+	f, err := r.fs(r.cpuHier())
+	if err != nil {
+		return nil, fmt.Errorf("list cgroups below %s: %w", r.Root(), err)
+	}
+	groups := []string{}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		subs, err := f.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) && dir != "." {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		groups = append(groups, dir)
+		slices.Sort(subs)
+		for _, s := range subs {
+			if err := walk(path.Join(dir, s)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk("."); err != nil {
+		return nil, fmt.Errorf("list cgroups below %s: %w", r.Root(), err)
+	}
+	return groups, nil
+}
+
+// Read reads one group's counters: CPU accounting and throttling, CPU
+// pressure, and memory where the controller is there ([Reader.Memory]).
+func (r *Reader) Read(group string) (observe.Sample, error) {
+	s := observe.Sample{Group: group}
+	var err error
+	if s.CPU, err = r.CPUStat(group); err != nil {
+		return observe.Sample{}, err
+	}
+	if s.LocalThrottledUsec, err = r.localThrottled(group); err != nil {
+		return observe.Sample{}, err
+	}
+	if r.v2 {
+		s.UsageKnown = true
+		if s.Pressure, err = r.pressure(group, fileCPUPressure); err != nil {
+			return observe.Sample{}, err
+		}
+	} else if err := r.usageV1(group, &s); err != nil {
+		return observe.Sample{}, err
+	}
+	if s.Memory, err = r.Memory(group); err != nil {
+		return observe.Sample{}, err
+	}
+	return s, nil
+}
+
+// ReadAll reads every group of Groups, in that order. A group removed
+// between listing and reading (a query that ended) is left out.
+func (r *Reader) ReadAll() ([]observe.Sample, error) {
+	groups, err := r.Groups()
+	if err != nil {
+		return nil, err
+	}
+	samples := make([]observe.Sample, 0, len(groups))
+	for _, g := range groups {
+		s, err := r.Read(g)
+		if errors.Is(err, fs.ErrNotExist) && g != "." {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		samples = append(samples, s)
+	}
+	return samples, nil
+}
+
+// CPULimit reads group's CPU bandwidth limit ([readCPULimit]).
+func (r *Reader) CPULimit(group string) (cpulimit.Limit, error) {
+	f, err := r.fs(r.cpuHier())
+	if err != nil {
+		return cpulimit.Limit{}, err
+	}
+	return readCPULimit(f, group, r.v2, r.Root())
+}
+
+// Threads lists the threads in group and every cgroup below it, at most
+// limit of them: v2's cgroup.threads, v1's tasks, one thread ID per line.
+// truncated reports that more were there. A cgroup removed while it is
+// read (a query that ended) is left out.
+func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, err error) {
+	f, err := r.fs(r.cpuHier())
+	if err != nil {
+		return nil, false, err
+	}
+	file := threadList(r.v2)
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		b, err := f.ReadFile(path.Join(dir, file))
+		if errors.Is(err, fs.ErrNotExist) && dir != group {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ids, err := parseProcs(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path.Join(r.Root(), dir, file), err)
+		}
+		for _, tid := range ids {
+			if len(tids) == limit {
+				truncated = true
+				return nil
+			}
+			tids = append(tids, tid)
+		}
+		subs, err := f.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) && dir != group {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		slices.Sort(subs)
+		for _, s := range subs {
+			if err := walk(path.Join(dir, s)); err != nil || truncated {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(group); err != nil {
+		return nil, false, fmt.Errorf("list threads below %s: %w", path.Join(r.Root(), group), err)
+	}
+	return tids, truncated, nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/client"
+)
+
+// runHelpTemplate is `poolagent help run`: its description already lists
+// its options (client.RunHelp, shared with poolagent-run --help), so the
+// framework's OPTIONS section would list them twice.
+const runHelpTemplate = `NAME:
+   {{.HelpName}} - {{.Usage}}
+
+USAGE:
+   {{.HelpName}} {{.ArgsUsage}}
+
+DESCRIPTION:
+   {{wrap .Description 3}}
+`
+
+// wireHelp makes every command's help and errors poolagent's: flag errors
+// as one line (onUsageError), required flags checked without the help page
+// (requireFlags), no per-command "help" subcommand, and run's help without
+// a second list of options.
+func wireHelp(app *cli.App) {
+	cli.FlagStringer = flagString
+	app.OnUsageError = onUsageError
+	app.Action = unknownCommand
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = onUsageError
+		cmd.HideHelpCommand = true
+		requireFlags(cmd)
+		nameUsageErrors(cmd)
+	}
+	if run := app.Command("run"); run != nil {
+		run.CustomHelpTemplate = runHelpTemplate
+	}
+}
+
+// nameUsageErrors makes the usage errors cmd's action returns name cmd:
+// "poolagent compare: --repeat 0 is not accepted …".
+func nameUsageErrors(cmd *cli.Command) {
+	action := cmd.Action
+	if action == nil {
+		return
+	}
+	cmd.Action = func(c *cli.Context) error {
+		err := action(c)
+		if ue, ok := err.(*usageError); ok && ue.cmd == "" {
+			ue.cmd = "poolagent " + cmd.Name
+		}
+		return err
+	}
+}
+
+// flagString is a flag's line in the help: its names with the value's
+// placeholder, a tab, and its usage with the default said once.
+func flagString(f cli.Flag) string {
+	names, usage := flagHelp(f)
+	return names + "\t" + usage
+}
+
+// flagHelp is a flag's names as typed with their placeholder, "--pools
+// FILE, -p FILE", and its usage. The default is added unless the usage
+// says it already ("(default: the pool's period)") or it is a zero value
+// that says nothing (false, 0s, "").
+func flagHelp(f cli.Flag) (names, usage string) {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok {
+		return strings.Join(f.Names(), ", "), ""
+	}
+	placeholder, usage := unquotedUsage(df.GetUsage())
+	if df.TakesValue() && placeholder == "" {
+		placeholder = "VALUE"
+	}
+	var forms []string
+	for _, n := range df.Names() {
+		form := dashed(n)
+		if df.TakesValue() {
+			form += " " + placeholder
+		}
+		forms = append(forms, form)
+	}
+	if def := df.GetDefaultText(); !strings.Contains(usage, "(default") && !saysNothing(def) {
+		usage += " (default: " + def + ")"
+	}
+	return strings.Join(forms, ", "), usage
+}
+
+// saysNothing is true of a default that is only the type's zero value.
+func saysNothing(def string) bool {
+	switch def {
+	case "", "false", "0s", `""`, "[]":
+		return true
+	}
+	return false
+}
+
+// manPage is poolagent(1): every command with its description and options,
+// written from the same text as the help.
+func manPage(app *cli.App) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, ".TH POOLAGENT 1\n.SH NAME\npoolagent \\- %s\n", roff(app.Usage))
+	b.WriteString(".SH SYNOPSIS\n.B poolagent\nCOMMAND [OPTIONS] [ARGUMENTS]\n.br\n.B poolagent\nhelp [COMMAND] | version\n")
+	b.WriteString(".SH DESCRIPTION\n" + roff(strings.ToUpper(app.Usage[:1])+app.Usage[1:]) + ". Each command is below with its options; " +
+		"\\fBpoolagent help\\fR \\fICOMMAND\\fR prints the same. A mistake in a command or a flag is one line on " +
+		"standard error, with the nearest name, and the exit status 2.\n")
+	b.WriteString(".SH OPTIONS\n")
+	writeManFlags(&b, app.VisibleFlags())
+	b.WriteString(".SH COMMANDS\n")
+	for _, cmd := range app.VisibleCommands() {
+		if cmd.Name == "help" {
+			continue
+		}
+		fmt.Fprintf(&b, ".SS %s\n%s.\n.PP\n", cmd.Name, roff(cmd.Usage))
+		args := cmd.ArgsUsage
+		if args == "" && len(cmd.VisibleFlags()) > 0 {
+			args = "[OPTIONS]"
+		}
+		fmt.Fprintf(&b, ".B poolagent %s\n%s\n", cmd.Name, roff(strings.TrimSpace(args)))
+		desc, opts, hasOpts := strings.Cut(cmd.Description, "\n\nOptions:\n")
+		for _, para := range strings.Split(desc, "\n\n") {
+			if strings.TrimSpace(para) != "" {
+				b.WriteString(".PP\n" + roff(para) + "\n")
+			}
+		}
+		switch {
+		case cmd.Name == "run" && hasOpts:
+			// run's options are its own parser's (client.RunHelp).
+			b.WriteString(".PP\nOptions:\n.nf\n" + roff(opts) + "\n.fi\n")
+		case len(cmd.VisibleFlags()) > 0:
+			b.WriteString(".PP\nOptions:\n")
+			writeManFlags(&b, cmd.VisibleFlags())
+		}
+	}
+	b.WriteString(".SH SEE ALSO\npoolagent\\-run(1)\n")
+	return b.String()
+}
+
+// writeManFlags writes one tagged paragraph per flag: its names in bold
+// with their placeholder in italics, then its usage.
+func writeManFlags(b *strings.Builder, flags []cli.Flag) {
+	for _, f := range flags {
+		names, usage := flagHelp(f)
+		var forms []string
+		for _, form := range strings.Split(names, ", ") {
+			name, placeholder, ok := strings.Cut(form, " ")
+			s := `\fB` + roff(name) + `\fR`
+			if ok {
+				s += ` \fI` + roff(placeholder) + `\fR`
+			}
+			forms = append(forms, s)
+		}
+		fmt.Fprintf(b, ".TP\n%s\n%s\n", strings.Join(forms, ", "), roff(usage))
+	}
+}
+
+// slimManPage is poolagent-run(1), written from the help `poolagent-run
+// --help` prints: synopsis, description and options.
+func slimManPage() string {
+	var b strings.Builder
+	b.WriteString(".TH POOLAGENT\\-RUN 1\n.SH NAME\npoolagent\\-run \\- " + roff(client.RunSummary) + "\n")
+	b.WriteString(".SH SYNOPSIS\n.B poolagent\\-run\n" + roff(client.RunArgsUsage) + "\n.SH DESCRIPTION\n")
+	desc, opts, _ := strings.Cut(client.RunHelp, "\n\nOptions:\n")
+	for i, para := range strings.Split(desc, "\n\n") {
+		if i > 0 {
+			b.WriteString(".PP\n")
+		}
+		b.WriteString(roff(para) + "\n")
+	}
+	b.WriteString(".SH OPTIONS\n.nf\n" + roff(opts) + "\n.fi\n.SH SEE ALSO\npoolagent(1)\n")
+	return b.String()
+}
+
+// roff escapes text for a man page: backslashes, hyphens (a minus, so
+// that options copy as typed) and a line's leading dot or quote.
+func roff(s string) string {
+	s = strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
+			lines[i] = `\&` + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// asRoot says, of a permission error met by a command run by a user other
+// than root, that the command writes cgroups root owns: "apply needs root:
+// run it as root, or with sudo (as uid 1000: mkdir …: permission
+// denied)". Any other error is returned as it is.
+func asRoot(cmd string, err error) error {
+	uid := os.Geteuid()
+	if err == nil || uid == 0 || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return fmt.Errorf("%s needs root: run it as root, or with sudo (as uid %d: %w)", cmd, uid, err)
+}
+
+// needRoot refuses to start a command that only root can run, before it
+// does anything: the daemon moves other users' processes into cgroups.
+func needRoot(cmd, why string) error {
+	if uid := os.Geteuid(); uid != 0 {
+		return fmt.Errorf("%s needs root: %s; run it as root, or with sudo (running as uid %d)", cmd, why, uid)
+	}
+	return nil
+}

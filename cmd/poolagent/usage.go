@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// usageError is a mistake in how poolagent was called: an unknown command
+// or flag, a flag without its value or with a value it does not accept, a
+// required flag missing. It is one line saying what was wrong and what is
+// accepted, with the nearest name where there is one; poolagent exits 2 on
+// it and shows the help only when asked (--help, poolagent help COMMAND).
+type usageError struct {
+	// cmd is the command it is about, "poolagent check"; "" for a check
+	// made inside a command, whose message names the flag.
+	cmd string
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usageErr is a usage error found by a command's own check of a flag's
+// value: "--periods 0 is not accepted (accepted: 1 or more)".
+func usageErr(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// The flag package's errors, which the CLI framework passes on.
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	missingValue  = regexp.MustCompile(`^flag needs an argument: -+(.+)$`)
+	badValue      = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): (.*)$`)
+)
+
+// onUsageError turns the CLI framework's flag errors into usage errors
+// (it would print them with the whole help page).
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	cmd, flags := commandOf(c)
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		return &usageError{cmd: cmd, msg: fmt.Sprintf("unknown flag %s%s (accepted: %s)",
+			dashed(m[1]), didYouMean(m[1], flagNames(flags), dashed), strings.Join(acceptedFlags(flags), ", "))}
+	}
+	if m := missingValue.FindStringSubmatch(msg); m != nil {
+		f := findFlag(flags, m[1])
+		return &usageError{cmd: cmd, msg: fmt.Sprintf("%s needs a value (accepted: %s)", dashed(m[1]), acceptedValue(f))}
+	}
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		value, name, why := m[1], m[2], m[3]
+		f := findFlag(flags, name)
+		if _, isDuration := f.(*cli.DurationFlag); isDuration {
+			if _, err := strconv.ParseFloat(value, 64); err == nil {
+				return &usageError{cmd: cmd, msg: fmt.Sprintf("%s %s has no unit (accepted: a duration with its unit, such as %sms or %ss; units ns, us, ms, s, m, h)",
+					dashed(name), value, value, value)}
+			}
+		}
+		if why == "parse error" {
+			return &usageError{cmd: cmd, msg: fmt.Sprintf("%s %q is not accepted (accepted: %s)", dashed(name), value, acceptedValue(f))}
+		}
+		return &usageError{cmd: cmd, msg: fmt.Sprintf("%s %q: %s (accepted: %s)", dashed(name), value, why, acceptedValue(f))}
+	}
+	return &usageError{cmd: cmd, msg: msg}
+}
+
+// unknownCommand is the root's action: poolagent was given a word that is
+// no command.
+func unknownCommand(c *cli.Context) error {
+	if !c.Args().Present() {
+		return cli.ShowAppHelp(c)
+	}
+	var names []string
+	for _, cmd := range c.App.VisibleCommands() {
+		names = append(names, cmd.Name)
+	}
+	word := c.Args().First()
+	return &usageError{cmd: c.App.Name, msg: fmt.Sprintf("unknown command %q%s (accepted: %s; poolagent help lists them)",
+		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
+}
+
+// requireFlags replaces the CLI framework's check of required flags,
+// which prints the whole help page, by a usage error naming the flag and
+// what it takes; the flag's help says "(required)".
+func requireFlags(cmd *cli.Command) {
+	var required []cli.Flag
+	for _, f := range cmd.Flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			if f.Required {
+				f.Required, f.Usage = false, f.Usage+" (required)"
+				required = append(required, f)
+			}
+		case *cli.DurationFlag:
+			if f.Required {
+				f.Required, f.Usage = false, f.Usage+" (required)"
+				required = append(required, f)
+			}
+		}
+	}
+	if len(required) == 0 {
+		return
+	}
+	before := cmd.Before
+	cmd.Before = func(c *cli.Context) error {
+		for _, f := range required {
+			if !c.IsSet(f.Names()[0]) {
+				return &usageError{cmd: "poolagent " + cmd.Name, msg: fmt.Sprintf("%s is required (accepted: %s)", dashed(f.Names()[0]), acceptedValue(f))}
+			}
+		}
+		if before != nil {
+			return before(c)
+		}
+		return nil
+	}
+}
+
+// commandOf is the command c runs, as typed ("poolagent check"), and its
+// flags.
+func commandOf(c *cli.Context) (string, []cli.Flag) {
+	if c.Command == nil || c.Command.Name == "" || c.Command.Name == c.App.Name {
+		return c.App.Name, c.App.VisibleFlags()
+	}
+	return "poolagent " + c.Command.Name, c.Command.VisibleFlags()
+}
+
+// flagNames is every name of flags, long and short.
+func flagNames(flags []cli.Flag) []string {
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	return names
+}
+
+// acceptedFlags lists flags as typed, "--pools/-p".
+func acceptedFlags(flags []cli.Flag) []string {
+	var out []string
+	for _, f := range flags {
+		var forms []string
+		for _, n := range f.Names() {
+			forms = append(forms, dashed(n))
+		}
+		out = append(out, strings.Join(forms, "/"))
+	}
+	return out
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// acceptedValue says what a flag takes, from its type and its help's
+// placeholder.
+func acceptedValue(f cli.Flag) string {
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return "a duration with its unit (ns, us, ms, s, m, h), such as 20ms or 1.5s"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		return "a whole number, such as 3"
+	case *cli.Float64Flag:
+		return "a number, such as 10 or 1.5"
+	case *cli.BoolFlag:
+		return "true or false, or the flag alone"
+	}
+	if df, ok := f.(cli.DocGenerationFlag); ok {
+		_, usage := unquotedUsage(df.GetUsage())
+		return strings.TrimSuffix(usage, " (required)")
+	}
+	return "a value"
+}
+
+// unquotedUsage splits a flag's usage into its `PLACEHOLDER` and the text
+// without the backquotes.
+func unquotedUsage(usage string) (placeholder, text string) {
+	before, rest, ok := strings.Cut(usage, "`")
+	if !ok {
+		return "", usage
+	}
+	name, after, ok := strings.Cut(rest, "`")
+	if !ok {
+		return "", usage
+	}
+	return name, before + name + after
+}
+
+// dashed writes a flag name as typed: --pools, -p.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// didYouMean is "; did you mean --pools?" for the name among names nearest
+// to word, when one is near enough to be a slip (at most a third of its
+// letters changed, or word a prefix of it); else "".
+func didYouMean(word string, names []string, show func(string) string) string {
+	best, bestDist := "", 0
+	for _, n := range names {
+		if len(n) < 2 && len(word) > 1 {
+			continue
+		}
+		d := editDistance(word, n)
+		if strings.HasPrefix(n, word) || strings.HasPrefix(word, n) {
+			d = min(d, 1)
+		}
+		if best == "" || d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	if best == "" || bestDist > max(1, len(word)/3) {
+		return ""
+	}
+	return "; did you mean " + show(best) + "?"
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// errorLine is how main prints err: a usage error of a command as
+// "poolagent check: …", anything else as "poolagent: …".
+func errorLine(err error) string {
+	if ue, ok := err.(*usageError); ok && ue.cmd != "" {
+		return ue.cmd + ": " + ue.msg
+	}
+	return "poolagent: " + err.Error()
+}

@@ -1,0 +1,537 @@
+package fleet
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The pipeline: everything the node asks of etcd runs in the background,
+// never under b.mu and never in a call of the daemon, so that a pool
+// without a global limit admits in microseconds whatever etcd does. Each
+// pump starts what can start:
+//
+//   - per pool, one registration transaction at a time, carrying every
+//     query of the pool that arrived on this node since the last one
+//     (arrivals batch while a transaction is in flight), up to maxBatch;
+//   - one transaction starting every queued query of this node the views
+//     allow to start, each in a nested transaction of its own;
+//   - one transaction deleting the keys of ended queries;
+//   - the node record after a load refresh, and the registration of
+//     running queries without a key.
+//
+// Many transactions are in flight at once (one per pool registering, the
+// starts, the deletes); etcd orders them, and every one is guarded by
+// compares, so none over-admits.
+
+// maxBatch bounds the queries of one registration transaction: k puts and
+// 3 reads, within etcd's default of 128 operations per transaction.
+const maxBatch = 64
+
+// pumpLoop runs the pump each time something may have become possible.
+func (b *Backend) pumpLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kick:
+		}
+		b.pump()
+	}
+}
+
+// pump starts what the views allow (see above); b.mu is not held.
+func (b *Backend) pump() {
+	now := time.Now()
+	b.mu.Lock()
+	var work []func()
+	live := b.connectedLocked(now)
+	if live && b.publish && !b.publishing {
+		b.publish, b.publishing = false, true
+		work = append(work, b.publishRecord)
+	}
+	if len(b.deletes) > 0 && !b.deleting && b.lease != 0 {
+		b.deleting = true
+		work = append(work, b.deleteKeys)
+	}
+	if live && !b.reregistering && b.anyLostLocked() {
+		b.reregistering = true
+		work = append(work, func() {
+			b.reregister()
+			b.mu.Lock()
+			b.reregistering = false
+			b.mu.Unlock()
+		})
+	}
+	if live {
+		for _, r := range b.registrationsLocked() {
+			work = append(work, func() { b.emit(b.register(r)) })
+		}
+		if as := b.startableLocked(); len(as) > 0 {
+			work = append(work, func() { b.emit(b.start(as)) })
+		}
+	}
+	b.mu.Unlock()
+	for _, w := range work {
+		b.wg.Go(w)
+	}
+}
+
+func (b *Backend) anyLostLocked() bool {
+	for _, q := range b.queries {
+		if q.st == running && q.lost && q.token == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// registration is one pool's batch of arrivals, put into the cluster in
+// one transaction: when the pool's queue is empty and the slots its view
+// shows free are still free (compared on their create revision, and no
+// extra registered since the view's revision), the first len(runs) take
+// them and start; every other one, or all when the compares fail, puts
+// its queue key. The same transaction reads, after its puts, the slots
+// taken, the extras and the queue's length: the figures that decide
+// whether each queued one may wait.
+type registration struct {
+	pool   string
+	lease  clientv3.LeaseID
+	qs     []*query // in arrival order
+	tokens []string
+	qkeys  []string
+	runs   []*attempt // for qs[:len(runs)]
+}
+
+// registrationsLocked makes the registration of every pool with arrivals
+// and none in flight; b.mu is held and the node is connected.
+func (b *Backend) registrationsLocked() []*registration {
+	var regs []*registration
+	byPool := map[string]*registration{}
+	for _, q := range b.sortedQueries() {
+		if q.st != pending || q.token != "" {
+			continue
+		}
+		p := b.pools[q.pool]
+		if p.registering {
+			continue
+		}
+		r := byPool[q.pool]
+		if r == nil {
+			r = &registration{pool: q.pool, lease: b.lease}
+			byPool[q.pool] = r
+			regs = append(regs, r)
+		}
+		if len(r.qs) == maxBatch {
+			continue
+		}
+		q.token = b.newToken()
+		q.seq = b.seq
+		b.tokens[q.token] = q
+		r.qs = append(r.qs, q)
+		r.tokens = append(r.tokens, q.token)
+		r.qkeys = append(r.qkeys, b.keys.queued(q.pool, q.token))
+	}
+	for _, r := range regs {
+		b.pools[r.pool].registering = true
+		v := b.view(r.pool)
+		if len(v.queue) > 0 {
+			continue
+		}
+		for i, q := range r.qs {
+			a := b.startAttempt(q, v.slots, v.running(), b.rev, i, true, r.lease)
+			if a == nil {
+				break
+			}
+			r.runs = append(r.runs, a)
+		}
+	}
+	return regs
+}
+
+// register runs registration r and returns the events it decides; b.mu
+// is not held.
+func (b *Backend) register(r *registration) []admission.Event {
+	reads := []clientv3.Op{
+		clientv3.OpGet(b.keys.slots(r.pool), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(b.keys.extras(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(b.keys.queue(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	}
+	queue := func(from int) []clientv3.Op {
+		var ops []clientv3.Op
+		for i := from; i < len(r.qs); i++ {
+			ops = append(ops, clientv3.OpPut(r.qkeys[i], b.entryOf(r.qs[i]).value(), clientv3.WithLease(r.lease)))
+		}
+		return append(ops, reads...)
+	}
+	ctx, cancel := b.request()
+	start := time.Now()
+	txn := b.cli.Txn(ctx)
+	if len(r.runs) > 0 {
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.queue(r.pool)).WithPrefix(), "=", 0)}
+		var then []clientv3.Op
+		for _, a := range r.runs {
+			cmps = append(cmps, a.cmps...)
+			then = append(then, a.ops...)
+		}
+		txn = txn.If(cmps...).Then(append(then, queue(len(r.runs))...)...).Else(queue(0)...)
+	} else {
+		txn = txn.Then(queue(0)...)
+	}
+	resp, err := txn.Commit()
+	cancel()
+	b.note(start, err)
+	now := time.Now()
+	b.mu.Lock()
+	defer b.poke()
+	defer b.mu.Unlock()
+	b.pools[r.pool].registering = false
+	started := 0
+	if err == nil && resp.Succeeded && len(r.runs) > 0 {
+		started = len(r.runs)
+	}
+	var events []admission.Event
+	var live []int // indexes of the queries still waiting for this registration
+	for i, q := range r.qs {
+		if q.st == pending && q.token == r.tokens[i] {
+			live = append(live, i)
+			continue
+		}
+		// Failed or left meanwhile: its key, if the transaction put it, is
+		// an orphan.
+		if err == nil {
+			if i < started {
+				b.deletes[r.runs[i].runKey] = resp.Header.Revision
+			} else {
+				b.deletes[r.qkeys[i]] = resp.Header.Revision
+			}
+		}
+	}
+	if err != nil {
+		// The transaction may still be carried out: its keys then carry
+		// tokens no longer live, and are deleted as orphans. The queries
+		// are tried again at the next pump; the daemon is told they wait.
+		for _, a := range r.runs {
+			b.release(a)
+		}
+		for _, i := range live {
+			q := r.qs[i]
+			b.forgetToken(q)
+			events = b.tellQueued(q, events)
+		}
+		b.log.Debug("register queries", "pool", r.pool, "queries", len(r.qs), "err", err)
+		return events
+	}
+	for i := started; i < len(r.runs); i++ {
+		b.release(r.runs[i])
+	}
+	p := b.pools[r.pool]
+	l := p.limits
+	reads0 := resp.Responses[len(resp.Responses)-3:]
+	slotKVs := reads0[0].GetResponseRange().Kvs
+	running := len(slotKVs) + int(reads0[1].GetResponseRange().Count)
+	queuedKeys := len(r.qs) - started
+	ahead := int(reads0[2].GetResponseRange().Count) - queuedKeys // queued before this batch
+	slots := map[string]entry{}
+	for _, kv := range slotKVs {
+		slots[string(kv.Key)] = entry{}
+	}
+	var as []*attempt
+	for _, i := range live {
+		q := r.qs[i]
+		p.pending--
+		if i < started {
+			q.rev = resp.Header.Revision
+			b.started(q, r.runs[i], now)
+			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived)})
+			continue
+		}
+		waiting := ahead + (i - started) // queue keys ahead of this one
+		q.st, q.key, q.rev = queued, r.qkeys[i], resp.Header.Revision
+		if overQueue(running, waiting, l) {
+			p.stats.Rejected++
+			n := p.pending + 1 // the requests of this node not registered, and this one
+			b.drop(q)
+			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived),
+				Err: admission.QueueFullError(q.pool, n, held(running, waiting, l), l)})
+			continue
+		}
+		q.placed = waiting + 1
+		// At position waiting in the queue: start now if the transaction's
+		// own reading lets it (waiting < the free slots, so every query
+		// ahead of it may start too, each in the slot before its own),
+		// rather than wait for the watch to show the key.
+		if a := b.startAttempt(q, slots, running, resp.Header.Revision, waiting, false, r.lease); a != nil {
+			b.queuedAttempt(a)
+			as = append(as, a)
+			continue
+		}
+		events = b.tellQueued(q, events)
+	}
+	if len(as) > 0 {
+		b.wg.Go(func() { b.emit(b.start(as)) })
+	}
+	return events
+}
+
+// tellQueued adds the Queued event of a query the daemon does not know
+// waits yet; b.mu is held.
+func (b *Backend) tellQueued(q *query, events []admission.Event) []admission.Event {
+	if q.told {
+		return events
+	}
+	q.told = true
+	return append(events, admission.Event{ID: q.id, Pool: q.pool, Queued: true})
+}
+
+// attempt is the start of one query: its part of a start transaction.
+type attempt struct {
+	q        *query
+	token    string
+	runKey   string // the slot or extra key it puts
+	claimed  bool   // runKey is a slot in b.claims
+	cmps     []clientv3.Cmp
+	ops      []clientv3.Op
+	reserved bool
+}
+
+// startAttempt builds the part of a transaction that starts q, the query
+// at position pos of the pool's queue, if the cluster as seen at revision
+// rev (slots taken, running queries) lets it start: the pos-th free slot,
+// or an extra key in a pool without a concurrency limit; CPU-load
+// admission reserves its share. nil when it may not start. b.mu is held.
+func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, rev int64, pos int, arriving bool, lease clientv3.LeaseID) *attempt {
+	l := b.pools[q.pool].limits
+	a := &attempt{q: q, token: q.token}
+	if l.ConcurrentQueryLimit != admission.Unlimited {
+		if pos >= l.ConcurrentQueryLimit-running {
+			return nil
+		}
+		var free []string
+		for i := range l.ConcurrentQueryLimit {
+			if k := b.keys.slot(q.pool, i); !hasKey(slots, k) {
+				free = append(free, k)
+			}
+		}
+		// A queued query takes the pos-th free slot, as every node counts
+		// them, so that the queries ahead of it on other nodes do not
+		// race it for the same one; an arriving query, any free slot from
+		// this node's own offset. Either skips the slots this node's
+		// other attempts have claimed.
+		if !arriving && pos < len(free) && !hasKey(b.claims, free[pos]) {
+			a.runKey = free[pos]
+		}
+		for j := 0; a.runKey == "" && j < len(free); j++ {
+			if k := free[(b.offset+j)%len(free)]; !hasKey(b.claims, k) {
+				a.runKey = k
+			}
+		}
+		if a.runKey == "" {
+			return nil
+		}
+		b.claims[a.runKey] = struct{}{}
+		a.claimed = true
+		a.cmps = []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", 0),
+			// No extra registered since rev: the count of running
+			// queries is at most the one read at rev.
+			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1),
+		}
+	} else {
+		a.runKey = b.keys.extra(q.pool, q.token)
+	}
+	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, b.entryOf(q).value(), clientv3.WithLease(lease))}
+	if l.LoadCPUThresholdPercent > 0 {
+		if pos != 0 || !b.loadAdmits(l.LoadCPUThresholdPercent) {
+			b.release(a)
+			return nil
+		}
+		b.load.Reserve()
+		a.reserved = true
+	}
+	return a
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// queuedAttempt makes a the start of the queued query a.q: its queue key
+// must still be there, and goes. b.mu is held.
+func (b *Backend) queuedAttempt(a *attempt) {
+	q := a.q
+	a.cmps = append(a.cmps, clientv3.Compare(clientv3.CreateRevision(q.key), "=", q.rev))
+	a.ops = append([]clientv3.Op{clientv3.OpDelete(q.key)}, a.ops...)
+	q.st = starting
+}
+
+// startableLocked returns the start attempts of every queued query of this
+// node the views allow to start: at position p of its pool's queue when
+// p < the free slots (all ahead of it may start too, so FIFO holds); with
+// a CPU-load threshold only the head, once the load allows. b.mu is held
+// and the node is connected.
+func (b *Backend) startableLocked() []*attempt {
+	var as []*attempt
+	for _, q := range b.sortedQueries() {
+		if q.st != queued {
+			continue
+		}
+		v := b.view(q.pool)
+		pos := v.position(q.rev, q.seq)
+		if pos < 0 {
+			continue
+		}
+		if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, b.lease); a != nil {
+			b.queuedAttempt(a)
+			as = append(as, a)
+		}
+	}
+	return as
+}
+
+// start runs start attempts, each a nested transaction of one transaction
+// (64 to a transaction), and returns the events of the queries that
+// started; b.mu is not held. A lost race changes nothing: the watch shows
+// why, and the query is tried again.
+func (b *Backend) start(as []*attempt) []admission.Event {
+	var events []admission.Event
+	for len(as) > 0 {
+		n := min(len(as), 64)
+		ops := make([]clientv3.Op, n)
+		for i, a := range as[:n] {
+			ops[i] = clientv3.OpTxn(a.cmps, a.ops, nil)
+		}
+		ctx, cancel := b.request()
+		start := time.Now()
+		resp, err := b.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		b.note(start, err)
+		now := time.Now()
+		b.mu.Lock()
+		for i, a := range as[:n] {
+			ok := err == nil && resp.Responses[i].GetResponseTxn().Succeeded
+			var rev int64
+			if ok {
+				rev = resp.Header.Revision
+			}
+			if b.settle(a, ok, rev, now) {
+				events = append(events, admission.Event{ID: a.q.id, Pool: a.q.pool, QueuedFor: now.Sub(a.q.arrived)})
+			} else if a.q.st == queued {
+				events = b.tellQueued(a.q, events)
+			}
+		}
+		b.mu.Unlock()
+		as = as[n:]
+	}
+	return events
+}
+
+// settle records the outcome of a queued query's start (rev: the
+// revision it ran at, its run key's create revision); b.mu is held. It
+// reports whether the query is now running.
+func (b *Backend) settle(a *attempt, ok bool, rev int64, now time.Time) bool {
+	q := a.q
+	if q.token != a.token || q.st != starting {
+		// Failed (deadline) or lost meanwhile.
+		if ok {
+			b.deletes[a.runKey] = rev
+		}
+		b.release(a)
+		return false
+	}
+	if !ok {
+		q.st = queued
+		b.release(a)
+		return false
+	}
+	q.rev = rev
+	b.started(q, a, now)
+	return true
+}
+
+// release ends a's claims: its slot and its share of the node's CPU.
+func (b *Backend) release(a *attempt) {
+	if a.claimed {
+		delete(b.claims, a.runKey)
+		a.claimed = false
+	}
+	if a.reserved {
+		b.load.Unreserve()
+		a.reserved = false
+	}
+}
+
+// started marks q running under attempt a, whose key was created at
+// revision rev; b.mu is held. The view holds its key at once, before the
+// watch shows it, so that this node's next attempts count it.
+func (b *Backend) started(q *query, a *attempt, now time.Time) {
+	rev := q.rev
+	b.release(a)
+	q.st = running
+	q.key = a.runKey
+	e := b.entryOf(q)
+	e.key, e.rev, e.lease = a.runKey, rev, int64(b.lease)
+	if dir, _ := b.keys.parse(a.runKey); dir == slotDir {
+		b.view(q.pool).slots[a.runKey] = e
+	} else {
+		b.view(q.pool).extras[a.runKey] = e
+	}
+	p := b.pools[q.pool]
+	p.stats.Admitted++
+	p.stats.QueueWait += now.Sub(q.arrived)
+}
+
+// deleteKeys deletes the keys of ended queries and orphans, in one
+// transaction per 64. A key known by its create revision goes only if it
+// is still that key: a slot key another node has taken since (the watch
+// may show this node's own put after the query left) stays.
+func (b *Backend) deleteKeys() {
+	b.mu.Lock()
+	keys := slices.Sorted(maps.Keys(b.deletes))
+	revs := maps.Clone(b.deletes)
+	b.mu.Unlock()
+	var err error
+	defer func() {
+		b.mu.Lock()
+		b.deleting = false
+		more := len(b.deletes) > 0
+		b.mu.Unlock()
+		if more && err == nil {
+			b.poke() // ended while this ran; on an error, the next pump
+		}
+	}()
+	for len(keys) > 0 {
+		n := min(len(keys), 64)
+		var ops []clientv3.Op
+		for _, k := range keys[:n] {
+			if revs[k] == 0 {
+				ops = append(ops, clientv3.OpDelete(k))
+				continue
+			}
+			ops = append(ops, clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", revs[k])},
+				[]clientv3.Op{clientv3.OpDelete(k)}, nil))
+		}
+		ctx, cancel := b.request()
+		start := time.Now()
+		_, err = b.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		b.note(start, err)
+		if err != nil {
+			return // kept for a later pump; the lease expiry removes them at worst
+		}
+		b.mu.Lock()
+		for _, k := range keys[:n] {
+			if b.deletes[k] == revs[k] {
+				delete(b.deletes, k)
+			}
+		}
+		b.mu.Unlock()
+		keys = keys[n:]
+	}
+}

@@ -1,0 +1,129 @@
+#!/bin/bash
+# run.sh STAGE COMMAND [ARG...] - boot the systemd flavour of the test VM
+# (setup.sh: Debian bookworm, systemd 252 as PID 1, cgroup v2) with the
+# directory STAGE copied to /job, run COMMAND in /job as root as the last
+# step of the boot, and exit with its status (docs/testing.md).
+#
+# COMMAND runs in a oneshot unit, poolagent-vm-job.service, ordered after
+# multi-user.target, so the system is up (journald, D-Bus, logind) and
+# systemctl works as on a host; the unit then powers the guest off.
+#
+# Serial ports, as in the busybox flavour:
+#   ttyS0  the kernel's and systemd's console (a log file on the host)
+#   ttyS1  the job's stdout and stderr (run.sh's stdout)
+#   ttyS2  the job's exit status, one decimal line
+#
+# Exit status: the command's; 124 the VM hit its time limit; 125 the VM
+# ended without reporting a status (the console tail is printed).
+#
+# Env:
+#   POOLAGENT_VM_TIMEOUT   seconds before the VM is stopped (default 900)
+#   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
+#   POOLAGENT_VM_MEM_MIB   guest memory (default 2048)
+#   POOLAGENT_VM_CONSOLE=1 print the guest's console log to stderr afterwards
+#   POOLAGENT_VM_TIMING=1  print one line to stderr: boot, job and wall seconds
+#   POOLAGENT_VM_LAB       the lab folder (default: scripts/vm/lab)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lab=${POOLAGENT_VM_LAB:-$here/../lab}
+die() { echo "vm systemd run: $*" >&2; exit 125; }
+
+[ $# -ge 2 ] || { echo "usage: $0 STAGE COMMAND [ARG...]" >&2; exit 2; }
+stage=$1
+shift
+[ -d "$stage" ] || die "no such directory: $stage"
+kernel=$lab/kernel/current/vmlinuz
+[ -s "$kernel" ] || die "no kernel in $lab: run scripts/vm/setup.sh first"
+base=$(ls "$lab"/systemd/rootfs-*.cpio 2>/dev/null | head -1)
+[ -n "$base" ] || die "no root file system in $lab/systemd: run scripts/vm/systemd/setup.sh first"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/poolagent-vm-systemd.XXXXXX")
+vm=
+cleanup() {
+	[ -n "$vm" ] && kill -KILL "$vm" 2>/dev/null && wait "$vm" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+root=$work/root
+mkdir -p "$root/job" "$root/etc/systemd/system/multi-user.target.wants"
+cp -a "$stage/." "$root/job/"
+
+quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+{
+	echo '#!/bin/sh'
+	echo '# The job of poolagent-vm-job.service: written by scripts/vm/systemd/run.sh.'
+	echo 'stty -F /dev/ttyS1 raw -echo'
+	echo 'echo "poolagent-vm: booted in $(cut -d" " -f1 /proc/uptime)s, $(uname -r), $(systemctl --version | head -1)" >/dev/ttyS0'
+	printf 'cd /job && '
+	for a in "$@"; do printf '%s ' "$(quote "$a")"; done
+	echo '>/dev/ttyS1 2>&1'
+	echo 'status=$?'
+	echo 'echo "poolagent-vm: job exited with status $status at $(cut -d" " -f1 /proc/uptime)s" >/dev/ttyS0'
+	echo 'echo "$status" >/dev/ttyS2'
+	echo 'sync'
+	echo 'systemctl poweroff -ff'
+} >"$root/job/.vm-job"
+chmod 755 "$root/job/.vm-job"
+cat >"$root/etc/systemd/system/poolagent-vm-job.service" <<'UNIT'
+[Unit]
+Description=poolagent VM job (scripts/vm/systemd/run.sh)
+After=multi-user.target
+
+[Service]
+Type=oneshot
+ExecStart=/job/.vm-job
+TimeoutStartSec=infinity
+StandardOutput=journal
+StandardError=journal
+UNIT
+ln -s ../poolagent-vm-job.service "$root/etc/systemd/system/multi-user.target.wants/poolagent-vm-job.service"
+# The job's archive follows the base: the kernel unpacks both into one
+# root file system, later files over earlier ones.
+cp "$base" "$work/initrd"
+(cd "$root" && find . | cpio -o -H newc --quiet) >>"$work/initrd"
+
+timeout=${POOLAGENT_VM_TIMEOUT:-900}
+started=$(date +%s.%N)
+: >"$work/status"
+# No udev in the image: without the mask systemd waits 90 s for
+# dev-ttyS0.device before the console's getty.
+qemu-system-x86_64 \
+	-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
+	-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-2048}" \
+	-kernel "$kernel" -initrd "$work/initrd" \
+	-append "console=ttyS0 loglevel=3 rdinit=/sbin/init panic=-1 tsc=reliable mitigations=off systemd.show_status=0 systemd.mask=serial-getty@ttyS0.service" \
+	-display none -monitor none -no-reboot \
+	-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
+	</dev/null &
+vm=$!
+stopped=
+while kill -0 "$vm" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$vm/stat" 2>/dev/null)" != Z ]; do
+	sleep 0.5
+	if [ "$(date +%s)" -ge "$(printf '%.0f' "$started")" ] && (($(date +%s) - ${started%.*} >= timeout)); then
+		stopped=timeout
+		kill -KILL "$vm" 2>/dev/null
+		break
+	fi
+done
+wait "$vm" 2>/dev/null || true
+vm=
+status=$(tr -dc 0-9 <"$work/status")
+if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
+	awk -v wall="$(echo "$(date +%s.%N) $started" | awk '{printf "%.1f", $1-$2}')" '
+		/poolagent-vm: booted in/ { b = $4; sub(/s,?$/, "", b) }
+		/poolagent-vm: job exited/ { e = $NF; sub(/s$/, "", e) }
+		END { printf "vm systemd run: boot %.1fs, job %.1fs, wall %ss\n", b, e - b, wall }
+	' "$work/console.log" >&2
+fi
+[ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
+if [ "$stopped" = timeout ] && [ -z "$status" ]; then
+	echo "vm systemd run: stopped after ${timeout}s (POOLAGENT_VM_TIMEOUT); console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	exit 124
+fi
+if [ -z "$status" ]; then
+	echo "vm systemd run: the VM ended without an exit status; console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	exit 125
+fi
+exit "$status"

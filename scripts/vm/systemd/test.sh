@@ -1,0 +1,18 @@
+#!/bin/bash
+# test.sh - the operator's lifecycle on a real systemd host: builds the two
+# binaries, stages them with scripts/install.sh, uninstall.sh, the units and
+# lifecycle.sh, and boots the systemd VM (run.sh) to run lifecycle.sh as
+# the last step of its boot. Needs setup.sh run first (scripts/test.sh
+# does). Prints the boot's and every step's time.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/scripts"
+# Static: the guest's Debian has no Go, and the client is static anyway.
+CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent" ./cmd/poolagent
+CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent-run" ./cmd/poolagent-run
+cp scripts/install.sh scripts/uninstall.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
+cp "$here/lifecycle.sh" "$stage/"
+POOLAGENT_VM_TIMING=1 "$here/run.sh" "$stage" ./lifecycle.sh
