@@ -102,6 +102,7 @@ const (
 type query struct {
 	id       admission.QueryID
 	pool     string
+	user     string // "" when not known (adopted)
 	local    bool // a pool without global limits: never in etcd
 	st       phase
 	token    string // the current registration; "" when none
@@ -127,14 +128,15 @@ type query struct {
 
 // view is the cluster's state of one pool, as the watch last showed it.
 type view struct {
-	queue  []entry           // by create revision
-	slots  map[string]entry  // slot key -> entry
-	extras map[string]entry  // extra key -> entry
-	byNode map[string][2]int // node -> running, queued
+	queue  []entry                    // by create revision
+	slots  map[string]entry           // slot key -> entry
+	extras map[string]entry           // extra key -> entry
+	byNode map[string][2]int          // node -> running, queued
+	usage  map[string]admission.Usage // user -> CPU time in the pool
 }
 
 func newView() *view {
-	return &view{slots: map[string]entry{}, extras: map[string]entry{}}
+	return &view{slots: map[string]entry{}, extras: map[string]entry{}, usage: map[string]admission.Usage{}}
 }
 
 func (v *view) running() int { return len(v.slots) + len(v.extras) }
@@ -215,9 +217,12 @@ type Backend struct {
 	// counts those refused since (invalid).
 	invalidAt    time.Time
 	invalidQuiet int
+	// charges are the CPU time this node's queries used, by pool and
+	// user, not yet added to the cluster's usage keys (users.go).
+	charges map[usageKey]admission.Usage
 	// The pipeline's transactions in flight (pipeline.go).
-	publishing, deleting, reregistering bool
-	health                              Health
+	publishing, deleting, reregistering, charging bool
+	health                                        Health
 }
 
 // Health is the backend's connection to etcd, for metrics and views.
@@ -301,6 +306,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		load:    load,
 		deletes: map[string]int64{},
 		claims:  map[string]struct{}{},
+		charges: map[usageKey]admission.Usage{},
 		offset:  int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
 	}
 	b.Configure(pools, time.Now())
@@ -383,7 +389,7 @@ func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
 
 // entryOf is the value of q's keys.
 func (b *Backend) entryOf(q *query) entry {
-	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
+	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
 }
 
 // newToken names a new registration; b.mu is held and b.lease is set.

@@ -110,8 +110,24 @@ func FuzzDecodeEntry(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if node, _, err := parseToken(e.Token); err != nil || node != e.Node || e.ArrivedUnixMilli < 0 {
+		if node, _, err := parseToken(e.Token); err != nil || node != e.Node || e.ArrivedUnixMilli < 0 || len(e.User) > maxUser || !printable(e.User) {
 			t.Fatalf("accepted %+v from %q", e, value)
+		}
+	})
+}
+
+// FuzzDecodeUsage: a usage accepted is a finite, non-negative number of
+// seconds at a time since 1970.
+func FuzzDecodeUsage(f *testing.F) {
+	f.Add([]byte(`{"seconds":12.5,"at":1767225600000}`))
+	f.Add([]byte(`{"seconds":-1,"at":1}`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		u, err := decodeUsage(value)
+		if err != nil {
+			return
+		}
+		if math.IsNaN(u.Seconds) || math.IsInf(u.Seconds, 0) || u.Seconds < 0 || u.At.UnixMilli() < 0 {
+			t.Fatalf("accepted %+v from %q", u, value)
 		}
 	})
 }

@@ -54,7 +54,7 @@ func runRecord(c *cli.Context) error {
 	}
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), "")
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	defer tree.Close()
 	lim, err := tree.CPULimit(pool)
