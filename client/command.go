@@ -49,7 +49,10 @@ const (
 		"gate shell, passes signals on, waits for CMD and every process it started, then prints\n" +
 		"the statistics and exits with CMD's status (128+N for signal N); this costs a shell, a\n" +
 		"running client and two more round trips to the daemon. `poolagent run` and the slim\n" +
-		"`poolagent-run` behave alike; poolagent-run starts faster. See docs/admission.md.\n" +
+		"`poolagent-run` behave alike; poolagent-run starts faster. When the kernel's OOM killer\n" +
+		"ends a process of the query at the query's or its pool's memory limit, a line on standard\n" +
+		"error says so and names the limit (in place, the daemon writes it there when the query\n" +
+		"ends). See docs/admission.md.\n" +
 		"\n" +
 		"Options:\n" +
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
@@ -153,6 +156,9 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		}
 		return ExitRefused
 	}
+	if res.Stats != nil && res.Stats.OOM != nil {
+		fmt.Fprintln(stderr, res.Stats.OOM.Message("poolagent", res.Query, res.Pool))
+	}
 	if res.Stats == nil {
 		fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
 	} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
@@ -174,8 +180,8 @@ func describe(err error) string {
 }
 
 // WriteStats prints a query's statistics as format "text" (a table: YDB's
-// names first, then the query cgroup's cpu.stat counters in µs) or "json"
-// (one Stats object).
+// names first, then the query cgroup's cpu.stat counters in µs, its peak
+// memory in bytes and its memory events) or "json" (one Stats object).
 func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	if format == "json" {
 		return json.NewEncoder(w).Encode(s)
@@ -188,6 +194,13 @@ func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	fmt.Fprintf(tw, "nr_periods\t%d\n", s.NrPeriods)
 	fmt.Fprintf(tw, "nr_throttled\t%d\n", s.NrThrottled)
 	fmt.Fprintf(tw, "throttled_usec\t%d\n", s.ThrottledUsec)
+	fmt.Fprintf(tw, "peak_memory_bytes\t%d\n", s.PeakMemoryBytes)
+	fmt.Fprintf(tw, "memory_high_events\t%d\n", s.MemoryHighEvents)
+	fmt.Fprintf(tw, "memory_max_events\t%d\n", s.MemoryMaxEvents)
+	fmt.Fprintf(tw, "oom_kills\t%d\n", s.OOMKills)
+	if s.OOM != nil {
+		fmt.Fprintf(tw, "oom_limit\t%s %d bytes (%s=%d)\n", s.OOM.Limit, s.OOM.LimitBytes, s.OOM.Parameter, s.OOM.Percent)
+	}
 	return tw.Flush()
 }
 

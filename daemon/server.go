@@ -33,8 +33,8 @@ import (
 )
 
 // Cgroups is the cgroup work the daemon needs. The production
-// implementation, *pooltree.Handle, writes through package cgroupfs and
-// reads through package observe; tests may use a fake. Pool and query names are
+// implementation, *pooltree.Handle, writes and reads through package
+// cgroupfs; tests may use a fake. Pool and query names are
 // plain names, never paths. A query cgroup that no longer exists (its pool
 // was dropped and its processes moved to default) reads as empty.
 type Cgroups interface {
@@ -52,8 +52,12 @@ type Cgroups interface {
 	LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error)
 	// Populated reports whether the query cgroup still holds a process.
 	Populated(pool, query string) (bool, error)
-	// QueryStat reads the query cgroup's CPU accounting.
-	QueryStat(pool, query string) (observe.CPUStat, error)
+	// QueryStat reads the query cgroup's CPU accounting and memory (nil
+	// where the memory controller is not there).
+	QueryStat(pool, query string) (observe.Sample, error)
+	// PoolMemory reads the pool cgroup's memory; nil where the memory
+	// controller is not there.
+	PoolMemory(pool string) (*observe.Memory, error)
 	// RemoveQuery removes the (empty) query cgroup.
 	RemoveQuery(pool, query string) error
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.

@@ -3,7 +3,7 @@ package pooltree
 import (
 	"errors"
 	"io/fs"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/poolagent/poolagent/observe"
@@ -59,14 +59,25 @@ func (h *Handle) NotifyEmpty(pool, query string, wake chan<- struct{}) (stop fun
 	return h.empties.watch(pool, query, wake)
 }
 
-// QueryStat reads the query cgroup's CPU accounting; one that is gone
-// reads as zero.
-func (h *Handle) QueryStat(pool, query string) (observe.CPUStat, error) {
-	s, err := h.reader.Read(filepath.Join(pool, query))
+// QueryStat reads the query cgroup's CPU accounting and memory
+// ([cgroupfs.Reader.Read]); one that is gone reads as zero.
+func (h *Handle) QueryStat(pool, query string) (observe.Sample, error) {
+	group := path.Join(pool, query)
+	s, err := h.reader.Read(group)
 	if errors.Is(err, fs.ErrNotExist) {
-		return observe.CPUStat{}, nil
+		return observe.Sample{Group: group}, nil
 	}
-	return s.CPU, err
+	return s, err
+}
+
+// PoolMemory reads the pool cgroup's memory ([cgroupfs.Reader.Memory]);
+// nil where the memory controller is not there or the pool is gone.
+func (h *Handle) PoolMemory(pool string) (*observe.Memory, error) {
+	m, err := h.reader.Memory(pool)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return m, err
 }
 
 // RemoveQuery removes the query cgroup, which must be empty
