@@ -166,7 +166,7 @@ func (s *Server) sampleHistory(now time.Time) time.Time {
 			if queries[q[0]] == nil {
 				queries[q[0]] = map[string]observe.CPUStat{}
 			}
-			queries[q[0]][q[1]] = st
+			queries[q[0]][q[1]] = st.CPU
 		}
 	}
 	h.mu.Lock()

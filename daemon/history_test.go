@@ -42,10 +42,10 @@ func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, erro
 	return out, nil
 }
 
-func (c *statCgroups) QueryStat(pool, query string) (observe.CPUStat, error) {
+func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.queries[[2]string{pool, query}], nil
+	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
 }
 
 func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
