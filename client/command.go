@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/poolagent/poolagent/internal/suggest"
 	"github.com/poolagent/poolagent/internal/version"
 	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
@@ -63,6 +64,43 @@ const (
 		"   --help, -h            show this help"
 )
 
+// runFlags are the run command's flags as typed, for its errors.
+var runFlags = []string{"--pool/-p", "--stats", "--socket", "--version", "--help/-h"}
+
+// flagError says what was wrong with a flag in one line, with the flags
+// accepted and the nearest one: the flag package's own messages name the
+// flag with one dash and nothing else.
+func flagError(err error) string {
+	msg := err.Error()
+	accepted := "accepted: " + strings.Join(runFlags, ", ")
+	var names []string
+	for _, f := range runFlags {
+		for _, n := range strings.Split(f, "/") {
+			names = append(names, strings.TrimLeft(n, "-"))
+		}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		hint := ""
+		if n := suggest.Nearest(name, names); n != "" {
+			hint = "; did you mean --" + n + "?"
+		}
+		return fmt.Sprintf("unknown flag %s%s (%s)", dashed(name), hint, accepted)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return fmt.Sprintf("%s needs a value (%s)", dashed(strings.TrimLeft(name, "-")), accepted)
+	}
+	return msg
+}
+
+// dashed writes a flag name as typed: --pool, -p.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
 // HandedOver is the argv[0] with which the poolagent binary starts
 // poolagent-run for `poolagent run` (package internal/handover): given it,
 // poolagent-run speaks as `poolagent run`.
@@ -94,7 +132,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
 		return 0
 	case err != nil:
-		return usageErr("%v", err)
+		return usageErr("%s", flagError(err))
 	case *showVersion:
 		fmt.Fprintf(stdout, "%s version %s\n", prog, version.Current())
 		return 0

@@ -21,6 +21,8 @@ type AdminReply struct {
 	// trace per stretch under one CPU limit, in the trace format of
 	// docs/advise.md.
 	Traces []json.RawMessage `json:"traces,omitempty"`
+	// Released is how many slots an OpReleaseNode released.
+	Released int `json:"released,omitempty"`
 }
 
 // Change is a run-time change the daemon accepted and saved in its state

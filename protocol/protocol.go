@@ -113,6 +113,9 @@ const (
 	// to every local user, like the views: it shows the pools' counters,
 	// which `poolagent stat` shows anyone.
 	OpHistory = "history"
+	// OpReleaseNode releases, in fleet mode, the strict slots of the node
+	// named in Request.Node (administrators only; docs/fleet.md).
+	OpReleaseNode = "release-node"
 )
 
 // Error codes of operator replies and of queries cut short by a stop.
@@ -153,6 +156,8 @@ type Request struct {
 	Local bool `json:"local,omitempty"`
 	// SinceUsec is how far back OpHistory reads, µs; 0: all it keeps.
 	SinceUsec int64 `json:"since_usec,omitempty"`
+	// Node is the fleet node an OpReleaseNode names.
+	Node string `json:"node,omitempty"`
 }
 
 // Reply is a message from the daemon.

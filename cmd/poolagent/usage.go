@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/internal/suggest"
 )
 
 // usageError is a mistake in how poolagent was called: an unknown command
@@ -201,47 +203,12 @@ func dashed(name string) string {
 }
 
 // didYouMean is "; did you mean --pools?" for the name among names nearest
-// to word, when one is near enough to be a slip (at most a third of its
-// letters changed, or word a prefix of it); else "".
+// to word (suggest.Nearest), shown as typed; "" when none is near.
 func didYouMean(word string, names []string, show func(string) string) string {
-	best, bestDist := "", 0
-	for _, n := range names {
-		if len(n) < 2 && len(word) > 1 {
-			continue
-		}
-		d := editDistance(word, n)
-		if strings.HasPrefix(n, word) || strings.HasPrefix(word, n) {
-			d = min(d, 1)
-		}
-		if best == "" || d < bestDist {
-			best, bestDist = n, d
-		}
+	if n := suggest.Nearest(word, names); n != "" {
+		return "; did you mean " + show(n) + "?"
 	}
-	if best == "" || bestDist > max(1, len(word)/3) {
-		return ""
-	}
-	return "; did you mean " + show(best) + "?"
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // errorLine is how main prints err: a usage error of a command as
