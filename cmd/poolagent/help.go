@@ -24,16 +24,20 @@ DESCRIPTION:
 
 // wireHelp makes every command's help and errors poolagent's: flag errors
 // as one line (onUsageError), required flags checked without the help page
-// (requireFlags), no per-command "help" subcommand, and run's help without
+// (checkCommandLine), no per-command "help" subcommand, and run's help without
 // a second list of options.
 func wireHelp(app *cli.App) {
 	cli.FlagStringer = flagString
 	app.OnUsageError = onUsageError
 	app.Action = unknownCommand
+	// A help command of our own keeps the framework from adding its
+	// own, and with it the --help flag: add that here.
+	app.Commands = append(app.Commands, helpCommand())
+	app.Flags = append(app.Flags, cli.HelpFlag)
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = onUsageError
 		cmd.HideHelpCommand = true
-		requireFlags(cmd)
+		checkCommandLine(cmd)
 		nameUsageErrors(cmd)
 	}
 	if run := app.Command("run"); run != nil {

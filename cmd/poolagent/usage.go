@@ -84,10 +84,12 @@ func unknownCommand(c *cli.Context) error {
 		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
 }
 
-// requireFlags replaces the CLI framework's check of required flags,
+// checkCommandLine replaces the CLI framework's check of required flags,
 // which prints the whole help page, by a usage error naming the flag and
-// what it takes; the flag's help says "(required)".
-func requireFlags(cmd *cli.Command) {
+// what it takes (the flag's help says "(required)"), and refuses an
+// argument given to a command that takes none: the framework would ignore
+// it, and every flag after it.
+func checkCommandLine(cmd *cli.Command) {
 	var required []cli.Flag
 	for _, f := range cmd.Flags {
 		switch f := f.(type) {
@@ -103,20 +105,50 @@ func requireFlags(cmd *cli.Command) {
 			}
 		}
 	}
-	if len(required) == 0 {
-		return
-	}
+	noArgs := cmd.ArgsUsage == "" && !cmd.SkipFlagParsing
 	before := cmd.Before
 	cmd.Before = func(c *cli.Context) error {
+		name := "poolagent " + cmd.Name
+		if noArgs && c.Args().Present() {
+			return &usageError{cmd: name, msg: fmt.Sprintf("unexpected argument %q (accepted: flags only, %s; a flag after an argument is not read)",
+				c.Args().First(), strings.Join(acceptedFlags(c.Command.VisibleFlags()), ", "))}
+		}
 		for _, f := range required {
 			if !c.IsSet(f.Names()[0]) {
-				return &usageError{cmd: "poolagent " + cmd.Name, msg: fmt.Sprintf("%s is required (accepted: %s)", dashed(f.Names()[0]), acceptedValue(f))}
+				return &usageError{cmd: name, msg: fmt.Sprintf("%s is required (accepted: %s)", dashed(f.Names()[0]), acceptedValue(f))}
 			}
 		}
 		if before != nil {
 			return before(c)
 		}
 		return nil
+	}
+}
+
+// helpCommand is `poolagent help [COMMAND]`, the framework's but for an
+// unknown command, which is a usage error with the nearest name (the
+// framework says "No help topic" and exits 3).
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Aliases:   []string{"h"},
+		Usage:     "show the commands, or one command's help",
+		ArgsUsage: "[COMMAND]",
+		Action: func(c *cli.Context) error {
+			word := c.Args().First()
+			switch {
+			case word == "":
+				return cli.ShowAppHelp(c)
+			case c.App.Command(word) != nil:
+				return cli.ShowCommandHelp(c, word)
+			}
+			var names []string
+			for _, cmd := range c.App.VisibleCommands() {
+				names = append(names, cmd.Name)
+			}
+			return &usageError{cmd: "poolagent help", msg: fmt.Sprintf("no command %q%s (accepted: %s)",
+				word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
+		},
 	}
 }
 
