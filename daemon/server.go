@@ -42,9 +42,13 @@ type Cgroups interface {
 	// Repair is Apply that also says how many writes it made: none when
 	// the tree still matched d.
 	Repair(d planner.Desired) (writes int, err error)
-	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
-	// query template and moves process pid into it.
-	PlaceQuery(ps planner.PoolState, query string, pid int) error
+	// MakeQuery creates the query cgroup <pool>/<query> with the pool's
+	// query template. It stays, empty, through Apply and Repair until
+	// RemoveQuery.
+	MakeQuery(ps planner.PoolState, query string) error
+	// MoveToQuery moves process pid into the query cgroup MakeQuery made
+	// with ps.
+	MoveToQuery(ps planner.PoolState, query string, pid int) error
 	// LimitsLeft returns the CPU and memory limits, set outside the query
 	// cgroup's own path, that process pid would leave by being placed in
 	// <pool>/<query>.

@@ -14,6 +14,8 @@ type AdminReply struct {
 	Pools       []Pool       `json:"pools,omitempty"`
 	Classifiers []Classifier `json:"classifiers,omitempty"`
 	Queries     []Query      `json:"queries,omitempty"`
+	// Released is how many slots an OpReleaseNode released.
+	Released int `json:"released,omitempty"`
 }
 
 // Change is a run-time change the daemon accepted and saved in its state

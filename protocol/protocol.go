@@ -107,6 +107,9 @@ const (
 	OpPools       = "pools"
 	OpClassifiers = "classifiers"
 	OpQueries     = "queries"
+	// OpReleaseNode releases, in fleet mode, the strict slots of the node
+	// named in Request.Node (administrators only; docs/fleet.md).
+	OpReleaseNode = "release-node"
 )
 
 // Error codes of operator replies and of queries cut short by a stop.
@@ -145,6 +148,8 @@ type Request struct {
 	// fleet mode the views show the cluster otherwise. A single host is
 	// its own cluster.
 	Local bool `json:"local,omitempty"`
+	// Node is the fleet node an OpReleaseNode names.
+	Node string `json:"node,omitempty"`
 }
 
 // Reply is a message from the daemon.

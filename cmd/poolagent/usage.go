@@ -84,12 +84,28 @@ func unknownCommand(c *cli.Context) error {
 		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
 }
 
+// unknownSubcommand is the action of a command with subcommands: given
+// none, its help; given a word that is none of them, a usage error with
+// the nearest.
+func unknownSubcommand(c *cli.Context, path string, subs []*cli.Command) error {
+	if !c.Args().Present() {
+		return cli.ShowSubcommandHelp(c)
+	}
+	var names []string
+	for _, s := range subs {
+		names = append(names, s.Name)
+	}
+	word := c.Args().First()
+	return &usageError{cmd: path, msg: fmt.Sprintf("unknown command %q%s (accepted: %s)",
+		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
+}
+
 // checkCommandLine replaces the CLI framework's check of required flags,
 // which prints the whole help page, by a usage error naming the flag and
 // what it takes (the flag's help says "(required)"), and refuses an
 // argument given to a command that takes none: the framework would ignore
 // it, and every flag after it.
-func checkCommandLine(cmd *cli.Command) {
+func checkCommandLine(cmd *cli.Command, path string) {
 	var required []cli.Flag
 	for _, f := range cmd.Flags {
 		switch f := f.(type) {
@@ -105,10 +121,10 @@ func checkCommandLine(cmd *cli.Command) {
 			}
 		}
 	}
-	noArgs := cmd.ArgsUsage == "" && !cmd.SkipFlagParsing
+	noArgs := cmd.ArgsUsage == "" && !cmd.SkipFlagParsing && len(cmd.Subcommands) == 0
 	before := cmd.Before
 	cmd.Before = func(c *cli.Context) error {
-		name := "poolagent " + cmd.Name
+		name := path
 		if noArgs && c.Args().Present() {
 			return &usageError{cmd: name, msg: fmt.Sprintf("unexpected argument %q (accepted: flags only, %s; a flag after an argument is not read)",
 				c.Args().First(), strings.Join(acceptedFlags(c.Command.VisibleFlags()), ", "))}
@@ -157,6 +173,9 @@ func helpCommand() *cli.Command {
 func commandOf(c *cli.Context) (string, []cli.Flag) {
 	if c.Command == nil || c.Command.Name == "" || c.Command.Name == c.App.Name {
 		return c.App.Name, c.App.VisibleFlags()
+	}
+	if c.Command.HelpName != "" {
+		return c.Command.HelpName, c.Command.VisibleFlags()
 	}
 	return "poolagent " + c.Command.Name, c.Command.VisibleFlags()
 }
