@@ -511,7 +511,7 @@ func (c *Controller) Pools() []PoolStats {
 			}
 			s.Users = append(s.Users, UserStats{User: u.name, Running: u.running, Queued: u.queue.Len(), Usage: u.usage})
 		}
-		out = append(out, withUserCounts(s))
+		out = append(out, WithUserCounts(s))
 	}
 	slices.SortFunc(out, func(a, b PoolStats) int { return strings.Compare(a.Name, b.Name) })
 	return out

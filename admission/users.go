@@ -79,9 +79,9 @@ type UserStats struct {
 	Usage Usage
 }
 
-// withUserCounts sorts s.Users by name and counts the users running and
+// WithUserCounts sorts s.Users by name and counts the users running and
 // queued.
-func withUserCounts(s PoolStats) PoolStats {
+func WithUserCounts(s PoolStats) PoolStats {
 	slices.SortFunc(s.Users, func(a, b UserStats) int { return strings.Compare(a.User, b.User) })
 	s.UsersRunning, s.UsersQueued = 0, 0
 	for _, u := range s.Users {

@@ -104,7 +104,7 @@ func (b *builder) targets(d planner.Desired, dests map[string]bool) (pools, quer
 		}
 		pools = append(pools, pool)
 		for _, q := range b.cur.children(p.Name) {
-			if !b.cur.busy(q) && !dests[q] {
+			if !b.cur.busy(q) && !dests[q] && !b.cur.keep[q] {
 				stale = append(stale, q)
 				continue
 			}

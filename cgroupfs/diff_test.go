@@ -113,6 +113,17 @@ func TestDiff(t *testing.T) {
 			},
 		},
 		{
+			name: "an empty query cgroup its owner keeps stays (its accounting not read yet)",
+			cur: func() *current {
+				c := tree(true, map[string]*node{"default": in(HierUnified), "olap": in(HierUnified), "olap/ending": in(HierUnified)},
+					map[string]settings{"default": val(unlimited), "olap": val(olap), "olap/ending": val(olapQ)})
+				c.keep = map[string]bool{"olap/ending": true}
+				return c
+			}(),
+			d:    desired(pool("olap", olap, olapQ)),
+			want: nil,
+		},
+		{
 			name: "v1: a pool's period first when its quota first would put it below its query; the query's quota first",
 			cur: tree(false, map[string]*node{"default": in(HierCPU, HierCPUAcct), "olap": in(HierCPU, HierCPUAcct), "olap/q1": busy(in(HierCPU, HierCPUAcct), HierCPU, 7)},
 				map[string]settings{"default": val(unlimited), "olap": val(lim(200000, 100000, 0, 100)), "olap/q1": val(lim(200000, 100000, 0, 100))}),

@@ -30,6 +30,8 @@ type current struct {
 	hiers []string
 	// rootIn says in which hierarchies the pool root exists.
 	rootIn map[string]bool
+	// keep are the query cgroups kept even when empty (Tree.Keep).
+	keep map[string]bool
 	// nodes are the cgroups below the root, by path relative to it.
 	nodes map[string]*node
 	// values are the managed values of the existing pools and of the
@@ -64,7 +66,7 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 	if err := t.checkIdle(d); err != nil {
 		return nil, err
 	}
-	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{},
+	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep,
 		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {

@@ -43,7 +43,18 @@ type Tree struct {
 	fss      map[string]FS // pool roots, by hierarchy
 	mfss     map[string]FS // mounts, by hierarchy
 	pageSize int64
+	// keep are the query cgroups (pool/query) a change leaves in place
+	// even when empty (Keep).
+	keep map[string]bool
 }
+
+// Keep names the query cgroups, as pool/query paths, that [Tree.Changes]
+// leaves in place even when they hold no process: those whose owner is
+// about to move a process in, or to read their accounting and remove them
+// itself. Without it an empty query cgroup is stale and goes, which would
+// lose a query's statistics in the moment between its last process's exit
+// and its owner's read. Keep replaces the previous set.
+func (t *Tree) Keep(queries map[string]bool) { t.keep = queries }
 
 // Options adjust [Open].
 type Options struct {

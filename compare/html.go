@@ -44,14 +44,15 @@ func WriteHTML(w io.Writer, r *Report) error {
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	fmt.Fprintf(&b, "<title>poolagent compare: %s</title>\n", esc(r.Scenario))
 	b.WriteString(`<style>
-body{font:15px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}
+body{font:15px/1.45 system-ui,sans-serif;margin:2em;color:#222}
+p,ul,table{max-width:1000px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}
 .miss{color:#b00020}.ok{color:#1b5e20}
 ul.verdicts{padding-left:1.2em}
-svg{display:block;margin:.5em 0}
+svg{display:block;margin:.5em 0;width:100%;height:auto}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 svg .grid{stroke:#e3e3e3;stroke-width:1}
 svg .axis{stroke:#666;stroke-width:1}
@@ -114,6 +115,8 @@ func verdictHTML(r *Report, g GroupResult) string {
 	verdict := ""
 	switch {
 	case !r.Env.Measured:
+	case len(g.Misses) == 0 && g.Tie != "":
+		verdict = "<span class=\"ok\">kernel model within target on usage_usec</span> — "
 	case len(g.Misses) == 0:
 		verdict = "<span class=\"ok\">kernel model within target</span> — "
 	case len(g.OutsideSpread) == 0:
@@ -171,7 +174,7 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 	if g.QuotaUsec > 0 {
 		top = max(top, float64(g.QuotaUsec)/1000)
 	}
-	yMax := niceCeil(max(top, 1))
+	yMax, steps := axisOf(max(top, 1))
 	y := func(ms float64) float64 { return chartTop + chartPlotH - ms/yMax*chartPlotH }
 	width, height := chartLeft+chartPlotW+chartRight, chartTop+chartPlotH+chartBottom
 	esc := html.EscapeString
@@ -193,7 +196,6 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 			x, x+22, colourQuota, x+27)
 	}
 	// Y axis: grid lines and labels in ms.
-	steps := niceSteps(yMax)
 	for i := 0; i <= steps; i++ {
 		v := yMax * float64(i) / float64(steps)
 		fmt.Fprintf(b, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
@@ -256,24 +258,22 @@ func periodTitle(i int, windowMs float64, predicted, measured []Window) string {
 	return s
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
+// axisOf is the y axis for data up to top: steps of a round size (1, 2,
+// 2.5 or 5 times a power of ten) no more than five of which reach top,
+// and yMax the first step at or above it. The axis ends near the data:
+// 101 ms gives 5 steps of 25 to 125, not 200.
+func axisOf(top float64) (yMax float64, steps int) {
+	want := top / 5
+	p := math.Pow(10, math.Floor(math.Log10(want)))
+	step := 10 * p
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*p >= want {
+			step = m * p
+			break
 		}
 	}
-	return 10 * p
-}
-
-// niceSteps is how many grid steps divide a niceCeil value into round
-// numbers: 1 → 5 steps of 0.2, 2 → 4 of 0.5, 5 → 5 of 1.
-func niceSteps(v float64) int {
-	if m := v / math.Pow(10, math.Floor(math.Log10(v))); m > 1.5 && m < 2.5 {
-		return 4
-	}
-	return 5
+	steps = int(math.Ceil(top/step - 1e-9))
+	return float64(steps) * step, steps
 }
 
 // numText renders a number of ms without a needless fraction: "40", "2.5".

@@ -231,3 +231,21 @@ func TestTies(t *testing.T) {
 		}
 	}
 }
+
+// TestAxisOf: the chart's y axis ends at the first round step at or above
+// the data, never a whole power of ten above it.
+func TestAxisOf(t *testing.T) {
+	for _, tc := range []struct {
+		top   float64
+		yMax  float64
+		steps int
+	}{
+		{100, 100, 5}, {100.4, 125, 5}, {101, 125, 5}, {40, 40, 4}, {41, 50, 5}, {95, 100, 5},
+		{1, 1, 5}, {3.2, 4, 4}, {250, 250, 5}, {260, 300, 3},
+	} {
+		yMax, steps := axisOf(tc.top)
+		if math.Abs(yMax-tc.yMax) > 1e-9 || steps != tc.steps {
+			t.Errorf("axisOf(%g) = %g in %d steps, want %g in %d", tc.top, yMax, steps, tc.yMax, tc.steps)
+		}
+	}
+}

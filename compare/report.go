@@ -357,7 +357,7 @@ func (t Target) misses(fields []FieldCompare, tied bool) (missed, outside []stri
 }
 
 // ties finds the groups whose cpu.max and burst are their parent group's,
-// both limited, and says why their throttling is not held: both levels
+// both limited, and says why only their usage is compared: both levels
 // run out of quota in the same scheduler tick, and which of them the
 // kernel throttles, so which counts the period and the time, is decided
 // anew in each period by the order of their period timers and runtime
@@ -376,7 +376,7 @@ func (r *Report) ties() map[string]string {
 		if !ok || g.QuotaUsec < 0 || parent.QuotaUsec < 0 || g.Limit != parent.Limit {
 			continue
 		}
-		why := fmt.Sprintf("nr_throttled and throttled_usec not held: %s and %s have the same cpu.max %s, and the kernel throttles either in a period", parent.Path, g.Path, g.Limit)
+		why := fmt.Sprintf("%s's limit equals its pool's (cpu.max %s): the kernel may throttle the query or the pool in a period, so only usage_usec is compared for them", g.Path, g.Limit)
 		out[g.Path], out[parent.Path] = why, why
 	}
 	return out

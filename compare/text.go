@@ -66,6 +66,8 @@ func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
 	tw.Flush()
 	switch {
 	case !r.Env.Measured:
+	case len(g.Misses) == 0 && g.Tie != "":
+		b.WriteString("  kernel model within target on usage_usec, the one counter compared for this group (below)\n")
 	case len(g.Misses) == 0:
 		b.WriteString("  kernel model within target (nr_periods, nr_bursts and burst_usec are shown, not held to it)\n")
 	case len(g.OutsideSpread) == 0:

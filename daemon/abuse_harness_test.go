@@ -135,7 +135,7 @@ type daemonProc struct {
 // startDaemonProc starts a daemon process serving spec on a fresh socket
 // and returns once it is ready; it is stopped (and must stop cleanly) when
 // the test ends.
-func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
+func startDaemonProc(t testing.TB, spec daemonSpec) *daemonProc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -189,7 +189,7 @@ func startDaemonProc(t *testing.T, spec daemonSpec) *daemonProc {
 
 // stop sends SIGTERM and fails the test unless the daemon exits with
 // status 0 within 20 s: a stop must never hang.
-func (d *daemonProc) stop(t *testing.T) {
+func (d *daemonProc) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-d.exited:
@@ -516,6 +516,17 @@ type flood struct {
 // release.
 func startFlood(t testing.TB, spec floodSpec, uid uint32) *flood {
 	t.Helper()
+	b, _ := json.Marshal(spec)
+	f := startTestProc(t, envTestFlood+"="+string(b), uid)
+	f.read(t)
+	return f
+}
+
+// startTestProc starts this test binary with env set, as uid when uid is
+// not 0, talking to it over its standard input and output; it ends when
+// the test does, or at release.
+func startTestProc(t testing.TB, env string, uid uint32) *flood {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -523,9 +534,8 @@ func startFlood(t testing.TB, spec floodSpec, uid uint32) *flood {
 	if uid != 0 {
 		exe = userExecutable(t)
 	}
-	b, _ := json.Marshal(spec)
 	f := &flood{cmd: exec.Command(exe)}
-	f.cmd.Env = append(os.Environ(), envTestFlood+"="+string(b))
+	f.cmd.Env = append(os.Environ(), env)
 	f.cmd.Stderr = os.Stderr
 	// As the daemon's: killed with the test process.
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -545,7 +555,6 @@ func startFlood(t testing.TB, spec floodSpec, uid uint32) *flood {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.release)
-	f.read(t)
 	return f
 }
 
@@ -580,7 +589,7 @@ func (f *flood) release() {
 // requireRoot gates the tests that run clients as other uids: they skip
 // when not root, except where the real-kernel tests are required (CI),
 // where they fail, so they never silently stop running.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return

@@ -412,10 +412,13 @@ func scrapeBody(t *testing.T, hc *http.Client, url string) []byte {
 
 // Bounds of TestAbuseMetricsScrapes: the daemon's peak resident set with
 // 1,000 pools under the attacks, and how much slower another user's
-// queries may start (median over median without the attack).
+// queries may start: their median at most scrapeAbuseRatio times the
+// median without the attack, or scrapeAbuseSlack over it, whichever is
+// more (the slack absorbs other work on a loaded test host).
 const (
 	scrapeAbusePeak  = 96 << 20
 	scrapeAbuseRatio = 4
+	scrapeAbuseSlack = 100 * time.Millisecond
 )
 
 // TestAbuseMetricsScrapes: with 1,000 pools, another uid opens 250
@@ -507,9 +510,9 @@ func TestAbuseMetricsScrapes(t *testing.T) {
 		if peak > scrapeAbusePeak {
 			t.Errorf("%s: the daemon's resident set reached %d MiB, past the bound of %d MiB", a.name, peak>>20, scrapeAbusePeak>>20)
 		}
-		if p50 > scrapeAbuseRatio*quiet {
-			t.Errorf("%s: another user's starts took %v (median), %.1f× the %v without the attack (at most %d×)",
-				a.name, p50, float64(p50)/float64(quiet), quiet, scrapeAbuseRatio)
+		if p50 > max(scrapeAbuseRatio*quiet, quiet+scrapeAbuseSlack) {
+			t.Errorf("%s: another user's starts took %v (median), %.1f× the %v without the attack (at most %d× or %v more)",
+				a.name, p50, float64(p50)/float64(quiet), quiet, scrapeAbuseRatio, scrapeAbuseSlack)
 		}
 		if gap := wd.longestGap(begin); gap >= watchdogSec {
 			t.Errorf("%s: no watchdog ping for %v (WatchdogSec %v): systemd would restart the daemon", a.name, gap.Round(time.Millisecond), watchdogSec)
@@ -518,7 +521,24 @@ func TestAbuseMetricsScrapes(t *testing.T) {
 	if n := d.logged("watchdog"); n > 0 {
 		t.Errorf("the health check failed %d times:\n%s", n, d.tail())
 	}
-	scrapeBody(t, hc, url)
+	// Scrapes work again once the attacks end: the replies the attacker
+	// left waiting give their turns back.
+	ended := time.Now()
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Logf("a scrape answered %v after the attacks ended", time.Since(ended).Round(time.Millisecond))
+				break
+			}
+		}
+		if time.Since(ended) > metrics.MaxReplyWait+5*time.Second {
+			t.Fatalf("no scrape answered within %v of the attacks' end: %v", metrics.MaxReplyWait+5*time.Second, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	d.stop(t)
 	calls, most := d.statReads(t)
 	t.Logf("the pools' stats were read %d times, at most %d at once", calls, most)

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,12 +95,54 @@ func TestMessageLimits(t *testing.T) {
 	})
 }
 
-// TestHealthyServing: a serving daemon passes its health check (the
-// stalled accept loop that fails it: guard.TestStalled).
-func TestHealthyServing(t *testing.T) {
-	d := startDaemon(t, Config{}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{})
-	if err := d.srv.Healthy(); err != nil {
-		t.Fatalf("a serving daemon is unhealthy: %v", err)
+// TestSocketDirRemoved: the daemon removes at exit the socket's directory
+// it made (as /run/poolagent), and only that: a directory that was there
+// stays, and so does one another file is in.
+func TestSocketDirRemoved(t *testing.T) {
+	parent := socketDir(t)
+	for _, tc := range []struct {
+		name  string
+		made  bool // the directory is missing before the daemon starts
+		other bool // another file is put in it while the daemon runs
+		gone  bool
+	}{
+		{"made", true, false, true},
+		{"there before", false, false, false},
+		{"made, another file in it", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(parent, strings.ReplaceAll(tc.name, " ", "-"))
+			if !tc.made {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv, err := New(Config{Socket: filepath.Join(dir, "agent.sock"), LoadSample: 10 * time.Millisecond,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, policyOf(t, ""), newFakeCgroups(t), peer.SystemUsers{}, &fixedLoad{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ctx) }()
+			<-srv.Listening()
+			if tc.other {
+				if err := os.WriteFile(filepath.Join(dir, "other"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cancel()
+			if err := <-served; err != nil {
+				t.Fatal(err)
+			}
+			_, err = os.Stat(dir)
+			if gone := errors.Is(err, os.ErrNotExist); gone != tc.gone {
+				t.Errorf("directory gone after the daemon: %v, want %v (%v)", gone, tc.gone, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "agent.sock")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("socket left behind: %v", err)
+			}
+		})
 	}
 }
 
@@ -108,7 +154,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 	if err := os.WriteFile(file, []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listen(file); err == nil || !strings.Contains(err.Error(), "exists and is not a socket (a regular file)") {
+	if _, _, err := listen(file); err == nil || !strings.Contains(err.Error(), "exists and is not a socket (a regular file)") {
 		t.Fatalf("listen on a regular file: %v, want a refusal", err)
 	}
 	if b, err := os.ReadFile(file); err != nil || string(b) != "precious" {
@@ -121,7 +167,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	ln, err = listen(stale)
+	ln, _, err = listen(stale)
 	if err != nil {
 		t.Fatalf("listen on a stale socket: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -70,6 +71,44 @@ func (src Sources) Load() (*planner.Model, []planner.Warning, error) {
 	return state.Effective(src.PoolFile, data, logPath, changes)
 }
 
+// fileModel is the pool file's model alone, without the run-time changes:
+// what `poolagent pools` compares the model in force with, to mark the
+// values a change set. nil without a state directory, in fleet mode (the
+// definitions are shared), or when the file cannot be read now.
+func (src Sources) fileModel() *planner.Model {
+	if src.Shared != nil || src.Store == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src.PoolFile)
+	if err != nil {
+		return nil
+	}
+	m, _, err := planner.Load(src.PoolFile, data)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// logChanges says which run-time changes from the state directory the
+// model in force applies over the pool file (at "start" or "reload"), so
+// that an operator who edited the file sees why a value differs from it.
+func (src Sources) logChanges(log *slog.Logger, at string) {
+	if src.Shared != nil || src.Store == nil {
+		return
+	}
+	changes := src.Store.Changes()
+	if len(changes) == 0 {
+		return
+	}
+	stmts := make([]string, len(changes))
+	for i, c := range changes {
+		stmts[i] = fmt.Sprintf("#%d %s", c.Seq, strings.Join(strings.Fields(c.DDL), " "))
+	}
+	log.Info("run-time changes applied over the pool file", "at", at, "count", len(changes),
+		"log", src.Store.Path(), "statements", strings.Join(stmts, " "))
+}
+
 // ErrNoState: a run-time change was sent to a daemon without a state
 // directory, where it could not survive a restart.
 var ErrNoState = errors.New("run-time changes need a state directory (poolagent daemon --state-dir)")
@@ -84,6 +123,10 @@ type changes struct {
 	rp  *replanner
 	// policy is the policy in force, readable without the lock.
 	policy atomic.Pointer[Policy]
+
+	// file is the pool file's model without the run-time changes
+	// (Sources.fileModel), readable without the lock.
+	file atomic.Pointer[planner.Model]
 
 	mu  sync.Mutex
 	src *Sources
@@ -106,6 +149,8 @@ func (s *Server) Operate(src Sources) {
 	s.changes.mu.Lock()
 	defer s.changes.mu.Unlock()
 	s.changes.src = &src
+	s.changes.file.Store(src.fileModel())
+	src.logChanges(s.cfg.Log, "start")
 }
 
 // Model returns the pool model in force.
@@ -146,7 +191,9 @@ func (c *changes) reload() ([]planner.Warning, error) {
 		c.log.Error("reload refused; the running pools are kept", "reason", err.Error())
 		return nil, fmt.Errorf("reload refused, running pools kept: %w", err)
 	}
-	return warns, c.install(m, "reload")
+	c.file.Store(c.src.fileModel())
+	c.src.logChanges(c.log, "reload")
+	return warns, c.installLocked(m, "reload")
 }
 
 // ExecSQL carries out DDL an administrator sent: parsed (source names it
@@ -178,7 +225,7 @@ func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Chan
 			return state.Change{}, warns, err
 		}
 		c.log.Info("run-time change written to the cluster", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
-		return ch, warns, c.install(m, fmt.Sprintf("cluster change %d", ch.Seq))
+		return ch, warns, c.installLocked(m, fmt.Sprintf("cluster change %d", ch.Seq))
 	}
 	m, warns, err := planner.Apply(c.current().Model, stmts)
 	if err != nil {
@@ -189,11 +236,11 @@ func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Chan
 		return state.Change{}, warns, fmt.Errorf("change not applied: %w", err)
 	}
 	c.log.Info("run-time change accepted", "seq", ch.Seq, "uid", id.UID, "user", id.User, "statements", len(stmts))
-	return ch, warns, c.install(m, fmt.Sprintf("change %d", ch.Seq))
+	return ch, warns, c.installLocked(m, fmt.Sprintf("change %d", ch.Seq))
 }
 
-// install makes m the running model and reconciles; c.mu is held.
-func (c *changes) install(m *planner.Model, reason string) error {
+// installLocked makes m the running model and reconciles; c.mu is held.
+func (c *changes) installLocked(m *planner.Model, reason string) error {
 	p := c.current()
 	p.Model = m
 	c.set(p)

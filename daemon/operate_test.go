@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,6 +154,50 @@ func TestSQLSurvivesRestart(t *testing.T) {
 	}
 	if _, ok := m.Pool("etl"); !ok {
 		t.Fatal("the created pool is not in the model loaded from the pool file and the state")
+	}
+}
+
+// TestRunTimeChangesShown: the values a run-time change set over the pool
+// file are marked in the pools view, and the daemon logs the changes it
+// applies over the file at start and at reload.
+func TestRunTimeChangesShown(t *testing.T) {
+	d, _, file, store := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
+	for _, ddl := range []string{"ALTER RESOURCE POOL olap SET (QUEUE_SIZE=100);", "CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"} {
+		if _, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpSQL, Source: "-e", SQL: ddl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpPools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string][]string{}
+	for _, p := range r.Pools {
+		marks[p.Name] = p.RunTime
+	}
+	want := map[string][]string{"default": nil, "olap": {"QueueSize"}, "etl": {"Name"}}
+	if !reflect.DeepEqual(marks, want) {
+		t.Errorf("run-time marks %v, want %v", marks, want)
+	}
+
+	var log lockedBuffer
+	m, _, err := Sources{PoolFile: file, Store: store}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policyOf(t, "")
+	p.Model = m
+	restarted := startDaemon(t, Config{Log: slog.New(slog.NewTextHandler(&log, nil))}, p, newFakeCgroups(t), peer.SystemUsers{})
+	restarted.srv.Operate(Sources{PoolFile: file, Store: store})
+	if _, err := restarted.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []string{"start", "reload"} {
+		line := `msg="run-time changes applied over the pool file" at=` + at + ` count=2 log=` + store.Path() +
+			` statements="#1 ALTER RESOURCE POOL olap SET (QUEUE_SIZE=100); #2 CREATE RESOURCE POOL etl WITH (CONCURRENT_QUERY_LIMIT=1);"`
+		if !strings.Contains(log.String(), line) {
+			t.Errorf("no log line\n%s\nin\n%s", line, log.String())
+		}
 	}
 }
 
@@ -369,4 +415,21 @@ func TestMetricsSnapshot(t *testing.T) {
 	}
 	c.release.Close()
 	<-c.done
+}
+
+// TestReleaseNode: releasing a fleet node's strict slots is refused to a
+// user who is not an administrator, and on a daemon that is not in fleet
+// mode says so.
+func TestReleaseNode(t *testing.T) {
+	d, _, _, _ := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
+	_, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpReleaseNode, Node: "n2"})
+	var refused *client.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "not in fleet mode") {
+		t.Fatalf("single host: %v, want a refusal saying it is not in fleet mode", err)
+	}
+	other, _, _, _ := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
+	_, err = client.Ask(other.socket, protocol.Request{Op: protocol.OpReleaseNode, Node: "n2"})
+	if !errors.As(err, &refused) || refused.Code != protocol.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
+		t.Fatalf("non-administrator: %v, want %s naming alice", err, protocol.CodeAccessDenied)
+	}
 }

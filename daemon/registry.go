@@ -10,24 +10,25 @@ import (
 )
 
 // registry is the daemon's admission state: the admission backend, the
-// rules that classify callers, the sessions waiting for an event, and the
+// rules that classify callers, the queries waiting for an event, and the
 // queries of connected clients as `poolagent queries` shows them. Its lock
-// is "state" in the lock order (see Server).
+// is "state" in the lock order (see Server); it guards the queries' fields
+// (see query).
 type registry struct {
 	mu      sync.Mutex
 	backend admission.Backend
 	access  admission.Access
-	waiters map[admission.QueryID]chan admission.Event
-	// sessions holds the classified query of each connected client.
-	sessions map[*session]*tracked
+	waiters map[admission.QueryID]*query
+	// clients holds the classified query of each connected client.
+	clients map[*query]struct{}
 }
 
 func newRegistry(backend admission.Backend, p Policy) *registry {
 	return &registry{
-		backend:  backend,
-		access:   admission.Access{Model: p.Model, AdminGroup: p.AdminGroup},
-		waiters:  map[admission.QueryID]chan admission.Event{},
-		sessions: map[*session]*tracked{},
+		backend: backend,
+		access:  admission.Access{Model: p.Model, AdminGroup: p.AdminGroup},
+		waiters: map[admission.QueryID]*query{},
+		clients: map[*query]struct{}{},
 	}
 }
 
@@ -37,7 +38,7 @@ func (r *registry) configure(p Policy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.access = admission.Access{Model: p.Model, AdminGroup: p.AdminGroup}
-	r.dispatch(r.backend.Configure(admission.LimitsFromModel(p.Model), time.Now()))
+	r.dispatchLocked(r.backend.Configure(admission.LimitsFromModel(p.Model), time.Now()))
 }
 
 // rules returns the classification and access rules in force.
@@ -49,73 +50,88 @@ func (r *registry) rules() admission.Access {
 
 // submission is the outcome of submit.
 type submission struct {
-	id      admission.QueryID
 	started bool
-	// wait receives the queued query's event; position is its place in
-	// the queue, why why it waits, and cancelAfter its pool's queue-wait
-	// deadline (0: none).
-	wait        <-chan admission.Event
+	// position is the queued query's place in the queue, why why it
+	// waits, and cancelAfter its pool's queue-wait deadline (0: none).
 	position    int
 	why         protocol.Wait
 	cancelAfter time.Duration
 }
 
-// submit asks the backend to run a query of user in pool. The backend
-// decides at once or later (admission.Backend: a fleet backend never waits
-// for etcd here), so r.mu is held for microseconds whatever the pool.
-func (r *registry) submit(pool, user string, now time.Time) (submission, error) {
+// submit asks the backend to run q in its pool, as its user's. The
+// backend decides at once or later (admission.Backend: a fleet backend
+// never waits for etcd here), so r.mu is held for microseconds whatever
+// the pool. A queued q gets its events on q.wait.
+func (r *registry) submit(q *query, now time.Time) (submission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id, started, err := r.backend.Submit(pool, user, now)
+	id, started, err := r.backend.Submit(q.pool, q.id.UserKey(), now)
 	if err != nil {
 		return submission{}, err
 	}
-	sub := submission{id: id, started: started}
+	q.qid = id
+	sub := submission{started: started}
 	if !started {
-		// Room for a Queued event and the final one.
-		wait := make(chan admission.Event, 2)
-		r.waiters[id] = wait
-		sub.wait = wait
-		sub.position, sub.why = r.whyLocked(id, r.poolsLocked()[pool])
-		if l, ok := r.backend.PoolLimits(pool); ok {
+		r.waiters[id] = q
+		sub.position, sub.why = r.whyLocked(id, r.poolsLocked()[q.pool])
+		if l, ok := r.backend.PoolLimits(q.pool); ok {
 			sub.cancelAfter = l.CancelAfter
 		}
 	}
 	return sub, nil
 }
 
-// dispatch hands events to their waiting sessions; r.mu is held. Each
-// waiter's channel has room for its events: a Queued one (which keeps the
-// waiter) and the final one.
-func (r *registry) dispatch(events []admission.Event) {
+// dispatchLocked hands events to their waiting queries; r.mu is held.
+// Each query's channel has room for its events: a Queued one (which keeps
+// the waiter) and the final one.
+func (r *registry) dispatchLocked(events []admission.Event) {
 	for _, ev := range events {
-		if ch, ok := r.waiters[ev.ID]; ok {
+		if q, ok := r.waiters[ev.ID]; ok {
 			if !ev.Queued {
 				delete(r.waiters, ev.ID)
 			}
-			ch <- ev
+			q.wait <- ev
 		}
 	}
 }
 
-// leave ends a query, starting whoever may start next. cpu is the CPU
-// time it used, charged to its user first (0 when not known).
-func (r *registry) leave(id admission.QueryID, cpu time.Duration) {
+// release ends q, once: it forgets q and, unless q was kept, ends its
+// query in the backend, having charged its CPU time (q.used) to its user,
+// which may start queued ones. It reports whether it ended a query in the
+// backend.
+func (r *registry) release(q *query) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.waiters, id)
-	now := time.Now()
-	if cpu > 0 {
-		r.backend.Charge(id, cpu, now)
+	if q.released {
+		return false
 	}
-	r.dispatch(r.backend.Leave(id, now))
+	q.released = true
+	delete(r.clients, q)
+	if q.qid == 0 || q.kept {
+		return false
+	}
+	delete(r.waiters, q.qid)
+	now := time.Now()
+	if q.used > 0 {
+		r.backend.Charge(q.qid, q.used, now)
+	}
+	r.dispatchLocked(r.backend.Leave(q.qid, now))
+	return true
+}
+
+// keep marks q as left to the next daemon: its release ends nothing in
+// the backend.
+func (r *registry) keep(q *query) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q.kept = true
 }
 
 // tick fails queued queries past their deadline.
 func (r *registry) tick() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.dispatch(r.backend.Tick(time.Now()))
+	r.dispatchLocked(r.backend.Tick(time.Now()))
 }
 
 // sample records the host's load and reports whether load admission
@@ -124,7 +140,7 @@ func (r *registry) sample(now time.Time, busyPercent float64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	events, refreshed := r.backend.Sample(now, busyPercent)
-	r.dispatch(events)
+	r.dispatchLocked(events)
 	return refreshed
 }
 
@@ -141,17 +157,17 @@ func (r *registry) deliver(ctx context.Context) {
 			return
 		case ev := <-events:
 			r.mu.Lock()
-			r.dispatch([]admission.Event{ev})
+			r.dispatchLocked([]admission.Event{ev})
 			r.mu.Unlock()
 		}
 	}
 }
 
-// adopt counts a query of an earlier daemon, found running in pool.
-func (r *registry) adopt(pool string) admission.QueryID {
+// adopt counts query q of an earlier daemon, found running in its pool.
+func (r *registry) adopt(q *query) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.backend.Adopt(pool, time.Now())
+	q.qid = r.backend.Adopt(q.pool, time.Now())
 }
 
 // queued returns a queued query's place in its pool's queue and why it
@@ -199,51 +215,45 @@ func (r *registry) active() []string {
 	return r.backend.Active()
 }
 
-// begin registers session se's classified query until end.
-func (r *registry) begin(se *session, t *tracked) {
+// begin registers q, a connected client's classified query, until its
+// release.
+func (r *registry) begin(q *query) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sessions[se] = t
+	r.clients[q] = struct{}{}
 }
 
-// end forgets session se's query.
-func (r *registry) end(se *session) {
+// admitted records that q was admitted after waiting queuedFor, with
+// cgroup name and a CPU limit of cpuLimit vCPUs.
+func (r *registry) admitted(q *query, name string, queuedFor time.Duration, cpuLimit float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.sessions, se)
+	q.name, q.admitted, q.queuedFor, q.cpuLimit = name, time.Now(), queuedFor, cpuLimit
 }
 
-// update changes session se's registered query, if it has one.
-func (r *registry) update(se *session, change func(*tracked)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t := r.sessions[se]; t != nil {
-		change(t)
-	}
-}
-
-// submitted returns the registered queries that were submitted, each with
-// its queue position (0 once admitted) and why it waits.
-func (r *registry) submitted() []tracked {
+// submitted returns what the queries view shows of the connected
+// clients' queries that were submitted, each with its queue position (0
+// once admitted) and why it waits.
+func (r *registry) submitted() []queryView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pools := r.poolsLocked()
-	var all []tracked
-	for _, t := range r.sessions {
-		if t.qid == 0 {
+	var all []queryView
+	for q := range r.clients {
+		if q.qid == 0 {
 			continue
 		}
-		c := *t
-		if c.name == "" {
-			c.position, c.why = r.whyLocked(t.qid, pools[t.pool])
+		v := q.queryView
+		if v.name == "" {
+			v.position, v.why = r.whyLocked(q.qid, pools[q.pool])
 		}
-		key := t.id.UserKey()
-		for _, u := range pools[t.pool].Users {
+		key := q.id.UserKey()
+		for _, u := range pools[q.pool].Users {
 			if u.User == key {
-				c.userRunning, c.userQueued = u.Running, u.Queued
+				v.userRunning, v.userQueued = u.Running, u.Queued
 			}
 		}
-		all = append(all, c)
+		all = append(all, v)
 	}
 	return all
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/observe"
@@ -32,8 +33,8 @@ import (
 )
 
 // Cgroups is the cgroup work the daemon needs. The production
-// implementation, *pooltree.Handle, writes through package cgroupfs and
-// reads through package observe; tests may use a fake. Pool and query names are
+// implementation, *pooltree.Handle, writes and reads through package
+// cgroupfs; tests may use a fake. Pool and query names are
 // plain names, never paths. A query cgroup that no longer exists (its pool
 // was dropped and its processes moved to default) reads as empty.
 type Cgroups interface {
@@ -42,17 +43,25 @@ type Cgroups interface {
 	// Repair is Apply that also says how many writes it made: none when
 	// the tree still matched d.
 	Repair(d planner.Desired) (writes int, err error)
-	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
-	// query template and moves process pid into it.
-	PlaceQuery(ps planner.PoolState, query string, pid int) error
+	// MakeQuery creates the query cgroup <pool>/<query> with the pool's
+	// query template. It stays, empty, through Apply and Repair until
+	// RemoveQuery.
+	MakeQuery(ps planner.PoolState, query string) error
+	// MoveToQuery moves process pid into the query cgroup MakeQuery made
+	// with ps.
+	MoveToQuery(ps planner.PoolState, query string, pid int) error
 	// LimitsLeft returns the CPU and memory limits, set outside the query
 	// cgroup's own path, that process pid would leave by being placed in
 	// <pool>/<query>.
 	LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error)
 	// Populated reports whether the query cgroup still holds a process.
 	Populated(pool, query string) (bool, error)
-	// QueryStat reads the query cgroup's CPU accounting.
-	QueryStat(pool, query string) (observe.CPUStat, error)
+	// QueryStat reads the query cgroup's CPU accounting and memory (nil
+	// where the memory controller is not there).
+	QueryStat(pool, query string) (observe.Sample, error)
+	// PoolMemory reads the pool cgroup's memory; nil where the memory
+	// controller is not there.
+	PoolMemory(pool string) (*observe.Memory, error)
 	// RemoveQuery removes the (empty) query cgroup.
 	RemoveQuery(pool, query string) error
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
@@ -137,6 +146,9 @@ type Config struct {
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
+	// History is what the daemon keeps of each pool's recent counters
+	// for `poolagent advise --pool`; a zero Window keeps none.
+	History HistoryConfig
 	// MetricsPerUser exports each user's running and queued queries per
 	// pool, with a user label; off, only the counts of distinct users.
 	MetricsPerUser bool
@@ -191,6 +203,9 @@ type Server struct {
 	predictor  *metrics.Predictor
 	starvation *metrics.Starvation
 	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
+	// history is each pool's recent counters; nil when kept for no
+	// window.
+	history *history
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -220,6 +235,12 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
+	if w := cfg.History.Window; w < 0 || w > MaxHistoryWindow {
+		return nil, fmt.Errorf("history window %s: accepted 0 (none) to %s", w, MaxHistoryWindow)
+	}
+	if iv := cfg.History.Interval; iv < 0 || iv > time.Minute || (cfg.History.Window > 0 && cfg.History.Window/max(iv, MinHistoryInterval) > advise.MaxSamples) {
+		return nil, fmt.Errorf("history interval %s: accepted 0 (the period) to 1m, and at most %d intervals in the window", iv, advise.MaxSamples)
+	}
 	limits := cfg.Limits.withDefaults()
 	backend := cfg.Admission
 	if backend == nil {
@@ -244,6 +265,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
+	}
+	if cfg.History.Window > 0 {
+		s.history = newHistory(cfg.History)
 	}
 	s.reg = newRegistry(backend, policy)
 	s.changes = &changes{log: cfg.Log, reg: s.reg}
@@ -286,8 +310,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	sock := s.cfg.Listener
 	if sock == nil {
 		var err error
-		if sock, err = listen(s.cfg.Socket); err != nil {
+		var madeDir string
+		if sock, madeDir, err = listen(s.cfg.Socket); err != nil {
 			return err
+		}
+		if madeDir != "" {
+			// Runs last, once the socket is closed (and so unlinked): a
+			// daemon leaves no directory it made behind. Only an empty
+			// directory is removed.
+			defer os.Remove(madeDir)
 		}
 	}
 	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
@@ -309,6 +340,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	wg.Go(func() { s.sampleLoop(ctx) })
+	if s.history != nil {
+		wg.Go(func() { s.historyLoop(ctx) })
+	}
 	wg.Go(func() { s.rp.loop(ctx) })
 	wg.Go(func() { s.rp.reconcileLoop(ctx, s.cfg.Reconcile) })
 	wg.Go(func() { s.reg.deliver(ctx) })
@@ -343,8 +377,8 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("list running queries: %w", err)
 	}
 	s.avoidNames(queries)
-	for _, q := range queries {
-		pool, name := q[0], q[1]
+	for _, c := range queries {
+		pool, name := c[0], c[1]
 		busy, err := s.cg.Populated(pool, name)
 		if err != nil {
 			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
@@ -356,39 +390,29 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			continue
 		}
-		id := s.reg.adopt(pool)
+		q := s.adoptQuery(pool, name)
 		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
 		wg.Go(func() {
+			defer q.Release()
 			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
-				if ctx.Err() == nil {
-					// As for a query of this daemon: a cgroup that cannot
-					// be read frees its slot rather than hold it for ever.
-					s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
-					s.leave(id)
+				if ctx.Err() != nil {
+					q.keep()
+					return
 				}
+				// As for a query of this daemon: a cgroup that cannot be
+				// read frees its slot rather than hold it for ever.
+				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
 				return
 			}
 			if err := s.cg.RemoveQuery(pool, name); err != nil {
 				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
 			}
-			s.leave(id)
 		})
 	}
 	if len(queries) > 0 {
 		s.rp.request()
 	}
 	return nil
-}
-
-// leave ends a query in the registry, starting whoever may start next,
-// and re-plans: the set of active pools may have changed.
-func (s *Server) leave(id admission.QueryID) { s.leaveUsed(id, 0) }
-
-// leaveUsed is leave for a query whose cgroup's CPU time was read at its
-// end: cpu is charged to its user in the pool (the fair order's usage).
-func (s *Server) leaveUsed(id admission.QueryID, cpu time.Duration) {
-	s.reg.leave(id, cpu)
-	s.rp.request()
 }
 
 // avoidNames makes the names of this daemon's queries differ from those of
@@ -414,42 +438,54 @@ func (s *Server) avoidNames(queries [][2]string) {
 	}
 }
 
+// ErrNotSocket: the socket's path names a file that exists and is not a
+// socket, which the daemon does not replace.
+var ErrNotSocket = errors.New("exists and is not a socket")
+
 // listen creates the socket, replacing a stale one left by a daemon that
-// died, and opens it to every local user.
-func listen(path string) (*net.UnixListener, error) {
+// died, and opens it to every local user. madeDir is the socket's
+// directory when listen made it, for the daemon to remove at exit.
+func listen(path string) (ln *net.UnixListener, madeDir string, err error) {
+	defer func() {
+		if err != nil && madeDir != "" {
+			os.Remove(madeDir)
+			madeDir = ""
+		}
+	}()
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 		// 0755 whatever the umask: every user must reach the socket.
+		madeDir = dir
 		if err := os.Chmod(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
 		}
 	}
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
-		return nil, fmt.Errorf("socket %s: another daemon is listening on it", path)
+		return nil, madeDir, fmt.Errorf("socket %s: another daemon is listening on it", path)
 	}
 	// Only a socket is replaced: --socket naming a file by mistake must
 	// not delete it.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
-		return nil, fmt.Errorf("socket %s: exists and is not a socket (%s); give --socket a path that is free or a stale socket", path, fileKind(fi.Mode()))
+		return nil, madeDir, fmt.Errorf("socket %s: %w (%s); give a path that is free or a stale socket", path, ErrNotSocket, fileKind(fi.Mode()))
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
+		return nil, madeDir, fmt.Errorf("remove stale socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, madeDir, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	// NOTE: connecting to a Unix socket needs write permission on it; the
 	// caller's identity comes from SO_PEERCRED, so anyone may connect.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("socket mode: %w", err)
+		return nil, madeDir, fmt.Errorf("socket mode: %w", err)
 	}
-	return ln, nil
+	return ln, madeDir, nil
 }
 
 // fileKind names a file's type for an error.

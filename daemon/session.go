@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/peer"
-	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -82,7 +82,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	}
 	place, err := s.Access().Classify(id, req.Pool, req.App)
 	if err != nil {
-		s.decided(se, req.Pool, 0, "refused", 0, err)
+		s.decided(req.Pool, 0, "refused", 0, err)
 		se.fail(errorCode(err), err)
 		return
 	}
@@ -92,9 +92,9 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	defer client.Close()
-	s.reg.begin(se, &tracked{id: id, clientPID: int(cred.Pid), pool: place.Pool, classifier: place.Classifier, arrived: time.Now()})
-	defer s.reg.end(se)
-	se.run(ctx, id, client, in.fds, place, req)
+	q := s.newQuery(id, int(cred.Pid), place)
+	defer q.Release()
+	se.run(ctx, q, client, in.fds, req)
 }
 
 // read forwards the client's requests until it hangs up or a message
@@ -137,85 +137,68 @@ func errorCode(err error) string {
 	return protocol.CodeInternal
 }
 
+// end ends q and then tells the client why (code, err): the slot goes
+// back before a reply the client may be slow to read.
+func (se *session) end(q *query, code string, err error) {
+	q.Release()
+	se.fail(code, err)
+}
+
+// errPoolDropped: the query's pool was dropped after it was admitted,
+// before its process was placed.
+var errPoolDropped = errors.New("dropped before the query started")
+
+// dropped is the error for a query whose pool was dropped before it
+// started.
+func dropped(pool string) error {
+	return fmt.Errorf("resource pool %s was %w", pool, errPoolDropped)
+}
+
 // run takes a classified query through admission, start and end: req is
 // its OpRun or OpExec request.
-func (se *session) run(ctx context.Context, id admission.Identity, client peer.Process, fds *fdReader, place admission.Placement, req protocol.Request) {
+func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *fdReader, req protocol.Request) {
 	s := se.s
-	arrived := time.Now()
-	qid, queuedFor, ok := se.admit(ctx, place.Pool, id.UserKey(), arrived, req.Progress)
+	queuedFor, ok := se.admit(ctx, q, req.Progress)
 	if !ok {
 		return
 	}
-	name := s.queryName(qid)
-	ps, ok := s.rp.poolState(place.Pool)
+	ps, ok := s.rp.poolState(q.pool)
 	if !ok {
-		s.leave(qid)
-		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
+		se.end(q, protocol.CodePoolDropped, dropped(q.pool))
 		return
 	}
 	limit := ps.Query.CPU.VCPU()
-	notStarted, err := s.peers.admitted(id.UID)
+	notStarted, err := s.peers.admitted(q.id.UID)
 	if err != nil {
-		s.leave(qid)
-		se.fail(protocol.CodeLimit, err)
+		se.end(q, protocol.CodeLimit, err)
 		return
 	}
 	defer notStarted()
-	s.admitted(se, name, queuedFor, limit)
-	admitted := protocol.Reply{Pool: place.Pool, Classifier: place.Classifier, Query: name, CPULimit: limit}
+	name := s.queryName(q.qid)
+	s.reg.admitted(q, name, queuedFor, limit)
+	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
 	if req.Op == protocol.OpExec {
-		se.runInPlace(ctx, id, client, qid, place.Pool, admitted, arrived, queuedFor, notStarted)
+		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
 		return
 	}
 	admitted.Type = protocol.ReplyAdmitted
 	se.send(admitted)
-	startBy := time.NewTimer(s.limits.Start)
-	defer startBy.Stop()
-	var r protocol.Request
-	for r.Op != protocol.OpStart {
-		select {
-		case m, open := <-se.msgs:
-			if !open {
-				s.leave(qid)
-				return
-			}
-			r = m
-		case <-startBy.C:
-			s.leave(qid)
-			s.cfg.Log.Info("admitted query not started in time; slot freed", "pool", place.Pool, "query", name, "uid", id.UID, "within", s.limits.Start)
-			se.fail(protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", name, protocol.OpStart, s.limits.Start, place.Pool))
-			return
-		case <-ctx.Done():
-			// Nothing runs yet: the client is told, as a queued one is,
-			// rather than holding up the daemon's stop.
-			s.leave(qid)
-			se.fail(protocol.CodeStopping, protocol.ErrStopping)
-			return
-		}
+	r, ok := se.awaitStart(ctx, q)
+	if !ok {
+		return
 	}
-	notStarted()
 	target, err := startTarget(s.cfg.ProcRoot, client, fds.take(), r.PID)
 	if err == nil {
 		defer target.Close()
-		var found bool
-		found, err = s.rp.withPool(place.Pool, func(ps planner.PoolState) error {
-			return s.place(peer.Placement{Peer: client, UID: id.UID, Target: target, Rel: peer.ChildOfPeer}, ps, name)
-		})
-		if !found {
-			s.leave(qid)
-			se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", place.Pool))
-			return
-		}
+		_, err = s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: target, Rel: peer.ChildOfPeer})
 	}
-	if err != nil {
-		se.fail(errorCode(err), err)
-		// A move whose check failed afterwards may have placed a process:
-		// the slot stays held until the cgroup (if made) is empty.
-		se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+	// Counted until placed, so that one user holds at most
+	// Limits.NotStartedPerUID processes (and the daemon's threads) at once.
+	notStarted()
+	if !se.placed(ctx, q, err, protocol.Reply{Type: protocol.ReplyStarted}) {
 		return
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyStarted})
-	stats, err := se.finish(ctx, qid, place.Pool, name, arrived, queuedFor)
+	stats, err := se.finish(ctx, q, s.poolMemoryBefore(q.pool))
 	if err != nil && ctx.Err() != nil {
 		// The daemon stops: the query runs on, and the next daemon
 		// adopts its cgroup.
@@ -225,7 +208,55 @@ func (se *session) run(ctx context.Context, id admission.Identity, client peer.P
 		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: place.Pool, Query: name, Stats: &stats})
+	se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: q.pool, Query: name, Stats: &stats})
+}
+
+// awaitStart waits for the start request of admitted query q. It reports
+// false when none came (the client went away, Limits.Start passed, or the
+// daemon stops), having ended q and told the client.
+func (se *session) awaitStart(ctx context.Context, q *query) (protocol.Request, bool) {
+	s := se.s
+	startBy := time.NewTimer(s.limits.Start)
+	defer startBy.Stop()
+	for {
+		select {
+		case r, open := <-se.msgs:
+			if !open {
+				return r, false
+			}
+			if r.Op == protocol.OpStart {
+				return r, true
+			}
+		case <-startBy.C:
+			s.cfg.Log.Info("admitted query not started in time; slot freed", "pool", q.pool, "query", q.name, "uid", q.id.UID, "within", s.limits.Start)
+			se.end(q, protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", q.name, protocol.OpStart, s.limits.Start, q.pool))
+			return protocol.Request{}, false
+		case <-ctx.Done():
+			// Nothing runs yet: the client is told, as a queued one is,
+			// rather than holding up the daemon's stop.
+			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			return protocol.Request{}, false
+		}
+	}
+}
+
+// placed tells the client how the placement of its query's process went
+// (err) and reports whether it was placed, sending started if so. A
+// placement that failed after its cgroup was made may have moved a
+// process (a check failed afterwards): the query then holds its slot
+// until the cgroup is empty.
+func (se *session) placed(ctx context.Context, q *query, err error, started protocol.Reply) bool {
+	switch {
+	case errors.Is(err, errPoolDropped):
+		se.end(q, protocol.CodePoolDropped, err)
+		return false
+	case err != nil:
+		se.fail(errorCode(err), err)
+		se.finish(ctx, q, nil)
+		return false
+	}
+	se.send(started)
+	return true
 }
 
 // startTarget is the process a start request names: the pidfd sent with
@@ -247,57 +278,59 @@ func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Proces
 	return p, err
 }
 
-// runInPlace starts an OpExec query: it moves the client itself (peer)
+// runInPlace starts an OpExec query: it moves the client itself (client)
 // into the query cgroup, tells it so (the client then execs the command),
 // and holds the slot until the cgroup is empty. The client's socket closes
 // when it execs (close-on-exec), so the connection's end says nothing
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-func (se *session) runInPlace(ctx context.Context, id admission.Identity, client peer.Process, qid admission.QueryID, pool string, started protocol.Reply, arrived time.Time, queuedFor time.Duration, notStarted func()) {
+// stderr is the client's standard error, sent with its request (-1 when
+// none came): where an OOM kill at a memory limit is told
+// ([Server.tellInPlace]).
+func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, stderr int, started protocol.Reply, notStarted func()) {
 	s := se.s
-	// As for a start: placed holding the plan lock, with the limits its
-	// pool has now (the cap the command is told included).
-	found, err := s.rp.withPool(pool, func(ps planner.PoolState) error {
-		started.CPULimit = ps.Query.CPU.VCPU()
-		return s.place(peer.Placement{Peer: client, UID: id.UID, Target: client, Rel: peer.PeerItself}, ps, started.Query)
-	})
+	defer func() {
+		if stderr >= 0 {
+			unix.Close(stderr)
+		}
+	}()
+	// As for a start, with the limits its pool has when its cgroup is
+	// made (the cap the command is told included).
+	ps, err := s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: client, Rel: peer.PeerItself})
 	notStarted()
-	if !found {
-		s.leave(qid)
-		se.fail(protocol.CodePoolDropped, fmt.Errorf("resource pool %s was dropped before the query started", pool))
+	started.Type, started.CPULimit = protocol.ReplyStarted, ps.Query.CPU.VCPU()
+	if !se.placed(ctx, q, err, started) {
 		return
 	}
-	if err != nil {
-		se.fail(errorCode(err), err)
-		// As on the OpRun path: a move whose check failed afterwards may
-		// have placed a process, so the slot stays held until the cgroup
-		// (if made) is empty.
-		se.finish(ctx, qid, pool, started.Query, arrived, queuedFor)
-		return
+	poolBefore := s.poolMemoryBefore(q.pool)
+	if stderr >= 0 {
+		if exited, err := watchExit(client.FD); err == nil {
+			go s.tellInPlace(ctx, stderr, exited, q.pool, q.name, poolBefore)
+			stderr = -1
+		}
 	}
-	started.Type = protocol.ReplyStarted
-	se.send(started)
-	if _, err := se.finish(ctx, qid, pool, started.Query, arrived, queuedFor); err != nil && ctx.Err() == nil {
-		s.cfg.Log.Error("query end", "pool", pool, "query", started.Query, "err", err)
+	if _, err := se.finish(ctx, q, poolBefore); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
 	}
 }
 
-// admit submits the query and waits for its start. It reports false when
-// the query was refused or the client went away (having told the client).
-func (se *session) admit(ctx context.Context, pool, user string, arrived time.Time, progress bool) (admission.QueryID, time.Duration, bool) {
+// admit submits q and waits for its start. It reports false when the
+// query was refused or the client went away (having told the client), and
+// otherwise how long it was queued.
+func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Duration, bool) {
 	s := se.s
-	sub, err := s.reg.submit(pool, user, arrived)
-	qid, position, why := sub.id, sub.position, sub.why
+	sub, err := s.reg.submit(q, q.arrived)
+	position, why := sub.position, sub.why
 	if err != nil {
-		s.decided(se, pool, 0, "rejected", 0, err)
+		s.decided(q.pool, 0, "rejected", 0, err)
 		se.fail(errorCode(err), err)
-		return 0, 0, false
+		return 0, false
 	}
 	if sub.started {
-		s.decided(se, pool, qid, "started", 0, nil)
-		s.rp.started(pool)
-		return qid, 0, true
+		s.decided(q.pool, q.qid, "started", 0, nil)
+		s.rp.started(q.pool)
+		return 0, true
 	}
 	if sub.cancelAfter > 0 {
 		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
@@ -308,8 +341,8 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 	// backend says so, and not at all if it starts or is refused first.
 	told := position > 0
 	if told {
-		s.decided(se, pool, qid, "queued", 0, nil)
-		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+		s.decided(q.pool, q.qid, "queued", 0, nil)
+		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
 	}
 	var tick <-chan time.Time
 	if progress {
@@ -319,13 +352,13 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 	}
 	for {
 		select {
-		case ev := <-sub.wait:
+		case ev := <-q.wait:
 			if ev.Queued {
 				if !told {
 					told = true
-					position, why = s.reg.queued(qid, pool)
-					s.decided(se, pool, qid, "queued", 0, nil)
-					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: position, Wait: &why})
+					position, why = s.reg.queued(q.qid, q.pool)
+					s.decided(q.pool, q.qid, "queued", 0, nil)
+					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
 				}
 				continue
 			}
@@ -334,38 +367,37 @@ func (se *session) admit(ctx context.Context, pool, user string, arrived time.Ti
 				if !told {
 					outcome = "rejected"
 				}
-				s.decided(se, pool, qid, outcome, ev.QueuedFor, ev.Err)
+				s.decided(q.pool, q.qid, outcome, ev.QueuedFor, ev.Err)
 				se.fail(errorCode(ev.Err), ev.Err)
-				return 0, 0, false
+				return 0, false
 			}
-			s.decided(se, pool, qid, "started", ev.QueuedFor, nil)
-			s.rp.started(pool)
-			return qid, ev.QueuedFor, true
+			s.decided(q.pool, q.qid, "started", ev.QueuedFor, nil)
+			s.rp.started(q.pool)
+			return ev.QueuedFor, true
 		case <-tick:
-			p, w := s.reg.queued(qid, pool)
+			p, w := s.reg.queued(q.qid, q.pool)
 			if told && p > 0 && (p != position || w != why) {
 				position, why = p, w
-				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: pool, Position: p, Wait: &w})
+				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: p, Wait: &w})
 			}
 		case _, open := <-se.msgs:
 			if !open {
-				s.leave(qid)
-				return 0, 0, false
+				return 0, false
 			}
 		case <-ctx.Done():
-			s.leave(qid)
-			s.decided(se, pool, qid, "failed", time.Since(arrived), protocol.ErrStopping)
-			se.fail(protocol.CodeStopping, protocol.ErrStopping)
-			return 0, 0, false
+			s.decided(q.pool, q.qid, "failed", time.Since(q.arrived), protocol.ErrStopping)
+			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			return 0, false
 		}
 	}
 }
 
-// finish holds the query's slot until its cgroup is empty, then reads its
-// accounting, removes the cgroup and frees the slot. The client's OpExited
-// makes it look at once; the client hanging up does not end the query
-// while processes remain in its cgroup.
-func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name string, arrived time.Time, queuedFor time.Duration) (protocol.Stats, error) {
+// finish holds q until its cgroup is empty, then reads its accounting,
+// removes the cgroup and releases q. The client's OpExited makes it look
+// at once; the client hanging up does not end the query while processes
+// remain in its cgroup. When the daemon stops first, q is kept: it runs
+// on, and the next daemon adopts it.
+func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
 	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
@@ -388,27 +420,33 @@ func (se *session) finish(ctx context.Context, qid admission.QueryID, pool, name
 			}
 		}
 	}()
-	if err := s.waitEmpty(waitCtx, pool, name, wake); err != nil {
-		if ctx.Err() == nil {
-			// Not the daemon stopping: the cgroup cannot be read, so the
-			// slot is freed rather than held for ever.
-			s.leave(qid)
-		}
-		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
+	err := s.waitEmpty(waitCtx, q.pool, q.name, wake)
+	if err != nil && ctx.Err() != nil {
+		q.keep()
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
 	}
-	st, statErr := s.cg.QueryStat(pool, name)
-	rmErr := s.cg.RemoveQuery(pool, name)
-	s.leaveUsed(qid, time.Duration(st.UsageUsec)*time.Microsecond)
-	if err := errors.Join(statErr, rmErr); err != nil {
-		return protocol.Stats{}, fmt.Errorf("query %s: %w", name, err)
+	// A cgroup that cannot be read frees the slot rather than hold it for
+	// ever.
+	var st observe.Sample
+	if err == nil {
+		var statErr error
+		st, statErr = s.cg.QueryStat(q.pool, q.name)
+		err = errors.Join(statErr, s.cg.RemoveQuery(q.pool, q.name))
 	}
-	return protocol.Stats{
-		ResourcePoolID:  pool,
-		QueuedTimeUs:    queuedFor.Microseconds(),
-		TotalDurationUs: time.Since(arrived).Microseconds(),
-		UsageUsec:       st.UsageUsec,
-		NrPeriods:       st.NrPeriods,
-		NrThrottled:     st.NrThrottled,
-		ThrottledUsec:   st.ThrottledUsec,
-	}, nil
+	q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond
+	q.Release()
+	if err != nil {
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
+	}
+	stats := protocol.Stats{
+		ResourcePoolID:  q.pool,
+		QueuedTimeUs:    q.queuedFor.Microseconds(),
+		TotalDurationUs: time.Since(q.arrived).Microseconds(),
+		UsageUsec:       st.CPU.UsageUsec,
+		NrPeriods:       st.CPU.NrPeriods,
+		NrThrottled:     st.CPU.NrThrottled,
+		ThrottledUsec:   st.CPU.ThrottledUsec,
+	}
+	s.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
+	return stats, nil
 }

@@ -12,39 +12,12 @@ import (
 	"github.com/poolagent/poolagent/protocol"
 )
 
-// tracked is one query of a connected client, as `poolagent queries`
-// shows it.
-type tracked struct {
-	id         admission.Identity
-	clientPID  int
-	pool       string
-	classifier string
-	arrived    time.Time
-	// qid is set once the query was submitted (queued or started).
-	qid admission.QueryID
-	// name, admitted, queuedFor and cpuLimit are set once it was admitted.
-	name      string
-	admitted  time.Time
-	queuedFor time.Duration
-	cpuLimit  float64
-	// position is the queue position while queued and why why it waits
-	// (registry.submitted).
-	position int
-	why      protocol.Wait
-	// userRunning and userQueued are its user's queries in its pool
-	// (registry.submitted).
-	userRunning, userQueued int
-}
-
-// decided records an admission decision about session se's query in pool
-// and logs it at debug level: "started", "queued" or "rejected" on arrival,
-// "refused" by classification, and at the end of a wait "started" or
-// "failed" (err says why). Queue waits of started queries feed the wait
-// histogram.
-func (s *Server) decided(se *session, pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
-	if qid != 0 {
-		s.reg.update(se, func(t *tracked) { t.qid = qid })
-	}
+// decided records an admission decision about a query in pool (qid, 0
+// before it was submitted) and logs it at debug level: "started", "queued"
+// or "rejected" on arrival, "refused" by classification, and at the end of
+// a wait "started" or "failed" (err says why). Queue waits of started
+// queries feed the wait histogram.
+func (s *Server) decided(pool string, qid admission.QueryID, decision string, queuedFor time.Duration, err error) {
 	if decision == "started" {
 		s.waits(pool).Observe(queuedFor)
 	}
@@ -59,14 +32,6 @@ func (s *Server) decided(se *session, pool string, qid admission.QueryID, decisi
 		args = append(args, "reason", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	s.cfg.Log.Debug("admission", args...)
-}
-
-// admitted records that session se's query got its cgroup.
-func (s *Server) admitted(se *session, name string, queuedFor time.Duration, cpuLimit float64) {
-	now := time.Now()
-	s.reg.update(se, func(t *tracked) {
-		t.name, t.admitted, t.queuedFor, t.cpuLimit = name, now, queuedFor, cpuLimit
-	})
 }
 
 // waits is pool's queue wait histogram.
@@ -134,10 +99,19 @@ func (s *Server) queryRows() []protocol.Query {
 	return rows
 }
 
-// readQueryStat fills r's CPU columns from its query cgroup; a cgroup just
-// removed leaves them zero.
+// readQueryStat fills r's CPU and memory columns from its query cgroup; a
+// cgroup just removed leaves them zero.
 func (s *Server) readQueryStat(r *protocol.Query) {
-	if st, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId); err == nil {
-		r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
+	sample, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId)
+	if err != nil {
+		return
+	}
+	st := sample.CPU
+	r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
+	if m := sample.Memory; m != nil {
+		r.MemoryBytes, r.OOMKills = m.CurrentBytes, m.Events.OOMKill
+		if m.PeakBytes != nil {
+			r.PeakMemoryBytes = *m.PeakBytes
+		}
 	}
 }

@@ -155,10 +155,9 @@ func (b *Backend) drop(q *query) {
 // "Deciding over the network"). While the node's lease is not certainly
 // alive the query waits as queued at once, until the node reaches etcd
 // again or its deadline passes, and then fails with ErrClusterUnreachable.
-//
-// Per-user limits and the fair order are not kept across the cluster:
-// the user is not used, and the pool's queue is FIFO (docs/fleet.md).
-func (b *Backend) Submit(pool, _ string, now time.Time) (admission.QueryID, bool, error) {
+// The user's queries count towards the pool's per-user limits and fair
+// order across the cluster (users.go).
+func (b *Backend) Submit(pool, user string, now time.Time) (admission.QueryID, bool, error) {
 	b.mu.Lock()
 	p, ok := b.pools[pool]
 	if !ok || p.dropped {
@@ -172,7 +171,7 @@ func (b *Backend) Submit(pool, _ string, now time.Time) (admission.QueryID, bool
 		return 0, false, admission.DisabledError(pool)
 	}
 	b.lastID++
-	q := &query{id: b.lastID, pool: pool, arrived: now}
+	q := &query{id: b.lastID, pool: pool, user: user, arrived: now}
 	b.queries[q.id] = q
 	if !l.Global() {
 		q.local, q.st = true, running
@@ -194,10 +193,6 @@ func (b *Backend) Submit(pool, _ string, now time.Time) (admission.QueryID, bool
 	return q.id, false, nil
 }
 
-// Charge implements admission.Backend: the cluster keeps no per-user
-// usage, so it records nothing.
-func (b *Backend) Charge(admission.QueryID, time.Duration, time.Time) {}
-
 // Adopt counts a query of an earlier daemon, found running at start, as
 // running in pool: it registers it as an extra (it may exceed the limit;
 // new queries wait until the pool is back under it).
@@ -217,6 +212,9 @@ func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 		q.local = true
 		p.local++
 		return q.id
+	}
+	if p.limits.StrictSlots && b.inheritedKey(q) {
+		return q.id // it still holds the slot its earlier daemon took
 	}
 	q.lost = true // the pump registers it
 	return q.id

@@ -36,7 +36,7 @@ import (
 
 // DefaultTTL is the session lease's time to live: a node that stops
 // renewing it (it died, or lost etcd) has its slots freed this long after
-// its last renewal. The node renews every TTL/10 (renewInterval).
+// its last renewal. The node renews every TTL/20 (renewInterval).
 const DefaultTTL = 10 * time.Second
 
 // DefaultRequestTimeout bounds each etcd request.
@@ -102,7 +102,8 @@ const (
 type query struct {
 	id       admission.QueryID
 	pool     string
-	local    bool // a pool without global limits: never in etcd
+	user     string // "" when not known (adopted)
+	local    bool   // a pool without global limits: never in etcd
 	st       phase
 	token    string // the current registration; "" when none
 	key      string // the queue, slot or extra key that holds it
@@ -127,14 +128,15 @@ type query struct {
 
 // view is the cluster's state of one pool, as the watch last showed it.
 type view struct {
-	queue  []entry           // by create revision
-	slots  map[string]entry  // slot key -> entry
-	extras map[string]entry  // extra key -> entry
-	byNode map[string][2]int // node -> running, queued
+	queue  []entry                    // by create revision
+	slots  map[string]entry           // slot key -> entry
+	extras map[string]entry           // extra key -> entry
+	byNode map[string][2]int          // node -> running, queued
+	usage  map[string]admission.Usage // user -> CPU time in the pool
 }
 
 func newView() *view {
-	return &view{slots: map[string]entry{}, extras: map[string]entry{}}
+	return &view{slots: map[string]entry{}, extras: map[string]entry{}, usage: map[string]admission.Usage{}}
 }
 
 func (v *view) running() int { return len(v.slots) + len(v.extras) }
@@ -209,15 +211,23 @@ type Backend struct {
 	// for a free slot, so that the nodes' arrivals spread over the slots.
 	claims map[string]struct{}
 	offset int
+	// inherited are this node's keys without a lease (strict slots) left
+	// by its earlier run, by pool, for the queries it adopts until
+	// inheritedUntil (strict.go).
+	inherited      map[string][]entry
+	inheritedUntil time.Time
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
 	// invalidAt is when a refused value was last logged; invalidQuiet
 	// counts those refused since (invalid).
 	invalidAt    time.Time
 	invalidQuiet int
+	// charges are the CPU time this node's queries used, by pool and
+	// user, not yet added to the cluster's usage keys (users.go).
+	charges map[usageKey]admission.Usage
 	// The pipeline's transactions in flight (pipeline.go).
-	publishing, deleting, reregistering bool
-	health                              Health
+	publishing, deleting, reregistering, charging bool
+	health                                        Health
 }
 
 // Health is the backend's connection to etcd, for metrics and views.
@@ -274,11 +284,11 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		DialKeepAliveTime:    cfg.TTL / 3,
 		DialKeepAliveTimeout: cfg.RequestTimeout,
 		// gRPC's default reconnection backoff grows to 120 s: a node back
-		// in touch after a long partition could wait that long before it
-		// registers its running queries again. At most TTL/3 between
-		// attempts keeps it within a lease renewal.
+		// in touch after a cut could wait that long, and lose a lease
+		// that outlived the cut. At most one renewal interval between
+		// attempts keeps it within the lease's margin (renewInterval).
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.TTL / 3},
+			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
 			MinConnectTimeout: cfg.RequestTimeout,
 		})},
 		Logger: zap.NewNop(),
@@ -287,21 +297,23 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
 	}
 	b := &Backend{
-		cfg:     cfg,
-		cli:     cli,
-		keys:    newKeySpace(cfg.Cluster),
-		log:     cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
-		kick:    make(chan struct{}, 1),
-		events:  make(chan admission.Event, 256),
-		views:   map[string]*view{},
-		nodes:   map[string]NodeRecord{},
-		pools:   map[string]*poolState{},
-		queries: map[admission.QueryID]*query{},
-		tokens:  map[string]*query{},
-		load:    load,
-		deletes: map[string]int64{},
-		claims:  map[string]struct{}{},
-		offset:  int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
+		cfg:       cfg,
+		cli:       cli,
+		keys:      newKeySpace(cfg.Cluster),
+		log:       cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
+		kick:      make(chan struct{}, 1),
+		events:    make(chan admission.Event, 256),
+		views:     map[string]*view{},
+		nodes:     map[string]NodeRecord{},
+		pools:     map[string]*poolState{},
+		queries:   map[admission.QueryID]*query{},
+		tokens:    map[string]*query{},
+		load:      load,
+		deletes:   map[string]int64{},
+		claims:    map[string]struct{}{},
+		charges:   map[usageKey]admission.Usage{},
+		inherited: map[string][]entry{},
+		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -316,6 +328,10 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		cli.Close()
 		return nil, err
 	}
+	b.mu.Lock()
+	b.inheritLocked(time.Now())
+	b.mu.Unlock()
+	time.AfterFunc(cfg.TTL, b.poke) // releaseInheritedLocked
 	run := b.ctx
 	b.wg.Go(func() { b.sessionLoop(run) })
 	b.wg.Go(func() { b.watchLoop(run) })
@@ -383,7 +399,7 @@ func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
 
 // entryOf is the value of q's keys.
 func (b *Backend) entryOf(q *query) entry {
-	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli()}
+	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
 }
 
 // newToken names a new registration; b.mu is held and b.lease is set.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -194,6 +195,7 @@ func clusterAdmissions(b *testing.B, c int) {
 	const clients = 96
 	var mu sync.Mutex
 	left := b.N
+	rev0 := etcdRevision(b, nodes[0].Backend)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -215,6 +217,20 @@ func clusterAdmissions(b *testing.B, c int) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "admissions/s")
+	// Every write transaction is one revision: what an admission costs
+	// etcd (its start, its end, the deletes and the queue's keys).
+	b.ReportMetric(float64(etcdRevision(b, nodes[0].Backend)-rev0)/float64(b.N), "etcd-writes/adm")
+}
+
+// etcdRevision is the cluster's revision now.
+func etcdRevision(b *testing.B, n *Backend) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.keys.defs())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp.Header.Revision
 }
 
 // BenchmarkHandOver: C = 1 and two nodes; the query in the slot ends on

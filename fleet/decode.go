@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/poolagent/poolagent/admission"
 )
 
 // Every value read from etcd is checked as strictly as a pool file: a
@@ -23,7 +25,23 @@ const (
 	maxChanges    = 1 << 16 // run-time changes in the definitions
 	maxArrived    = 1 << 46 // milliseconds since 1970: about the year 4200
 	maxSlot       = 1 << 24 // slot index of a slot key
+	maxUser       = 256     // bytes of a user name
 )
+
+// decodeUsage reads the value of a usage key.
+func decodeUsage(value []byte) (admission.Usage, error) {
+	var u usageRecord
+	if len(value) > maxQueryValue {
+		return admission.Usage{}, fmt.Errorf("%d bytes, want at most %d", len(value), maxQueryValue)
+	}
+	if err := json.Unmarshal(value, &u); err != nil {
+		return admission.Usage{}, err
+	}
+	if math.IsNaN(u.Seconds) || u.Seconds < 0 || u.Seconds > math.MaxInt32 || u.AtUnixMilli < 0 || u.AtUnixMilli > maxArrived {
+		return admission.Usage{}, fmt.Errorf("usage %g s at %d ms: want 0..%d seconds at milliseconds since 1970", u.Seconds, u.AtUnixMilli, math.MaxInt32)
+	}
+	return u.usage(), nil
+}
 
 // decodeNodeRecord reads the record of node name (from its key, which the
 // value must agree with).
@@ -41,8 +59,8 @@ func decodeNodeRecord(name string, value []byte) (NodeRecord, error) {
 	switch {
 	case r.Node != name:
 		return r, fmt.Errorf("node record of %s names node %q: want the name in its key", name, r.Node)
-	case r.VCPUs < 1 || r.VCPUs > maxVCPUs:
-		return r, fmt.Errorf("node record of %s: vcpus %d, want 1 to %d", name, r.VCPUs, maxVCPUs)
+	case r.VCPUs < 0 || r.VCPUs > maxVCPUs:
+		return r, fmt.Errorf("node record of %s: vcpus %d, want 0 (unknown) to %d", name, r.VCPUs, maxVCPUs)
 	case math.IsNaN(r.LoadPercent) || r.LoadPercent < 0 || r.LoadPercent > 100:
 		return r, fmt.Errorf("node record of %s: load_percent %v, want 0 to 100", name, r.LoadPercent)
 	case r.UpdatedUnix < 0 || r.UpdatedUnix > maxArrived/1000:
@@ -108,6 +126,8 @@ func decodeEntry(dir, name string, value []byte) (entry, error) {
 		return e, fmt.Errorf("node %q, token of node %q: want the token's node", clip(e.Node), node)
 	case e.ArrivedUnixMilli < 0 || e.ArrivedUnixMilli > maxArrived:
 		return e, fmt.Errorf("arrived %d, want milliseconds since 1970", e.ArrivedUnixMilli)
+	case len(e.User) > maxUser || !printable(e.User):
+		return e, fmt.Errorf("user %q: want at most %d printable bytes", clip(e.User), maxUser)
 	}
 	e.seq = seq
 	return e, nil

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,8 @@ type nodeSpec struct {
 	C, Q      int
 	// Submit is how many queries it submits, one after the other.
 	Submit int
+	// Strict gives the pool strict slots (GLOBAL_SLOTS='strict').
+	Strict bool
 }
 
 // runNode is the test binary as a node of a cluster, in a process of its
@@ -47,10 +50,12 @@ func runNode(spec string) int {
 		fmt.Fprintln(os.Stderr, "node spec:", err)
 		return 2
 	}
+	l := limits(s.C, s.Q)
+	l.StrictSlots = s.Strict
 	b, err := Open(context.Background(), Config{
 		Endpoints: s.Endpoints, Cluster: s.Cluster, Node: s.Node, TTL: s.TTL,
 		RequestTimeout: 10 * time.Second, VCPUs: 2, Version: "test",
-	}, map[string]admission.Limits{s.Pool: limits(s.C, s.Q)})
+	}, map[string]admission.Limits{s.Pool: l})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -120,7 +125,7 @@ func startNode(t *testing.T, s nodeSpec) *exec.Cmd {
 
 // queryKeys returns the query keys (queue, slot, extra) under a cluster's
 // prefix, read from etcd directly.
-func queryKeys(t *testing.T, eps []string, cluster string) []string {
+func queryKeys(t testing.TB, eps []string, cluster string) []string {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -326,17 +331,22 @@ func TestQuorum(t *testing.T) {
 	waitFor(t, func() bool { return len(queryKeys(t, eps, "quorum")) == 0 }, "no query key left: %v", queryKeys(t, eps, "quorum"))
 }
 
-// proxy forwards loopback TCP connections to one etcd member until it is
-// severed: then it resets the connections it carries and every new one.
+// proxy forwards loopback TCP connections to one etcd member. It can sever
+// them (reset every connection it carries and refuse new ones), hold them
+// (a blackhole: nothing passes, but the connections stay open and what was
+// sent arrives once it lets go, as TCP retransmits across a healed path),
+// and delay what it carries by a fixed time each way.
 type proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	cut    bool
+	held   bool
+	delay  time.Duration
 	conns  map[net.Conn]struct{}
 }
 
-func startProxy(t *testing.T, targetURL string) *proxy {
+func startProxy(t testing.TB, targetURL string) *proxy {
 	t.Helper()
 	u, err := url.Parse(targetURL)
 	if err != nil {
@@ -383,8 +393,45 @@ func (p *proxy) serve() {
 	}
 }
 
+// pipe copies src to dst, each chunk after the proxy's delay and not while
+// it holds.
 func (p *proxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src)
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	ch := make(chan chunk, 4096)
+	go func() {
+		defer src.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				ch <- chunk{time.Now(), bytes.Clone(buf[:n])}
+			}
+			if err != nil {
+				close(ch)
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		for {
+			p.mu.Lock()
+			held, delay := p.held, p.delay
+			p.mu.Unlock()
+			if wait := time.Until(c.at.Add(delay)); !held && wait <= 0 {
+				break
+			} else if held {
+				time.Sleep(5 * time.Millisecond)
+			} else {
+				time.Sleep(wait)
+			}
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -402,10 +449,22 @@ func (p *proxy) sever() {
 	}
 }
 
+func (p *proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = true
+}
+
+func (p *proxy) setDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
 func (p *proxy) restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.held = false, false
 }
 
 // TestPartition cuts one node off from etcd with a proxy while another

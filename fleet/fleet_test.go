@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(nodeEnv); spec != "" {
 		os.Exit(runNode(spec))
 	}
+	if spec := os.Getenv(chaosQueryEnv); spec != "" {
+		os.Exit(runChaosQuery(spec))
+	}
 	code := m.Run()
 	for _, c := range []struct {
 		*etcdtest.Cluster
@@ -136,7 +139,13 @@ func (n *node) final(t *testing.T, within time.Duration) admission.Event {
 // or its place in the queue from its first event.
 func (n *node) submit(t *testing.T, pool string) (admission.QueryID, bool, error) {
 	t.Helper()
-	id, started, err := n.Submit(pool, "alice", time.Now())
+	return n.submitAs(t, pool, "alice")
+}
+
+// submitAs is submit for a query of user.
+func (n *node) submitAs(t *testing.T, pool, user string) (admission.QueryID, bool, error) {
+	t.Helper()
+	id, started, err := n.Submit(pool, user, time.Now())
 	if _, queued := n.Place(id, time.Now()); err != nil || started || queued {
 		return id, started, err
 	}

@@ -3,8 +3,12 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
 )
 
 // The cluster's keys, all under /poolagent/<cluster>/ (docs/fleet.md):
@@ -19,6 +23,9 @@ import (
 //	                      a concurrency limit, or re-registered after its node
 //	                      lost its lease (it may exceed the limit; new queries
 //	                      wait until the pool is back under it)
+//	u/<pool>/<user>       a user's CPU time in the pool, decayed (JSON), no
+//	                      lease: what the fair order counts after the
+//	                      running queries; <user> path-escaped
 //
 // A token names one registration of one query: <node>.<lease>.<n>.
 const (
@@ -27,6 +34,7 @@ const (
 	queueDir = "q/"
 	slotDir  = "r/"
 	extraDir = "x/"
+	usageDir = "u/"
 )
 
 // entry is the value of a query key.
@@ -35,6 +43,9 @@ type entry struct {
 	Token string `json:"token"`
 	// ArrivedUnixMilli is when the query arrived on its node.
 	ArrivedUnixMilli int64 `json:"arrived"`
+	// User is who runs the query, for the pool's per-user limits and fair
+	// order; "" for a query whose user is not known (adopted).
+	User string `json:"user,omitempty"`
 
 	key   string
 	rev   int64  // create revision
@@ -60,6 +71,20 @@ func (k keySpace) extras(pool string) string        { return k.prefix + extraDir
 func (k keySpace) queued(pool, token string) string { return k.queue(pool) + token }
 func (k keySpace) slot(pool string, i int) string   { return k.slots(pool) + "s" + strconv.Itoa(i) }
 func (k keySpace) extra(pool, token string) string  { return k.extras(pool) + token }
+func (k keySpace) usage(pool, user string) string {
+	return k.prefix + usageDir + pool + "/" + url.PathEscape(user)
+}
+
+// usageRecord is the value of a usage key: the user's decayed CPU time in
+// the pool as of AtUnixMilli.
+type usageRecord struct {
+	Seconds     float64 `json:"seconds"`
+	AtUnixMilli int64   `json:"at"`
+}
+
+func (u usageRecord) usage() admission.Usage {
+	return admission.Usage{Seconds: u.Seconds, At: time.UnixMilli(u.AtUnixMilli)}
+}
 
 // parse splits a key of the cluster into its directory (nodesDir,
 // defsKey, queueDir, slotDir, extraDir) and, for query keys, the pool; ""
@@ -75,7 +100,7 @@ func (k keySpace) parse(key string) (dir, pool string) {
 	if strings.HasPrefix(rest, nodesDir) {
 		return nodesDir, ""
 	}
-	for _, d := range []string{queueDir, slotDir, extraDir} {
+	for _, d := range []string{queueDir, slotDir, extraDir, usageDir} {
 		if r, ok := strings.CutPrefix(rest, d); ok {
 			pool, _, ok := strings.Cut(r, "/")
 			if !ok || pool == "" {

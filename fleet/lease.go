@@ -4,21 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// renewInterval is how often a node renews its session lease: a tenth of
-// the TTL. etcd expires a lease TTL after the last renewal it received,
-// so a cut between the node and etcd shorter than TTL − TTL/10 − one round
-// trip never costs the node its lease (docs/fleet.md "Session lease").
-// etcd's own KeepAlive renews every TTL/3 from a loop that looks every
-// 500 ms, which loses the lease to cuts of about TTL − TTL/3 − 0.5 s: that
-// is why the node renews by itself (one LeaseKeepAlive message each time,
-// answered by the leader without a raft round).
-func renewInterval(ttl time.Duration) time.Duration { return ttl / 10 }
+// renewInterval is how often a node renews its session lease: a
+// twentieth of the TTL. etcd expires a lease TTL after the last renewal it
+// received, so a cut between the node and etcd shorter than
+// TTL − TTL/20 − one round trip never costs the node its lease
+// (docs/fleet.md "Session lease"). etcd's own KeepAlive renews every
+// TTL/3 from a loop that looks every 500 ms, which loses the lease to cuts
+// of about TTL − TTL/3 − 0.5 s: that is why the node renews by itself (one
+// LeaseKeepAlive message each time, answered by the leader without a raft
+// round). The client's reconnection backoff is capped at the same
+// interval, so a severed connection comes back as soon as the path does.
+func renewInterval(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // connectedLocked reports whether the node's lease is certainly alive at
 // now: it was renewed less than a TTL ago, counted from when the renewal
@@ -153,14 +156,18 @@ func (b *Backend) lostSession(old clientv3.LeaseID) {
 			b.pools[q.pool].pending++
 			n++
 		case running:
+			if b.pools[q.pool].limits.StrictSlots && q.token != "" {
+				continue // its key has no lease: it still holds its slot
+			}
 			b.forgetToken(q)
 			q.lost = true
 		case pending:
 			b.forgetToken(q)
 		}
 	}
-	// The old lease's keys went with it.
-	clear(b.deletes)
+	// The old lease's keys went with it; keys without a lease stay to
+	// delete.
+	maps.DeleteFunc(b.deletes, func(k string, _ int64) bool { return !b.leaseless(k) })
 	b.mu.Unlock()
 	b.log.Warn("etcd session lost: the lease expired; queued queries queue again at the back, running queries go on and are registered again", "lease", fmt.Sprintf("%x", old), "queued_again", n)
 }
@@ -182,7 +189,7 @@ func (b *Backend) reregister() {
 			q.seq = b.seq
 			b.tokens[q.token] = q
 			q.key = b.keys.extra(q.pool, q.token)
-			ops = append(ops, clientv3.OpPut(q.key, b.entryOf(q).value(), clientv3.WithLease(lease)))
+			ops = append(ops, clientv3.OpPut(q.key, b.entryOf(q).value(), b.runLease(q.pool, lease)...))
 			regs = append(regs, q)
 			tokens = append(tokens, q.token)
 		}

@@ -50,6 +50,7 @@ func (b *Backend) pump() {
 	b.mu.Lock()
 	var work []func()
 	live := b.connectedLocked(now)
+	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {
 		b.publish, b.publishing = false, true
 		work = append(work, b.publishRecord)
@@ -57,6 +58,10 @@ func (b *Backend) pump() {
 	if len(b.deletes) > 0 && !b.deleting && b.lease != 0 {
 		b.deleting = true
 		work = append(work, b.deleteKeys)
+	}
+	if live && len(b.charges) > 0 && !b.charging {
+		b.charging = true
+		work = append(work, b.writeCharges)
 	}
 	if live && !b.reregistering && b.anyLostLocked() {
 		b.reregistering = true
@@ -142,11 +147,22 @@ func (b *Backend) registrationsLocked() []*registration {
 		if len(v.queue) > 0 {
 			continue
 		}
+		perUser := b.pools[r.pool].limits.Users.Running
+		running := map[string]int{}
+		if perUser > 0 {
+			for user, c := range userCounts(v) {
+				running[user] = c[0]
+			}
+		}
 		for i, q := range r.qs {
+			if perUser > 0 && running[q.user] >= perUser {
+				break // its user waits: it and the rest queue
+			}
 			a := b.startAttempt(q, v.slots, v.running(), b.rev, i, true, r.lease)
 			if a == nil {
 				break
 			}
+			running[q.user]++
 			r.runs = append(r.runs, a)
 		}
 	}
@@ -260,11 +276,39 @@ func (b *Backend) register(r *registration) []admission.Event {
 				Err: admission.QueueFullError(q.pool, n, held(running, waiting, l), l)})
 			continue
 		}
+		if l.Users.QueueLimited {
+			// The user's queries waiting as the view shows them, other than
+			// this batch's, and this batch's before this one.
+			mine := userCounts(b.view(q.pool))[q.user]
+			for _, e := range b.view(q.pool).queue {
+				if e.User == q.user && slices.Contains(r.tokens, e.Token) {
+					mine[1]--
+				}
+			}
+			for _, j := range live {
+				if j < i && r.qs[j].user == q.user && r.qs[j].st == queued {
+					mine[1]++
+				}
+			}
+			if mine[1]+1 > l.Users.Queue {
+				p.stats.Rejected++
+				b.drop(q)
+				events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived),
+					Err: admission.UserQueueFullError(q.pool, q.user, mine[0], mine[1], held(running, waiting, l), l)})
+				continue
+			}
+		}
 		q.placed = waiting + 1
 		// At position waiting in the queue: start now if the transaction's
 		// own reading lets it (waiting < the free slots, so every query
 		// ahead of it may start too, each in the slot before its own),
-		// rather than wait for the watch to show the key.
+		// rather than wait for the watch to show the key. The reading has
+		// no users: with a per-user limit, or others waiting in a fair
+		// pool, it starts in the start order the watch shows.
+		if l.Users.Running > 0 || l.Users.Fair && waiting > 0 {
+			events = b.tellQueued(q, events)
+			continue
+		}
 		if a := b.startAttempt(q, slots, running, resp.Header.Revision, waiting, false, r.lease); a != nil {
 			b.queuedAttempt(a)
 			as = append(as, a)
@@ -276,6 +320,16 @@ func (b *Backend) register(r *registration) []admission.Event {
 		b.wg.Go(func() { b.emit(b.start(as)) })
 	}
 	return events
+}
+
+// runLease is the lease of a running query's key: the session's, but
+// none in a pool with strict slots, whose keys stay when the node's lease
+// expires (docs/fleet.md, "Strict slots"); b.mu is held.
+func (b *Backend) runLease(pool string, lease clientv3.LeaseID) []clientv3.OpOption {
+	if p, ok := b.pools[pool]; ok && p.limits.StrictSlots {
+		return nil
+	}
+	return []clientv3.OpOption{clientv3.WithLease(lease)}
 }
 
 // tellQueued adds the Queued event of a query the daemon does not know
@@ -344,7 +398,15 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 	} else {
 		a.runKey = b.keys.extra(q.pool, q.token)
 	}
-	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, b.entryOf(q).value(), clientv3.WithLease(lease))}
+	if arriving && l.Users.Running > 0 {
+		// An arrival starts without a place in the start order: no query
+		// started since rev, so its user's running count is the one the
+		// view read (CONCURRENT_QUERY_LIMIT_PER_USER holds).
+		a.cmps = append(a.cmps,
+			clientv3.Compare(clientv3.ModRevision(b.keys.slots(q.pool)).WithPrefix(), "<", rev+1),
+			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1))
+	}
+	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, b.entryOf(q).value(), b.runLease(q.pool, lease)...)}
 	if l.LoadCPUThresholdPercent > 0 {
 		if pos != 0 || !b.loadAdmits(l.LoadCPUThresholdPercent) {
 			b.release(a)
@@ -371,19 +433,30 @@ func (b *Backend) queuedAttempt(a *attempt) {
 }
 
 // startableLocked returns the start attempts of every queued query of this
-// node the views allow to start: at position p of its pool's queue when
-// p < the free slots (all ahead of it may start too, so FIFO holds); with
-// a CPU-load threshold only the head, once the load allows. b.mu is held
-// and the node is connected.
+// node the views allow to start: at place p of its pool's start order
+// (startOrder: the queue's under FIFO) when p < the free slots (all
+// before it may start too, so the order holds); with a CPU-load threshold
+// only the first, once the load allows. b.mu is held and the node is
+// connected.
 func (b *Backend) startableLocked() []*attempt {
 	var as []*attempt
+	now := time.Now()
+	orders := map[string]map[string]int{}
 	for _, q := range b.sortedQueries() {
 		if q.st != queued {
 			continue
 		}
 		v := b.view(q.pool)
-		pos := v.position(q.rev, q.seq)
-		if pos < 0 {
+		if v.position(q.rev, q.seq) < 0 {
+			continue
+		}
+		order, ok := orders[q.pool]
+		if !ok {
+			order = startOrder(v, b.pools[q.pool].limits.Users, now)
+			orders[q.pool] = order
+		}
+		pos, ok := order[q.token]
+		if !ok {
 			continue
 		}
 		if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, b.lease); a != nil {

@@ -23,6 +23,12 @@ func (b *Backend) Pools() []admission.PoolStats {
 		if p.limits.Global() {
 			v := b.view(name)
 			s.Running, s.Queued = v.running(), len(v.queue)
+			for user, c := range userCounts(v) {
+				if user != "" {
+					s.Users = append(s.Users, admission.UserStats{User: user, Running: c[0], Queued: c[1], Usage: v.usage[user]})
+				}
+			}
+			s = admission.WithUserCounts(s)
 		} else {
 			s.Running = p.local
 		}
@@ -72,29 +78,32 @@ func (b *Backend) Queries() []Query {
 // Place is where a waiting query stands in its pool's cluster-wide queue:
 // its position, 1 for the head; false when it runs, or is not decided yet
 // (the daemon has not been told it waits).
-func (b *Backend) Place(id admission.QueryID, _ time.Time) (admission.Place, bool) {
-	pos := b.position(id)
-	return admission.Place{Position: pos, Ahead: pos - 1}, pos > 0
-}
-
-// position is a waiting query's place in its pool's cluster-wide queue, 1
-// for the head; 0 when it runs, or is not decided yet. Until the watch
-// shows its key, it is the place its registration read; for a query
-// waiting for etcd, the place it would take: behind the queue and the
-// pool's earlier arrivals on this node.
-func (b *Backend) position(id admission.QueryID) int {
+// Once the watch shows its key, it stands in the pool's start order
+// (startOrder: the queue's, or the fair order among users); until then it
+// is at the place its registration read, or, waiting for etcd, behind the
+// queue and the pool's earlier arrivals on this node.
+func (b *Backend) Place(id admission.QueryID, now time.Time) (admission.Place, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q, ok := b.queries[id]
 	if !ok || !q.told {
-		return 0
+		return admission.Place{}, false
 	}
+	if q.st == queued || q.st == starting {
+		if pl, ok := b.placeLocked(q, now); ok {
+			return pl, true
+		}
+	}
+	pos := b.positionLocked(q)
+	return admission.Place{Position: pos, Ahead: pos - 1, User: q.user}, pos > 0
+}
+
+// positionLocked is the place of a waiting query whose key the watch has
+// not shown; 0 when it runs. b.mu is held.
+func (b *Backend) positionLocked(q *query) int {
 	v := b.view(q.pool)
 	switch q.st {
 	case queued, starting:
-		if i := v.position(q.rev, q.seq); i >= 0 {
-			return i + 1
-		}
 		return max(q.placed, 1)
 	case pending:
 		ahead := 0

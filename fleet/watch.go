@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"time"
 
+	"github.com/poolagent/poolagent/admission"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -122,6 +124,17 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 		return &d
 	case "":
 		return nil
+	case usageDir:
+		user, err := url.PathUnescape(key[len(b.keys.prefix)+len(dir)+len(pool)+1:])
+		if err == nil {
+			var u admission.Usage
+			if u, err = decodeUsage(kv.Value); err == nil {
+				b.view(pool).usage[user] = u
+				return nil
+			}
+		}
+		b.invalid(key, err)
+		return nil
 	}
 	e, err := decodeEntry(dir, key[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
 	if err != nil {
@@ -164,6 +177,11 @@ func (b *Backend) applyDelete(kv *mvccpb.KeyValue) {
 	switch dir {
 	case nodesDir:
 		delete(b.nodes, key[len(b.keys.node("")):])
+		return
+	case usageDir:
+		if user, err := url.PathUnescape(key[len(b.keys.prefix)+len(dir)+len(pool)+1:]); err == nil {
+			delete(b.view(pool).usage, user)
+		}
 		return
 	case queueDir, slotDir, extraDir:
 	default:

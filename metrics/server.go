@@ -160,7 +160,8 @@ func (e *Exposer) release(o *output) {
 }
 
 // wait waits for the turn of a reply of n bytes: false when the turn is
-// past MaxReplyWait or the request ended first.
+// past MaxReplyWait or the request ended first (its time is then given
+// back).
 func (e *Exposer) wait(r *http.Request, n int) bool {
 	e.mu.Lock()
 	now := time.Now()
@@ -172,7 +173,8 @@ func (e *Exposer) wait(r *http.Request, n int) bool {
 		e.mu.Unlock()
 		return false
 	}
-	e.turn = start.Add(time.Duration(n) * time.Second / ReplyBytesPerSecond)
+	took := time.Duration(n) * time.Second / ReplyBytesPerSecond
+	e.turn = start.Add(took)
 	e.mu.Unlock()
 	if start == now {
 		return true
@@ -183,6 +185,14 @@ func (e *Exposer) wait(r *http.Request, n int) bool {
 	case <-t.C:
 		return true
 	case <-r.Context().Done():
+		// The reply will not be written: its time goes to the
+		// replies that come next (those already waiting keep their
+		// turns), so a scraper that hangs up while it waits, as
+		// every one of a flood does when it ends, does not keep
+		// others waiting.
+		e.mu.Lock()
+		e.turn = e.turn.Add(-took)
+		e.mu.Unlock()
 		return false
 	}
 }

@@ -120,27 +120,38 @@ func TestExposerReuse(t *testing.T) {
 }
 
 // TestExposerPace: replies take turns at ReplyBytesPerSecond; one whose
-// turn is past MaxReplyWait is refused at once.
+// turn is past MaxReplyWait is refused at once, and one whose request
+// ends while it waits gives its time back.
 func TestExposerPace(t *testing.T) {
-	e := exposerOf(&countingSource{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/metrics", nil)
-	wait := int(MaxReplyWait.Seconds() * ReplyBytesPerSecond)
-	if !e.wait(r, wait) {
+	second := int(ReplyBytesPerSecond)
+
+	e := exposerOf(&countingSource{})
+	if !e.wait(r, 2*int(MaxReplyWait.Seconds())*second) {
 		t.Fatal("the first reply waited")
 	}
-	// Its turn is now: it would wait for the first reply's bytes, and
-	// its request has ended.
-	if e.wait(r, 1) {
-		t.Error("a reply whose request ended was written")
-	}
+	turn := e.turn
 	begin := time.Now()
 	if e.wait(r, 1) {
 		t.Error("a reply whose turn is past MaxReplyWait was written")
 	}
-	if took := time.Since(begin); took > time.Second {
-		t.Errorf("the refusal took %v, want at once", took)
+	if took := time.Since(begin); took > time.Second || e.turn != turn {
+		t.Errorf("the refusal took %v and moved the next turn by %v, want at once and none", took, e.turn.Sub(turn))
+	}
+
+	e = exposerOf(&countingSource{})
+	if !e.wait(r, second) {
+		t.Fatal("the first reply waited")
+	}
+	turn = e.turn
+	// Its turn is a second away, and its request has ended.
+	if e.wait(r, second) {
+		t.Error("a reply whose request ended was written")
+	}
+	if e.turn != turn {
+		t.Errorf("a reply whose request ended kept its time: the next turn moved by %v", e.turn.Sub(turn))
 	}
 }
 

@@ -133,42 +133,62 @@ func (c Checker) Hold(p Placement, move func(pid int) error) error {
 // cannot reap it even once it has exited (a zombie tracee is visible to
 // its tracer only, and passes to its parent when the tracer lets go), so
 // no other process can get its pid. Then it lets go (release). The tracer
-// is a thread, so hold runs on a thread locked to it. It needs
+// is a thread, so hold runs on a thread locked to it (traceFrom). It needs
 // CAP_SYS_PTRACE (the unit grants it); a process that is already traced
 // (a debugger, strace -f) cannot be held. Either failure wraps
 // ErrCannotHold.
-//
-// A process that does not stop within releaseWait (it sleeps where no
-// stop reaches it, as a vfork parent does) is let go as soon as it stops
-// or exits, by the same thread, after fn's result has gone back: the
-// thread is never left as a tracer with nobody waiting on its tracee. (A
-// locked goroutine's end does not do it: the main thread is not ended
-// with its goroutine.)
 func hold(pid int, fn func() error) error {
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := unix.PtraceSeize(pid); err != nil {
-			done <- fmt.Errorf("%w %d: ptrace(PTRACE_SEIZE): %w", ErrCannotHold, pid, err)
-			return
-		}
-		err := fn()
-		rerr := release(pid, time.Millisecond)
-		done <- err
-		for errors.Is(rerr, errNoStop) {
-			rerr = release(pid, lateReleasePause)
-		}
-	}()
+	go traceFrom(pid, fn, done)
 	return <-done
 }
 
-// releaseWait bounds how long one release waits for the held process to
-// stop; lateReleasePause is the longest pause between its looks once a
-// first release found the process not stopping.
+// traceFrom is hold on the thread of its goroutine: it sends fn's result
+// on done once it let go of the process.
+//
+// A process that does not stop within releaseWait (it sleeps where no
+// stop reaches it, as a vfork parent does until its child execs or exits)
+// is let go by ending the thread: the kernel detaches a tracer's tracees
+// when the tracer exits (and drops the interrupt that was asked), and the
+// runtime ends a thread whose goroutine ends locked to it. So no thread
+// waits for a stop that may never come, and a burst of such processes
+// leaves no threads behind.
+func traceFrom(pid int, fn func() error, done chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// NOTE: the main thread is not ended with a goroutine locked to
+		// it (the runtime parks it), so it would stay the tracer. Trace
+		// from another thread: while this goroutine waits locked to the
+		// main thread, no other goroutine runs on it.
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			traceFrom(pid, fn, done)
+		}()
+		<-ended
+		runtime.UnlockOSThread()
+		return
+	}
+	if err := unix.PtraceSeize(pid); err != nil {
+		runtime.UnlockOSThread()
+		done <- fmt.Errorf("%w %d: ptrace(PTRACE_SEIZE): %w", ErrCannotHold, pid, err)
+		return
+	}
+	err := fn()
+	rerr := release(pid)
+	done <- err
+	if rerr != nil {
+		// Still the tracer, or unsure of it: the thread ends locked.
+		return
+	}
+	runtime.UnlockOSThread()
+}
+
+// releaseWait bounds how long release waits for the held process to
+// stop; releasePause is the longest pause between its looks.
 const (
-	releaseWait      = time.Second
-	lateReleasePause = 100 * time.Millisecond
+	releaseWait  = time.Second
+	releasePause = 10 * time.Millisecond
 )
 
 // errNoStop: the held process did not stop within releaseWait.
@@ -176,12 +196,12 @@ var errNoStop = errors.New("the held process did not stop")
 
 // release lets go of process pid, which this thread holds: it asks the
 // process to stop (PTRACE_INTERRUPT), waits for the stop, looking again
-// after pauses that double up to maxPause, and detaches, passing on a
+// after pauses that double up to releasePause, and detaches, passing on a
 // signal that stopped it; a process that exited meanwhile is handed to
 // its parent by the wait. It returns errNoStop when the process did not
 // stop within releaseWait, and the kernel's error when pid is not a
 // tracee of this thread.
-func release(pid int, maxPause time.Duration) error {
+func release(pid int) error {
 	// A tracee that has exited cannot be interrupted (ESRCH): the wait
 	// below finds it and hands it on.
 	if err := unix.PtraceInterrupt(pid); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -221,6 +241,6 @@ func release(pid int, maxPause time.Duration) error {
 		// the client's wait for its answer.
 		ts := unix.NsecToTimespec(pause.Nanoseconds())
 		unix.Nanosleep(&ts, nil)
-		pause = min(2*pause, maxPause)
+		pause = min(2*pause, releasePause)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +58,7 @@ func TestHoldTracedProcess(t *testing.T) {
 		// Let go before the test ends: a tracee killed while traced
 		// would stay a zombie no one waits for, and its shell's wait
 		// with it.
-		if err := release(pid, time.Millisecond); err != nil {
+		if err := release(pid); err != nil {
 			t.Errorf("let go of process %d: %v", pid, err)
 		}
 	}()

@@ -30,6 +30,10 @@ type Handle struct {
 	// it could not start.
 	empties    *emptyWatcher
 	emptiesErr error
+	// owned are the query cgroups (pool/query) placed through the handle
+	// and not removed through it yet: their owner reads and removes them,
+	// so Apply and Repair leave them even when empty.
+	owned map[string]bool
 }
 
 // Root is the pool root to use: given when not "", else the default
@@ -41,7 +45,7 @@ func Root(m cgroupfs.Mounts, given string) (string, error) {
 	}
 	root, err := m.DefaultRoot()
 	if err != nil {
-		return "", fmt.Errorf("find the pool root (give --root): %w", err)
+		return "", fmt.Errorf("find the default pool root: %w", err)
 	}
 	return root, nil
 }
@@ -99,6 +103,7 @@ func (h *Handle) Writer() *cgroupfs.Tree { return h.writer }
 func (h *Handle) Apply(d planner.Desired) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.writer.Keep(h.owned)
 	_, err := h.writer.Reconcile(d)
 	return err
 }
@@ -107,6 +112,7 @@ func (h *Handle) Apply(d planner.Desired) error {
 func (h *Handle) Repair(d planner.Desired) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.writer.Keep(h.owned)
 	res, err := h.writer.Reconcile(d)
 	return res.Writes, err
 }

@@ -72,11 +72,10 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	log := opt.Log
-	if log == nil {
-		log = slog.Default()
+	r := runner{d: d, log: opt.Log}
+	if r.log == nil {
+		r.log = slog.Default()
 	}
-	var notify systemd.Notifier
 	sigs := opt.Signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
@@ -90,7 +89,7 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 	failed := make(chan error, 1)
 	healthy := d.Healthy
 	if opt.MetricsListen != "" {
-		ln, err := listenMetrics(opt.MetricsListen, log)
+		ln, err := listenMetrics(opt.MetricsListen, r.log)
 		if err != nil {
 			return err
 		}
@@ -116,17 +115,10 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 	case err := <-served:
 		return err
 	}
-	// A notification that cannot be sent does not stop the daemon; it is
-	// logged.
-	notified := func(err error) {
-		if err != nil {
-			log.Warn("systemd notification", "err", err)
-		}
-	}
-	log.Info("ready", "status", d.Status())
-	notified(notify.Ready(d.Status()))
+	r.log.Info("ready", "status", d.Status())
+	r.notified(r.notify.Ready(d.Status()))
 	wg.Go(func() {
-		report := func(err error) { log.Error("watchdog", "err", err) }
+		report := func(err error) { r.log.Error("watchdog", "err", err) }
 		if err := systemd.Watchdog(ctx, healthy, report); err != nil {
 			report(err)
 		}
@@ -142,26 +134,47 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 		case <-ctx.Done():
 			return <-served
 		case sig := <-sigs:
-			if sig != syscall.SIGHUP {
-				log.Info("stopping", "signal", sig.String(), "status", d.Status())
-				notified(notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, d.Status())))
-				cancel()
-				return <-served
+			if sig == syscall.SIGHUP {
+				r.reload()
+				continue
 			}
-			notified(notify.Reloading())
-			warns, err := d.Reload()
-			for _, w := range warns {
-				log.Warn("pool file", "warning", w.String())
-			}
-			status := "reloaded: " + d.Status()
-			if err != nil {
-				status = err.Error()
-			}
-			// READY=1 ends the reload either way: the daemon runs on,
-			// with the new pools or the old.
-			notified(notify.Ready(status))
+			r.log.Info("stopping", "signal", sig.String(), "status", d.Status())
+			r.notified(r.notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, d.Status())))
+			cancel()
+			return <-served
 		}
 	}
+}
+
+// runner is what Run tells systemd and the log.
+type runner struct {
+	d      Daemon
+	log    *slog.Logger
+	notify systemd.Notifier
+}
+
+// notified logs a notification that could not be sent: that does not
+// stop the daemon.
+func (r runner) notified(err error) {
+	if err != nil {
+		r.log.Warn("systemd notification", "err", err)
+	}
+}
+
+// reload reloads the daemon on SIGHUP: RELOADING=1, then READY=1 either
+// way (the daemon runs on, with the new pools or the old) and the result
+// in STATUS=.
+func (r runner) reload() {
+	r.notified(r.notify.Reloading())
+	warns, err := r.d.Reload()
+	for _, w := range warns {
+		r.log.Warn("pool file", "warning", w.String())
+	}
+	status := "reloaded: " + r.d.Status()
+	if err != nil {
+		status = err.Error()
+	}
+	r.notified(r.notify.Ready(status))
 }
 
 // metricsRefusal is what a connection to the metrics endpoint gets when

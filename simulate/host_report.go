@@ -56,6 +56,11 @@ func WriteText(w io.Writer, s *Scenario, run HostRun, periods int) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", n+1, tick(p.Start), tick(p.Used), tick(p.Stalled), tick(p.Carried), exhausted)
 		}
 		tw.Flush()
+		if i == 0 {
+			fmt.Fprintf(bw, "  used is CPU time summed over the CPUs the group ran on and throttled the wall time it waited\n"+
+				"  for its next quota, so together they can exceed the period; the kernel's throttled_usec sums\n"+
+				"  the wait per CPU and can exceed it alone (docs/simulator.md)\n")
+		}
 
 		periodTicks := int(g.PeriodUsec / h.TickUsec)
 		bucket := ticksPerMark(periodTicks)

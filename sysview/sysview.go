@@ -118,25 +118,39 @@ func WriteJSON[T any](w io.Writer, rows []T) error {
 }
 
 // WritePools writes the pools view as a table; in fleet mode a Node
-// column says whose queries the counts are ("*": the cluster's).
+// column says whose queries the counts are ("*": the cluster's). A value
+// a run-time change set (RunTime) is marked with "*", said under the
+// table.
 func WritePools(w io.Writer, rows []protocol.Pool) error {
 	fleet := slices.ContainsFunc(rows, func(r protocol.Pool) bool { return r.Node != "" })
-	t := newTable(w, nodeColumn(fleet, "Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
+	header := []string{"Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
 		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
-		"RunningQueries", "QueuedQueries", "CpuLimitCores", "PerUser", "QueuePolicy", "UsersRunning", "UsersQueued")...)
+		"RunningQueries", "QueuedQueries", "CpuLimitCores", "PerUser", "QueuePolicy", "UsersRunning", "UsersQueued"}
+	t := newTable(w, nodeColumn(fleet, header...)...)
+	marked := false
 	for _, r := range rows {
 		name := r.Name
 		if r.Dropped {
 			name += " (dropped)"
 		}
-		t.row(nodeCell(fleet, r.Node, name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
+		cells := []string{name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
 			ftoa(r.TotalCpuLimitPercentPerNode), ftoa(r.QueryCpuLimitPercentPerNode), ftoa(r.QueryMemoryLimitPercentPerNode),
 			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores),
-			itoa(r.ConcurrentQueryLimitPerUser)+"/"+itoa(r.QueueSizePerUser), r.QueuePolicy,
-			strconv.Itoa(r.UsersRunning), strconv.Itoa(r.UsersQueued))...)
+			itoa(r.ConcurrentQueryLimitPerUser) + "/" + itoa(r.QueueSizePerUser), r.QueuePolicy,
+			strconv.Itoa(r.UsersRunning), strconv.Itoa(r.UsersQueued)}
+		for i, col := range header {
+			if slices.ContainsFunc(r.RunTime, func(set string) bool { return set == col || col == "PerUser" && strings.HasSuffix(set, "PerUser") }) {
+				cells[i] += "*"
+				marked = true
+			}
+		}
+		t.row(nodeCell(fleet, r.Node, cells...)...)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if marked {
+		fmt.Fprintln(w, "* set at run time (poolagent sql), kept in the state directory and applied over the pool file")
 	}
 	return writePoolUsers(w, rows)
 }
@@ -155,6 +169,52 @@ func writePoolUsers(w io.Writer, rows []protocol.Pool) error {
 		}
 	}
 	return t.flush()
+}
+
+// MarkRunTime marks in rows, the pools view of the model in force, the
+// parameters whose value differs from fileRows, the view of the pool file
+// alone: what run-time changes set. A pool the file does not have is
+// marked by its name. Every column of the view is compared but a pool's
+// state (queries, plan, users), so a parameter added to the view is
+// covered without a change here.
+func MarkRunTime(rows, fileRows []protocol.Pool) {
+	file := map[string]map[string]json.RawMessage{}
+	for _, r := range fileRows {
+		file[r.Name] = columns(r)
+	}
+	for i, r := range rows {
+		if r.Dropped {
+			continue
+		}
+		was, ok := file[r.Name]
+		if !ok {
+			rows[i].RunTime = []string{"Name"}
+			continue
+		}
+		now := columns(r)
+		var set []string
+		for col, v := range now {
+			if !stateColumns[col] && string(was[col]) != string(v) {
+				set = append(set, col)
+			}
+		}
+		slices.Sort(set)
+		rows[i].RunTime = set
+	}
+}
+
+// stateColumns are the columns of a pool row that are its state, not its
+// parameters.
+var stateColumns = map[string]bool{"Name": true, "RunningQueries": true, "QueuedQueries": true, "Active": true,
+	"CpuLimitCores": true, "CpuWeight": true, "Dropped": true, "Node": true, "RunTime": true,
+	"UsersRunning": true, "UsersQueued": true, "Users": true}
+
+// columns is a pool row as its JSON columns.
+func columns(r protocol.Pool) map[string]json.RawMessage {
+	b, _ := json.Marshal(r)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	return m
 }
 
 // nodeColumn puts a Node column after the first when fleet is set.

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +160,42 @@ func TestPoolsRowValues(t *testing.T) {
 	}
 	if r := byName["adhoc"]; r.QueryCancelAfterSeconds != 60 || r.CpuBurstPercent != 20 || r.Cpus != "0-3" || r.QueuedQueries != 3 {
 		t.Errorf("adhoc row %+v", r)
+	}
+}
+
+// TestMarkRunTime: a parameter a run-time change set is marked in the row
+// and with "*" in the table, a pool created at run time by its name, a
+// pool's state never; a table with no mark has no note under it.
+func TestMarkRunTime(t *testing.T) {
+	file := []protocol.Pool{
+		{Name: "default", ConcurrentQueryLimit: -1, QueueSize: -1},
+		{Name: "olap", ConcurrentQueryLimit: 2, QueueSize: 3},
+	}
+	now := []protocol.Pool{
+		{Name: "default", ConcurrentQueryLimit: -1, QueueSize: -1, RunningQueries: 4},
+		{Name: "olap", ConcurrentQueryLimit: 2, QueueSize: 100, QueuedQueries: 1, CpuLimitCores: 1.5},
+		{Name: "etl", ConcurrentQueryLimit: 1, QueueSize: -1},
+	}
+	var plain bytes.Buffer
+	if err := WritePools(&plain, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), "*") {
+		t.Errorf("a table without run-time changes shows a mark:\n%s", plain.String())
+	}
+	MarkRunTime(now, file)
+	for i, want := range [][]string{nil, {"QueueSize"}, {"Name"}} {
+		if !slices.Equal(now[i].RunTime, want) {
+			t.Errorf("%s marked %v, want %v", now[i].Name, now[i].RunTime, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := WritePools(&b, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[2], "olap     2                     100*") || !strings.HasPrefix(lines[3], "etl*") ||
+		lines[4] != "* set at run time (poolagent sql), kept in the state directory and applied over the pool file" {
+		t.Errorf("table:\n%s", b.String())
 	}
 }

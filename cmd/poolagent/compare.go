@@ -36,7 +36,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json, or markdown (the accuracy table's rows, measured runs only)"},
 			&cli.StringFlag{Name: "report", Usage: "also write a self-contained HTML report with charts to `FILE`"},
 			&cli.StringFlag{Name: "json", Usage: "also write the JSON report to `FILE`"},
-			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline"},
+			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline (on with --report, whose charts show it)"},
 			&cli.IntFlag{Name: "periods", Value: 8, Usage: "periods shown in the text timeline"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
 		},
@@ -70,7 +70,7 @@ func runCompare(c *cli.Context) error {
 	opt := compare.Options{
 		Root:          c.String("root"),
 		Repeat:        c.Int("repeat"),
-		Timeline:      c.Bool("timeline"),
+		Timeline:      c.Bool("timeline") || c.String("report") != "",
 		Kernel:        observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
 		WorkerCommand: []string{self, compareWorkerName},
 	}

@@ -196,6 +196,14 @@ func (c *Cluster) start(m *Member, state string) error {
 	}
 }
 
+// PID is the member's process id; 0 while it is not running.
+func (m *Member) PID() int {
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Kill kills a member at once (SIGKILL) and waits for it to exit. Killing
 // a member that is not running does nothing.
 func (c *Cluster) Kill(m *Member) {

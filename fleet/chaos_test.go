@@ -1,0 +1,641 @@
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/etcdtest"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+)
+
+// The chaos harness: a real 3-member etcd cluster, real `poolagent daemon`
+// processes as the nodes (each reaching every member through proxies of
+// its own that can sever, hold or delay its traffic), and clients running
+// queries through `poolagent-run` that log their own start and end from
+// inside their query cgroup.
+
+// chaosQueryEnv makes the test binary a query (see runChaosQuery).
+const chaosQueryEnv = "POOLAGENT_FLEET_CHAOS_QUERY"
+
+// runChaosQuery is the test binary as a query: spec is "LOG MILLISECONDS";
+// it sleeps that long and appends "START END" (Unix nanoseconds) to LOG in
+// one write.
+func runChaosQuery(spec string) int {
+	log, ms, _ := strings.Cut(spec, " ")
+	d, err := strconv.Atoi(ms)
+	if err != nil {
+		return 2
+	}
+	start := time.Now()
+	time.Sleep(time.Duration(d) * time.Millisecond)
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 1
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%d %d\n", start.UnixNano(), time.Now().UnixNano()); err != nil {
+		return 1
+	}
+	return 0
+}
+
+var chaosNeed = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1}, Controllers: []string{"cpuacct"}}
+
+type chaos struct {
+	t        testing.TB
+	etcd     *etcdtest.Cluster
+	dir      string
+	bin, run string
+	root     kerneltest.Root
+	ttl      time.Duration
+	pools    string
+	nodes    []*chaosNode
+}
+
+type chaosNode struct {
+	name   string
+	links  []*proxy // one per etcd member
+	socket string
+	args   []string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	logs   bytes.Buffer
+}
+
+// chaosBinaries builds poolagent and poolagent-run once per test binary.
+var chaosBinaries = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "poolagent-chaos-bin-")
+	if err != nil {
+		return "", err
+	}
+	for _, name := range []string{"poolagent", "poolagent-run"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/poolagent/poolagent/cmd/"+name).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build %s: %w: %s", name, err, out)
+		}
+	}
+	return dir, nil
+})
+
+// newChaos starts an etcd cluster of 3 members (fsync on when fsync) and
+// nodes daemons of one cluster sharing pools, with session TTL ttl.
+func newChaos(t testing.TB, nodes int, fsync bool, ttl time.Duration, pools string) *chaos {
+	t.Helper()
+	h := kerneltest.Require(t, chaosNeed)
+	bins, err := chaosBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chaos{
+		t: t, etcd: etcdtest.Start(t, etcdtest.Options{Members: 3, Fsync: fsync}), dir: t.TempDir(),
+		bin: filepath.Join(bins, "poolagent"), run: filepath.Join(bins, "poolagent-run"),
+		root: h.NewRoot(t, chaosNeed), ttl: ttl, pools: pools,
+	}
+	os.Chmod(c.dir, 0o755)
+	file := filepath.Join(c.dir, "pools.sql")
+	if err := os.WriteFile(file, []byte(pools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes {
+		n := &chaosNode{name: fmt.Sprintf("n%d", i), socket: filepath.Join(c.dir, fmt.Sprintf("n%d.sock", i))}
+		var eps []string
+		for _, m := range c.etcd.Members {
+			p := startProxy(t, m.ClientURL)
+			n.links = append(n.links, p)
+			eps = append(eps, p.url())
+		}
+		state := filepath.Join(c.dir, "state-"+n.name)
+		n.args = []string{"daemon", "--pools", file, "--root", filepath.Join(c.root.Path, n.name), "--socket", n.socket,
+			"--state-dir", state, "--create-state-dir", "--cpus", "2", "--log-level", "info",
+			"--etcd", strings.Join(eps, ","), "--cluster", "chaos", "--node", n.name, "--etcd-ttl", ttl.String()}
+		c.nodes = append(c.nodes, n)
+		c.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			c.stop(n, syscall.SIGTERM)
+			if t.Failed() {
+				n.mu.Lock()
+				t.Logf("node %s log:\n%s", n.name, n.logs.String())
+				n.mu.Unlock()
+			}
+		}
+	})
+	return c
+}
+
+// single starts a daemon of the same pools without etcd (a cluster of
+// one), for comparison.
+func (c *chaos) single() *chaosNode {
+	c.t.Helper()
+	n := &chaosNode{name: "single", socket: filepath.Join(c.dir, "single.sock")}
+	n.args = []string{"daemon", "--pools", filepath.Join(c.dir, "pools.sql"), "--root", filepath.Join(c.root.Path, n.name),
+		"--socket", n.socket, "--cpus", "2", "--log-level", "warn"}
+	c.start(n)
+	c.t.Cleanup(func() { c.stop(n, syscall.SIGTERM) })
+	return n
+}
+
+// start starts node n's daemon and waits for its socket.
+func (c *chaos) start(n *chaosNode) {
+	c.t.Helper()
+	os.Remove(n.socket)
+	cmd := exec.Command(c.bin, n.args...)
+	n.mu.Lock()
+	cmd.Stderr = &syncWriter{mu: &n.mu, w: &n.logs}
+	n.mu.Unlock()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.cmd = cmd
+	n.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(n.socket); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			c.t.Fatalf("node %s did not start:\n%s", n.name, n.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends sig to node n's daemon (by its PID) and reaps it.
+func (c *chaos) stop(n *chaosNode, sig syscall.Signal) {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(sig)
+	cmd.Wait()
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// fault sets every link of node n: "sever", "hold", "restore".
+func (n *chaosNode) fault(kind string) {
+	for _, p := range n.links {
+		switch kind {
+		case "sever":
+			p.sever()
+		case "hold":
+			p.hold()
+		case "restore":
+			p.restore()
+		}
+	}
+}
+
+func (n *chaosNode) delay(d time.Duration) {
+	for _, p := range n.links {
+		p.setDelay(d)
+	}
+}
+
+// outcome is what one client run got.
+type outcome struct {
+	node    string
+	pool    string
+	err     string // "" when it ran
+	refused bool   // the daemon refused it (queue full, cut off, deadline)
+	start   time.Time
+	wall    time.Duration
+}
+
+// query runs one query through node n's daemon: sleepMs in pool, logging
+// to qlog (none when qlog is ""; then it runs /bin/true).
+func (c *chaos) query(n *chaosNode, pool, qlog string, sleepMs int, full bool) outcome {
+	var cmd *exec.Cmd
+	argv := []string{"--socket", n.socket, "--pool", pool, "--"}
+	if qlog == "" {
+		argv = append(argv, "/bin/true")
+	} else {
+		argv = append(argv, os.Args[0], "-test.run=^$")
+	}
+	if full {
+		cmd = exec.Command(c.bin, append([]string{"run"}, argv...)...)
+	} else {
+		cmd = exec.Command(c.run, argv...)
+	}
+	if qlog != "" {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", chaosQueryEnv, qlog, sleepMs))
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	o := outcome{node: n.name, pool: pool, start: time.Now()}
+	err := cmd.Run()
+	o.wall = time.Since(o.start)
+	if err != nil {
+		o.err = strings.TrimSpace(stderr.String())
+		if o.err == "" {
+			o.err = err.Error()
+		}
+		o.refused = strings.Contains(o.err, "Request was rejected") || strings.Contains(o.err, "cannot reach the cluster") ||
+			strings.Contains(o.err, "Delay deadline")
+	}
+	return o
+}
+
+// load runs clients loops of queries in pool (per node in turn) until
+// stop is closed, and returns what each run got.
+func (c *chaos) load(clients int, pool, qlog string, sleepMs int, full bool, stop <-chan struct{}) func() []outcome {
+	return c.loadOn(c.nodes, clients, pool, qlog, sleepMs, full, stop)
+}
+
+// loadOn is load through the given nodes.
+func (c *chaos) loadOn(nodes []*chaosNode, clients int, pool, qlog string, sleepMs int, full bool, stop <-chan struct{}) func() []outcome {
+	var mu sync.Mutex
+	var all []outcome
+	var wg sync.WaitGroup
+	for i := range clients {
+		n := nodes[i%len(nodes)]
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := c.query(n, pool, qlog, sleepMs, full)
+				mu.Lock()
+				all = append(all, o)
+				mu.Unlock()
+				if o.err != "" && !o.refused {
+					time.Sleep(50 * time.Millisecond) // its daemon is down: not a busy loop
+				}
+			}
+		})
+	}
+	return func() []outcome {
+		wg.Wait()
+		return all
+	}
+}
+
+// interval is a query's run, from its own log.
+type interval struct{ start, end int64 }
+
+func readIntervals(t testing.TB, qlog string) []interval {
+	t.Helper()
+	data, err := os.ReadFile(qlog)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []interval
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		var iv interval
+		if _, err := fmt.Sscanf(line, "%d %d", &iv.start, &iv.end); err == nil {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
+// maxConcurrent is the largest number of intervals running at once, and
+// for how long (ns) more than limit ran.
+func maxConcurrent(ivs []interval, limit int) (peak int, overNs int64) {
+	type ev struct {
+		at int64
+		d  int
+	}
+	var evs []ev
+	for _, iv := range ivs {
+		evs = append(evs, ev{iv.start, 1}, ev{iv.end, -1})
+	}
+	// Ends before starts at the same instant.
+	slices.SortFunc(evs, func(a, b ev) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return a.d - b.d
+	})
+	n := 0
+	var since int64
+	for _, e := range evs {
+		if n > limit && n+e.d <= limit {
+			overNs += e.at - since
+		}
+		n += e.d
+		if n > limit && n-e.d <= limit {
+			since = e.at
+		}
+		peak = max(peak, n)
+	}
+	return peak, overNs
+}
+
+// keysLeft returns the cluster's query keys, read from etcd directly.
+func (c *chaos) keysLeft() []string {
+	return queryKeys(c.t, c.etcd.Endpoints(), "chaos")
+}
+
+func quantiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	return quantile(ds, 0.5), quantile(ds, 0.99)
+}
+
+// TestKernelFleetChaos: three `poolagent daemon` nodes on a 3-member etcd
+// cluster (TTL 2 s), twelve clients looping 200 ms queries in a pool with
+// C = 4 and room to queue them all, through each fault in turn. Each
+// phase asserts from the queries' own start and end logs that at most C
+// ran at once (or C plus what docs/fleet.md says the fault may add), that
+// nothing was refused but what the fault explains, and that the cluster's
+// query keys are back to zero after it.
+func TestKernelFleetChaos(t *testing.T) {
+	const c4 = 4
+	ttl := 2 * time.Second
+	ch := newChaos(t, 3, false, ttl, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 4, QUEUE_SIZE = 100);\n")
+	n0, n1 := ch.nodes[0], ch.nodes[1]
+	began := time.Now()
+	phase := func(name string, over int, refusable func(outcome) bool, during func()) {
+		t.Helper()
+		qlog := filepath.Join(ch.dir, name+".log")
+		stop := make(chan struct{})
+		wait := ch.load(12, "olap", qlog, 200, false, stop)
+		time.Sleep(time.Second)
+		during()
+		time.Sleep(time.Second)
+		close(stop)
+		outs := wait()
+		ivs := readIntervals(t, qlog)
+		peak, overNs := maxConcurrent(ivs, c4)
+		var refused, failed []string
+		for _, o := range outs {
+			switch {
+			case o.refused && !refusable(o):
+				refused = append(refused, o.node+": "+o.err)
+			case o.err != "" && !o.refused:
+				failed = append(failed, o.node+": "+o.err)
+			}
+		}
+		t.Logf("%s: %d queries ran, %d client runs; at most %d at once (C = %d), over C for %.2f s; %d refused as the fault explains, %d clients lost their daemon",
+			name, len(ivs), len(outs), peak, c4, float64(overNs)/1e9, countRefused(outs), len(failed))
+		if peak > c4+over {
+			t.Errorf("%s: %d ran at once; C = %d and the fault may add %d", name, peak, c4, over)
+		}
+		if len(refused) > 0 {
+			t.Errorf("%s: %d false refusals, first: %s", name, len(refused), refused[0])
+		}
+		if len(ivs) == 0 {
+			t.Errorf("%s: no query ran", name)
+		}
+		deadline := time.Now().Add(3*ttl + 5*time.Second)
+		for len(ch.keysLeft()) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: query keys left in etcd: %v", name, ch.keysLeft())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	none := func(outcome) bool { return false }
+	cutOff := func(nodes ...*chaosNode) func(outcome) bool {
+		return func(o outcome) bool {
+			return strings.Contains(o.err, "cannot reach the cluster") && slices.ContainsFunc(nodes, func(n *chaosNode) bool { return n.name == o.node })
+		}
+	}
+	phase("baseline", 0, none, func() { time.Sleep(time.Second) })
+	for _, f := range []struct {
+		kind string
+		frac float64
+	}{{"sever", 0.5}, {"hold", 0.5}, {"sever", 0.9}, {"hold", 0.9}} {
+		phase(fmt.Sprintf("%s-%.1fTTL", f.kind, f.frac), 0, none, func() {
+			n0.fault(f.kind)
+			time.Sleep(time.Duration(f.frac * float64(ttl)))
+			n0.fault("restore")
+		})
+	}
+	// Longer than the TTL: n0's lease expires and its running queries (at
+	// most C) may run beside C others until they end.
+	for _, kind := range []string{"sever", "hold"} {
+		phase(kind+"-2TTL", c4, cutOff(n0), func() {
+			n0.fault(kind)
+			time.Sleep(2 * ttl)
+			n0.fault("restore")
+		})
+	}
+	// A daemon killed: restarted within the TTL its old lease still holds
+	// its queries' keys while it adopts them (counted twice, never over);
+	// restarted after it, its queries ran on beside the slots given away.
+	for _, f := range []struct {
+		name string
+		down time.Duration
+		over int
+	}{{"kill9-early", ttl / 2, 0}, {"kill9-late", 2 * ttl, c4}} {
+		phase(f.name, f.over, none, func() {
+			ch.stop(n1, syscall.SIGKILL)
+			time.Sleep(f.down)
+			ch.start(n1)
+		})
+	}
+	// Members: one of three down changes nothing; two down stop every
+	// admission (refused as cut off) and nothing over-admits; back, it
+	// resumes.
+	m := ch.etcd.Members
+	phase("member-down", 0, none, func() {
+		ch.etcd.Kill(m[0])
+		time.Sleep(ttl)
+		if err := ch.etcd.Restart(m[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	phase("quorum-lost", 0, cutOff(ch.nodes...), func() {
+		ch.etcd.Kill(m[1])
+		ch.etcd.Kill(m[2])
+		time.Sleep(2 * ttl)
+		var wg sync.WaitGroup
+		for _, mm := range m[1:] {
+			wg.Go(func() {
+				if err := ch.etcd.Restart(mm); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(ttl)
+	})
+	phase("after-quorum", 0, none, func() { time.Sleep(time.Second) })
+	t.Logf("chaos suite: %s", time.Since(began).Round(time.Second))
+}
+
+func countRefused(outs []outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.refused {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkFleetEndToEnd: 30 loops of `poolagent run -- /bin/true` in a
+// pool with a global limit (C = 1000) through 3 fleet nodes on a 3-member
+// etcd cluster with fsync on, against the same loops through one daemon
+// without etcd, in alternating 5 s phases of one run: admissions per
+// second and each run's wall time (p50, p99) of both, and the ratio.
+func BenchmarkFleetEndToEnd(b *testing.B) {
+	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 1000);\n")
+	single := ch.single()
+	const loops, phase = 30, 5 * time.Second
+	var fleetN, singleN int
+	var fleetT, singleT time.Duration
+	var fleetW, singleW []time.Duration
+	var fleetCPU, singleCPU, etcdCPU time.Duration // of the daemons and etcd members
+	for b.Loop() {
+		for _, fleet := range []bool{true, false} {
+			nodes := ch.nodes
+			if !fleet {
+				nodes = []*chaosNode{single}
+			}
+			var pids []int
+			for _, n := range nodes {
+				pids = append(pids, n.pid())
+			}
+			if fleet {
+				for _, m := range ch.etcd.Members {
+					pids = append(pids, m.PID())
+				}
+			}
+			cpu0, etcd0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):])
+			stop := make(chan struct{})
+			start := time.Now()
+			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
+			time.Sleep(phase)
+			close(stop)
+			outs := wait()
+			took := time.Since(start)
+			cpu := cpuOf(b, pids) - cpu0
+			etcdCPU += cpuOf(b, pids[len(nodes):]) - etcd0
+			var walls []time.Duration
+			for _, o := range outs {
+				if o.err != "" {
+					b.Fatalf("%s: %s", o.node, o.err)
+				}
+				walls = append(walls, o.wall)
+			}
+			if fleet {
+				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
+			} else {
+				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
+			}
+		}
+	}
+	fr, sr := float64(fleetN)/fleetT.Seconds(), float64(singleN)/singleT.Seconds()
+	f50, f99 := quantiles(fleetW)
+	s50, s99 := quantiles(singleW)
+	b.ReportMetric(fr, "fleet-adm/s")
+	b.ReportMetric(sr, "single-adm/s")
+	b.ReportMetric(fr/sr, "fleet/single")
+	b.ReportMetric(ms(f50), "fleet-p50-ms")
+	b.ReportMetric(ms(f99), "fleet-p99-ms")
+	b.ReportMetric(ms(s50), "single-p50-ms")
+	b.ReportMetric(ms(s99), "single-p99-ms")
+	b.ReportMetric(ms(fleetCPU)/float64(fleetN), "fleet-cpu-ms/adm")
+	b.ReportMetric(ms(singleCPU)/float64(singleN), "single-cpu-ms/adm")
+	b.ReportMetric(ms(etcdCPU)/float64(fleetN), "etcd-cpu-ms/adm")
+}
+
+func (n *chaosNode) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
+// cpuOf is the CPU time (user + system) the processes pids have used.
+func cpuOf(b testing.TB, pids []int) time.Duration {
+	b.Helper()
+	var sum time.Duration
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields count from after the command name's closing parenthesis.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		sum += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return sum
+}
+
+// BenchmarkFreePoolBesideEtcd: etcd 25 ms away from every node (12.5 ms
+// each way through the proxies), the start of a query in a pool without a
+// global limit (`poolagent-run -- /bin/true` on one node, one after the
+// other), while a pool with C = 4 is idle and while it is saturated (12
+// clients looping 2 s queries: 4 run, 8 queue), in alternating phases of
+// one run: p50 and p99 of both and the ratio of the p50s.
+func BenchmarkFreePoolBesideEtcd(b *testing.B) {
+	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 4, QUEUE_SIZE = 100);\n")
+	for _, n := range ch.nodes {
+		n.delay(12500 * time.Microsecond)
+	}
+	const phase = 5 * time.Second
+	var idle, busy []time.Duration
+	qlog := filepath.Join(ch.dir, "busy.log")
+	for b.Loop() {
+		for _, saturated := range []bool{false, true} {
+			var wait func() []outcome
+			stop := make(chan struct{})
+			if saturated {
+				wait = ch.load(12, "olap", qlog, 2000, false, stop)
+				time.Sleep(time.Second) // the queue fills
+			}
+			for end := time.Now().Add(phase); time.Now().Before(end); {
+				o := ch.query(ch.nodes[0], "default", "", 0, false)
+				if o.err != "" {
+					b.Fatal(o.err)
+				}
+				if saturated {
+					busy = append(busy, o.wall)
+				} else {
+					idle = append(idle, o.wall)
+				}
+			}
+			close(stop)
+			if wait != nil {
+				for _, o := range wait() {
+					if o.refused {
+						b.Fatalf("saturating load refused: %s", o.err)
+					}
+				}
+			}
+		}
+	}
+	i50, i99 := quantiles(idle)
+	s50, s99 := quantiles(busy)
+	b.ReportMetric(ms(i50), "idle-p50-ms")
+	b.ReportMetric(ms(i99), "idle-p99-ms")
+	b.ReportMetric(ms(s50), "saturated-p50-ms")
+	b.ReportMetric(ms(s99), "saturated-p99-ms")
+	b.ReportMetric(float64(s50)/float64(i50), "p50-ratio")
+}
