@@ -66,6 +66,43 @@ func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome,
 type replayer struct {
 	runs map[string]simulate.KernelRun
 	work int64
+	// timeline, when not nil, gathers the replay's CPU time ran and
+	// throttled (both levels) per sample interval of the trace.
+	timeline []Bin
+}
+
+// Bin is CPU time in one stretch of a trace, µs: what ran and what was
+// throttled, at both levels.
+type Bin struct {
+	RanUsec, ThrottledUsec uint64
+}
+
+// ReplayTimeline is Replay that also returns the replay's CPU time ran and
+// throttled per sample interval of the trace.
+func ReplayTimeline(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, []Bin, error) {
+	r := &replayer{timeline: make([]Bin, len(t.Samples))}
+	o, err := r.replay(t, slots, lim, scale)
+	return o, r.timeline, err
+}
+
+// addTimeline adds a run's windows (one period each, from shift) to the
+// intervals they fall in.
+func (r *replayer) addTimeline(t *Trace, run simulate.KernelRun, lim cpulimit.Limit, shift int64) {
+	if r.timeline == nil {
+		return
+	}
+	for gi, g := range run.Groups {
+		for w, win := range g.Windows {
+			i := (shift + int64(w)*lim.PeriodUsec) / t.IntervalUsec
+			if i < 0 || i >= int64(len(r.timeline)) {
+				continue
+			}
+			if gi == 0 {
+				r.timeline[i].RanUsec += win.RanUsec
+			}
+			r.timeline[i].ThrottledUsec += win.ThrottledUsec
+		}
+	}
 }
 
 // runKey is what a run's outcome depends on: the limit, the margin and
@@ -121,6 +158,7 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 				continue
 			}
 			out.add(run, lim)
+			r.addTimeline(t, run, lim, shift)
 			break
 		}
 		first = last + 1

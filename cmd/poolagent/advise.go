@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -38,6 +39,7 @@ func adviseCommand() *cli.Command {
 			&cli.StringFlag{Name: "pool", Aliases: []string{"p"}, Usage: "advise `POOL` from the daemon's history instead of a trace"},
 			&cli.BoolFlag{Name: "all", Usage: "advise every pool of the node from the daemon's history, worst first"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "with --all: text or json"},
+			&cli.StringFlag{Name: "report", Usage: "with --all: also write an HTML page to `FILE`, each pool's intervals measured beside the replay under the advice"},
 			&cli.StringFlag{Name: "max-throttled-periods", Usage: "budget: at most `PERCENT` of the active periods throttled, 0..100 (e.g. 10%)"},
 			&cli.DurationFlag{Name: "max-delay", Usage: "budget: a runnable thread held at most `DURATION` in one period (e.g. 20ms)"},
 			&cli.BoolFlag{Name: "verify", Usage: "run the trace's demand for real under the advised setting (as poolagent compare does; root) and report it against the budget"},
@@ -60,6 +62,9 @@ func runAdvise(c *cli.Context) error {
 	}
 	if given != 1 {
 		return errors.New("give one of --trace FILE, --pool POOL or --all (accepted: a trace of poolagent record, or the daemon's history of one pool or of all)")
+	}
+	if c.IsSet("report") && !c.Bool("all") {
+		return errors.New("--report writes the page of --all (accepted: --all --report FILE)")
 	}
 	if c.Bool("all") {
 		return adviseAll(c, b)
@@ -114,6 +119,15 @@ func adviseAll(c *cli.Context, b advise.Budget) error {
 	pools, err := advise.AdviseNode(traces, b)
 	if err != nil {
 		return err
+	}
+	if file := c.String("report"); file != "" {
+		var page bytes.Buffer
+		if err := advise.WriteNodeHTML(&page, pools, b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
 	}
 	if format == "json" {
 		return advise.WriteNodeJSON(c.App.Writer, pools, b)
@@ -181,14 +195,14 @@ func adviseBudget(c *cli.Context) (advise.Budget, error) {
 		s := c.String("max-throttled-periods")
 		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
 		if err != nil || !(v >= 0 && v <= 100) {
-			return b, fmt.Errorf("--max-throttled-periods %q is not accepted (accepted: a percent 0..100, such as 10%% or 2.5)", s)
+			return b, usageErr("--max-throttled-periods %q is not accepted (accepted: a percent 0..100, such as 10%% or 2.5)", s)
 		}
 		b.MaxThrottledRatio = v / 100
 	}
 	if c.IsSet("max-delay") {
 		d := c.Duration("max-delay")
 		if d < time.Millisecond || d > time.Second {
-			return b, fmt.Errorf("--max-delay %s is not accepted (accepted: 1ms..1s, such as 20ms)", d)
+			return b, usageErr("--max-delay %s is not accepted (accepted: 1ms..1s, such as 20ms)", d)
 		}
 		b.MaxDelayUsec = d.Microseconds()
 	}
