@@ -38,7 +38,7 @@ func (t *Tree) Own() (release func() error, err error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer unix.Close(fd)
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is owned by %s; stop it, or give this one another --root", ErrOwned, root, owner(fd))
+			return nil, fmt.Errorf("%w: %s is owned by %s; stop it, or use another pool root", ErrOwned, root, owner(fd))
 		}
 		return nil, fmt.Errorf("own pool root %s: flock: %w", root, err)
 	}

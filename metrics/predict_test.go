@@ -121,7 +121,7 @@ func BenchmarkPredictInterval(b *testing.B) {
 				tasks[i] = simulate.Task{Need: int(l.usage) / l.running}
 			}
 			for b.Loop() {
-				simulate.Run(simulate.Limit{Quota: 700_000, Period: 100_000}, 10, tasks)
+				simulate.Run(simulate.TickLimit{Quota: 700_000, Period: 100_000}, 10, tasks)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func Root(m cgroupfs.Mounts, given string) (string, error) {
 	}
 	root, err := m.DefaultRoot()
 	if err != nil {
-		return "", fmt.Errorf("find the pool root (give --root): %w", err)
+		return "", fmt.Errorf("find the default pool root: %w", err)
 	}
 	return root, nil
 }

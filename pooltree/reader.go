@@ -13,14 +13,15 @@ import (
 // cpuacct hierarchy, and memory from memoryDir, or when that is "" from
 // dir's twin in the memory hierarchy (none for a copy outside the mounts:
 // usage and memory are then unknown). hostRoot is where the host's /proc is found ("/" in
-// production; see [cgroupfs.Detect]). The errors name the --root flag.
+// production; see [cgroupfs.Detect]). The errors name the directory, not
+// how the caller was given it (a command adds its flag: [RootFlagError]).
 // Close the reader after use.
 func ReaderAt(hostRoot, dir, cpuacctDir, memoryDir string) (*cgroupfs.Reader, error) {
 	mounts, detectErr := cgroupfs.Detect(hostRoot)
 	given := dir != ""
 	if !given {
 		if detectErr != nil {
-			return nil, fmt.Errorf("find the pool root (give --root): %w", detectErr)
+			return nil, fmt.Errorf("find the default pool root: %w", detectErr)
 		}
 		var err error
 		if dir, err = Root(mounts, ""); err != nil {
@@ -35,10 +36,10 @@ func ReaderAt(hostRoot, dir, cpuacctDir, memoryDir string) (*cgroupfs.Reader, er
 	}
 	r, err := cgroupfs.ReaderAt(dir, cpuacctDir, memoryDir)
 	if err != nil && !given {
-		return nil, fmt.Errorf("no pool root at the default place (poolagent apply creates it; or give --root): %w", err)
+		return nil, fmt.Errorf("no pool root at the default place (poolagent apply creates it): %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--root: %w", err)
+		return nil, err
 	}
 	return r, nil
 }

@@ -48,7 +48,7 @@ func TestRoot(t *testing.T) {
 	}{
 		{"given", m, "/sys/fs/cgroup/mine", "/sys/fs/cgroup/mine", ""},
 		{"default", m, "", "/sys/fs/cgroup/poolagent", ""},
-		{"no cpu controller", cgroupfs.Mounts{Mode: cgroupfs.Unavailable}, "", "", "find the pool root (give --root): cpu (mode unavailable)"},
+		{"no cpu controller", cgroupfs.Mounts{Mode: cgroupfs.Unavailable}, "", "", "find the default pool root: cpu (mode unavailable)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,8 +82,8 @@ func TestReaderAt(t *testing.T) {
 		{"a copy outside the mounts: usage unknown", host, copyV1, "", want{"v1", copyV1, ""}, ""},
 		{"v2", host, v2, "", want{"v2", v2, ""}, ""},
 		{"no mounts, root given", t.TempDir(), v2, "", want{"v2", v2, ""}, ""},
-		{"no mounts, no root", t.TempDir(), "", "", want{}, "find the pool root (give --root): detect cgroup mounts:"},
-		{"missing root", host, filepath.Join(host, "nonexistent"), "", want{}, "--root: open pool root "},
+		{"no mounts, no root", t.TempDir(), "", "", want{}, "find the default pool root: detect cgroup mounts:"},
+		{"missing root", host, filepath.Join(host, "nonexistent"), "", want{}, "open pool root "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestReaderAt(t *testing.T) {
 	if err := os.RemoveAll(cpu); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReaderAt(host, "", "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it; or give --root)") {
+	if _, err := ReaderAt(host, "", "", ""); err == nil || !strings.HasPrefix(err.Error(), "no pool root at the default place (poolagent apply creates it)") {
 		t.Errorf("no default root: %v", err)
 	}
 }

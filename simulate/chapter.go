@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// Limit is a group's CPU bandwidth limit in ticks, the model of cgroup v2
+// TickLimit is a group's CPU bandwidth limit in ticks, the model of cgroup v2
 // cpu.max ("QUOTA PERIOD") and cpu.max.burst: each Period ticks of wall time
 // the group may use Quota CPU-ticks, plus up to Burst CPU-ticks it left
 // unused in earlier periods.
-type Limit struct {
+type TickLimit struct {
 	// Quota is the CPU-ticks granted at every period start; must be > 0.
 	Quota int
 	// Period is the length of a period in ticks; must be > 0.
@@ -48,7 +48,7 @@ type Result struct {
 
 // Period is the account of one period of the limit.
 type Period struct {
-	// Start is the period's first tick, a multiple of Limit.Period.
+	// Start is the period's first tick, a multiple of TickLimit.Period.
 	Start int
 	// Used is the CPU-ticks used in the period.
 	Used int
@@ -56,7 +56,7 @@ type Period struct {
 	// was throttled.
 	Stalled int
 	// Carried is the unused quota carried into this period, in CPU-ticks:
-	// min(leftover of the previous period, Limit.Burst); 0 for the first.
+	// min(leftover of the previous period, TickLimit.Burst); 0 for the first.
 	Carried int
 	// Exhausted is the tick at which the quota ran out (the end of the tick
 	// that spent the last CPU-tick), or -1 if it did not run out.
@@ -71,7 +71,7 @@ var ErrInvalidInput = errors.New("invalid simulation input")
 // InputError names the input [Validate] rejected, its value and what would
 // be accepted. It unwraps to [ErrInvalidInput].
 type InputError struct {
-	// Field is the rejected input, e.g. "Limit.Period", "ncpu" or
+	// Field is the rejected input, e.g. "TickLimit.Period", "ncpu" or
 	// `tasks[3] "q1".Need`.
 	Field string
 	// Value is the rejected value.
@@ -80,7 +80,7 @@ type InputError struct {
 	Want string
 }
 
-// Error reads like "simulate: Limit.Period = 0: want > 0".
+// Error reads like "simulate: TickLimit.Period = 0: want > 0".
 func (e *InputError) Error() string {
 	return fmt.Sprintf("simulate: %s = %d: want %s", e.Field, e.Value, e.Want)
 }
@@ -89,18 +89,18 @@ func (e *InputError) Error() string {
 func (e *InputError) Unwrap() error { return ErrInvalidInput }
 
 // Validate reports the first input [Run] cannot simulate as an
-// [*InputError], or nil. It checks the Limit, then ncpu, then the tasks in
+// [*InputError], or nil. It checks the TickLimit, then ncpu, then the tasks in
 // slice order, then that the run ends within the int range of ticks.
-func Validate(limit Limit, ncpu int, tasks []Task) error {
+func Validate(limit TickLimit, ncpu int, tasks []Task) error {
 	switch {
 	case limit.Quota <= 0:
-		return &InputError{Field: "Limit.Quota", Value: limit.Quota, Want: "> 0 (a group with no quota never runs)"}
+		return &InputError{Field: "TickLimit.Quota", Value: limit.Quota, Want: "> 0 (a group with no quota never runs)"}
 	case limit.Period <= 0:
-		return &InputError{Field: "Limit.Period", Value: limit.Period, Want: "> 0"}
+		return &InputError{Field: "TickLimit.Period", Value: limit.Period, Want: "> 0"}
 	case limit.Burst < 0:
-		return &InputError{Field: "Limit.Burst", Value: limit.Burst, Want: ">= 0 (0 carries nothing over)"}
+		return &InputError{Field: "TickLimit.Burst", Value: limit.Burst, Want: ">= 0 (0 carries nothing over)"}
 	case limit.Burst > maxInt-limit.Quota:
-		return &InputError{Field: "Limit.Burst", Value: limit.Burst, Want: fmt.Sprintf("<= %d so that Quota+Burst fits in int", maxInt-limit.Quota)}
+		return &InputError{Field: "TickLimit.Burst", Value: limit.Burst, Want: fmt.Sprintf("<= %d so that Quota+Burst fits in int", maxInt-limit.Quota)}
 	case ncpu < 1:
 		return &InputError{Field: "ncpu", Value: ncpu, Want: ">= 1"}
 	}
@@ -134,7 +134,7 @@ const maxInt = int(^uint(0) >> 1)
 // min(Quota, Period) CPU-ticks, so the run ends by that start plus
 // ceil(totalNeed/min(Quota, Period)) periods, and its last period ends at
 // most one Period later.
-func endsInRange(limit Limit, lastArrive, totalNeed int) bool {
+func endsInRange(limit TickLimit, lastArrive, totalNeed int) bool {
 	periods := totalNeed/min(limit.Quota, limit.Period) + 3
 	return periods <= (maxInt-lastArrive)/limit.Period
 }
@@ -147,7 +147,7 @@ func endsInRange(limit Limit, lastArrive, totalNeed int) bool {
 // ends. It jumps from event to event (arrivals, completions, quota
 // exhaustion, period starts), so its cost grows with the number of tasks
 // and periods, not with the simulated time.
-func Run(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
+func Run(limit TickLimit, ncpu int, tasks []Task) ([]Result, []Period) {
 	res, periods, err := RunChecked(limit, ncpu, tasks)
 	if err != nil {
 		return nil, nil
@@ -157,7 +157,7 @@ func Run(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
 
 // RunChecked is [Run] that returns the [*InputError] of [Validate] instead
 // of nil results on input it cannot simulate.
-func RunChecked(limit Limit, ncpu int, tasks []Task) ([]Result, []Period, error) {
+func RunChecked(limit TickLimit, ncpu int, tasks []Task) ([]Result, []Period, error) {
 	if err := Validate(limit, ncpu, tasks); err != nil {
 		return nil, nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // time, plus the edge cases the package defines (a task with Need 0 is done
 // at its arrival and takes no part in the loop). runEvents must agree with
 // it exactly; input is assumed valid.
-func runTicks(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
+func runTicks(limit TickLimit, ncpu int, tasks []Task) ([]Result, []Period) {
 	res := make([]Result, len(tasks))
 	left := make([]int, len(tasks))
 	active := 0
@@ -105,11 +105,11 @@ func idlePeriods(carried ...int) []Period {
 // TestChapterFigures asserts every figure of the seed chapter, with the
 // whole Result and Period lists worked out by hand.
 func TestChapterFigures(t *testing.T) {
-	cpuMax := Limit{Quota: 40, Period: 100}
+	cpuMax := TickLimit{Quota: 40, Period: 100}
 	burstTask := []Task{{Name: "batch", Arrive: 300, Need: 100}}
 	tests := []struct {
 		name    string
-		limit   Limit
+		limit   TickLimit
 		ncpu    int
 		tasks   []Task
 		results []Result
@@ -195,7 +195,7 @@ func TestChapterFigures(t *testing.T) {
 			// periods, so period 300 has 160 and the task runs straight
 			// through.
 			name:    "burst 120 absorbs the batch",
-			limit:   Limit{Quota: 40, Period: 100, Burst: 120},
+			limit:   TickLimit{Quota: 40, Period: 100, Burst: 120},
 			ncpu:    1,
 			tasks:   burstTask,
 			results: []Result{{Name: "batch", Arrive: 300, Done: 400, Latency: 100, Throttled: 0}},
@@ -209,7 +209,7 @@ func TestChapterFigures(t *testing.T) {
 			// throttled for 360..399 (40 ticks), runs its last 40 ticks
 			// in 400..439 with nothing carried (period 300 left 0).
 			name:    "burst 20 throttles again",
-			limit:   Limit{Quota: 40, Period: 100, Burst: 20},
+			limit:   TickLimit{Quota: 40, Period: 100, Burst: 20},
 			ncpu:    1,
 			tasks:   burstTask,
 			results: []Result{{Name: "batch", Arrive: 300, Done: 440, Latency: 140, Throttled: 40}},
@@ -237,7 +237,7 @@ func TestChapterFigures(t *testing.T) {
 // chapterEngines are the two implementations every named case runs on.
 var chapterEngines = []struct {
 	name string
-	run  func(Limit, int, []Task) ([]Result, []Period)
+	run  func(TickLimit, int, []Task) ([]Result, []Period)
 }{
 	{"Run", Run},
 	{"per-tick reference", runTicks},
@@ -256,7 +256,7 @@ func TestAverageQuotaSuffices(t *testing.T) {
 		{"one task of 60", 1, []Task{{Name: "job", Need: 60}}},
 		{"8 tasks of 10 on 8 CPUs", 8, chapterTasks()},
 	}
-	limit := Limit{Quota: 40, Period: 100}
+	limit := TickLimit{Quota: 40, Period: 100}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			results, periods := Run(limit, tc.ncpu, tc.tasks)
@@ -283,7 +283,7 @@ func TestAverageQuotaSuffices(t *testing.T) {
 func TestEdgeCases(t *testing.T) {
 	tests := []struct {
 		name    string
-		limit   Limit
+		limit   TickLimit
 		ncpu    int
 		tasks   []Task
 		results []Result
@@ -291,7 +291,7 @@ func TestEdgeCases(t *testing.T) {
 	}{
 		{
 			name:    "no tasks, no periods",
-			limit:   Limit{Quota: 40, Period: 100},
+			limit:   TickLimit{Quota: 40, Period: 100},
 			ncpu:    1,
 			tasks:   nil,
 			results: []Result{},
@@ -301,7 +301,7 @@ func TestEdgeCases(t *testing.T) {
 			// A task with Need 0 is done at its arrival and does not
 			// extend the periods past the last real work.
 			name:  "Need 0 is done at arrival",
-			limit: Limit{Quota: 40, Period: 100},
+			limit: TickLimit{Quota: 40, Period: 100},
 			ncpu:  1,
 			tasks: []Task{{Name: "work", Arrive: 0, Need: 10}, {Name: "empty", Arrive: 500, Need: 0}},
 			results: []Result{
@@ -312,7 +312,7 @@ func TestEdgeCases(t *testing.T) {
 		},
 		{
 			name:    "only Need 0, no periods",
-			limit:   Limit{Quota: 40, Period: 100},
+			limit:   TickLimit{Quota: 40, Period: 100},
 			ncpu:    1,
 			tasks:   []Task{{Name: "empty", Arrive: 7}},
 			results: []Result{{Name: "empty", Arrive: 7, Done: 7}},
@@ -325,7 +325,7 @@ func TestEdgeCases(t *testing.T) {
 			// throttled. Period 10: b, c run; tick 11: c runs, d
 			// throttled until 20; d runs 20..21.
 			name:  "quota runs out mid-tick: every other runnable task is throttled",
-			limit: Limit{Quota: 3, Period: 10},
+			limit: TickLimit{Quota: 3, Period: 10},
 			ncpu:  2,
 			tasks: []Task{{Name: "a", Need: 2}, {Name: "b", Need: 2}, {Name: "c", Need: 2}, {Name: "d", Need: 2}},
 			results: []Result{
@@ -345,7 +345,7 @@ func TestEdgeCases(t *testing.T) {
 			// both CPUs and the quota; c waits for a CPU, which is not
 			// throttling. Ticks 1..9: c is throttled.
 			name:  "CPUs and quota run out in the same tick",
-			limit: Limit{Quota: 2, Period: 10},
+			limit: TickLimit{Quota: 2, Period: 10},
 			ncpu:  2,
 			tasks: []Task{{Name: "a", Need: 1}, {Name: "b", Need: 1}, {Name: "c", Need: 1}},
 			results: []Result{
@@ -362,7 +362,7 @@ func TestEdgeCases(t *testing.T) {
 			// A later task with a lower index takes the CPU from a
 			// running one: slice order, not arrival order, decides.
 			name:  "slice order decides who runs",
-			limit: Limit{Quota: 10, Period: 10},
+			limit: TickLimit{Quota: 10, Period: 10},
 			ncpu:  1,
 			tasks: []Task{{Name: "late", Arrive: 3, Need: 2}, {Name: "early", Arrive: 0, Need: 5}},
 			results: []Result{
@@ -390,30 +390,30 @@ func TestEdgeCases(t *testing.T) {
 // TestInvalidInput checks every rejected input: RunChecked names it, Run
 // returns nil, nil.
 func TestInvalidInput(t *testing.T) {
-	ok := Limit{Quota: 40, Period: 100}
+	ok := TickLimit{Quota: 40, Period: 100}
 	work := []Task{{Name: "job", Need: 60}}
 	tests := []struct {
 		name  string
-		limit Limit
+		limit TickLimit
 		ncpu  int
 		tasks []Task
 		field string
 		value int
 		want  string // part of the message
 	}{
-		{"Period 0", Limit{Quota: 40}, 1, work, "Limit.Period", 0, "want > 0"},
-		{"Period negative", Limit{Quota: 40, Period: -100}, 1, work, "Limit.Period", -100, "want > 0"},
-		{"Quota 0", Limit{Period: 100}, 1, work, "Limit.Quota", 0, "want > 0"},
-		{"Quota negative", Limit{Quota: -1, Period: 100}, 1, work, "Limit.Quota", -1, "want > 0"},
-		{"Burst negative", Limit{Quota: 40, Period: 100, Burst: -1}, 1, work, "Limit.Burst", -1, "want >= 0"},
-		{"Quota+Burst overflows", Limit{Quota: 40, Period: 100, Burst: maxInt - 39}, 1, work, "Limit.Burst", maxInt - 39, "Quota+Burst fits in int"},
+		{"Period 0", TickLimit{Quota: 40}, 1, work, "TickLimit.Period", 0, "want > 0"},
+		{"Period negative", TickLimit{Quota: 40, Period: -100}, 1, work, "TickLimit.Period", -100, "want > 0"},
+		{"Quota 0", TickLimit{Period: 100}, 1, work, "TickLimit.Quota", 0, "want > 0"},
+		{"Quota negative", TickLimit{Quota: -1, Period: 100}, 1, work, "TickLimit.Quota", -1, "want > 0"},
+		{"Burst negative", TickLimit{Quota: 40, Period: 100, Burst: -1}, 1, work, "TickLimit.Burst", -1, "want >= 0"},
+		{"Quota+Burst overflows", TickLimit{Quota: 40, Period: 100, Burst: maxInt - 39}, 1, work, "TickLimit.Burst", maxInt - 39, "Quota+Burst fits in int"},
 		{"ncpu 0", ok, 0, work, "ncpu", 0, "want >= 1"},
 		{"ncpu negative", ok, -2, work, "ncpu", -2, "want >= 1"},
 		{"Need negative", ok, 1, []Task{{Name: "a", Need: 1}, {Name: "b", Need: -5}}, `tasks[1] "b".Need`, -5, "want >= 0"},
 		{"Arrive negative", ok, 1, []Task{{Name: "a", Arrive: -1, Need: 1}}, `tasks[0] "a".Arrive`, -1, "want >= 0"},
 		{"Arrive negative with Need 0", ok, 1, []Task{{Name: "a", Arrive: -1}}, `tasks[0] "a".Arrive`, -1, "want >= 0"},
 		{"total Need overflows", ok, 1, []Task{{Name: "a", Need: maxInt}, {Name: "b", Need: 1}}, `tasks[1] "b".Need`, 1, "fits in int"},
-		{"run ends past the int range", Limit{Quota: 1, Period: 1 << 40}, 1, []Task{{Name: "a", Need: 1 << 30}}, "total Need", 1 << 30, "ends the run before tick"},
+		{"run ends past the int range", TickLimit{Quota: 1, Period: 1 << 40}, 1, []Task{{Name: "a", Need: 1 << 30}}, "total Need", 1 << 30, "ends the run before tick"},
 		{"last arrival near the int range", ok, 1, []Task{{Name: "a", Arrive: maxInt - 100, Need: 1}}, "total Need", 1, "last arrival at tick"},
 	}
 	for _, tc := range tests {
@@ -460,7 +460,7 @@ func TestIdleCarry(t *testing.T) {
 	const idlePeriods = 5
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			limit := Limit{Quota: tc.quota, Period: 100, Burst: tc.burst}
+			limit := TickLimit{Quota: tc.quota, Period: 100, Burst: tc.burst}
 			tasks := []Task{{Name: "late", Arrive: idlePeriods * 100, Need: 1}}
 			for _, e := range chapterEngines {
 				_, periods := e.run(limit, 1, tasks)

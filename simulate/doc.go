@@ -6,7 +6,7 @@
 //
 // [Run] is the reference model of cgroup v2 cpu.max ("QUOTA PERIOD") and
 // cpu.max.burst as a fixed window, in abstract ticks: one tick is one CPU
-// running for one unit of time, so a Limit of Quota 40 and Period 100 means
+// running for one unit of time, so a TickLimit of Quota 40 and Period 100 means
 // "40 CPU-ticks every 100 ticks of wall time". At every period start
 // (tick 0, Period, 2*Period, ...) the group gets Quota plus what it carried
 // over, where the carry is min(leftover, Burst); with Burst 0 leftovers
@@ -16,7 +16,7 @@
 // is counted throttled for that tick, even beyond ncpu; when ncpu tasks ran
 // first, the rest simply wait for a CPU and are not throttled.
 //
-// Inputs are checked: a Limit with Period <= 0, Quota <= 0 or Burst < 0,
+// Inputs are checked: a TickLimit with Period <= 0, Quota <= 0 or Burst < 0,
 // ncpu < 1, or a task with Need < 0 or Arrive < 0 is rejected, as is an
 // input whose run would not end within the int range of ticks. [RunChecked]
 // and [Validate] say why with an [*InputError]; [Run] returns nil, nil for

@@ -14,7 +14,7 @@ import (
 
 // chapterHost is the one-group Host that must behave exactly as the
 // chapter's Run(limit, ncpu, tasks), with ticks of tickUsec.
-func chapterHost(limit Limit, ncpu int, tasks []Task, tickUsec int64) Host {
+func chapterHost(limit TickLimit, ncpu int, tasks []Task, tickUsec int64) Host {
 	tick := func(n int) int64 { return int64(n) * tickUsec }
 	h := Host{
 		CPUs:     ncpu,
@@ -42,7 +42,7 @@ func hostResults(run HostRun) []Result {
 func TestHostReducesToChapter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 17))
 	for n := range 800 {
-		limit := Limit{Quota: 1 + rng.IntN(20), Period: 1 + rng.IntN(30), Burst: rng.IntN(3) * rng.IntN(40)}
+		limit := TickLimit{Quota: 1 + rng.IntN(20), Period: 1 + rng.IntN(30), Burst: rng.IntN(3) * rng.IntN(40)}
 		ncpu := 1 + rng.IntN(6)
 		var tasks []Task
 		for i := range rng.IntN(9) {
@@ -63,11 +63,11 @@ func TestHostReducesToChapter(t *testing.T) {
 		}
 		g := run.Groups[0]
 		if !reflect.DeepEqual(hostResults(run), nilIfEmpty(wantRes)) || !reflect.DeepEqual(g.Periods, wantPeriods) {
-			t.Fatalf("scenario %d: Limit%+v ncpu %d tasks %+v\nhost:    %+v\n         %+v\nchapter: %+v\n         %+v",
+			t.Fatalf("scenario %d: TickLimit%+v ncpu %d tasks %+v\nhost:    %+v\n         %+v\nchapter: %+v\n         %+v",
 				n, limit, ncpu, tasks, hostResults(run), g.Periods, wantRes, wantPeriods)
 		}
 		if want := chapterStat(limit, wantPeriods, tickUsec); g.Stat != want {
-			t.Fatalf("scenario %d: Limit%+v ncpu %d tasks %+v\nstat %+v\nwant %+v", n, limit, ncpu, tasks, g.Stat, want)
+			t.Fatalf("scenario %d: TickLimit%+v ncpu %d tasks %+v\nstat %+v\nwant %+v", n, limit, ncpu, tasks, g.Stat, want)
 		}
 	}
 }
@@ -82,7 +82,7 @@ func nilIfEmpty(res []Result) []Result {
 
 // chapterStat is the cpu.stat the simple model derives from the chapter's
 // periods (docs/simulator.md, "What the counters mean").
-func chapterStat(limit Limit, periods []Period, tickUsec int64) observe.CPUStat {
+func chapterStat(limit TickLimit, periods []Period, tickUsec int64) observe.CPUStat {
 	tick := uint64(tickUsec)
 	st := observe.CPUStat{NrPeriods: uint64(len(periods))}
 	for _, p := range periods {
@@ -110,7 +110,7 @@ func TestHostChapterFigures(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		limit     Limit
+		limit     TickLimit
 		ncpu      int
 		tasks     []Task
 		done      []int // per task, in ticks
@@ -120,7 +120,7 @@ func TestHostChapterFigures(t *testing.T) {
 	}{
 		{
 			name:  "fixed window: 40/100, one task of 60",
-			limit: Limit{Quota: 40, Period: 100}, ncpu: 1,
+			limit: TickLimit{Quota: 40, Period: 100}, ncpu: 1,
 			tasks:     []Task{{Name: "job", Need: 60}},
 			done:      []int{120},
 			throttled: []int{60},
@@ -129,7 +129,7 @@ func TestHostChapterFigures(t *testing.T) {
 		},
 		{
 			name:  "parallelism: 8 tasks of 10 on 1 CPU",
-			limit: Limit{Quota: 40, Period: 100}, ncpu: 1, tasks: eight,
+			limit: TickLimit{Quota: 40, Period: 100}, ncpu: 1, tasks: eight,
 			done:      []int{10, 20, 30, 40, 110, 120, 130, 140},
 			throttled: []int{0, 0, 0, 0, 60, 60, 60, 60},
 			periods:   []Period{{Start: 0, Used: 40, Stalled: 60, Exhausted: 40}, {Start: 100, Used: 40, Exhausted: 140}},
@@ -137,7 +137,7 @@ func TestHostChapterFigures(t *testing.T) {
 		},
 		{
 			name:  "parallelism: 8 tasks of 10 on 2 CPUs",
-			limit: Limit{Quota: 40, Period: 100}, ncpu: 2, tasks: eight,
+			limit: TickLimit{Quota: 40, Period: 100}, ncpu: 2, tasks: eight,
 			done:      []int{10, 10, 20, 20, 110, 110, 120, 120},
 			throttled: []int{0, 0, 0, 0, 80, 80, 80, 80},
 			periods:   []Period{{Start: 0, Used: 40, Stalled: 80, Exhausted: 20}, {Start: 100, Used: 40, Exhausted: 120}},
@@ -145,7 +145,7 @@ func TestHostChapterFigures(t *testing.T) {
 		},
 		{
 			name:  "parallelism: 8 tasks of 10 on 8 CPUs",
-			limit: Limit{Quota: 40, Period: 100}, ncpu: 8, tasks: eight,
+			limit: TickLimit{Quota: 40, Period: 100}, ncpu: 8, tasks: eight,
 			done:      []int{105, 105, 105, 105, 105, 105, 105, 105},
 			throttled: []int{95, 95, 95, 95, 95, 95, 95, 95},
 			periods:   []Period{{Start: 0, Used: 40, Stalled: 95, Exhausted: 5}, {Start: 100, Used: 40, Exhausted: 105}},
@@ -153,7 +153,7 @@ func TestHostChapterFigures(t *testing.T) {
 		},
 		{
 			name:  "burst: none, 3 idle periods then 100 at 300",
-			limit: Limit{Quota: 40, Period: 100}, ncpu: 1,
+			limit: TickLimit{Quota: 40, Period: 100}, ncpu: 1,
 			tasks:     []Task{{Name: "late", Arrive: 300, Need: 100}},
 			done:      []int{520},
 			throttled: []int{120},
@@ -165,7 +165,7 @@ func TestHostChapterFigures(t *testing.T) {
 		{
 			// 40 carried into period 1, 80 into 2, 120 into 3: 160 at hand.
 			name:  "burst 120: absorbed",
-			limit: Limit{Quota: 40, Period: 100, Burst: 120}, ncpu: 1,
+			limit: TickLimit{Quota: 40, Period: 100, Burst: 120}, ncpu: 1,
 			tasks:     []Task{{Name: "late", Arrive: 300, Need: 100}},
 			done:      []int{400},
 			throttled: []int{0},
@@ -177,7 +177,7 @@ func TestHostChapterFigures(t *testing.T) {
 			// Only 20 carries: 60 at hand at 300, spent by 360, the
 			// remaining 40 run from 400: throttled 360..399.
 			name:  "burst 20: throttled again",
-			limit: Limit{Quota: 40, Period: 100, Burst: 20}, ncpu: 1,
+			limit: TickLimit{Quota: 40, Period: 100, Burst: 20}, ncpu: 1,
 			tasks:     []Task{{Name: "late", Arrive: 300, Need: 100}},
 			done:      []int{440},
 			throttled: []int{40},

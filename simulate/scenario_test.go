@@ -224,11 +224,11 @@ func slicesIndex(groups []Group, name string) int {
 
 // chapterOf translates group gi of h and its tasks into the chapter's
 // model; the group must have a quota and single-thread tasks.
-func chapterOf(t *testing.T, h Host, gi int) (Limit, []Task) {
+func chapterOf(t *testing.T, h Host, gi int) (TickLimit, []Task) {
 	t.Helper()
 	g := h.Groups[gi]
 	ticks := func(usec int64) int { return int(usec / h.TickUsec) }
-	limit := Limit{Quota: ticks(g.QuotaUsec), Period: ticks(g.PeriodUsec), Burst: ticks(g.BurstUsec)}
+	limit := TickLimit{Quota: ticks(g.QuotaUsec), Period: ticks(g.PeriodUsec), Burst: ticks(g.BurstUsec)}
 	var tasks []Task
 	for _, task := range h.Tasks {
 		if task.Group == g.Name {

@@ -1,6 +1,8 @@
-// Package state keeps the run-time changes an administrator made to the pools
-// (DDL accepted through `poolagent sql`) in the daemon's state directory, so
-// they survive restarts and reloads.
+// Package state is the journal of run-time DDL changes: the statements an
+// administrator sent through `poolagent sql` that the daemon accepted, kept
+// in order in its state directory so that they survive restarts and
+// reloads and are applied over the pool file each time (the name is the
+// directory's, --state-dir; the journal is all it keeps).
 //
 // The state is an ordered log of accepted changes in one file,
 // <dir>/changes.json. Every change rewrites the whole file atomically: the new

@@ -57,18 +57,18 @@ func runApply(c *cli.Context) error {
 	}
 	root, err := pooltree.Root(mounts, c.String("root"))
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {
-		return fmt.Errorf("--root: %w", err)
+		return rootFlag(c, err)
 	}
 	defer tree.Close()
 	if !c.Bool("dry-run") {
 		// A running daemon owns its root: apply writes no tree it keeps.
 		release, err := tree.Own()
 		if err != nil {
-			return asRoot("apply", fmt.Errorf("%w; nothing written", err))
+			return asRoot("apply", rootFlag(c, fmt.Errorf("%w; nothing written", err)))
 		}
 		defer release()
 	}

@@ -133,18 +133,18 @@ func runDaemon(c *cli.Context) error {
 		root = layout.PoolRoot
 	}
 	if root, err = pooltree.Root(mounts, root); err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	cg, err := pooltree.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {
-		return fmt.Errorf("--root: %w", err)
+		return rootFlag(c, err)
 	}
 	defer cg.Close()
 	// The root is this daemon's while it runs: another daemon or
 	// `poolagent apply` on it is refused, naming this one.
 	release, err := cg.Own()
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	defer release()
 	load, err := observe.NewLoadSampler("/proc")

@@ -46,7 +46,7 @@ func runRecord(c *cli.Context) error {
 	pool, out := c.String("pool"), c.String("output")
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), "")
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	defer tree.Close()
 	lim, err := tree.CPULimit(pool)

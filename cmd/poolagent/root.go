@@ -5,7 +5,23 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/urfave/cli/v2"
 )
+
+// rootFlag adds to an error about the pool root the flag that names it:
+// "--root: …" when --root was given, "… (or give --root)" when the
+// default root was looked for. The libraries' errors name directories,
+// never flags.
+func rootFlag(c *cli.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if c.String("root") != "" {
+		return fmt.Errorf("--root: %w", err)
+	}
+	return fmt.Errorf("%w (or give --root)", err)
+}
 
 // asRoot says, of a permission error met by a command run by a user other
 // than root, that the command writes cgroups root owns: "apply needs root:

@@ -63,7 +63,7 @@ func runStat(c *cli.Context) error {
 	}
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), c.String("memory-root"))
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	defer tree.Close()
 	w := c.App.Writer

@@ -36,7 +36,7 @@ func runTeardown(c *cli.Context) error {
 	}
 	root, err := pooltree.Root(mounts, c.String("root"))
 	if err != nil {
-		return err
+		return rootFlag(c, err)
 	}
 	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(c.App.Writer, "no pool root at %s: nothing to remove\n", root)
@@ -44,12 +44,12 @@ func runTeardown(c *cli.Context) error {
 	}
 	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {
-		return fmt.Errorf("--root: %w", err)
+		return rootFlag(c, err)
 	}
 	defer tree.Close()
 	release, err := tree.Own()
 	if err != nil {
-		return asRoot("teardown", fmt.Errorf("%w; nothing removed", err))
+		return asRoot("teardown", rootFlag(c, fmt.Errorf("%w; nothing removed", err)))
 	}
 	defer release()
 	if err := tree.RemoveAll(); err != nil {

@@ -11,7 +11,7 @@ import (
 
 // runInput is one input to both engines.
 type runInput struct {
-	limit Limit
+	limit TickLimit
 	ncpu  int
 	tasks []Task
 }
@@ -19,7 +19,7 @@ type runInput struct {
 // String prints the input as a Go literal to paste into a table test.
 func (s runInput) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Limit{Quota: %d, Period: %d, Burst: %d}, ncpu %d, tasks []Task{", s.limit.Quota, s.limit.Period, s.limit.Burst, s.ncpu)
+	fmt.Fprintf(&b, "TickLimit{Quota: %d, Period: %d, Burst: %d}, ncpu %d, tasks []Task{", s.limit.Quota, s.limit.Period, s.limit.Burst, s.ncpu)
 	for i, t := range s.tasks {
 		if i > 0 {
 			b.WriteString(", ")
@@ -106,7 +106,7 @@ func randomInput(r *rand.Rand) runInput {
 		}
 		tasks[i] = Task{Name: fmt.Sprintf("t%d", i), Arrive: arrive, Need: need}
 	}
-	return runInput{Limit{Quota: quota, Period: period, Burst: burst}, ncpu, tasks}
+	return runInput{TickLimit{Quota: quota, Period: period, Burst: burst}, ncpu, tasks}
 }
 
 // shrinkInput makes a failing input smaller while it still fails: it drops
@@ -245,7 +245,7 @@ func inputCorners(s runInput, results []Result, periods []Period) map[string]boo
 // Validate.
 func FuzzRun(f *testing.F) {
 	f.Fuzz(func(t *testing.T, quota, period, burst, ncpu int8, spec []byte) {
-		s := runInput{limit: Limit{Quota: int(quota), Period: int(period), Burst: int(burst)}, ncpu: int(ncpu)}
+		s := runInput{limit: TickLimit{Quota: int(quota), Period: int(period), Burst: int(burst)}, ncpu: int(ncpu)}
 		for i := 0; i+1 < len(spec) && len(s.tasks) < 12; i += 2 {
 			s.tasks = append(s.tasks, Task{Name: fmt.Sprint(i / 2), Arrive: int(int8(spec[i])), Need: int(int8(spec[i+1])) % 64})
 		}

@@ -24,11 +24,11 @@ func benchWorkloads() []runInput {
 		thousand = append(thousand, Task{Name: fmt.Sprint(i), Arrive: r.IntN(900_000), Need: 1 + r.IntN(4000)})
 	}
 	return []runInput{
-		{Limit{Quota: 40, Period: 100}, 2, eight},
-		{Limit{Quota: 2000, Period: 1000, Burst: 1000}, 8, thousand},
+		{TickLimit{Quota: 40, Period: 100}, 2, eight},
+		{TickLimit{Quota: 2000, Period: 1000, Burst: 1000}, 8, thousand},
 		// One task at half a CPU with the kernel's default period:
 		// 10^4 periods, 10^9 ticks.
-		{Limit{Quota: 50_000, Period: 100_000}, 1, []Task{{Name: "long", Need: 500_000_000}}},
+		{TickLimit{Quota: 50_000, Period: 100_000}, 1, []Task{{Name: "long", Need: 500_000_000}}},
 	}
 }
 
@@ -39,7 +39,7 @@ func BenchmarkRun(b *testing.B) {
 	names := []string{"8tasks_1e3periods", "1000tasks_1e6ticks", "1task_1e9ticks"}
 	chapterEngines := []struct {
 		name string
-		run  func(Limit, int, []Task) ([]Result, []Period)
+		run  func(TickLimit, int, []Task) ([]Result, []Period)
 	}{
 		{"event", Run},
 		{"tick", runTicks},

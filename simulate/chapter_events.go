@@ -26,7 +26,7 @@ import (
 // O(1): allThrottled counts the ticks in which every runnable task was
 // throttled, each task remembers its value on arrival, and a task that ran
 // in a partial tick has that tick taken back.
-func runEvents(limit Limit, ncpu int, tasks []Task) ([]Result, []Period) {
+func runEvents(limit TickLimit, ncpu int, tasks []Task) ([]Result, []Period) {
 	res := make([]Result, len(tasks))
 	left := make([]int, len(tasks))
 	// While task i is runnable, throttled[i] + allThrottled is the ticks
