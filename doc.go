@@ -58,9 +58,10 @@
 //   - service: the daemon as a system service: signals, reloads, the
 //     metrics endpoint, readiness and the watchdog.
 //   - systemd: the notify protocol and the delegated cgroup layout.
-//   - internal/guard, internal/handover, internal/version: an accept loop
-//     that survives running out of descriptors, `poolagent run` handed over
-//     to poolagent-run, the build's version.
+//   - internal/guard, internal/handover, internal/version, internal/suggest:
+//     an accept loop that survives running out of descriptors, `poolagent
+//     run` handed over to poolagent-run, the build's version, the nearest
+//     name for a mistyped command or flag.
 //   - internal/kerneltest, internal/etcdtest (with its member,
 //     internal/etcdtest/etcd-member), internal/burn: what the tests share:
 //     real-kernel gates and cgroups, real etcd clusters, CPU burners.
@@ -70,6 +71,6 @@
 // The walls between them, each holding today: planner,
 // simulate and admission import no package that does I/O (cpulimit,
 // planner, protocol and observe's value types only); observe imports no
-// writer; cgroupfs knows no daemon; client imports only protocol and
-// internal/version, never daemon, planner or simulate.
+// writer; cgroupfs knows no daemon; client imports only protocol,
+// internal/version and internal/suggest, never daemon, planner or simulate.
 package poolagent

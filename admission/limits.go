@@ -39,6 +39,11 @@ type Limits struct {
 	// Users are the pool's per-user limits and queue order, poolagent's
 	// extension; the zero value limits no user and orders FIFO.
 	Users UserLimits
+	// StrictSlots is GLOBAL_SLOTS='strict' (poolagent's extension): in
+	// fleet mode a node's running queries keep their slots when its
+	// session lease expires. One host has no lease: it changes nothing
+	// there.
+	StrictSlots bool
 }
 
 // UserLimits are the rules for each user of a pool (poolagent's own
@@ -97,6 +102,7 @@ func LimitsFromModel(m *planner.Model) map[string]Limits {
 			l.CancelAfter = time.Duration(p.QueryCancelAfterSeconds) * time.Second
 		}
 		l.Users = userLimitsFromPool(p)
+		l.StrictSlots = p.GlobalSlots == planner.SlotsStrict
 		out[p.Name] = l
 	}
 	return out

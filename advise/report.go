@@ -23,7 +23,17 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	}
 	fmt.Fprintf(&b, "\nadvice for %s\n", a.Budget)
 	cur := a.Current.Setting
+	if a.Disagrees {
+		fmt.Fprintf(&b, "  the model does not reproduce the measurement: %d of %d periods were throttled, over the budget, but the\n"+
+			"  replay of the current setting is within it (the demand is rebuilt from usage and throttled time alone;\n"+
+			"  query-level throttling, %s of it, is not modelled).\n", a.Measured.NrThrottled, a.Measured.NrPeriods, secText(a.Measured.QueryThrottledUsec))
+		if a.Margin > 0 {
+			fmt.Fprintf(&b, "  The margin is widened to every need x%s, the least at which the replay is over the budget too.\n", percentText(a.Margin))
+		}
+	}
 	switch {
+	case a.Choice == nil && a.Disagrees:
+		fmt.Fprintf(&b, "  no advice: even with every need tripled the replay stays within the budget, so no change can be shown to help;\n  record the pool with poolagent record (it counts the threads that ran) and advise on that\n")
 	case a.Choice == nil && a.Stopped:
 		fmt.Fprintf(&b, "  the search stopped at its work budget (docs/advise.md, Bounds) after %d model runs, before any setting met the budget:\n  advise a shorter stretch of the trace, or one with a longer interval\n", a.Replays)
 	case a.Choice == nil:
@@ -52,7 +62,11 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 	row("predicted now", a.Current.Predicted)
 	if a.Choice != nil && a.Choice != &a.Current {
 		row("predicted advised", a.Choice.Predicted)
-		row(fmt.Sprintf("advised, every need +%s%% (the model's error)", percentText(a.Class.ErrorPercent)), a.Choice.Margin)
+		label := fmt.Sprintf("advised, every need +%s%% (the model's error)", percentText(a.Class.ErrorPercent))
+		if a.Margin > 0 {
+			label = fmt.Sprintf("advised, every need x%s (widened)", percentText(a.Margin))
+		}
+		row(label, a.Choice.Margin)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -135,7 +135,7 @@ func (r *Reader) Memory(group string) (*observe.Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &observe.Memory{CurrentBytes: cur}
+	m := &observe.Memory{CurrentBytes: cur, V1: !r.v2}
 	if r.v2 {
 		err = r.memoryV2(group, m)
 	} else {

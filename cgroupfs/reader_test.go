@@ -100,7 +100,7 @@ func TestReaderReadAllV1(t *testing.T) {
 		{Group: ".", CPU: observe.CPUStat{UsageUsec: 432109, UserUsec: 420_000, SystemUsec: 10_000}, UsageKnown: true, LocalThrottledUsec: u64(0)},
 		{Group: "default", CPU: observe.CPUStat{UsageUsec: 12050, UserUsec: 10_000, SystemUsec: 0}, UsageKnown: true, LocalThrottledUsec: u64(0)},
 		{Group: "olap", CPU: observe.CPUStat{UsageUsec: 420059, UserUsec: 410_000, SystemUsec: 10_000, NrPeriods: 21, NrThrottled: 20, ThrottledUsec: 1603874, NrBursts: 1, BurstUsec: 20000},
-			UsageKnown: true, LocalThrottledUsec: u64(1603874), Memory: &observe.Memory{CurrentBytes: 272629760, PeakBytes: u64(1 << 30),
+			UsageKnown: true, LocalThrottledUsec: u64(1603874), Memory: &observe.Memory{V1: true, CurrentBytes: 272629760, PeakBytes: u64(1 << 30),
 				LimitBytes: 1 << 30, HighBytes: -1, Events: observe.MemoryEvents{Max: 12, OOMKill: 1}, Stat: observe.MemoryStat{AnonBytes: 268435456, FileBytes: 4096}}},
 		// q-1 exists in the cpu hierarchy only: usage unknown, not an error
 		{Group: "olap/q-1", CPU: observe.CPUStat{NrPeriods: 21}, LocalThrottledUsec: u64(1603874)},

@@ -336,8 +336,13 @@ func (c *client) sendWithFD(r protocol.Request, fd int) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
-	raw, err := c.conn.SyscallConn()
+	return sendWithFD(c.conn, append(b, '\n'), fd)
+}
+
+// sendWithFD sends the message b on conn with the descriptor fd attached
+// (SCM_RIGHTS), in one sendmsg.
+func sendWithFD(conn *os.File, b []byte, fd int) error {
+	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err
 	}
@@ -359,7 +364,7 @@ func (c *client) sendWithFD(r protocol.Request, fd int) error {
 		return nil
 	}
 	// The descriptor went with the first part; the rest is plain data.
-	_, err = c.conn.Write(b[n:])
+	_, err = conn.Write(b[n:])
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/poolagent/poolagent/internal/suggest"
 	"github.com/poolagent/poolagent/internal/version"
 	"github.com/poolagent/poolagent/protocol"
 	"golang.org/x/sys/unix"
@@ -49,7 +50,10 @@ const (
 		"gate shell, passes signals on, waits for CMD and every process it started, then prints\n" +
 		"the statistics and exits with CMD's status (128+N for signal N); this costs a shell, a\n" +
 		"running client and two more round trips to the daemon. `poolagent run` and the slim\n" +
-		"`poolagent-run` behave alike; poolagent-run starts faster. See docs/admission.md.\n" +
+		"`poolagent-run` behave alike; poolagent-run starts faster. When the kernel's OOM killer\n" +
+		"ends a process of the query at the query's or its pool's memory limit, a line on standard\n" +
+		"error says so and names the limit (in place, the daemon writes it there when the query\n" +
+		"ends). See docs/admission.md.\n" +
 		"\n" +
 		"Options:\n" +
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
@@ -59,6 +63,43 @@ const (
 		"   --version             print the version and exit\n" +
 		"   --help, -h            show this help"
 )
+
+// runFlags are the run command's flags as typed, for its errors.
+var runFlags = []string{"--pool/-p", "--stats", "--socket", "--version", "--help/-h"}
+
+// flagError says what was wrong with a flag in one line, with the flags
+// accepted and the nearest one: the flag package's own messages name the
+// flag with one dash and nothing else.
+func flagError(err error) string {
+	msg := err.Error()
+	accepted := "accepted: " + strings.Join(runFlags, ", ")
+	var names []string
+	for _, f := range runFlags {
+		for _, n := range strings.Split(f, "/") {
+			names = append(names, strings.TrimLeft(n, "-"))
+		}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		hint := ""
+		if n := suggest.Nearest(name, names); n != "" {
+			hint = "; did you mean --" + n + "?"
+		}
+		return fmt.Sprintf("unknown flag %s%s (%s)", dashed(name), hint, accepted)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return fmt.Sprintf("%s needs a value (%s)", dashed(strings.TrimLeft(name, "-")), accepted)
+	}
+	return msg
+}
+
+// dashed writes a flag name as typed: --pool, -p.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
 
 // HandedOver is the argv[0] with which the poolagent binary starts
 // poolagent-run for `poolagent run` (package internal/handover): given it,
@@ -91,7 +132,7 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
 		return 0
 	case err != nil:
-		return usageErr("%v", err)
+		return usageErr("%s", flagError(err))
 	case *showVersion:
 		fmt.Fprintf(stdout, "%s version %s\n", prog, version.Current())
 		return 0
@@ -153,6 +194,9 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		}
 		return ExitRefused
 	}
+	if res.Stats != nil && res.Stats.OOM != nil {
+		fmt.Fprintln(stderr, res.Stats.OOM.Message("poolagent", res.Query, res.Pool))
+	}
 	if res.Stats == nil {
 		fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
 	} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
@@ -174,8 +218,8 @@ func describe(err error) string {
 }
 
 // WriteStats prints a query's statistics as format "text" (a table: YDB's
-// names first, then the query cgroup's cpu.stat counters in µs) or "json"
-// (one Stats object).
+// names first, then the query cgroup's cpu.stat counters in µs, its peak
+// memory in bytes and its memory events) or "json" (one Stats object).
 func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	if format == "json" {
 		return json.NewEncoder(w).Encode(s)
@@ -188,6 +232,13 @@ func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	fmt.Fprintf(tw, "nr_periods\t%d\n", s.NrPeriods)
 	fmt.Fprintf(tw, "nr_throttled\t%d\n", s.NrThrottled)
 	fmt.Fprintf(tw, "throttled_usec\t%d\n", s.ThrottledUsec)
+	fmt.Fprintf(tw, "peak_memory_bytes\t%d\n", s.PeakMemoryBytes)
+	fmt.Fprintf(tw, "memory_high_events\t%d\n", s.MemoryHighEvents)
+	fmt.Fprintf(tw, "memory_max_events\t%d\n", s.MemoryMaxEvents)
+	fmt.Fprintf(tw, "oom_kills\t%d\n", s.OOMKills)
+	if s.OOM != nil {
+		fmt.Fprintf(tw, "oom_limit\t%s %d bytes (%s=%d)\n", s.OOM.Limit, s.OOM.LimitBytes, s.OOM.Parameter, s.OOM.Percent)
+	}
 	return tw.Flush()
 }
 

@@ -49,9 +49,9 @@ func TestRunCommandRefusesBeforeAsking(t *testing.T) {
 		{name: "no command after flags", prog: "poolagent-run", args: []string{"-p", "olap", "--"}, status: 125,
 			msg: "poolagent-run: no command given (usage: poolagent-run [--pool P] -- CMD [ARGS...])"},
 		{name: "unknown flag", prog: "poolagent-run", args: []string{"--pol", "olap", "--", "true"}, status: 125,
-			msg: "poolagent-run: flag provided but not defined: -pol (usage: poolagent-run [--pool P] -- CMD [ARGS...])"},
+			msg: "poolagent-run: unknown flag --pol; did you mean --pool? (accepted: --pool/-p, --stats, --socket, --version, --help/-h) (usage: poolagent-run [--pool P] -- CMD [ARGS...])"},
 		{name: "flag without value", prog: "poolagent-run", args: []string{"--pool"}, status: 125,
-			msg: "poolagent-run: flag needs an argument: -pool (usage: poolagent-run [--pool P] -- CMD [ARGS...])"},
+			msg: "poolagent-run: --pool needs a value (accepted: --pool/-p, --stats, --socket, --version, --help/-h) (usage: poolagent-run [--pool P] -- CMD [ARGS...])"},
 		{name: "command not found", prog: "poolagent run", args: []string{"--", "no-such-command-poolagent"}, status: 127,
 			msg: `poolagent: exec: "no-such-command-poolagent": executable file not found in $PATH`},
 		{name: "command not executable", prog: "poolagent-run", args: []string{"--", "/dev/null"}, status: 126,
@@ -83,15 +83,21 @@ func TestRunCommandHelp(t *testing.T) {
 
 func TestWriteStats(t *testing.T) {
 	s := protocol.Stats{ResourcePoolID: "olap", QueuedTimeUs: 1200, TotalDurationUs: 53000,
-		UsageUsec: 99314, NrPeriods: 9, NrThrottled: 9, ThrottledUsec: 945083}
+		UsageUsec: 99314, NrPeriods: 9, NrThrottled: 9, ThrottledUsec: 945083,
+		PeakMemoryBytes: 536866816, MemoryMaxEvents: 41, OOMKills: 1,
+		OOM: &protocol.OOMKill{Limit: "query", LimitBytes: 536870912, Parameter: "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE", Percent: 5, NodeBytes: 10 << 30}}
 	tests := []struct {
 		format string
 		want   string
 	}{
-		{format: "text", want: "ResourcePoolId   olap\nQueuedTimeUs     1200\nTotalDurationUs  53000\n" +
-			"usage_usec       99314\nnr_periods       9\nnr_throttled     9\nthrottled_usec   945083\n"},
+		{format: "text", want: "ResourcePoolId      olap\nQueuedTimeUs        1200\nTotalDurationUs     53000\n" +
+			"usage_usec          99314\nnr_periods          9\nnr_throttled        9\nthrottled_usec      945083\n" +
+			"peak_memory_bytes   536866816\nmemory_high_events  0\nmemory_max_events   41\noom_kills           1\n" +
+			"oom_limit           query 536870912 bytes (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5)\n"},
 		{format: "json", want: `{"ResourcePoolId":"olap","QueuedTimeUs":1200,"TotalDurationUs":53000,` +
-			`"usage_usec":99314,"nr_periods":9,"nr_throttled":9,"throttled_usec":945083}` + "\n"},
+			`"usage_usec":99314,"nr_periods":9,"nr_throttled":9,"throttled_usec":945083,` +
+			`"peak_memory_bytes":536866816,"memory_high_events":0,"memory_max_events":41,"oom_kills":1,` +
+			`"oom":{"limit":"query","limit_bytes":536870912,"parameter":"QUERY_MEMORY_LIMIT_PERCENT_PER_NODE","percent":5,"node_bytes":10737418240}}` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {

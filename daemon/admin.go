@@ -17,7 +17,7 @@ import (
 // isAdminOp reports whether op is an operator operation.
 func isAdminOp(op string) bool {
 	switch op {
-	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries:
+	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpHistory, protocol.OpReleaseNode:
 		return true
 	}
 	return false
@@ -26,7 +26,7 @@ func isAdminOp(op string) bool {
 // serveAdmin answers one operator operation on se.
 func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request) {
 	reply := protocol.AdminReply{Type: protocol.ReplyDone}
-	if req.Op != protocol.OpSQL {
+	if req.Op != protocol.OpSQL && req.Op != protocol.OpReleaseNode {
 		// A view's reply may be large; one nobody reads holds it until
 		// the write deadline, so only so many are written at once.
 		done, err := s.peers.view(cred.Uid)
@@ -47,10 +47,40 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		reply.Classifiers = sysview.Classifiers(s.Model())
 	case protocol.OpQueries:
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
+	case protocol.OpHistory:
+		reply = s.serveHistory(req)
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
+	case protocol.OpReleaseNode:
+		reply = s.serveReleaseNode(cred, req)
 	}
 	se.send(reply)
+}
+
+// serveReleaseNode releases a vanished fleet node's strict slots, for an
+// administrator; it is logged with who asked.
+func (s *Server) serveReleaseNode(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {
+	refuse := func(code string, err error) protocol.AdminReply {
+		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: err.Error()}
+	}
+	id, err := s.users.Identity(cred)
+	if err != nil {
+		return refuse(protocol.CodeInternal, err)
+	}
+	if !s.Access().IsAdmin(id) {
+		s.cfg.Log.Info("release of a node's slots refused", "uid", id.UID, "user", id.User, "node", req.Node, "reason", "not an administrator")
+		return refuse(protocol.CodeAccessDenied, fmt.Errorf("%w: %s may not release a node's slots (administrators: root, the admin group, and grantees of ALL or the schema rights on the pools)",
+			admission.ErrAccessDenied, id))
+	}
+	if s.cfg.Cluster == nil {
+		return refuse(protocol.CodeInternal, errors.New("this daemon is not in fleet mode (--etcd): it has no other node's slots to release"))
+	}
+	n, err := s.cfg.Cluster.ReleaseNode(req.Node)
+	if err != nil {
+		return refuse(protocol.CodeInternal, fmt.Errorf("release node %s: %w", req.Node, err))
+	}
+	s.cfg.Log.Warn("strict slots of a node released by an administrator", "uid", id.UID, "user", id.User, "node", req.Node, "slots", n)
+	return protocol.AdminReply{Type: protocol.ReplyDone, Released: n}
 }
 
 func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {

@@ -20,6 +20,9 @@ type ClusterView interface {
 	Queries() []ClusterQuery
 	// Health is the node's connection to etcd.
 	Health() ClusterHealth
+	// ReleaseNode releases the strict slots another node holds (it
+	// vanished and will not come back), returning how many.
+	ReleaseNode(node string) (int, error)
 }
 
 // ClusterQuery is one query of a globally limited pool somewhere in the

@@ -41,6 +41,9 @@ const envTestClient = "POOLAGENT_TEST_CLIENT"
 const envTestSpin = "POOLAGENT_TEST_SPIN"
 
 func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(envTestAlloc); ok {
+		os.Exit(allocMain(spec))
+	}
 	if spec, ok := os.LookupEnv(envTestClient); ok {
 		os.Exit(testClientMain(spec))
 	}
@@ -101,6 +104,9 @@ type clientSpec struct {
 	Pool   string
 	Argv   []string
 	Exec   bool
+	// Stats, with Exec, runs the command with --stats FORMAT: the client
+	// stays its parent.
+	Stats string
 	// Raw makes the client send an OpExec request naming PID itself and
 	// print the reply's type: once started, it waits for its stdin to
 	// close. With Handoff, once queued it hands its connection to a child
@@ -141,6 +147,9 @@ func testClientMain(spec string) int {
 		args := []string{"--socket", s.Socket}
 		if s.Pool != "" {
 			args = append(args, "--pool", s.Pool)
+		}
+		if s.Stats != "" {
+			args = append(args, "--stats", s.Stats)
 		}
 		return client.RunCommand("poolagent-run", append(append(args, "--"), s.Argv...), os.Stdin, os.Stdout, os.Stderr)
 	}
@@ -225,19 +234,30 @@ func (f *fakeCgroups) Apply(d planner.Desired) error {
 	return nil
 }
 
-func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) error {
+func (f *fakeCgroups) MakeQuery(ps planner.PoolState, query string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := ps.Name + "/" + query
 	if _, ok := f.queries[key]; ok {
 		return fmt.Errorf("query cgroup %s exists", key)
 	}
-	f.queries[key] = []int{pid}
+	f.queries[key] = []int{}
+	f.created++
+	return nil
+}
+
+func (f *fakeCgroups) MoveToQuery(ps planner.PoolState, query string, pid int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := ps.Name + "/" + query
+	if _, ok := f.queries[key]; !ok {
+		return fmt.Errorf("query cgroup %s: no such cgroup", key)
+	}
+	f.queries[key] = append(f.queries[key], pid)
 	if f.placed == nil {
 		f.placed = map[int]string{}
 	}
 	f.placed[pid] = ps.Name
-	f.created++
 	return nil
 }
 
@@ -286,9 +306,11 @@ func (f *fakeCgroups) Populated(pool, query string) (bool, error) {
 	return f.populated(pool + "/" + query), nil
 }
 
-func (f *fakeCgroups) QueryStat(string, string) (observe.CPUStat, error) {
-	return observe.CPUStat{}, nil
+func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
+	return observe.Sample{Group: pool + "/" + query}, nil
 }
+
+func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
 
 func (f *fakeCgroups) RemoveQuery(pool, query string) error {
 	f.mu.Lock()

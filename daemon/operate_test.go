@@ -416,3 +416,20 @@ func TestMetricsSnapshot(t *testing.T) {
 	c.release.Close()
 	<-c.done
 }
+
+// TestReleaseNode: releasing a fleet node's strict slots is refused to a
+// user who is not an administrator, and on a daemon that is not in fleet
+// mode says so.
+func TestReleaseNode(t *testing.T) {
+	d, _, _, _ := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
+	_, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpReleaseNode, Node: "n2"})
+	var refused *client.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "not in fleet mode") {
+		t.Fatalf("single host: %v, want a refusal saying it is not in fleet mode", err)
+	}
+	other, _, _, _ := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
+	_, err = client.Ask(other.socket, protocol.Request{Op: protocol.OpReleaseNode, Node: "n2"})
+	if !errors.As(err, &refused) || refused.Code != protocol.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
+		t.Fatalf("non-administrator: %v, want %s naming alice", err, protocol.CodeAccessDenied)
+	}
+}

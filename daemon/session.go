@@ -178,7 +178,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	s.reg.admitted(q, name, queuedFor, limit)
 	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
 	if req.Op == protocol.OpExec {
-		se.runInPlace(ctx, q, client, admitted, notStarted)
+		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
 		return
 	}
 	admitted.Type = protocol.ReplyAdmitted
@@ -198,7 +198,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	if !se.placed(ctx, q, err, protocol.Reply{Type: protocol.ReplyStarted}) {
 		return
 	}
-	stats, err := se.finish(ctx, q)
+	stats, err := se.finish(ctx, q, s.poolMemoryBefore(q.pool))
 	if err != nil && ctx.Err() != nil {
 		// The daemon stops: the query runs on, and the next daemon
 		// adopts its cgroup.
@@ -252,7 +252,7 @@ func (se *session) placed(ctx context.Context, q *query, err error, started prot
 		return false
 	case err != nil:
 		se.fail(errorCode(err), err)
-		se.finish(ctx, q)
+		se.finish(ctx, q, nil)
 		return false
 	}
 	se.send(started)
@@ -285,8 +285,16 @@ func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Proces
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, started protocol.Reply, notStarted func()) {
+// stderr is the client's standard error, sent with its request (-1 when
+// none came): where an OOM kill at a memory limit is told
+// ([Server.tellInPlace]).
+func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, stderr int, started protocol.Reply, notStarted func()) {
 	s := se.s
+	defer func() {
+		if stderr >= 0 {
+			unix.Close(stderr)
+		}
+	}()
 	// As for a start, with the limits its pool has when its cgroup is
 	// made (the cap the command is told included).
 	ps, err := s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: client, Rel: peer.PeerItself})
@@ -295,7 +303,14 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	if !se.placed(ctx, q, err, started) {
 		return
 	}
-	if _, err := se.finish(ctx, q); err != nil && ctx.Err() == nil {
+	poolBefore := s.poolMemoryBefore(q.pool)
+	if stderr >= 0 {
+		if exited, err := watchExit(client.FD); err == nil {
+			go s.tellInPlace(ctx, stderr, exited, q.pool, q.name, poolBefore)
+			stderr = -1
+		}
+	}
+	if _, err := se.finish(ctx, q, poolBefore); err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
 	}
 }
@@ -382,7 +397,7 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 // at once; the client hanging up does not end the query while processes
 // remain in its cgroup. When the daemon stops first, q is kept: it runs
 // on, and the next daemon adopts it.
-func (se *session) finish(ctx context.Context, q *query) (protocol.Stats, error) {
+func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
 	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
@@ -412,24 +427,26 @@ func (se *session) finish(ctx context.Context, q *query) (protocol.Stats, error)
 	}
 	// A cgroup that cannot be read frees the slot rather than hold it for
 	// ever.
-	var st observe.CPUStat
+	var st observe.Sample
 	if err == nil {
 		var statErr error
 		st, statErr = s.cg.QueryStat(q.pool, q.name)
 		err = errors.Join(statErr, s.cg.RemoveQuery(q.pool, q.name))
 	}
-	q.used = time.Duration(st.UsageUsec) * time.Microsecond
+	q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond
 	q.Release()
 	if err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
 	}
-	return protocol.Stats{
+	stats := protocol.Stats{
 		ResourcePoolID:  q.pool,
 		QueuedTimeUs:    q.queuedFor.Microseconds(),
 		TotalDurationUs: time.Since(q.arrived).Microseconds(),
-		UsageUsec:       st.UsageUsec,
-		NrPeriods:       st.NrPeriods,
-		NrThrottled:     st.NrThrottled,
-		ThrottledUsec:   st.ThrottledUsec,
-	}, nil
+		UsageUsec:       st.CPU.UsageUsec,
+		NrPeriods:       st.CPU.NrPeriods,
+		NrThrottled:     st.CPU.NrThrottled,
+		ThrottledUsec:   st.CPU.ThrottledUsec,
+	}
+	s.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
+	return stats, nil
 }

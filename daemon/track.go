@@ -99,10 +99,19 @@ func (s *Server) queryRows() []protocol.Query {
 	return rows
 }
 
-// readQueryStat fills r's CPU columns from its query cgroup; a cgroup just
-// removed leaves them zero.
+// readQueryStat fills r's CPU and memory columns from its query cgroup; a
+// cgroup just removed leaves them zero.
 func (s *Server) readQueryStat(r *protocol.Query) {
-	if st, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId); err == nil {
-		r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
+	sample, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId)
+	if err != nil {
+		return
+	}
+	st := sample.CPU
+	r.UsageUsec, r.NrPeriods, r.NrThrottled, r.ThrottledUsec = st.UsageUsec, st.NrPeriods, st.NrThrottled, st.ThrottledUsec
+	if m := sample.Memory; m != nil {
+		r.MemoryBytes, r.OOMKills = m.CurrentBytes, m.Events.OOMKill
+		if m.PeakBytes != nil {
+			r.PeakMemoryBytes = *m.PeakBytes
+		}
 	}
 }

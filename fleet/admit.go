@@ -213,6 +213,9 @@ func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 		p.local++
 		return q.id
 	}
+	if p.limits.StrictSlots && b.inheritedKey(q) {
+		return q.id // it still holds the slot its earlier daemon took
+	}
 	q.lost = true // the pump registers it
 	return q.id
 }

@@ -103,7 +103,7 @@ type query struct {
 	id       admission.QueryID
 	pool     string
 	user     string // "" when not known (adopted)
-	local    bool // a pool without global limits: never in etcd
+	local    bool   // a pool without global limits: never in etcd
 	st       phase
 	token    string // the current registration; "" when none
 	key      string // the queue, slot or extra key that holds it
@@ -211,6 +211,11 @@ type Backend struct {
 	// for a free slot, so that the nodes' arrivals spread over the slots.
 	claims map[string]struct{}
 	offset int
+	// inherited are this node's keys without a lease (strict slots) left
+	// by its earlier run, by pool, for the queries it adopts until
+	// inheritedUntil (strict.go).
+	inherited      map[string][]entry
+	inheritedUntil time.Time
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
 	// invalidAt is when a refused value was last logged; invalidQuiet
@@ -292,22 +297,23 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
 	}
 	b := &Backend{
-		cfg:     cfg,
-		cli:     cli,
-		keys:    newKeySpace(cfg.Cluster),
-		log:     cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
-		kick:    make(chan struct{}, 1),
-		events:  make(chan admission.Event, 256),
-		views:   map[string]*view{},
-		nodes:   map[string]NodeRecord{},
-		pools:   map[string]*poolState{},
-		queries: map[admission.QueryID]*query{},
-		tokens:  map[string]*query{},
-		load:    load,
-		deletes: map[string]int64{},
-		claims:  map[string]struct{}{},
-		charges: map[usageKey]admission.Usage{},
-		offset:  int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
+		cfg:       cfg,
+		cli:       cli,
+		keys:      newKeySpace(cfg.Cluster),
+		log:       cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
+		kick:      make(chan struct{}, 1),
+		events:    make(chan admission.Event, 256),
+		views:     map[string]*view{},
+		nodes:     map[string]NodeRecord{},
+		pools:     map[string]*poolState{},
+		queries:   map[admission.QueryID]*query{},
+		tokens:    map[string]*query{},
+		load:      load,
+		deletes:   map[string]int64{},
+		claims:    map[string]struct{}{},
+		charges:   map[usageKey]admission.Usage{},
+		inherited: map[string][]entry{},
+		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -322,6 +328,10 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		cli.Close()
 		return nil, err
 	}
+	b.mu.Lock()
+	b.inheritLocked(time.Now())
+	b.mu.Unlock()
+	time.AfterFunc(cfg.TTL, b.poke) // releaseInheritedLocked
 	run := b.ctx
 	b.wg.Go(func() { b.sessionLoop(run) })
 	b.wg.Go(func() { b.watchLoop(run) })

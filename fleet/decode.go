@@ -59,8 +59,8 @@ func decodeNodeRecord(name string, value []byte) (NodeRecord, error) {
 	switch {
 	case r.Node != name:
 		return r, fmt.Errorf("node record of %s names node %q: want the name in its key", name, r.Node)
-	case r.VCPUs < 1 || r.VCPUs > maxVCPUs:
-		return r, fmt.Errorf("node record of %s: vcpus %d, want 1 to %d", name, r.VCPUs, maxVCPUs)
+	case r.VCPUs < 0 || r.VCPUs > maxVCPUs:
+		return r, fmt.Errorf("node record of %s: vcpus %d, want 0 (unknown) to %d", name, r.VCPUs, maxVCPUs)
 	case math.IsNaN(r.LoadPercent) || r.LoadPercent < 0 || r.LoadPercent > 100:
 		return r, fmt.Errorf("node record of %s: load_percent %v, want 0 to 100", name, r.LoadPercent)
 	case r.UpdatedUnix < 0 || r.UpdatedUnix > maxArrived/1000:

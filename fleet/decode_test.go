@@ -18,7 +18,7 @@ func TestDecodeNodeRecord(t *testing.T) {
 		{"negative load", "n1", `{"node":"n1","vcpus":4,"load_percent":-1}`, "want 0 to 100"},
 		{"name from the key", "n1", `{"node":"n2","vcpus":4}`, `names node "n2": want the name in its key`},
 		{"bad key name", "n/1", `{"node":"n/1","vcpus":4}`, "not allowed"},
-		{"no vcpus", "n1", `{"node":"n1"}`, "vcpus 0, want 1 to 65536"},
+		{"negative vcpus", "n1", `{"node":"n1","vcpus":-2}`, "vcpus -2, want 0 (unknown) to 65536"},
 		{"version with a newline", "n1", `{"node":"n1","vcpus":1,"version":"a\nb"}`, "printable"},
 		{"not json", "n1", `{`, "node record of n1"},
 		{"too large", "n1", `{"node":"n1","vcpus":1,"version":"` + strings.Repeat("x", 2000) + `"}`, "want at most 1024"},
@@ -95,7 +95,7 @@ func FuzzDecodeNodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Node != name || r.VCPUs < 1 || r.VCPUs > maxVCPUs || math.IsNaN(r.LoadPercent) || r.LoadPercent < 0 || r.LoadPercent > 100 {
+		if r.Node != name || r.VCPUs < 0 || r.VCPUs > maxVCPUs || math.IsNaN(r.LoadPercent) || r.LoadPercent < 0 || r.LoadPercent > 100 {
 			t.Fatalf("accepted %+v from %q", r, value)
 		}
 	})

@@ -36,6 +36,8 @@ type nodeSpec struct {
 	C, Q      int
 	// Submit is how many queries it submits, one after the other.
 	Submit int
+	// Strict gives the pool strict slots (GLOBAL_SLOTS='strict').
+	Strict bool
 }
 
 // runNode is the test binary as a node of a cluster, in a process of its
@@ -48,10 +50,12 @@ func runNode(spec string) int {
 		fmt.Fprintln(os.Stderr, "node spec:", err)
 		return 2
 	}
+	l := limits(s.C, s.Q)
+	l.StrictSlots = s.Strict
 	b, err := Open(context.Background(), Config{
 		Endpoints: s.Endpoints, Cluster: s.Cluster, Node: s.Node, TTL: s.TTL,
 		RequestTimeout: 10 * time.Second, VCPUs: 2, Version: "test",
-	}, map[string]admission.Limits{s.Pool: limits(s.C, s.Q)})
+	}, map[string]admission.Limits{s.Pool: l})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -155,14 +156,18 @@ func (b *Backend) lostSession(old clientv3.LeaseID) {
 			b.pools[q.pool].pending++
 			n++
 		case running:
+			if b.pools[q.pool].limits.StrictSlots && q.token != "" {
+				continue // its key has no lease: it still holds its slot
+			}
 			b.forgetToken(q)
 			q.lost = true
 		case pending:
 			b.forgetToken(q)
 		}
 	}
-	// The old lease's keys went with it.
-	clear(b.deletes)
+	// The old lease's keys went with it; keys without a lease stay to
+	// delete.
+	maps.DeleteFunc(b.deletes, func(k string, _ int64) bool { return !b.leaseless(k) })
 	b.mu.Unlock()
 	b.log.Warn("etcd session lost: the lease expired; queued queries queue again at the back, running queries go on and are registered again", "lease", fmt.Sprintf("%x", old), "queued_again", n)
 }
@@ -184,7 +189,7 @@ func (b *Backend) reregister() {
 			q.seq = b.seq
 			b.tokens[q.token] = q
 			q.key = b.keys.extra(q.pool, q.token)
-			ops = append(ops, clientv3.OpPut(q.key, b.entryOf(q).value(), clientv3.WithLease(lease)))
+			ops = append(ops, clientv3.OpPut(q.key, b.entryOf(q).value(), b.runLease(q.pool, lease)...))
 			regs = append(regs, q)
 			tokens = append(tokens, q.token)
 		}

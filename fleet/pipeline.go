@@ -50,6 +50,7 @@ func (b *Backend) pump() {
 	b.mu.Lock()
 	var work []func()
 	live := b.connectedLocked(now)
+	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {
 		b.publish, b.publishing = false, true
 		work = append(work, b.publishRecord)
@@ -321,6 +322,16 @@ func (b *Backend) register(r *registration) []admission.Event {
 	return events
 }
 
+// runLease is the lease of a running query's key: the session's, but
+// none in a pool with strict slots, whose keys stay when the node's lease
+// expires (docs/fleet.md, "Strict slots"); b.mu is held.
+func (b *Backend) runLease(pool string, lease clientv3.LeaseID) []clientv3.OpOption {
+	if p, ok := b.pools[pool]; ok && p.limits.StrictSlots {
+		return nil
+	}
+	return []clientv3.OpOption{clientv3.WithLease(lease)}
+}
+
 // tellQueued adds the Queued event of a query the daemon does not know
 // waits yet; b.mu is held.
 func (b *Backend) tellQueued(q *query, events []admission.Event) []admission.Event {
@@ -395,7 +406,7 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 			clientv3.Compare(clientv3.ModRevision(b.keys.slots(q.pool)).WithPrefix(), "<", rev+1),
 			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1))
 	}
-	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, b.entryOf(q).value(), clientv3.WithLease(lease))}
+	a.ops = []clientv3.Op{clientv3.OpPut(a.runKey, b.entryOf(q).value(), b.runLease(q.pool, lease)...)}
 	if l.LoadCPUThresholdPercent > 0 {
 		if pos != 0 || !b.loadAdmits(l.LoadCPUThresholdPercent) {
 			b.release(a)

@@ -27,6 +27,40 @@ type Memory struct {
 	Events       MemoryEvents `json:"events"`
 	Pressure     *Pressure    `json:"pressure,omitempty"`
 	Stat         MemoryStat   `json:"stat"`
+	// V1 says the reading is of a cgroup v1 memory hierarchy, whose
+	// events are failcnt and oom_kill only.
+	V1 bool `json:"v1,omitempty"`
+}
+
+// OOMLimit says whether an OOM kill in a query's cgroup (q, read when
+// the query ended) was the kernel enforcing the query's own limit
+// ("query") or its pool's ("pool", from the pool's readings when the
+// query started and when it ended), or neither (""): no kill, the host's
+// own OOM killer, or a signal. On v2 the cgroup whose limit was reached
+// counts an "oom" event, and the killed process's cgroup an "oom_kill";
+// v1 counts neither event, so there a kill (oom_control's oom_kill) in a
+// query whose usage hit its limit (failcnt) is the query's, and one while
+// the pool's failcnt grew is the pool's.
+func OOMLimit(q, poolBefore, poolAfter *Memory) string {
+	if q == nil || q.Events.OOMKill == 0 {
+		return ""
+	}
+	hit := func(m *Memory) uint64 {
+		if m.V1 {
+			if m.LimitBytes < 0 {
+				return 0
+			}
+			return m.Events.Max
+		}
+		return m.Events.OOM
+	}
+	switch {
+	case hit(q) > 0:
+		return "query"
+	case poolBefore != nil && poolAfter != nil && hit(poolAfter) > hit(poolBefore):
+		return "pool"
+	}
+	return ""
 }
 
 // MemoryEvents are the counts of cgroup v2 memory.events, each of the

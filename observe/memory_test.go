@@ -171,3 +171,35 @@ func FuzzParseBytes(f *testing.F) {
 		}
 	})
 }
+
+// TestOOMLimit: which limit an OOM kill in a query enforced, on v2 from
+// the "oom" events of the query and its pool, on v1 from failcnt; a kill
+// with neither (the host's OOM killer, a signal) is no limit's.
+func TestOOMLimit(t *testing.T) {
+	v2 := func(oom, kills uint64) *Memory {
+		return &Memory{LimitBytes: 1 << 20, Events: MemoryEvents{OOM: oom, OOMKill: kills}}
+	}
+	v1 := func(limit int64, failcnt, kills uint64) *Memory {
+		return &Memory{V1: true, LimitBytes: limit, Events: MemoryEvents{Max: failcnt, OOMKill: kills}}
+	}
+	for _, tc := range []struct {
+		name             string
+		q, before, after *Memory
+		want             string
+	}{
+		{"no memory controller", nil, nil, nil, ""},
+		{"no kill", v2(1, 0), v2(0, 0), v2(1, 0), ""},
+		{"query's limit", v2(1, 1), v2(0, 0), v2(1, 1), "query"},
+		{"pool's limit", v2(0, 1), v2(3, 0), v2(4, 1), "pool"},
+		{"pool's limit long before: the host's", v2(0, 1), v2(3, 0), v2(3, 1), ""},
+		{"host OOM, no limit reached", v2(0, 1), v2(0, 0), v2(0, 1), ""},
+		{"pool unread at the start", v2(0, 1), nil, v2(4, 1), ""},
+		{"v1 query's limit", v1(1<<20, 7, 1), v1(-1, 0, 0), v1(-1, 0, 1), "query"},
+		{"v1 pool's limit", v1(-1, 0, 1), v1(1<<30, 2, 0), v1(1<<30, 9, 1), "pool"},
+		{"v1 unlimited query", v1(-1, 7, 1), v1(-1, 0, 0), v1(-1, 0, 1), ""},
+	} {
+		if got := OOMLimit(tc.q, tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

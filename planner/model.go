@@ -79,6 +79,11 @@ type Pool struct {
 	// DefaultUsageHalfLifeSeconds, 0 counts running queries only.
 	// USAGE_HALF_LIFE_SECONDS (poolagent's extension).
 	UsageHalfLifeSeconds int64
+	// GlobalSlots says what becomes of a fleet node's slots when the node
+	// vanishes: SlotsLease, freed with its session lease (YDB's rule), or
+	// SlotsStrict, kept until it comes back or an administrator releases
+	// them. GLOBAL_SLOTS (poolagent's extension), 'lease' or 'strict'.
+	GlobalSlots string
 	// Created is where the pool was created; zero for `default`.
 	Created Pos
 }

@@ -54,14 +54,24 @@ const (
 	QueueFair = "fair"
 )
 
+// Global slot policies, the values of GLOBAL_SLOTS.
+const (
+	// SlotsLease: a node's slots go with its session lease, so a node
+	// that vanishes frees them after the TTL (YDB's liveness first).
+	SlotsLease = "lease"
+	// SlotsStrict: a node's slots stay until it comes back and adopts
+	// what still runs, or an administrator releases them (docs/fleet.md).
+	SlotsStrict = "strict"
+)
+
 // DefaultUsageHalfLifeSeconds is the half-life of the CPU time a user
 // used in a pool, as the fair queue counts it, when
 // USAGE_HALF_LIFE_SECONDS is -1.
 const DefaultUsageHalfLifeSeconds = 3600
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, and the
-// per-user limits and queue policy).
+// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, the
+// per-user limits and queue policy, and GLOBAL_SLOTS).
 var params = []*param{
 	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
 		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
@@ -99,6 +109,8 @@ var params = []*param{
 		wordField: func(p *Pool) *string { return &p.QueuePolicy }},
 	{name: "USAGE_HALF_LIFE_SECONDS", max: maxInt32, unset: fmt.Sprintf("%d s", DefaultUsageHalfLifeSeconds),
 		intField: func(p *Pool) *int64 { return &p.UsageHalfLifeSeconds }},
+	{name: "GLOBAL_SLOTS", words: []string{SlotsLease, SlotsStrict}, unset: SlotsLease, lockedOnDefault: true,
+		wordField: func(p *Pool) *string { return &p.GlobalSlots }},
 }
 
 // paramByName finds a pool parameter by any spelling, case-insensitively.

@@ -3,7 +3,7 @@ package pooltree
 import (
 	"errors"
 	"io/fs"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/poolagent/poolagent/observe"
@@ -25,6 +25,24 @@ func (h *Handle) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	defer h.mu.Unlock()
 	h.own(ps.Name + "/" + query)
 	return h.writer.PlaceQuery(ps, query, pid)
+}
+
+// MakeQuery creates the query cgroup <pool>/<query> with ps's query
+// template, in every hierarchy ([cgroupfs.Tree.MakeQuery]); it is the
+// caller's until RemoveQuery, kept by Apply and Repair while empty.
+func (h *Handle) MakeQuery(ps planner.PoolState, query string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.own(ps.Name + "/" + query)
+	return h.writer.MakeQuery(ps, query)
+}
+
+// MoveToQuery moves process pid into the query cgroup MakeQuery made with
+// ps ([cgroupfs.Tree.MoveToQuery]).
+func (h *Handle) MoveToQuery(ps planner.PoolState, query string, pid int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.MoveToQuery(ps, query, pid)
 }
 
 // own marks a query cgroup as the caller's until RemoveQuery; h.mu is
@@ -59,14 +77,25 @@ func (h *Handle) NotifyEmpty(pool, query string, wake chan<- struct{}) (stop fun
 	return h.empties.watch(pool, query, wake)
 }
 
-// QueryStat reads the query cgroup's CPU accounting; one that is gone
-// reads as zero.
-func (h *Handle) QueryStat(pool, query string) (observe.CPUStat, error) {
-	s, err := h.reader.Read(filepath.Join(pool, query))
+// QueryStat reads the query cgroup's CPU accounting and memory
+// ([cgroupfs.Reader.Read]); one that is gone reads as zero.
+func (h *Handle) QueryStat(pool, query string) (observe.Sample, error) {
+	group := path.Join(pool, query)
+	s, err := h.reader.Read(group)
 	if errors.Is(err, fs.ErrNotExist) {
-		return observe.CPUStat{}, nil
+		return observe.Sample{Group: group}, nil
 	}
-	return s.CPU, err
+	return s, err
+}
+
+// PoolMemory reads the pool cgroup's memory ([cgroupfs.Reader.Memory]);
+// nil where the memory controller is not there or the pool is gone.
+func (h *Handle) PoolMemory(pool string) (*observe.Memory, error) {
+	m, err := h.reader.Memory(pool)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return m, err
 }
 
 // RemoveQuery removes the query cgroup, which must be empty

@@ -11,7 +11,11 @@
 // credentials.
 package protocol
 
-import "errors"
+import (
+	"errors"
+	"math"
+	"strconv"
+)
 
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/poolagent/agent.sock"
@@ -103,6 +107,15 @@ const (
 	OpPools       = "pools"
 	OpClassifiers = "classifiers"
 	OpQueries     = "queries"
+	// OpHistory reads the daemon's history of a pool (Request.Pool; all
+	// pools when empty) since Request.SinceUsec ago (the whole window
+	// when 0), as traces of `poolagent record` (AdminReply.Traces). Open
+	// to every local user, like the views: it shows the pools' counters,
+	// which `poolagent stat` shows anyone.
+	OpHistory = "history"
+	// OpReleaseNode releases, in fleet mode, the strict slots of the node
+	// named in Request.Node (administrators only; docs/fleet.md).
+	OpReleaseNode = "release-node"
 )
 
 // Error codes of operator replies and of queries cut short by a stop.
@@ -141,6 +154,10 @@ type Request struct {
 	// fleet mode the views show the cluster otherwise. A single host is
 	// its own cluster.
 	Local bool `json:"local,omitempty"`
+	// SinceUsec is how far back OpHistory reads, µs; 0: all it keeps.
+	SinceUsec int64 `json:"since_usec,omitempty"`
+	// Node is the fleet node an OpReleaseNode names.
+	Node string `json:"node,omitempty"`
 }
 
 // Reply is a message from the daemon.
@@ -165,16 +182,70 @@ type Reply struct {
 
 // Stats is what a finished query reports: YDB's plan statistics
 // (ResourcePoolId, QueuedTimeUs, TotalDurationUs, spelled as YDB spells
-// them) and the query cgroup's cpu.stat counters (microseconds).
+// them), the query cgroup's cpu.stat counters (microseconds) and its
+// memory: the peak (memory.peak, v1 max_usage_in_bytes; 0 where the
+// kernel keeps none), the memory.events counts (v1: failcnt as
+// MemoryMaxEvents) and the processes the OOM killer ended, with the limit
+// that made it when it was the query's or its pool's (OOM).
 type Stats struct {
 	ResourcePoolID string `json:"ResourcePoolId"`
 	// QueuedTimeUs is the time from arrival to admission, µs.
 	QueuedTimeUs int64 `json:"QueuedTimeUs"`
 	// TotalDurationUs is the time from arrival until the query cgroup was
 	// empty, queue included, µs.
-	TotalDurationUs int64  `json:"TotalDurationUs"`
-	UsageUsec       uint64 `json:"usage_usec"`
-	NrPeriods       uint64 `json:"nr_periods"`
-	NrThrottled     uint64 `json:"nr_throttled"`
-	ThrottledUsec   uint64 `json:"throttled_usec"`
+	TotalDurationUs  int64    `json:"TotalDurationUs"`
+	UsageUsec        uint64   `json:"usage_usec"`
+	NrPeriods        uint64   `json:"nr_periods"`
+	NrThrottled      uint64   `json:"nr_throttled"`
+	ThrottledUsec    uint64   `json:"throttled_usec"`
+	PeakMemoryBytes  uint64   `json:"peak_memory_bytes"`
+	MemoryHighEvents uint64   `json:"memory_high_events"`
+	MemoryMaxEvents  uint64   `json:"memory_max_events"`
+	OOMKills         uint64   `json:"oom_kills"`
+	OOM              *OOMKill `json:"oom,omitempty"`
+}
+
+// OOMKill is a memory limit of poolagent's that the kernel's OOM killer
+// enforced on a query: the query's own (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE)
+// or its pool's (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE). A kill for another
+// reason (the host's own OOM killer, a signal) has none.
+type OOMKill struct {
+	// Limit is "query" or "pool".
+	Limit string `json:"limit"`
+	// LimitBytes is the limit reached (memory.max, v1
+	// memory.limit_in_bytes).
+	LimitBytes int64 `json:"limit_bytes"`
+	// Parameter is the pool parameter that set it, Percent its value and
+	// NodeBytes the node's memory it is a percent of.
+	Parameter string `json:"parameter"`
+	Percent   int64  `json:"percent"`
+	NodeBytes int64  `json:"node_bytes"`
+}
+
+// OOM limits.
+const (
+	OOMLimitQuery = "query"
+	OOMLimitPool  = "pool"
+)
+
+// Message is what the client says about the kill, prog being its name:
+//
+//	poolagent: query Q in pool P was killed by the kernel's OOM killer: the query's memory limit 512 MiB (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5 of 10 GiB) was reached
+func (o OOMKill) Message(prog, query, pool string) string {
+	return prog + ": query " + query + " in pool " + pool + " was killed by the kernel's OOM killer: the " + o.Limit +
+		"'s memory limit " + FormatBytes(o.LimitBytes) + " (" + o.Parameter + "=" + strconv.FormatInt(o.Percent, 10) +
+		" of " + FormatBytes(o.NodeBytes) + ") was reached"
+}
+
+// FormatBytes renders a byte count in binary units: "512 MiB", "10 GiB",
+// "99.6 MiB", "4 KiB", "100 B".
+func FormatBytes(b int64) string {
+	v, unit := float64(b), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) + " " + unit
 }

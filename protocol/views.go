@@ -127,6 +127,13 @@ type Query struct {
 	NrPeriods     uint64  `json:"NrPeriods"`
 	NrThrottled   uint64  `json:"NrThrottled"`
 	ThrottledUsec uint64  `json:"ThrottledUsec"`
+	// MemoryBytes and PeakMemoryBytes are the query cgroup's memory and
+	// its peak (memory.current, memory.peak; v1 usage_in_bytes,
+	// max_usage_in_bytes), OOMKills the processes the OOM killer ended
+	// in it; 0 where the memory controller is not there.
+	MemoryBytes     uint64 `json:"MemoryBytes"`
+	PeakMemoryBytes uint64 `json:"PeakMemoryBytes"`
+	OOMKills        uint64 `json:"OOMKills"`
 	// Adopted queries were running when the daemon started; their client
 	// belongs to an earlier daemon, so User and ClientPid are unknown.
 	Adopted bool `json:"Adopted,omitempty"`

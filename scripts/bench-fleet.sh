@@ -10,9 +10,15 @@
 #      with C = 32 (most queue) and C = 1000 (none do);
 #   3. slot hand-over: a query ends on node A, the one waiting on node B
 #      starts: p50, p99;
-#   4. the same cluster's own write rate with 96 clients, the ceiling.
+#   4. the same cluster's own write rate with 96 clients, the ceiling;
+#   5. as root (real daemons in cgroups below the host's cgroup v1 cpu
+#      hierarchy): 30 loops of `poolagent run -- /bin/true` through 3
+#      fleet nodes on 3 fsync members against one daemon without etcd, in
+#      alternating phases (admissions/s, p50/p99, CPU per admission), and
+#      a free pool's start beside a saturated limited pool with etcd 25 ms
+#      away (BenchmarkFleetEndToEnd, BenchmarkFreePoolBesideEtcd).
 #
-# Env: N (default 2000) iterations of each.
+# Env: N (default 2000) iterations of 1-4, E (default 2) rounds of 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
@@ -22,4 +28,10 @@ export POOLAGENT_ETCD_MEMBER=$bin/etcd-member
 echo "== host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -count=1 -run '^$' -bench '^Benchmark(AdmitLatency|ClusterAdmissions|HandOver|EtcdWrites)$' \
 	-benchtime "${N:-2000}x" ./fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
+if [ "$(id -u)" = 0 ]; then
+	go test -count=1 -run '^$' -bench '^Benchmark(FleetEndToEnd|FreePoolBesideEtcd)$' \
+		-benchtime "${E:-2}x" -timeout 20m ./fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
+else
+	echo "== not root: the end-to-end benchmarks (real daemons in cgroups) skipped"
+fi
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

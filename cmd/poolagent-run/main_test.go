@@ -23,9 +23,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestSlimDependencies keeps the binary slim: everything it links must be
-// the standard library, golang.org/x/sys, package client or package
-// protocol, and not package net, whose initialisation alone would add
-// much of a start's cost (docs/performance.md "Admission").
+// the standard library, golang.org/x/sys, package client, package protocol
+// or the internal packages version and suggest, and not package net, whose
+// initialisation alone would add much of a start's cost
+// (docs/performance.md "Admission").
 func TestSlimDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if or (not .Standard) (eq .ImportPath \"net\")}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
@@ -42,13 +43,14 @@ func TestSlimDependencies(t *testing.T) {
 			pkg == "github.com/poolagent/poolagent/client",
 			pkg == "github.com/poolagent/poolagent/protocol",
 			pkg == "github.com/poolagent/poolagent/internal/version",
+			pkg == "github.com/poolagent/poolagent/internal/suggest",
 			pkg == "golang.org/x/sys" || strings.HasPrefix(pkg, "golang.org/x/sys/"):
 		default:
 			offenders = append(offenders, pkg)
 		}
 	}
 	if len(offenders) > 0 {
-		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/{client,protocol,internal/version} may be linked", strings.Join(offenders, ", "))
+		t.Fatalf("poolagent-run links %s; only the standard library, golang.org/x/sys (but not its package net) and github.com/poolagent/poolagent/{client,protocol,internal/version,internal/suggest} may be linked", strings.Join(offenders, ", "))
 	}
 }
 
@@ -62,7 +64,7 @@ func TestWithoutDaemon(t *testing.T) {
 		{name: "no command", status: 125,
 			stderr: "poolagent-run: no command given (usage: poolagent-run [--pool P] -- CMD [ARGS...])\n"},
 		{name: "unknown flag", args: []string{"--verbose", "--", "true"}, status: 125,
-			stderr: "poolagent-run: flag provided but not defined: -verbose (usage: poolagent-run [--pool P] -- CMD [ARGS...])\n"},
+			stderr: "poolagent-run: unknown flag --verbose (accepted: --pool/-p, --stats, --socket, --version, --help/-h) (usage: poolagent-run [--pool P] -- CMD [ARGS...])\n"},
 		{name: "bad stats format", args: []string{"--stats", "xml", "--", "true"}, status: 125,
 			stderr: "poolagent-run: --stats \"xml\" is not accepted (accepted: text, json)\n"},
 		{name: "command not found", args: []string{"-p", "olap", "--", "no-such-command-poolagent"}, status: 127,

@@ -90,6 +90,10 @@ type clusterView struct{ b *fleet.Backend }
 
 func (v clusterView) Node() string { return v.b.Node() }
 
+func (v clusterView) ReleaseNode(node string) (int, error) {
+	return v.b.ReleaseNode(context.Background(), node)
+}
+
 func (v clusterView) Queries() []daemon.ClusterQuery {
 	var out []daemon.ClusterQuery
 	for _, q := range v.b.Queries() {

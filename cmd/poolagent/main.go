@@ -43,6 +43,7 @@ func newApp() *cli.App {
 			recordCommand(),
 			adviseCommand(),
 			sqlCommand(),
+			fleetCommand(),
 			poolsCommand(),
 			classifiersCommand(),
 			queriesCommand(),
