@@ -20,8 +20,8 @@ type Slot struct {
 // throttled in i or at its end (throttled time is booked when a runqueue is unthrottled,
 // so also a throttle booked in i+1); it is at
 // most the work that ran after it (usage of i+1 plus the backlog left
-// then) and at most the throttled time booked in i and i+1 (the CPU time
-// the waiting threads would have used). The demand of sample i is then
+// then) and at most the throttled time booked in i and i+1 at both levels
+// (the CPU time the waiting threads would have used). The demand of sample i is then
 // U_i + L_i - L_(i-1), arriving at the start of sample i, the work of a
 // sample at once: the way that spends a quota soonest, so the replay errs
 // towards more throttling, not less. Threads are the threads that ran in
@@ -30,16 +30,14 @@ type Slot struct {
 // throttled lacks the work that was left: its demand is a lower bound.
 func Demand(t *Trace) []Slot {
 	n := len(t.Samples)
-	throttled := func(i int) bool {
-		return i < n && (t.Samples[i].NrThrottled > 0 || t.Samples[i].ThrottledUsec > 0)
-	}
+	throttled := func(i int) bool { return i < n && t.Samples[i].Throttled() }
 	backlog := make([]int64, n+1) // backlog[i+1] is L_i; backlog[0] = L_-1 = 0
 	for i := n - 2; i >= 0; i-- {
 		if t.Samples[i].UsageUsec == 0 || (!throttled(i) && !throttled(i+1)) {
 			continue
 		}
 		after := int64(t.Samples[i+1].UsageUsec) + backlog[i+2]
-		waited := int64(t.Samples[i].ThrottledUsec + t.Samples[i+1].ThrottledUsec)
+		waited := int64(t.Samples[i].throttledUsec() + t.Samples[i+1].throttledUsec())
 		backlog[i+1] = min(after, waited)
 	}
 	var slots []Slot
@@ -59,6 +57,6 @@ func threadsOf(t *Trace, s Sample) int {
 	if s.Ran > 0 {
 		return s.Ran
 	}
-	est := int(math.Ceil(float64(s.UsageUsec+s.ThrottledUsec) / float64(t.IntervalUsec)))
+	est := int(math.Ceil(float64(s.UsageUsec+s.throttledUsec()) / float64(t.IntervalUsec)))
 	return min(max(est, 1), t.CPUs)
 }

@@ -63,12 +63,14 @@ func Diagnose(t *Trace, b Budget) Diagnosis {
 	}
 	say("average use %s of %s per %s period, yet %s of periods throttled (%d of %d), %s throttled in all",
 		pct(use), quotaText, msText(lim.PeriodUsec), pct(m.ThrottledRatio()), m.NrThrottled, m.NrPeriods, secText(m.ThrottledUsec))
+	if m.QueryThrottledUsec > 0 || m.QueryNrThrottled > 0 {
+		say("of which %s in query cgroups held by their own limit, in %d periods: the pool's own cpu.stat does not show it",
+			secText(m.QueryThrottledUsec), m.QueryNrThrottled)
+	}
 
 	quotaPerInterval := float64(lim.QuotaUsec) * float64(t.IntervalUsec) / float64(lim.PeriodUsec)
 	idle := func(i int) bool { return i >= 0 && float64(t.Samples[i].UsageUsec) < idleShare*quotaPerInterval }
-	throttled := func(i int) bool {
-		return i >= 0 && i < len(t.Samples) && (t.Samples[i].NrThrottled > 0 || t.Samples[i].ThrottledUsec > 0)
-	}
+	throttled := func(i int) bool { return i >= 0 && i < len(t.Samples) && t.Samples[i].Throttled() }
 	par, episodes, afterIdle := 1, 0, 0
 	for i := range t.Samples {
 		if !throttled(i) {

@@ -201,3 +201,44 @@ func TestDocsExample(t *testing.T) {
 		t.Errorf("docs/advise.md's example is not testdata/golden/chapter-burst.txt:\n%s", want)
 	}
 }
+
+// TestGoldenNode holds `poolagent advise --all` on a three-pool node, in
+// text and JSON, to testdata/golden/node.{txt,json}: the chapter's three
+// experiments as the node's pools, worst first.
+func TestGoldenNode(t *testing.T) {
+	var traces []*Trace
+	for _, c := range []struct{ file, pool string }{
+		{"chapter-fixed-window.json", "report"}, {"chapter-parallelism.json", "olap"}, {"chapter-burst.json", "batch"},
+	} {
+		tr := readTrace(t, c.file)
+		tr.Pool = c.pool
+		traces = append(traces, tr)
+	}
+	b := Budget{MaxThrottledRatio: 0.1}
+	pools, err := AdviseNode(traces, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, js bytes.Buffer
+	if err := WriteNode(&text, pools, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteNodeJSON(&js, pools, b); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][]byte{"node.txt": text.Bytes(), "node.json": js.Bytes()} {
+		path := filepath.Join("testdata", "golden", name)
+		if *update {
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, got) {
+			t.Errorf("%s differs; run go test ./advise -run TestGoldenNode -update and review the diff\ngot:\n%s", path, got)
+		}
+	}
+}

@@ -247,6 +247,7 @@ func Spread(s Sample, n int) []Sample {
 		p := s
 		p.UsageUsec, p.NrPeriods, p.NrThrottled = share(s.UsageUsec, i), share(s.NrPeriods, i), share(s.NrThrottled, i)
 		p.ThrottledUsec, p.NrBursts, p.BurstUsec = share(s.ThrottledUsec, i), share(s.NrBursts, i), share(s.BurstUsec, i)
+		p.QueryNrThrottled, p.QueryThrottledUsec = share(s.QueryNrThrottled, i), share(s.QueryThrottledUsec, i)
 		if s.PressureSomeUsec != nil {
 			v := share(*s.PressureSomeUsec, i)
 			p.PressureSomeUsec = &v

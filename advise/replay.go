@@ -3,6 +3,7 @@ package advise
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
@@ -17,6 +18,12 @@ type Outcome struct {
 	ThrottledUsec uint64
 	NrBursts      uint64
 	BurstUsec     uint64
+	// QueryNrThrottled and QueryThrottledUsec are the part of
+	// NrThrottled and ThrottledUsec measured at the query level (a
+	// query's own limit); the replay models the pool level alone, so a
+	// prediction has none.
+	QueryNrThrottled   uint64
+	QueryThrottledUsec uint64
 	// MaxDelayUsec is the longest a runnable thread was held in one period:
 	// the worst period's throttled time divided by the runqueues throttled
 	// in it.
@@ -49,6 +56,78 @@ const replayPool = "pool"
 // (rules 5 and 6), the state a run starts from. A run whose work outlasts
 // the gap is merged with the next.
 func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
+	return (&replayer{}).replay(t, slots, lim, scale)
+}
+
+// replayer replays a trace's runs, each distinct run once: the model is
+// deterministic, so a run whose work, limit and margin are those of one
+// already replayed (a workload that repeats itself) takes its outcome.
+// work counts the model's work of the runs it did replay (replayWork).
+type replayer struct {
+	runs map[string]simulate.KernelRun
+	work int64
+	// timeline, when not nil, gathers the replay's CPU time ran and
+	// throttled (both levels) per sample interval of the trace.
+	timeline []Bin
+}
+
+// Bin is CPU time in one stretch of a trace, µs: what ran and what was
+// throttled, at both levels.
+type Bin struct {
+	RanUsec, ThrottledUsec uint64
+}
+
+// ReplayTimeline is Replay that also returns the replay's CPU time ran and
+// throttled per sample interval of the trace.
+func ReplayTimeline(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, []Bin, error) {
+	r := &replayer{timeline: make([]Bin, len(t.Samples))}
+	o, err := r.replay(t, slots, lim, scale)
+	return o, r.timeline, err
+}
+
+// addTimeline adds a run's windows (one period each, from shift) to the
+// intervals they fall in.
+func (r *replayer) addTimeline(t *Trace, run simulate.KernelRun, lim cpulimit.Limit, shift int64) {
+	if r.timeline == nil {
+		return
+	}
+	for gi, g := range run.Groups {
+		for w, win := range g.Windows {
+			i := (shift + int64(w)*lim.PeriodUsec) / t.IntervalUsec
+			if i < 0 || i >= int64(len(r.timeline)) {
+				continue
+			}
+			if gi == 0 {
+				r.timeline[i].RanUsec += win.RanUsec
+			}
+			r.timeline[i].ThrottledUsec += win.ThrottledUsec
+		}
+	}
+}
+
+// runKey is what a run's outcome depends on: the limit, the margin and
+// the slots relative to the run's start.
+func runKey(slots []Slot, lim cpulimit.Limit, scale float64, shift int64) string {
+	b := make([]byte, 0, 32+24*len(slots))
+	b = strconv.AppendInt(b, lim.QuotaUsec, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, lim.PeriodUsec, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, lim.BurstUsec, 10)
+	b = append(b, '/')
+	b = strconv.AppendFloat(b, scale, 'g', -1, 64)
+	for _, s := range slots {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, s.StartUsec-shift, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, s.NeedUsec, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(s.Threads), 10)
+	}
+	return string(b)
+}
+
+func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
 	if lim.QuotaUsec < 0 {
 		var o Outcome
 		for _, s := range slots {
@@ -70,7 +149,7 @@ func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome,
 				last++
 			}
 			shift := slots[first].StartUsec / step * step
-			run, err := replayRun(t, slots[first:last+1], lim, scale, shift, p)
+			run, err := r.run(t, slots[first:last+1], lim, scale, shift, p)
 			if err != nil {
 				return Outcome{}, err
 			}
@@ -79,6 +158,7 @@ func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome,
 				continue
 			}
 			out.add(run, lim)
+			r.addTimeline(t, run, lim, shift)
 			break
 		}
 		first = last + 1
@@ -95,11 +175,65 @@ func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
 	o.ThrottledUsec += st.ThrottledUsec
 	o.NrBursts += st.NrBursts
 	o.BurstUsec += st.BurstUsec
-	for _, w := range g.Windows {
-		if w.ThrottledCPUs > 0 {
-			o.MaxDelayUsec = max(o.MaxDelayUsec, int64(w.ThrottledUsec)/int64(w.ThrottledCPUs))
+	// A period throttled at the query level alone counts too (either
+	// level, as Measured counts it); windows are the periods.
+	either := make([]bool, len(g.Windows))
+	for _, q := range run.Groups[1:] {
+		o.ThrottledUsec += q.Stat.ThrottledUsec
+		o.QueryThrottledUsec += q.Stat.ThrottledUsec
+		for i, w := range q.Windows {
+			if w.ThrottledCPUs > 0 && i < len(either) && g.Windows[i].ThrottledCPUs == 0 && !either[i] {
+				either[i] = true
+				o.NrThrottled++
+				o.QueryNrThrottled++
+			}
 		}
 	}
+	for i, w := range g.Windows {
+		cpus, usec := w.ThrottledCPUs, w.ThrottledUsec
+		for _, q := range run.Groups[1:] {
+			if i < len(q.Windows) {
+				cpus += q.Windows[i].ThrottledCPUs
+				usec += q.Windows[i].ThrottledUsec
+			}
+		}
+		if cpus > 0 {
+			o.MaxDelayUsec = max(o.MaxDelayUsec, int64(usec)/int64(cpus))
+		}
+	}
+}
+
+// queryLimitFor is the limit of the replay's query cgroups under pool
+// limit lim: the trace's query template scaled as the pool's quota is, and
+// without burst: a query cgroup is made as its query starts, its burst
+// written before its quota, so the kernel refills it once (one quota) and
+// the burst has had no idle periods to build up. nil when the trace has
+// no query limit or either is unlimited.
+func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
+	q := t.QueryLimit
+	if q == nil || q.QuotaUsec < 0 || t.Limit.QuotaUsec <= 0 || lim.QuotaUsec < 0 {
+		return nil
+	}
+	quota := int64(math.Round(float64(lim.QuotaUsec) * float64(q.QuotaUsec) / float64(t.Limit.QuotaUsec)))
+	return &cpulimit.Limit{QuotaUsec: max(quota, cpulimit.MinQuotaUsec), PeriodUsec: lim.PeriodUsec}
+}
+
+// run is replayRun, or the outcome of the same run replayed before.
+func (r *replayer) run(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
+	key := runKey(slots, lim, scale, shift)
+	if run, ok := r.runs[key]; ok {
+		return run, nil
+	}
+	run, err := replayRun(t, slots, lim, scale, shift, p)
+	if err != nil {
+		return simulate.KernelRun{}, err
+	}
+	if r.runs == nil {
+		r.runs = map[string]simulate.KernelRun{}
+	}
+	r.runs[key] = run
+	r.work += replayWork(t, slots, lim.PeriodUsec)
+	return run, nil
 }
 
 // replayRun runs the slots as one kernel-model run, shifted by shift µs
@@ -107,8 +241,19 @@ func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
 func replayRun(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
 	h := simulate.Host{CPUs: t.CPUs, TickUsec: 1, Groups: []simulate.Group{{
 		Name: replayPool, Limit: lim}}}
+	// With a query limit, each stretch of work in consecutive intervals
+	// is one query, in a query cgroup of its own made as it starts.
+	ql := queryLimitFor(t, lim)
+	group := replayPool
 	for i, s := range slots {
-		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: replayPool,
+		if ql != nil && (i == 0 || s.StartUsec-slots[i-1].StartUsec > t.IntervalUsec) {
+			group = fmt.Sprintf("q%d", len(h.Groups))
+			h.Groups = append(h.Groups, simulate.Group{Name: group, Parent: replayPool, Limit: *ql})
+			// Writing its limit starts its period timer: its periods
+			// run from its start.
+			p.PeriodPhaseUsec[group] = (s.StartUsec - shift) % lim.PeriodUsec
+		}
+		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: group,
 			ArriveUsec: s.StartUsec - shift, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})
 	}
 	run, err := simulate.RunKernel(h, p)

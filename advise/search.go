@@ -119,6 +119,23 @@ type Advice struct {
 	// Choice is the advised setting: Current when it meets the budget
 	// already; nil when no setting up to the whole node does.
 	Choice *Candidate
+	// Disagrees is set when the measured counters are over the budget
+	// and the replay of the recorded setting is within it: the model does
+	// not reproduce what was measured. The search then takes, as its
+	// margin, the smallest of disagreeScales at which the replay of the
+	// recorded setting is over the budget too (Margin), or, when none
+	// is, gives no advice (Choice nil).
+	Disagrees bool
+	// Shortfall is how much less throttled time the replay of the
+	// recorded setting found than was measured, as a share of the
+	// measurement, when that is more than the class's error (0
+	// otherwise): the margin is then every need x(1+Shortfall), at most
+	// x3.
+	Shortfall float64
+	// Margin is the factor every need was raised by in the margin runs
+	// when Disagrees or Shortfall; 0 otherwise (the class's error is the
+	// margin).
+	Margin float64
 	// CapRaised is set when no period and burst meet the budget at the
 	// current cap, so Choice raises it.
 	CapRaised bool
@@ -135,10 +152,11 @@ type Advice struct {
 }
 
 // MaxSearchWork bounds the model's work in one search, in thread-steps
-// (replayWork): about 10 s of model time on a quiet host. A trace whose
-// replay at the current setting alone takes more than a quarter of it is
-// refused (TraceTooLongError); a search that would spend more stops with
-// what it found (Advice.Stopped).
+// (replayWork) of the runs it replays (a run replayed before costs
+// nothing). A trace whose replay at the current setting alone takes more
+// than a quarter of it is refused (TraceTooLongError); a search that has
+// spent it stops with what it found (Advice.Stopped), after finishing the
+// candidate under way (two replays, at most half of it more).
 const MaxSearchWork = 10_000_000
 
 // errBudget ends a search that has spent MaxSearchWork.
@@ -187,8 +205,46 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 		return nil, err
 	}
 	a.Current = current
+	// A replay that finds less throttled time than was measured, by
+	// more than the class's error, is less sure than that error says:
+	// the margin widens to the shortfall (at most every need x3).
+	if m := a.Measured.ThrottledUsec; m > 0 && t.Limit.QuotaUsec >= 0 {
+		if under := 1 - float64(current.Predicted.ThrottledUsec)/float64(m); under*100 > current.Class.ErrorPercent {
+			a.Shortfall, s.margin = under, 1+min(under, 2)
+			if current, err = s.evalLimit(cur, t.Limit); err != nil {
+				return nil, err
+			}
+			a.Current = current
+		}
+	}
+	if !b.Meets(a.Measured) && current.Meets && t.Limit.QuotaUsec >= 0 {
+		// The model does not reproduce the measured throttling: widen
+		// the margin until it does, or give no advice.
+		a.Disagrees = true
+		s.margin = 0
+		for _, scale := range disagreeScales {
+			o, err := s.rep.replay(t, s.slots, t.Limit, scale)
+			if err != nil {
+				return nil, err
+			}
+			s.replays++
+			if !b.Meets(o) {
+				s.margin = scale
+				break
+			}
+		}
+		if s.margin == 0 {
+			a.Replays = s.replays
+			a.Class = current.Class
+			return a, nil
+		}
+		if current, err = s.evalLimit(cur, t.Limit); err != nil {
+			return nil, err
+		}
+		a.Current = current
+	}
 	defer func() {
-		a.Replays, a.Work = s.replays, s.work
+		a.Replays, a.Work, a.Margin = s.replays, s.rep.work, s.margin
 		a.Class = a.Current.Class
 		if a.Choice != nil {
 			a.Class = a.Choice.Class
@@ -250,10 +306,18 @@ type searcher struct {
 	b       Budget
 	slots   []Slot
 	replays int
-	// work is the model's work spent so far (replayWork), at most
-	// maxWork.
-	work, maxWork int64
+	// rep replays, each distinct run once; its work is the model's work
+	// spent so far, and a search stops once it reaches maxWork.
+	rep     replayer
+	maxWork int64
+	// margin, when not 0, replaces the class's error as the factor the
+	// margin runs raise every need by (Advice.Disagrees).
+	margin float64
 }
+
+// disagreeScales are the factors tried when the model does not reproduce
+// the measurement: needs raised by 50%, doubled, tripled.
+var disagreeScales = []float64{1.5, 2, 3}
 
 // eval predicts setting st.
 func (s *searcher) eval(st Setting) (Candidate, error) {
@@ -266,19 +330,21 @@ func (s *searcher) eval(st Setting) (Candidate, error) {
 
 func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) {
 	c := Candidate{Setting: st, Limit: lim}
-	w := 2 * replayWork(s.t, s.slots, lim.PeriodUsec)
-	if s.work+w > s.maxWork {
+	if s.rep.work >= s.maxWork {
 		return Candidate{}, errBudget
 	}
-	s.work += w
 	var err error
 	if c.Class, err = classFor(s.t, s.slots, lim); err != nil {
 		return Candidate{}, err
 	}
-	if c.Predicted, err = Replay(s.t, s.slots, lim, 1); err != nil {
+	if c.Predicted, err = s.rep.replay(s.t, s.slots, lim, 1); err != nil {
 		return Candidate{}, err
 	}
-	if c.Margin, err = Replay(s.t, s.slots, lim, 1+c.Class.ErrorPercent/100); err != nil {
+	scale := 1 + c.Class.ErrorPercent/100
+	if s.margin > 0 {
+		scale = s.margin
+	}
+	if c.Margin, err = s.rep.replay(s.t, s.slots, lim, scale); err != nil {
 		return Candidate{}, err
 	}
 	s.replays += 2
@@ -332,7 +398,10 @@ func (s *searcher) smallestCap(from float64, p int64, cur Setting) (Candidate, b
 	return best, true, nil
 }
 
-// Measured is the trace's own counters, summed over its samples. The
+// Measured is the trace's own counters, summed over its samples, with
+// throttling at either level (docs/advise.md, Levels): a period counts
+// as throttled when the pool or one of its queries was ([Sample.
+// NrThrottledEither]), throttled time is both levels' summed. The
 // worst delay is estimated per sample as its throttled time over the CPUs
 // its threads ran on (the kernel does not say how many runqueues were
 // throttled), with the throttled time booked at the sample's end counted
@@ -342,11 +411,13 @@ func Measured(t *Trace) Outcome {
 	for i, s := range t.Samples {
 		o.UsageUsec += s.UsageUsec
 		o.NrPeriods += s.NrPeriods
-		o.NrThrottled += s.NrThrottled
-		o.ThrottledUsec += s.ThrottledUsec
+		o.NrThrottled += s.NrThrottledEither()
+		o.ThrottledUsec += s.throttledUsec()
+		o.QueryNrThrottled += s.QueryNrThrottled
+		o.QueryThrottledUsec += s.QueryThrottledUsec
 		o.NrBursts += s.NrBursts
 		o.BurstUsec += s.BurstUsec
-		if s.ThrottledUsec == 0 {
+		if s.throttledUsec() == 0 {
 			continue
 		}
 		cpus := threadsOf(t, s)
@@ -354,7 +425,7 @@ func Measured(t *Trace) Outcome {
 			cpus = max(cpus, threadsOf(t, t.Samples[i-1]))
 		}
 		cpus = min(cpus, t.CPUs)
-		o.MaxDelayUsec = max(o.MaxDelayUsec, int64(s.ThrottledUsec)/int64(cpus))
+		o.MaxDelayUsec = max(o.MaxDelayUsec, int64(s.throttledUsec())/int64(cpus))
 	}
 	return o
 }

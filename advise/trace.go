@@ -61,8 +61,16 @@ type Trace struct {
 	// Limit is the pool's CPU limit while it was recorded: quota (Max
 	// for none), period and burst; Weight is not recorded.
 	Limit cpulimit.Limit `json:"-"`
+	// QueryLimit is the limit of each query cgroup below the pool (the
+	// pool's query template), when known: the daemon's history records
+	// it, `poolagent record` does not. With it the replay runs the pool's
+	// work in query cgroups as well (docs/advise.md, Levels).
+	QueryLimit *cpulimit.Limit `json:"-"`
 	// IntervalUsec is the length of every sample's interval.
 	IntervalUsec int64 `json:"interval_usec"`
+	// StartUnixUsec is when the first sample's interval started (µs since
+	// the epoch); 0 when not known. The daemon's history sets it.
+	StartUnixUsec int64 `json:"-"`
 	// Samples are consecutive intervals, the first starting when the
 	// recording started.
 	Samples []Sample `json:"samples"`
@@ -71,17 +79,19 @@ type Trace struct {
 // traceJSON is a Trace as the file holds it: the limit as its three
 // cgroup values, in µs.
 type traceJSON struct {
-	Format       string    `json:"format"`
-	Version      int       `json:"version"`
-	Pool         string    `json:"pool"`
-	Cgroup       string    `json:"cgroup"`
-	CPUs         int       `json:"cpus"`
-	NodeCPUs     float64   `json:"node_cpus"`
-	SliceUsec    int64     `json:"slice_usec"`
-	TickUsec     int64     `json:"tick_usec"`
-	Limit        limitJSON `json:"limit"`
-	IntervalUsec int64     `json:"interval_usec"`
-	Samples      []Sample  `json:"samples"`
+	Format        string     `json:"format"`
+	Version       int        `json:"version"`
+	Pool          string     `json:"pool"`
+	Cgroup        string     `json:"cgroup"`
+	CPUs          int        `json:"cpus"`
+	NodeCPUs      float64    `json:"node_cpus"`
+	SliceUsec     int64      `json:"slice_usec"`
+	TickUsec      int64      `json:"tick_usec"`
+	Limit         limitJSON  `json:"limit"`
+	QueryLimit    *limitJSON `json:"query_limit,omitempty"`
+	IntervalUsec  int64      `json:"interval_usec"`
+	StartUnixUsec int64      `json:"start_unix_usec,omitempty"`
+	Samples       []Sample   `json:"samples"`
 }
 
 // limitJSON is the trace's "limit": cpu.max ("QUOTA PERIOD", quota -1
@@ -94,9 +104,13 @@ type limitJSON struct {
 
 // MarshalJSON writes the trace in the file's layout.
 func (t Trace) MarshalJSON() ([]byte, error) {
-	return json.Marshal(traceJSON{Format: t.Format, Version: t.Version, Pool: t.Pool, Cgroup: t.Cgroup, CPUs: t.CPUs, NodeCPUs: t.NodeCPUs,
+	var q *limitJSON
+	if t.QueryLimit != nil {
+		q = &limitJSON{t.QueryLimit.QuotaUsec, t.QueryLimit.PeriodUsec, t.QueryLimit.BurstUsec}
+	}
+	return json.Marshal(traceJSON{QueryLimit: q, Format: t.Format, Version: t.Version, Pool: t.Pool, Cgroup: t.Cgroup, CPUs: t.CPUs, NodeCPUs: t.NodeCPUs,
 		SliceUsec: t.SliceUsec, TickUsec: t.TickUsec, Limit: limitJSON{t.Limit.QuotaUsec, t.Limit.PeriodUsec, t.Limit.BurstUsec},
-		IntervalUsec: t.IntervalUsec, Samples: t.Samples})
+		IntervalUsec: t.IntervalUsec, StartUnixUsec: t.StartUnixUsec, Samples: t.Samples})
 }
 
 // UnmarshalJSON reads the file's layout.
@@ -105,9 +119,13 @@ func (t *Trace) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return err
 	}
-	*t = Trace{Format: f.Format, Version: f.Version, Pool: f.Pool, Cgroup: f.Cgroup, CPUs: f.CPUs, NodeCPUs: f.NodeCPUs,
+	var q *cpulimit.Limit
+	if f.QueryLimit != nil {
+		q = &cpulimit.Limit{QuotaUsec: f.QueryLimit.QuotaUsec, PeriodUsec: f.QueryLimit.PeriodUsec, BurstUsec: f.QueryLimit.BurstUsec}
+	}
+	*t = Trace{QueryLimit: q, Format: f.Format, Version: f.Version, Pool: f.Pool, Cgroup: f.Cgroup, CPUs: f.CPUs, NodeCPUs: f.NodeCPUs,
 		SliceUsec: f.SliceUsec, TickUsec: f.TickUsec, Limit: cpulimit.Limit{QuotaUsec: f.Limit.QuotaUsec, PeriodUsec: f.Limit.PeriodUsec, BurstUsec: f.Limit.BurstUsec},
-		IntervalUsec: f.IntervalUsec, Samples: f.Samples}
+		IntervalUsec: f.IntervalUsec, StartUnixUsec: f.StartUnixUsec, Samples: f.Samples}
 	return nil
 }
 
@@ -135,6 +153,32 @@ type Sample struct {
 	// time at least one of the pool's threads waited for a CPU. Absent
 	// where the kernel has no PSI for the pool (cgroup v1).
 	PressureSomeUsec *uint64 `json:"pressure_some_usec,omitempty"`
+	// QueryNrThrottled is the most periods any one of the pool's query
+	// cgroups was throttled in by its own limit in the interval, and
+	// QueryThrottledUsec their throttled time summed: throttling at the
+	// query level, which the pool's own counters do not show
+	// (docs/advise.md, Levels). Absent (0) in a trace of `poolagent
+	// record`, which reads the pool alone.
+	QueryNrThrottled   uint64 `json:"query_nr_throttled,omitempty"`
+	QueryThrottledUsec uint64 `json:"query_throttled_usec,omitempty"`
+}
+
+// Throttled reports whether the interval was throttled at either level.
+func (s Sample) Throttled() bool {
+	return s.NrThrottled > 0 || s.ThrottledUsec > 0 || s.QueryNrThrottled > 0 || s.QueryThrottledUsec > 0
+}
+
+// throttledUsec is the interval's throttled time at both levels, summed.
+func (s Sample) throttledUsec() uint64 { return s.ThrottledUsec + s.QueryThrottledUsec }
+
+// NrThrottledEither is the periods of the interval throttled at either
+// level: the more of the pool's nr_throttled and the most of one query's,
+// at most nr_periods (at least one: a query's period may be booked in an
+// interval where the pool's is not). It is exact when the interval is one period (the
+// daemon's history by default), and otherwise a lower bound: the two
+// levels' periods are not told apart.
+func (s Sample) NrThrottledEither() uint64 {
+	return min(max(s.NrThrottled, s.QueryNrThrottled), max(s.NrPeriods, 1))
 }
 
 // TraceError is a trace file the reader refused: where and why.
@@ -171,9 +215,9 @@ const MinNodeCPUs = 0.01
 // maxQuoted is how much of a value from the file an error quotes.
 const maxQuoted = 64
 
-// quoted is s as Go quotes it, cut to its first maxQuoted bytes (and
-// saying how long it was) so that an error never echoes a huge value.
-func quoted(s string) string {
+// Quoted is s as Go quotes it, cut to its first 64 bytes (and saying how
+// long it was) so that an error never echoes a huge value.
+func Quoted(s string) string {
 	if len(s) <= maxQuoted {
 		return strconv.Quote(s)
 	}
@@ -245,13 +289,13 @@ func bad(where, msg string, args ...any) error {
 func (t *Trace) ValidateHeader() error {
 	switch {
 	case t.Format != TraceFormat:
-		return bad("format", "%s is not a poolagent trace (accepted: %q)", quoted(t.Format), TraceFormat)
+		return bad("format", "%s is not a poolagent trace (accepted: %q)", Quoted(t.Format), TraceFormat)
 	case t.Version != TraceVersion:
 		return bad("version", "%d is not a version this poolagent reads (accepted: %d)", t.Version, TraceVersion)
 	case !poolName.MatchString(t.Pool):
-		return bad("pool", "%s is not a pool name (accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-')", quoted(t.Pool))
+		return bad("pool", "%s is not a pool name (accepted: 1 to 64 of A-Z a-z 0-9 _ -, not starting with '-')", Quoted(t.Pool))
 	case t.Cgroup != "v1" && t.Cgroup != "v2":
-		return bad("cgroup", "%s (accepted: v1 or v2)", quoted(t.Cgroup))
+		return bad("cgroup", "%s (accepted: v1 or v2)", Quoted(t.Cgroup))
 	case t.CPUs < 1 || t.CPUs > MaxCPUs:
 		return bad("cpus", "%d (accepted: 1..%d)", t.CPUs, MaxCPUs)
 	case !(t.NodeCPUs >= MinNodeCPUs) || t.NodeCPUs > MaxCPUs:
@@ -266,6 +310,14 @@ func (t *Trace) ValidateHeader() error {
 		return bad("limit.quota_usec", "%d (accepted: -1 for max, or 1000..period x %d)", t.Limit.QuotaUsec, MaxCPUs)
 	case t.Limit.BurstUsec < 0 || (t.Limit.BurstUsec > 0 && t.Limit.BurstUsec > t.Limit.QuotaUsec):
 		return bad("limit.burst_usec", "%d (accepted: 0..quota_usec; no burst without a quota)", t.Limit.BurstUsec)
+	case t.QueryLimit != nil && t.QueryLimit.PeriodUsec != t.Limit.PeriodUsec:
+		return bad("query_limit.period_usec", "%d (accepted: the pool's period, %d: a query cgroup has its pool's period)", t.QueryLimit.PeriodUsec, t.Limit.PeriodUsec)
+	case t.QueryLimit != nil && t.QueryLimit.QuotaUsec != cpulimit.Max && (t.QueryLimit.QuotaUsec < 1000 || t.QueryLimit.QuotaUsec > t.Limit.PeriodUsec*MaxCPUs):
+		return bad("query_limit.quota_usec", "%d (accepted: -1 for max, or 1000..period x %d)", t.QueryLimit.QuotaUsec, MaxCPUs)
+	case t.QueryLimit != nil && (t.QueryLimit.BurstUsec < 0 || (t.QueryLimit.BurstUsec > 0 && t.QueryLimit.BurstUsec > t.QueryLimit.QuotaUsec)):
+		return bad("query_limit.burst_usec", "%d (accepted: 0..quota_usec; no burst without a quota)", t.QueryLimit.BurstUsec)
+	case t.StartUnixUsec < 0:
+		return bad("start_unix_usec", "%d (accepted: 0 for unknown, or µs since 1970)", t.StartUnixUsec)
 	case t.IntervalUsec < 1000 || t.IntervalUsec > 60_000_000:
 		return bad("interval_usec", "%d (accepted: 1000..60000000, 1 ms..1 min)", t.IntervalUsec)
 	case t.Limit.QuotaUsec > cpulimit.MinQuotaUsec && t.Limit.VCPU() > t.NodeCPUs*1.005:
@@ -310,6 +362,10 @@ func (t *Trace) Validate() error {
 			return bad(at("ran"), "%d (accepted: -1 for unknown, or 0..threads)", s.Ran)
 		case s.Runnable < -1 || s.Runnable > MaxThreads || (s.Threads >= 0 && s.Runnable > s.Threads):
 			return bad(at("runnable"), "%d (accepted: -1 for unknown, or 0..threads)", s.Runnable)
+		case s.QueryNrThrottled > maxPeriods:
+			return bad(at("query_nr_throttled"), "%d periods of %d µs cannot fit in two intervals of %d µs (accepted: 0..%d)", s.QueryNrThrottled, t.Limit.PeriodUsec, t.IntervalUsec, maxPeriods)
+		case s.QueryThrottledUsec > maxThrottled:
+			return bad(at("query_throttled_usec"), "%d is more than %d CPUs can be throttled around two intervals (accepted: 0..%d)", s.QueryThrottledUsec, t.CPUs, maxThrottled)
 		case s.PressureSomeUsec != nil && *s.PressureSomeUsec > uint64(t.IntervalUsec)*2:
 			return bad(at("pressure_some_usec"), "%d is more than twice the interval (accepted: 0..%d)", *s.PressureSomeUsec, 2*t.IntervalUsec)
 		}

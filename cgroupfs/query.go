@@ -11,32 +11,36 @@ import (
 )
 
 // PlaceQuery creates the query cgroup <pool>/<query> with the pool's query
-// template and moves pid into it, in every hierarchy. The pool must exist
-// (apply first); the query cgroup must not. If a step fails, the query
-// cgroup is removed again unless the process already entered it in some
-// hierarchy; the error says both.
+// template and moves pid into it, in every hierarchy: MakeQuery, then
+// MoveToQuery. The pool must exist (apply first); the query cgroup must
+// not. If a step fails, the query cgroup is removed again unless the
+// process already entered it in some hierarchy; the error says both.
 func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
-	if err := checkName(ps.Name); err != nil {
-		return fmt.Errorf("%w: pool: %v", ErrInvalid, err)
+	if err := t.MakeQuery(ps, query); err != nil {
+		return err
 	}
-	if err := checkName(query); err != nil {
-		return fmt.Errorf("%w: query: %v", ErrInvalid, err)
+	if err := t.MoveToQuery(ps, query, pid); err != nil {
+		return errors.Join(err, t.rmdirQuery(ps, query))
+	}
+	return nil
+}
+
+// MakeQuery creates the query cgroup <pool>/<query> with the pool's query
+// template, in every hierarchy a query of the pool is placed in. The pool
+// must exist (apply first); the query cgroup must not. If a step fails,
+// the query cgroup is removed again; the error says both.
+func (t *Tree) MakeQuery(ps planner.PoolState, query string) error {
+	cg, hiers, err := t.queryHiers(ps, query)
+	if err != nil {
+		return err
 	}
 	want := fromDesired(ps.Query)
-	if err := checkCgroup(ps.Query); err != nil {
-		return fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
-	}
-	hiers, err := t.hiers(want.memBytes >= 0, !want.cpu.CPUs.IsEmpty())
-	if err != nil {
-		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
-	}
 	pool, err := t.readSettings(ps.Name, hiers)
 	if err != nil {
-		return fmt.Errorf("place query %s/%s: %w", ps.Name, query, err)
+		return fmt.Errorf("make query %s: %w", cg, err)
 	}
 	// The query cgroup is new: the kernel's defaults below the pool as
 	// it is.
-	cg := path.Join(ps.Name, query)
 	b := newBuilder(&current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers,
 		nodes: map[string]*node{}, values: map[string]settings{}})
 	b.bw[ps.Name] = pool.cpu
@@ -44,27 +48,79 @@ func (t *Tree) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	tg := b.target(cg, b.cur.cpusetWant(want, true, pool))
 	b.values(tg)
 	b.cpusets([]target{tg})
-	for _, h := range hiers {
-		b.add(h, cg, OpWrite, fileProcs, strconv.Itoa(pid))
-	}
 	if _, err := t.Apply(Changes{Ops: b.ops}); err != nil {
 		var ae *ApplyError
 		if errors.As(err, &ae) {
 			err = ae.Err
 		}
-		errs := []error{fmt.Errorf("place pid %d in query %s: %w", pid, cg, err)}
-		for _, h := range hiers {
-			f, ferr := t.fs(h)
-			if ferr == nil {
-				ferr = f.Rmdir(cg)
-			}
-			if ferr != nil && !errors.Is(ferr, fs.ErrNotExist) {
-				errs = append(errs, ferr)
-			}
-		}
-		return errors.Join(errs...)
+		return errors.Join(fmt.Errorf("make query %s: %w", cg, err), t.rmdirQuery(ps, query))
 	}
 	return nil
+}
+
+// MoveToQuery moves pid into the query cgroup <pool>/<query> (made by
+// MakeQuery with the same ps), in every hierarchy, by writing its
+// cgroup.procs. A failure leaves the cgroup, which the process may have
+// entered in some hierarchy: the caller removes it once it is empty.
+func (t *Tree) MoveToQuery(ps planner.PoolState, query string, pid int) error {
+	cg, hiers, err := t.queryHiers(ps, query)
+	if err != nil {
+		return err
+	}
+	var ops []Op
+	for _, h := range hiers {
+		ops = append(ops, Op{Kind: OpWrite, Hier: h, Dir: t.roots[h], Path: cg, File: fileProcs, Value: strconv.Itoa(pid)})
+	}
+	if _, err := t.Apply(Changes{Ops: ops}); err != nil {
+		var ae *ApplyError
+		if errors.As(err, &ae) {
+			err = ae.Err
+		}
+		return fmt.Errorf("place pid %d in query %s: %w", pid, cg, err)
+	}
+	return nil
+}
+
+// queryHiers checks the names and the query template of ps and returns
+// the query cgroup's path below the root and the hierarchies a query of
+// the pool is placed in.
+func (t *Tree) queryHiers(ps planner.PoolState, query string) (string, []string, error) {
+	if err := checkName(ps.Name); err != nil {
+		return "", nil, fmt.Errorf("%w: pool: %v", ErrInvalid, err)
+	}
+	if err := checkName(query); err != nil {
+		return "", nil, fmt.Errorf("%w: query: %v", ErrInvalid, err)
+	}
+	if err := checkCgroup(ps.Query); err != nil {
+		return "", nil, fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
+	}
+	cg := path.Join(ps.Name, query)
+	want := fromDesired(ps.Query)
+	hiers, err := t.hiers(want.memBytes >= 0, !want.cpu.CPUs.IsEmpty())
+	if err != nil {
+		return "", nil, fmt.Errorf("query %s: %w", cg, err)
+	}
+	return cg, hiers, nil
+}
+
+// rmdirQuery removes the query cgroup of ps in every hierarchy it may be
+// in; one that is gone is not an error, one a process entered is.
+func (t *Tree) rmdirQuery(ps planner.PoolState, query string) error {
+	cg, hiers, err := t.queryHiers(ps, query)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hiers {
+		f, ferr := t.fs(h)
+		if ferr == nil {
+			ferr = f.Rmdir(cg)
+		}
+		if ferr != nil && !errors.Is(ferr, fs.ErrNotExist) {
+			errs = append(errs, ferr)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // QueryPlaces returns, for every hierarchy [Tree.PlaceQuery] would move a

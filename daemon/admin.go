@@ -17,7 +17,7 @@ import (
 // isAdminOp reports whether op is an operator operation.
 func isAdminOp(op string) bool {
 	switch op {
-	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpReleaseNode:
+	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpHistory, protocol.OpReleaseNode:
 		return true
 	}
 	return false
@@ -47,6 +47,8 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		reply.Classifiers = sysview.Classifiers(s.Model())
 	case protocol.OpQueries:
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
+	case protocol.OpHistory:
+		reply = s.serveHistory(req)
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
 	case protocol.OpReleaseNode:

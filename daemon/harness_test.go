@@ -234,19 +234,30 @@ func (f *fakeCgroups) Apply(d planner.Desired) error {
 	return nil
 }
 
-func (f *fakeCgroups) PlaceQuery(ps planner.PoolState, query string, pid int) error {
+func (f *fakeCgroups) MakeQuery(ps planner.PoolState, query string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := ps.Name + "/" + query
 	if _, ok := f.queries[key]; ok {
 		return fmt.Errorf("query cgroup %s exists", key)
 	}
-	f.queries[key] = []int{pid}
+	f.queries[key] = []int{}
+	f.created++
+	return nil
+}
+
+func (f *fakeCgroups) MoveToQuery(ps planner.PoolState, query string, pid int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := ps.Name + "/" + query
+	if _, ok := f.queries[key]; !ok {
+		return fmt.Errorf("query cgroup %s: no such cgroup", key)
+	}
+	f.queries[key] = append(f.queries[key], pid)
 	if f.placed == nil {
 		f.placed = map[int]string{}
 	}
 	f.placed[pid] = ps.Name
-	f.created++
 	return nil
 }
 

@@ -78,7 +78,11 @@ func idleQueries(b *testing.B, cg Cgroups, counted *countedCgroups, n int) {
 			b.Fatal(err)
 		}
 		sleepers = append(sleepers, c)
-		if err := cg.PlaceQuery(ps, fmt.Sprintf("qidle-%d", i), c.Process.Pid); err != nil {
+		name := fmt.Sprintf("qidle-%d", i)
+		if err := cg.MakeQuery(ps, name); err != nil {
+			b.Fatal(err)
+		}
+		if err := cg.MoveToQuery(ps, name, c.Process.Pid); err != nil {
 			b.Fatal(err)
 		}
 	}

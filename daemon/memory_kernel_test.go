@@ -122,6 +122,29 @@ func TestKernelQueryOOM(t *testing.T) {
 			waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
 		})
 	}
+	// The pool's memory.events count its queries' kills: the metrics and
+	// poolagent stat's reader show them, with the pool's usage and peak.
+	snap, err := d.srv.MetricsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range snap.Pools {
+		if p.Name != "olap" {
+			continue
+		}
+		if m := p.Memory; m == nil || m.Events.OOMKill != 2 || m.PeakBytes == nil || *m.PeakBytes < 40<<20 || m.LimitBytes != -1 {
+			t.Errorf("metrics of pool olap: memory %+v, want 2 OOM kills, a peak of 40 MiB or more and no pool limit", m)
+		}
+	}
+	samples, err := cg.Reader().ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if s.Group == "olap" && (s.Memory == nil || s.Memory.Events.OOMKill != 2) {
+			t.Errorf("stat of pool olap: memory %+v, want 2 OOM kills", s.Memory)
+		}
+	}
 }
 
 // TestKernelPoolOOM: two queries that together pass their pool's

@@ -73,7 +73,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			mp.CPUs = d.Pools[i].Pool.CPU.CPUs.Count()
 		}
 		if st, ok := stats[p.Name]; ok {
-			mp.CPU, mp.Pressure = &st.CPU, st.Pressure
+			mp.CPU, mp.Pressure, mp.Memory = &st.CPU, st.Pressure, st.Memory
 		}
 		snap.Pools = append(snap.Pools, mp)
 	}

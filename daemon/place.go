@@ -16,14 +16,17 @@ var ErrConfined = errors.New("held by a limit the query would leave")
 
 // place moves p.Target into q's cgroup, made with the limits q's pool
 // has in the plan, and returns that pool state. The process is held while
-// it is checked and moved (peer.Checker.Hold). The cgroup is made and the
-// process moved holding the plan lock (replanner.withPool), so that no
-// re-plan is applied in between: one would remove the cgroup while it is
-// empty, and on cgroup v1 the kernel refuses a query quota above a pool
-// quota a re-plan had lowered. The hold is taken and let go outside the
-// plan lock: letting go of a process that does not stop (one sitting in
-// vfork()) takes up to a second, which must not hold up other users'
-// starts, re-plans, reloads or reconciles.
+// it is checked and moved (peer.Checker.Hold). The cgroup is made holding
+// the plan lock (replanner.withPool), after the confinement check, so
+// that its limits are its pool's as the plan has them: on cgroup v1 the
+// kernel refuses a query quota above a pool quota a re-plan had lowered.
+// The move (a write to cgroup.procs, which on v1 waits for the kernel's
+// cgroup lock) and the hold happen outside the plan lock: letting go of a
+// process that does not stop (one sitting in vfork()) takes up to a
+// second, which must not hold up other users' starts, re-plans, reloads
+// or reconciles. A re-plan in between leaves the empty cgroup
+// (Cgroups.MakeQuery); a drop of the pool removes it, and the query fails
+// as dropped.
 func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
 	var ps planner.PoolState
 	err := s.procs.Hold(p, func(pid int) error {
@@ -32,13 +35,20 @@ func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
 			if err := s.confined(pid, cur, q.name); err != nil {
 				return err
 			}
-			if s.cfg.beforeMove != nil {
-				s.cfg.beforeMove(pid)
-			}
-			return s.cg.PlaceQuery(cur, q.name, pid)
+			return s.cg.MakeQuery(cur, q.name)
 		})
 		if !found {
 			return dropped(q.pool)
+		}
+		if err != nil {
+			return err
+		}
+		if s.cfg.beforeMove != nil {
+			s.cfg.beforeMove(pid)
+		}
+		err = s.cg.MoveToQuery(ps, q.name, pid)
+		if _, ok := s.rp.poolState(q.pool); err != nil && !ok {
+			return fmt.Errorf("%w: %w", dropped(q.pool), err)
 		}
 		return err
 	})

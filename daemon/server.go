@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/metrics"
 	"github.com/poolagent/poolagent/observe"
@@ -42,9 +43,13 @@ type Cgroups interface {
 	// Repair is Apply that also says how many writes it made: none when
 	// the tree still matched d.
 	Repair(d planner.Desired) (writes int, err error)
-	// PlaceQuery creates the query cgroup <pool>/<query> with the pool's
-	// query template and moves process pid into it.
-	PlaceQuery(ps planner.PoolState, query string, pid int) error
+	// MakeQuery creates the query cgroup <pool>/<query> with the pool's
+	// query template. It stays, empty, through Apply and Repair until
+	// RemoveQuery.
+	MakeQuery(ps planner.PoolState, query string) error
+	// MoveToQuery moves process pid into the query cgroup MakeQuery made
+	// with ps.
+	MoveToQuery(ps planner.PoolState, query string, pid int) error
 	// LimitsLeft returns the CPU and memory limits, set outside the query
 	// cgroup's own path, that process pid would leave by being placed in
 	// <pool>/<query>.
@@ -141,6 +146,9 @@ type Config struct {
 	// Limits bound what local users can make the daemon hold; zero
 	// fields take their defaults (docs/security.md).
 	Limits Limits
+	// History is what the daemon keeps of each pool's recent counters
+	// for `poolagent advise --pool`; a zero Window keeps none.
+	History HistoryConfig
 	// MetricsPerUser exports each user's running and queued queries per
 	// pool, with a user label; off, only the counts of distinct users.
 	MetricsPerUser bool
@@ -195,6 +203,9 @@ type Server struct {
 	predictor  *metrics.Predictor
 	starvation *metrics.Starvation
 	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
+	// history is each pool's recent counters; nil when kept for no
+	// window.
+	history *history
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -224,6 +235,12 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
+	if w := cfg.History.Window; w < 0 || w > MaxHistoryWindow {
+		return nil, fmt.Errorf("history window %s: accepted 0 (none) to %s", w, MaxHistoryWindow)
+	}
+	if iv := cfg.History.Interval; iv < 0 || iv > time.Minute || (cfg.History.Window > 0 && cfg.History.Window/max(iv, MinHistoryInterval) > advise.MaxSamples) {
+		return nil, fmt.Errorf("history interval %s: accepted 0 (the period) to 1m, and at most %d intervals in the window", iv, advise.MaxSamples)
+	}
 	limits := cfg.Limits.withDefaults()
 	backend := cfg.Admission
 	if backend == nil {
@@ -248,6 +265,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
+	}
+	if cfg.History.Window > 0 {
+		s.history = newHistory(cfg.History)
 	}
 	s.reg = newRegistry(backend, policy)
 	s.changes = &changes{log: cfg.Log, reg: s.reg}
@@ -320,6 +340,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	wg.Go(func() { s.sampleLoop(ctx) })
+	if s.history != nil {
+		wg.Go(func() { s.historyLoop(ctx) })
+	}
 	wg.Go(func() { s.rp.loop(ctx) })
 	wg.Go(func() { s.rp.reconcileLoop(ctx, s.cfg.Reconcile) })
 	wg.Go(func() { s.reg.deliver(ctx) })

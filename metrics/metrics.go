@@ -114,6 +114,10 @@ type Pool struct {
 	// kernel keeps none for it (cgroup v1, PSI off): the pressure series
 	// are then not exposed.
 	Pressure *observe.Pressure
+	// Memory is the pool cgroup's memory; nil where the memory
+	// controller is not there for it: the memory series are then not
+	// exposed.
+	Memory *observe.Memory
 	// PredictedThrottledUsec is the simulator's throttled time for the same
 	// intervals the measured counters cover, cumulative, microseconds.
 	PredictedThrottledUsec uint64
@@ -148,13 +152,18 @@ type Collector struct {
 	bursts, burst, predictedThrottled            *prometheus.Desc
 	pressureSome, pressureFull                   *prometheus.Desc
 
+	memory, memoryLimit, memoryHigh, memoryPeak, memorySwap *prometheus.Desc
+	memoryOOMKills, memoryEvents                            *prometheus.Desc
+	memoryPressureSome, memoryPressureFull                  *prometheus.Desc
+
 	clusterRunning, clusterQueued              *prometheus.Desc
 	etcdConnected, etcdRoundTrip, etcdWatchLag *prometheus.Desc
 	etcdSessions                               *prometheus.Desc
 
 	// cAdvisor's names for the same cpu.stat counters, so its dashboards
 	// and alerts (kubernetes-mixin's CPUThrottlingHigh) work on pools.
-	cadvisorUsage, cadvisorPeriods, cadvisorThrottledPeriods, cadvisorThrottled *prometheus.Desc
+	cadvisorUsage, cadvisorPeriods, cadvisorThrottledPeriods, cadvisorThrottled         *prometheus.Desc
+	cadvisorMemoryUsage, cadvisorMemoryLimit, cadvisorMemoryMaxUsage, cadvisorOOMEvents *prometheus.Desc
 }
 
 // NewCollector builds the metric descriptors once; every scrape reads src.
@@ -199,6 +208,20 @@ func NewCollector(src Source) *Collector {
 		pressureFull: d("pool_cpu_pressure_full_seconds_total",
 			"Time in which all of the pool's non-idle threads waited for a CPU at once (cpu.pressure full total).", pool),
 
+		memory:      d("pool_memory_bytes", "Memory the pool cgroup uses (memory.current; v1 memory.usage_in_bytes).", pool),
+		memoryLimit: d("pool_memory_limit_bytes", "The pool cgroup's memory limit, memory.max (v1 memory.limit_in_bytes; absent when unlimited).", pool),
+		memoryHigh:  d("pool_memory_high_bytes", "The pool cgroup's soft memory limit, memory.high (v1 memory.soft_limit_in_bytes; absent when unlimited).", pool),
+		memoryPeak:  d("pool_memory_peak_bytes", "The most memory the pool cgroup has used (memory.peak, Linux 5.19 on; v1 memory.max_usage_in_bytes; absent where the kernel keeps none).", pool),
+		memorySwap:  d("pool_memory_swap_bytes", "Swap the pool cgroup uses (memory.swap.current; absent without swap accounting).", pool),
+		memoryOOMKills: d("pool_memory_oom_kills_total",
+			"Processes of the pool's queries the OOM killer ended, whatever the cause (memory.events oom_kill; v1 memory.oom_control oom_kill).", pool),
+		memoryEvents: d("pool_memory_events_total",
+			"memory.events of the pool cgroup: high (reclaim forced by memory.high), max (usage about to pass memory.max), oom (memory.max reached, reclaim failed: the OOM killer was called for the pool); v1: max is memory.failcnt.", []string{"pool", "event"}),
+		memoryPressureSome: d("pool_memory_pressure_some_seconds_total",
+			"Time in which at least one of the pool's threads waited for memory (memory.pressure some total).", pool),
+		memoryPressureFull: d("pool_memory_pressure_full_seconds_total",
+			"Time in which all of the pool's non-idle threads waited for memory at once (memory.pressure full total).", pool),
+
 		usersRunning: d("pool_users_running", "Distinct users with queries running in the pool.", pool),
 		usersQueued:  d("pool_users_queued", "Distinct users with queries waiting in the pool's queue.", pool),
 		userRunning:  d("pool_user_running_queries", "Queries of one user running in the pool (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
@@ -215,6 +238,10 @@ func NewCollector(src Source) *Collector {
 		cadvisorPeriods:          c("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals (cAdvisor's name; the pool's nr_periods)."),
 		cadvisorThrottledPeriods: c("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals (cAdvisor's name; the pool's nr_throttled)."),
 		cadvisorThrottled:        c("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled (cAdvisor's name; the pool's throttled_usec)."),
+		cadvisorMemoryUsage:      c("container_memory_usage_bytes", "Current memory usage in bytes (cAdvisor's name; the pool's memory.current)."),
+		cadvisorMemoryLimit:      c("container_spec_memory_limit_bytes", "Memory limit for the container (cAdvisor's name; the pool's memory.max, absent when unlimited)."),
+		cadvisorMemoryMaxUsage:   c("container_memory_max_usage_bytes", "Maximum memory usage recorded in bytes (cAdvisor's name; the pool's memory.peak)."),
+		cadvisorOOMEvents:        c("container_oom_events_total", "Count of out of memory events observed for the container (cAdvisor's name; the pool's oom_kill count)."),
 	}
 }
 
@@ -234,7 +261,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
+		c.memory, c.memoryLimit, c.memoryHigh, c.memoryPeak, c.memorySwap, c.memoryOOMKills, c.memoryEvents,
+		c.memoryPressureSome, c.memoryPressureFull,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
+		c.cadvisorMemoryUsage, c.cadvisorMemoryLimit, c.cadvisorMemoryMaxUsage, c.cadvisorOOMEvents,
 		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions,
 	} {
 		ch <- d
@@ -314,6 +344,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				counter(c.pressureFull, seconds(ps.Full.TotalUsec), p.Name)
 			}
 		}
+		if m := p.Memory; m != nil {
+			c.collectMemory(gauge, counter, p.Name, m)
+		}
 	}
 	if cl := s.Cluster; cl != nil {
 		up := 0.0
@@ -329,6 +362,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range cps {
 			gauge(c.clusterRunning, float64(p.Running), p.Name)
 			gauge(c.clusterQueued, float64(p.Queued), p.Name)
+		}
+	}
+}
+
+// collectMemory sends the memory series of pool, whose memory is m.
+func (c *Collector) collectMemory(gauge, counter func(*prometheus.Desc, float64, ...string), pool string, m *observe.Memory) {
+	gauge(c.memory, float64(m.CurrentBytes), pool)
+	gauge(c.cadvisorMemoryUsage, float64(m.CurrentBytes), pool, pool)
+	if m.LimitBytes >= 0 {
+		gauge(c.memoryLimit, float64(m.LimitBytes), pool)
+		gauge(c.cadvisorMemoryLimit, float64(m.LimitBytes), pool, pool)
+	}
+	if m.HighBytes >= 0 {
+		gauge(c.memoryHigh, float64(m.HighBytes), pool)
+	}
+	if m.PeakBytes != nil {
+		gauge(c.memoryPeak, float64(*m.PeakBytes), pool)
+		gauge(c.cadvisorMemoryMaxUsage, float64(*m.PeakBytes), pool, pool)
+	}
+	if m.SwapBytes != nil {
+		gauge(c.memorySwap, float64(*m.SwapBytes), pool)
+	}
+	counter(c.memoryOOMKills, float64(m.Events.OOMKill), pool)
+	counter(c.cadvisorOOMEvents, float64(m.Events.OOMKill), pool, pool)
+	for _, e := range []struct {
+		name  string
+		count uint64
+	}{{"high", m.Events.High}, {"max", m.Events.Max}, {"oom", m.Events.OOM}} {
+		counter(c.memoryEvents, float64(e.count), pool, e.name)
+	}
+	if ps := m.Pressure; ps != nil {
+		counter(c.memoryPressureSome, seconds(ps.Some.TotalUsec), pool)
+		if ps.Full != nil {
+			counter(c.memoryPressureFull, seconds(ps.Full.TotalUsec), pool)
 		}
 	}
 }

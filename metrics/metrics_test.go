@@ -25,6 +25,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/me
 
 const golden = "../testdata/metrics/exposition.txt"
 
+func u64(v uint64) *uint64 { return &v }
+
 // fixture is a daemon with three pools: default (unlimited, idle), olap
 // (limits, queue, throttled) and adhoc (just created: no cgroup read yet).
 func fixture() Snapshot {
@@ -51,6 +53,12 @@ func fixture() Snapshot {
 					Some: observe.PressureLine{Avg10Percent: 12.5, Avg60Percent: 10.25, Avg300Percent: 8, TotalUsec: 57_300_000},
 					Full: &observe.PressureLine{Avg10Percent: 3.5, Avg60Percent: 2.75, Avg300Percent: 2, TotalUsec: 15_125_000},
 				},
+				// One query killed at the pool's 8 GiB, a soft limit at 6 GiB.
+				Memory: &observe.Memory{
+					CurrentBytes: 5_368_709_120, PeakBytes: u64(8_589_934_592), LimitBytes: 8_589_934_592, HighBytes: 6_442_450_944,
+					SwapBytes: u64(0), Events: observe.MemoryEvents{High: 120, Max: 37, OOM: 1, OOMKill: 1},
+					Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 2_500_000}, Full: &observe.PressureLine{TotalUsec: 1_000_000}},
+				},
 			},
 			{
 				Name: "default", ConcurrentQueryLimit: -1, QueueSize: -1, Admitted: 3,
@@ -58,6 +66,8 @@ func fixture() Snapshot {
 				CPU:       &observe.CPUStat{UsageUsec: 1_000_000, NrPeriods: 0},
 				// A kernel before 5.13: cpu.pressure without a full line.
 				Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 250_000}},
+				// cgroup v1: no peak of the kernel's, no swap, no pressure.
+				Memory: &observe.Memory{V1: true, CurrentBytes: 1 << 20, LimitBytes: -1, HighBytes: -1, Events: observe.MemoryEvents{Max: 2}},
 			},
 			{Name: "adhoc", ConcurrentQueryLimit: 0, QueueSize: -1, CPULimitCores: 2.5, CPUWeight: 200},
 		},

@@ -27,6 +27,24 @@ func (h *Handle) PlaceQuery(ps planner.PoolState, query string, pid int) error {
 	return h.writer.PlaceQuery(ps, query, pid)
 }
 
+// MakeQuery creates the query cgroup <pool>/<query> with ps's query
+// template, in every hierarchy ([cgroupfs.Tree.MakeQuery]); it is the
+// caller's until RemoveQuery, kept by Apply and Repair while empty.
+func (h *Handle) MakeQuery(ps planner.PoolState, query string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.own(ps.Name + "/" + query)
+	return h.writer.MakeQuery(ps, query)
+}
+
+// MoveToQuery moves process pid into the query cgroup MakeQuery made with
+// ps ([cgroupfs.Tree.MoveToQuery]).
+func (h *Handle) MoveToQuery(ps planner.PoolState, query string, pid int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.MoveToQuery(ps, query, pid)
+}
+
 // own marks a query cgroup as the caller's until RemoveQuery; h.mu is
 // held.
 func (h *Handle) own(group string) {

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // AdminReply answers an operator operation (OpSQL and the system views).
 type AdminReply struct {
@@ -14,6 +17,10 @@ type AdminReply struct {
 	Pools       []Pool       `json:"pools,omitempty"`
 	Classifiers []Classifier `json:"classifiers,omitempty"`
 	Queries     []Query      `json:"queries,omitempty"`
+	// Traces are OpHistory's answer: for each pool, oldest first, one
+	// trace per stretch under one CPU limit, in the trace format of
+	// docs/advise.md.
+	Traces []json.RawMessage `json:"traces,omitempty"`
 	// Released is how many slots an OpReleaseNode released.
 	Released int `json:"released,omitempty"`
 }

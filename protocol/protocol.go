@@ -107,6 +107,12 @@ const (
 	OpPools       = "pools"
 	OpClassifiers = "classifiers"
 	OpQueries     = "queries"
+	// OpHistory reads the daemon's history of a pool (Request.Pool; all
+	// pools when empty) since Request.SinceUsec ago (the whole window
+	// when 0), as traces of `poolagent record` (AdminReply.Traces). Open
+	// to every local user, like the views: it shows the pools' counters,
+	// which `poolagent stat` shows anyone.
+	OpHistory = "history"
 	// OpReleaseNode releases, in fleet mode, the strict slots of the node
 	// named in Request.Node (administrators only; docs/fleet.md).
 	OpReleaseNode = "release-node"
@@ -148,6 +154,8 @@ type Request struct {
 	// fleet mode the views show the cluster otherwise. A single host is
 	// its own cluster.
 	Local bool `json:"local,omitempty"`
+	// SinceUsec is how far back OpHistory reads, µs; 0: all it keeps.
+	SinceUsec int64 `json:"since_usec,omitempty"`
 	// Node is the fleet node an OpReleaseNode names.
 	Node string `json:"node,omitempty"`
 }

@@ -61,6 +61,8 @@ func daemonCommand() *cli.Command {
 			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
 			&cli.DurationFlag{Name: "load-sample", Value: admission.DefaultSampleInterval, Usage: "host CPU load sampling `INTERVAL`"},
+			&cli.DurationFlag{Name: "history-window", Value: time.Hour, Usage: "keep each pool's CPU counters for this `DURATION`, per period (at least 100ms), for poolagent advise --pool; 0: none (docs/advise.md)"},
+			&cli.DurationFlag{Name: "history-interval", Usage: "sample each pool's counters for the history every `INTERVAL` at least, 100ms..1m (default: the pool's period, at least 100ms); longer costs less CPU"},
 			&cli.DurationFlag{Name: "load-refresh", Value: admission.DefaultRefreshInterval, Usage: "`INTERVAL` between load refreshes: moving average taken, reservations dropped, pools re-planned with observed demand"},
 		}, fleetFlags()...),
 		Action: runDaemon,
@@ -75,6 +77,12 @@ func runDaemon(c *cli.Context) error {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
 			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
+	}
+	if w := c.Duration("history-window"); w < 0 || w > daemon.MaxHistoryWindow {
+		return usageErr("--history-window %s is not accepted (accepted: 0 for none, up to %s)", w, daemon.MaxHistoryWindow)
+	}
+	if iv := c.Duration("history-interval"); iv != 0 && (iv < daemon.MinHistoryInterval || iv > time.Minute) {
+		return usageErr("--history-interval %s is not accepted (accepted: %s..1m)", iv, daemon.MinHistoryInterval)
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
@@ -165,6 +173,11 @@ func runDaemon(c *cli.Context) error {
 		Reconcile:      c.Duration("reconcile"),
 		MetricsPerUser: c.Bool("metrics-per-user"),
 		Limits:         daemon.Limits{ConnsPerUID: c.Int("max-conns-per-user"), NotStartedPerUID: c.Int("max-unstarted-per-user")},
+	}
+	if w := c.Duration("history-window"); w > 0 {
+		ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
+		cfg.History = daemon.HistoryConfig{Window: w, Interval: c.Duration("history-interval"), Cgroup: cg.Reader().Version(), CPUs: node.OnlineCPUs().Count(),
+			SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec()}
 	}
 	var fleetReload reloader
 	if c.String("etcd") != "" {

@@ -24,26 +24,42 @@ DESCRIPTION:
 
 // wireHelp makes every command's help and errors poolagent's: flag errors
 // as one line (onUsageError), required flags checked without the help page
-// (requireFlags), no per-command "help" subcommand, and run's help without
+// (checkCommandLine), no per-command "help" subcommand, and run's help without
 // a second list of options.
 func wireHelp(app *cli.App) {
 	cli.FlagStringer = flagString
 	app.OnUsageError = onUsageError
 	app.Action = unknownCommand
+	// A help command of our own keeps the framework from adding its
+	// own, and with it the --help flag: add that here.
+	app.Commands = append(app.Commands, helpCommand())
+	app.Flags = append(app.Flags, cli.HelpFlag)
 	for _, cmd := range app.Commands {
-		cmd.OnUsageError = onUsageError
-		cmd.HideHelpCommand = true
-		requireFlags(cmd)
-		nameUsageErrors(cmd)
+		wireCommand(cmd, "poolagent "+cmd.Name)
 	}
 	if run := app.Command("run"); run != nil {
 		run.CustomHelpTemplate = runHelpTemplate
 	}
 }
 
+// wireCommand wires cmd, called path ("poolagent fleet release-node"),
+// and its subcommands as wireHelp does the app.
+func wireCommand(cmd *cli.Command, path string) {
+	cmd.OnUsageError = onUsageError
+	cmd.HideHelpCommand = true
+	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+		cmd.Action = func(c *cli.Context) error { return unknownSubcommand(c, path, cmd.Subcommands) }
+	}
+	checkCommandLine(cmd, path)
+	nameUsageErrors(cmd, path)
+	for _, sub := range cmd.Subcommands {
+		wireCommand(sub, path+" "+sub.Name)
+	}
+}
+
 // nameUsageErrors makes the usage errors cmd's action returns name cmd:
 // "poolagent compare: --repeat 0 is not accepted …".
-func nameUsageErrors(cmd *cli.Command) {
+func nameUsageErrors(cmd *cli.Command, path string) {
 	action := cmd.Action
 	if action == nil {
 		return
@@ -51,7 +67,7 @@ func nameUsageErrors(cmd *cli.Command) {
 	cmd.Action = func(c *cli.Context) error {
 		err := action(c)
 		if ue, ok := err.(*usageError); ok && ue.cmd == "" {
-			ue.cmd = "poolagent " + cmd.Name
+			ue.cmd = path
 		}
 		return err
 	}
@@ -113,32 +129,45 @@ func manPage(app *cli.App) string {
 	writeManFlags(&b, app.VisibleFlags())
 	b.WriteString(".SH COMMANDS\n")
 	for _, cmd := range app.VisibleCommands() {
-		if cmd.Name == "help" {
-			continue
-		}
-		fmt.Fprintf(&b, ".SS %s\n%s.\n.PP\n", cmd.Name, roff(cmd.Usage))
-		args := cmd.ArgsUsage
-		if args == "" && len(cmd.VisibleFlags()) > 0 {
-			args = "[OPTIONS]"
-		}
-		fmt.Fprintf(&b, ".B poolagent %s\n%s\n", cmd.Name, roff(strings.TrimSpace(args)))
-		desc, opts, hasOpts := strings.Cut(cmd.Description, "\n\nOptions:\n")
-		for _, para := range strings.Split(desc, "\n\n") {
-			if strings.TrimSpace(para) != "" {
-				b.WriteString(".PP\n" + roff(para) + "\n")
-			}
-		}
-		switch {
-		case cmd.Name == "run" && hasOpts:
-			// run's options are its own parser's (client.RunHelp).
-			b.WriteString(".PP\nOptions:\n.nf\n" + roff(opts) + "\n.fi\n")
-		case len(cmd.VisibleFlags()) > 0:
-			b.WriteString(".PP\nOptions:\n")
-			writeManFlags(&b, cmd.VisibleFlags())
+		if cmd.Name != "help" {
+			writeManCommand(&b, cmd, cmd.Name)
 		}
 	}
 	b.WriteString(".SH SEE ALSO\npoolagent\\-run(1)\n")
 	return b.String()
+}
+
+// writeManCommand writes cmd, called name ("fleet release-node"), and its
+// subcommands: usage, synopsis, description and options.
+func writeManCommand(b *strings.Builder, cmd *cli.Command, name string) {
+	fmt.Fprintf(b, ".SS %s\n%s.\n.PP\n", name, roff(cmd.Usage))
+	args := cmd.ArgsUsage
+	if args == "" && len(cmd.VisibleFlags()) > 0 {
+		args = "[OPTIONS]"
+	}
+	if len(cmd.Subcommands) > 0 {
+		args = "COMMAND [OPTIONS]"
+	}
+	fmt.Fprintf(b, ".B poolagent %s\n%s\n", roff(name), roff(strings.TrimSpace(args)))
+	desc, opts, hasOpts := strings.Cut(cmd.Description, "\n\nOptions:\n")
+	for _, para := range strings.Split(desc, "\n\n") {
+		if strings.TrimSpace(para) != "" {
+			b.WriteString(".PP\n" + roff(para) + "\n")
+		}
+	}
+	switch {
+	case cmd.Name == "run" && hasOpts:
+		// run's options are its own parser's (client.RunHelp).
+		b.WriteString(".PP\nOptions:\n.nf\n" + roff(opts) + "\n.fi\n")
+	case len(cmd.Subcommands) == 0 && len(cmd.VisibleFlags()) > 0:
+		b.WriteString(".PP\nOptions:\n")
+		writeManFlags(b, cmd.VisibleFlags())
+	}
+	for _, sub := range cmd.Subcommands {
+		if !sub.Hidden {
+			writeManCommand(b, sub, name+" "+sub.Name)
+		}
+	}
 }
 
 // writeManFlags writes one tagged paragraph per flag: its names in bold

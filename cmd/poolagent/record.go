@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,21 +30,28 @@ func recordCommand() *cli.Command {
 			"interval, and writes what they grew by as a trace (docs/advise.md). It stops after --for, on\n" +
 			"interrupt, when the pool is removed or when its CPU limit changes, and writes the file then,\n" +
 			"whole. It only reads.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "pool", Aliases: []string{"p"}, Usage: "the pool to record (its directory below the pool root)", Required: true},
-			&cli.DurationFlag{Name: "for", Usage: "record for `DURATION` (e.g. 10m)", Required: true},
+			&cli.DurationFlag{Name: "for", Usage: "record for `DURATION` (e.g. 10m); not with --from-daemon"},
+			&cli.BoolFlag{Name: "from-daemon", Usage: "write the daemon's history of the pool (its latest stretch under one limit) instead of recording"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the trace to `FILE`", Required: true},
 			&cli.DurationFlag{Name: "interval", Usage: "sample every `INTERVAL`, 1ms..1m (default: the pool's period)"},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: as poolagent apply: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.StringFlag{Name: "cpuacct-root", Usage: "cgroup v1: the pool root's `DIR` in the cpuacct hierarchy, for usage (default: found from the mounts)"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs that TOTAL_CPU_LIMIT_PERCENT_PER_NODE is a percent of (default: read from the host, as poolagent apply)"},
-		},
+		}, historyFlags()...),
 		Action: runRecord,
 	}
 }
 
 func runRecord(c *cli.Context) error {
 	pool, out := c.String("pool"), c.String("output")
+	if c.Bool("from-daemon") {
+		return recordFromDaemon(c, pool, out)
+	}
+	if !c.IsSet("for") {
+		return errors.New("--for is missing (accepted: how long to record, such as 10m; or --from-daemon to write the daemon's history)")
+	}
 	tree, err := pooltree.ReaderAt("/", c.String("root"), c.String("cpuacct-root"), "")
 	if err != nil {
 		return rootFlag(c, err)
@@ -61,12 +69,12 @@ func runRecord(c *cli.Context) error {
 		interval = time.Duration(lim.PeriodUsec) * time.Microsecond
 	}
 	if interval < time.Millisecond || interval > time.Minute || interval%time.Microsecond != 0 {
-		return fmt.Errorf("--interval %s is not accepted (accepted: 1ms..1m in whole µs)", interval)
+		return usageErr("--interval %s is not accepted (accepted: 1ms..1m in whole µs)", interval)
 	}
 	total := c.Duration("for")
 	n := int(total / interval)
 	if n < 1 || n > advise.MaxSamples {
-		return fmt.Errorf("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
+		return usageErr("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
 			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
 	}
 	ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
@@ -122,5 +130,22 @@ func writeTraceFile(path string, t *advise.Trace) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write trace %s: %w", path, err)
 	}
+	return nil
+}
+
+// recordFromDaemon writes the daemon's history of pool as a trace file.
+func recordFromDaemon(c *cli.Context, pool, out string) error {
+	if c.IsSet("for") || c.IsSet("interval") {
+		return errors.New("--from-daemon writes what the daemon kept: --for and --interval do not apply (accepted: --since)")
+	}
+	ts, earlier, err := daemonTraces(c, pool)
+	if err != nil {
+		return err
+	}
+	if err := writeTraceFile(out, ts[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals written to %s", strings.TrimSuffix(fromDaemonNote(ts[0], earlier[pool]), "\n"), len(ts[0].Samples), out)
+	fmt.Fprintln(c.App.ErrWriter)
 	return nil
 }

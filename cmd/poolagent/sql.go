@@ -38,7 +38,7 @@ func runSQL(c *cli.Context) error {
 	req := protocol.Request{Op: protocol.OpSQL}
 	switch e, f := c.String("execute"), c.String("file"); {
 	case c.NArg() > 0:
-		return fmt.Errorf("sql: unexpected argument %q (give the DDL with -e 'DDL' or -f FILE)", c.Args().First())
+		return usageErr("unexpected argument %q (give the DDL with -e 'DDL' or -f FILE)", c.Args().First())
 	case (e == "") == (f == ""):
 		return errors.New("sql: give one of -e 'DDL' or -f FILE")
 	case e != "":

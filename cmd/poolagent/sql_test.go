@@ -72,7 +72,7 @@ func TestSQLRefusesBeforeAsking(t *testing.T) {
 	}{
 		{"neither", []string{"sql"}, "sql: give one of -e 'DDL' or -f FILE"},
 		{"both", []string{"sql", "-e", "x", "-f", "y"}, "sql: give one of -e 'DDL' or -f FILE"},
-		{"argument", []string{"sql", "DROP"}, `sql: unexpected argument "DROP" (give the DDL with -e 'DDL' or -f FILE)`},
+		{"argument", []string{"sql", "DROP"}, `unexpected argument "DROP" (give the DDL with -e 'DDL' or -f FILE)`},
 		{"missing file", []string{"sql", "-f", "/nonexistent.sql"}, "sql: open /nonexistent.sql: no such file or directory"},
 		{"no daemon", []string{"sql", "--socket", "/nonexistent/agent.sock", "-e", "DROP RESOURCE POOL a;"},
 			"connect to the poolagent daemon at /nonexistent/agent.sock (is `poolagent daemon` running?)"},

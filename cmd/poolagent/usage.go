@@ -84,10 +84,28 @@ func unknownCommand(c *cli.Context) error {
 		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
 }
 
-// requireFlags replaces the CLI framework's check of required flags,
+// unknownSubcommand is the action of a command with subcommands: given
+// none, its help; given a word that is none of them, a usage error with
+// the nearest.
+func unknownSubcommand(c *cli.Context, path string, subs []*cli.Command) error {
+	if !c.Args().Present() {
+		return cli.ShowSubcommandHelp(c)
+	}
+	var names []string
+	for _, s := range subs {
+		names = append(names, s.Name)
+	}
+	word := c.Args().First()
+	return &usageError{cmd: path, msg: fmt.Sprintf("unknown command %q%s (accepted: %s)",
+		word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
+}
+
+// checkCommandLine replaces the CLI framework's check of required flags,
 // which prints the whole help page, by a usage error naming the flag and
-// what it takes; the flag's help says "(required)".
-func requireFlags(cmd *cli.Command) {
+// what it takes (the flag's help says "(required)"), and refuses an
+// argument given to a command that takes none: the framework would ignore
+// it, and every flag after it.
+func checkCommandLine(cmd *cli.Command, path string) {
 	var required []cli.Flag
 	for _, f := range cmd.Flags {
 		switch f := f.(type) {
@@ -103,14 +121,17 @@ func requireFlags(cmd *cli.Command) {
 			}
 		}
 	}
-	if len(required) == 0 {
-		return
-	}
+	noArgs := cmd.ArgsUsage == "" && !cmd.SkipFlagParsing && len(cmd.Subcommands) == 0
 	before := cmd.Before
 	cmd.Before = func(c *cli.Context) error {
+		name := path
+		if noArgs && c.Args().Present() {
+			return &usageError{cmd: name, msg: fmt.Sprintf("unexpected argument %q (accepted: flags only, %s; a flag after an argument is not read)",
+				c.Args().First(), strings.Join(acceptedFlags(c.Command.VisibleFlags()), ", "))}
+		}
 		for _, f := range required {
 			if !c.IsSet(f.Names()[0]) {
-				return &usageError{cmd: "poolagent " + cmd.Name, msg: fmt.Sprintf("%s is required (accepted: %s)", dashed(f.Names()[0]), acceptedValue(f))}
+				return &usageError{cmd: name, msg: fmt.Sprintf("%s is required (accepted: %s)", dashed(f.Names()[0]), acceptedValue(f))}
 			}
 		}
 		if before != nil {
@@ -120,11 +141,41 @@ func requireFlags(cmd *cli.Command) {
 	}
 }
 
+// helpCommand is `poolagent help [COMMAND]`, the framework's but for an
+// unknown command, which is a usage error with the nearest name (the
+// framework says "No help topic" and exits 3).
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Aliases:   []string{"h"},
+		Usage:     "show the commands, or one command's help",
+		ArgsUsage: "[COMMAND]",
+		Action: func(c *cli.Context) error {
+			word := c.Args().First()
+			switch {
+			case word == "":
+				return cli.ShowAppHelp(c)
+			case c.App.Command(word) != nil:
+				return cli.ShowCommandHelp(c, word)
+			}
+			var names []string
+			for _, cmd := range c.App.VisibleCommands() {
+				names = append(names, cmd.Name)
+			}
+			return &usageError{cmd: "poolagent help", msg: fmt.Sprintf("no command %q%s (accepted: %s)",
+				word, didYouMean(word, names, func(s string) string { return s }), strings.Join(names, ", "))}
+		},
+	}
+}
+
 // commandOf is the command c runs, as typed ("poolagent check"), and its
 // flags.
 func commandOf(c *cli.Context) (string, []cli.Flag) {
 	if c.Command == nil || c.Command.Name == "" || c.Command.Name == c.App.Name {
 		return c.App.Name, c.App.VisibleFlags()
+	}
+	if c.Command.HelpName != "" {
+		return c.Command.HelpName, c.Command.VisibleFlags()
 	}
 	return "poolagent " + c.Command.Name, c.Command.VisibleFlags()
 }

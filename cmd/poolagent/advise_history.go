@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/protocol"
+)
+
+// historyFlags are the flags that read the daemon's history instead of a
+// trace file.
+func historyFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "since", Usage: "read the daemon's history of the last `DURATION` (e.g. 30m; default: all it keeps)"},
+		&cli.StringFlag{Name: "socket", Value: protocol.DefaultSocket, Usage: "the daemon's socket `PATH`"},
+	}
+}
+
+// daemonTraces asks the daemon for its history of pool (every pool when
+// ""), and returns, per pool in the daemon's order, its latest trace and
+// how many earlier stretches under other limits the window holds.
+func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier map[string]int, err error) {
+	since := c.Duration("since")
+	if since < 0 {
+		return nil, nil, usageErr("--since %s is not accepted (accepted: a positive duration such as 30m)", since)
+	}
+	r, err := client.Ask(c.String("socket"), protocol.Request{Op: protocol.OpHistory, Pool: pool, SinceUsec: since.Microseconds()})
+	if err != nil {
+		return nil, nil, err
+	}
+	earlier = map[string]int{}
+	index := map[string]int{}
+	for i, raw := range r.Traces {
+		t, err := advise.ParseTrace(fmt.Sprintf("the daemon's history (trace %d)", i+1), bytes.NewReader(raw))
+		if err != nil {
+			return nil, nil, err
+		}
+		if k, ok := index[t.Pool]; ok {
+			latest[k] = t
+			earlier[t.Pool]++
+			continue
+		}
+		index[t.Pool] = len(latest)
+		latest = append(latest, t)
+	}
+	if pool != "" && len(latest) == 0 {
+		return nil, nil, fmt.Errorf("--pool %s: the daemon's history holds no whole interval of it yet (it samples each pool once a period, at least every %s)", pool, 100*time.Millisecond)
+	}
+	return latest, earlier, nil
+}
+
+// fromDaemonNote says which stretch of the history a report is about.
+func fromDaemonNote(t *advise.Trace, earlier int) string {
+	span := time.Duration(int64(len(t.Samples))*t.IntervalUsec) * time.Microsecond
+	s := fmt.Sprintf("from the daemon's history: the last %s of pool %s", span, t.Pool)
+	if t.StartUnixUsec > 0 {
+		s += fmt.Sprintf(" (since %s)", time.UnixMicro(t.StartUnixUsec).Format("15:04:05"))
+	}
+	if earlier > 0 {
+		s += fmt.Sprintf("; %d earlier stretches under other limits are left out (a trace holds one limit)", earlier)
+	}
+	return s + "\n"
+}

@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/admission"
+	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/pooltree"
+	"github.com/poolagent/poolagent/protocol"
+)
+
+// statCgroups is fakeCgroups whose pools and query cgroups have counters
+// the test sets.
+type statCgroups struct {
+	*fakeCgroups
+	mu      sync.Mutex
+	pools   map[string]observe.Sample
+	queries map[[2]string]observe.CPUStat
+}
+
+func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]observe.Sample{}
+	for _, n := range names {
+		if s, ok := c.pools[n]; ok {
+			out[n] = s
+		}
+	}
+	return out, nil
+}
+
+func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
+}
+
+func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
+	cfg := Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		History: HistoryConfig{Window: time.Minute, Cgroup: "v2", CPUs: 2, SliceUsec: 5000, TickUsec: 4000}}
+	srv, err := New(cfg, policyOf(t, pools), cg, rootIdentity, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// TestHistory samples a pool on its schedule: a sample is what the pool's
+// counters and its queries' grew by, a late read is shared among the
+// intervals it covers, idle intervals come back as zeros, a limit change
+// starts a new trace, and the window and --since bound what is returned.
+func TestHistory(t *testing.T) {
+	cg := &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	set := func(usage, periods, throttled, throttledUsec, queryThrottled, queryThrottledUsec uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage, NrPeriods: periods, NrThrottled: throttled, ThrottledUsec: throttledUsec},
+			Pressure: &observe.Pressure{}}
+		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{NrThrottled: queryThrottled, ThrottledUsec: queryThrottledUsec}
+	}
+	// A query the daemon admitted, whose cgroup the history reads.
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	set(0, 0, 0, 0, 0, 0)
+	srv.sampleHistory(at(0)) // the baseline
+	set(40_000, 1, 1, 60_000, 1, 20_000)
+	if next := srv.sampleHistory(at(100)); !next.Equal(at(200)) {
+		t.Errorf("next due %v, want %v", next, at(200))
+	}
+	srv.sampleHistory(at(200)) // idle
+	set(100_000, 4, 1, 60_000, 1, 20_000)
+	srv.sampleHistory(at(520)) // two intervals late: shared among three
+	ts, ok := srv.history.traces("olap", 0, at(520))
+	if !ok || len(ts) != 1 {
+		t.Fatalf("traces %v, %v", ts, ok)
+	}
+	tr := ts[0]
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Limit.QuotaUsec != 40_000 || tr.IntervalUsec != 100_000 || tr.StartUnixUsec != t0.UnixMicro() || len(tr.Samples) != 5 {
+		t.Fatalf("trace %+v", tr)
+	}
+	want := []advise.Sample{
+		{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, QueryNrThrottled: 1, QueryThrottledUsec: 20_000},
+		{}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1},
+	}
+	for i, w := range want {
+		w.Threads, w.Ran, w.Runnable = -1, -1, -1
+		got := tr.Samples[i]
+		if got.PressureSomeUsec == nil {
+			t.Errorf("sample %d has no pressure on a v2 host", i)
+		}
+		got.PressureSomeUsec = nil
+		if got != w {
+			t.Errorf("sample %d %+v\nwant      %+v", i, got, w)
+		}
+	}
+	if ts, _ := srv.history.traces("olap", 250*time.Millisecond, at(520)); len(ts) != 1 || len(ts[0].Samples) != 2 {
+		t.Errorf("since 250ms: %d samples, want the 2 whole intervals", len(ts[0].Samples))
+	}
+	if _, ok := srv.history.traces("nosuch", 0, at(520)); ok {
+		t.Error("a pool that does not exist has a history")
+	}
+
+	// A limit change starts a new trace; the old one stays in the window
+	// until it has passed.
+	srv.SetPolicy(policyOf(t, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30);"))
+	if err := srv.rp.plan(); err != nil {
+		t.Fatal(err)
+	}
+	srv.sampleHistory(at(600))
+	set(130_000, 5, 1, 60_000, 1, 20_000)
+	srv.sampleHistory(at(700))
+	ts, _ = srv.history.traces("olap", 0, at(700))
+	if len(ts) != 2 || ts[1].Limit.QuotaUsec != 60_000 || len(ts[1].Samples) != 1 || ts[1].Samples[0].UsageUsec != 30_000 {
+		t.Fatalf("after the change: %d traces, the last %+v", len(ts), ts[len(ts)-1])
+	}
+	srv.sampleHistory(at(700).Add(time.Minute))
+	if ts, _ = srv.history.traces("olap", 0, at(700).Add(time.Minute)); len(ts) != 1 {
+		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
+	}
+
+	reply := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
+		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
+	}
+}
+
+// BenchmarkHistoryMemory is what the history holds for 100 pools busy in
+// every interval for an hour at the 100 ms default period: the heap it
+// takes, in bytes per pool per hour.
+func BenchmarkHistoryMemory(b *testing.B) {
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		h := newHistory(HistoryConfig{Window: time.Hour})
+		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: -1, Ran: -1, Runnable: -1}
+		for p := range 100 {
+			seg := &segment{intervalUsec: 100_000, start: time.Now()}
+			h.pools[fmt.Sprintf("pool%d", p)] = &poolHistory{segs: []*segment{seg}}
+			for range 36_000 {
+				h.add(seg, busy, 1)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/100, "bytes/pool-hour")
+		runtime.KeepAlive(h)
+	}
+}
+
+// BenchmarkKernelHistorySample is what sampling costs the daemon on the
+// real kernel: 100 pools, each with one query cgroup, read once an
+// interval. Reported: CPU time per pool per hour at the 100 ms default.
+//
+//	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./daemon
+func BenchmarkKernelHistorySample(b *testing.B) {
+	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
+	h := kerneltest.Require(b, need)
+	root := h.NewRoot(b, need)
+	cg, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cg.Close() })
+	var pools strings.Builder
+	for p := range 100 {
+		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
+	}
+	srv := historyServer(b, cg, pools.String())
+	if err := cg.Apply(srv.Desired()); err != nil {
+		b.Fatal(err)
+	}
+	for _, ps := range srv.Desired().Pools {
+		for _, dir := range append([]string{root.Path}, root.Twins...) {
+			if err := os.Mkdir(filepath.Join(dir, ps.Name, "q1"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	srv.reg.mu.Lock()
+	for i, ps := range srv.Desired().Pools {
+		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+	}
+	srv.reg.mu.Unlock()
+	now := time.Now()
+	srv.sampleHistory(now)
+	b.ResetTimer()
+	cpu0 := processCPU(b, os.Getpid())
+	for i := range b.N {
+		srv.sampleHistory(now.Add(time.Duration(i+1) * 100 * time.Millisecond))
+	}
+	cpu := processCPU(b, os.Getpid()) - cpu0
+	perSample := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 100
+	b.ReportMetric(perSample*36_000/1e6, "ms-wall/pool-hour")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
+}
