@@ -26,6 +26,7 @@ import (
 //
 // Slot and extra keys of a pool with strict slots (GLOBAL_SLOTS='strict')
 // have no lease (strict.go).
+//
 //	u/<pool>/<user>       a user's CPU time in the pool, decayed (JSON), no
 //	                      lease: what the fair order counts after the
 //	                      running queries; <user> path-escaped
