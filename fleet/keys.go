@@ -23,15 +23,13 @@ import (
 //	                      a concurrency limit, or re-registered after its node
 //	                      lost its lease (it may exceed the limit; new queries
 //	                      wait until the pool is back under it)
-//
-// Slot and extra keys of a pool with strict slots (GLOBAL_SLOTS='strict')
-// have no lease (strict.go).
-//
 //	u/<pool>/<user>       a user's CPU time in the pool, decayed (JSON), no
 //	                      lease: what the fair order counts after the
 //	                      running queries; <user> path-escaped
 //
-// A token names one registration of one query: <node>.<lease>.<n>.
+// Slot and extra keys of a pool with strict slots (GLOBAL_SLOTS='strict')
+// have no lease (strict.go). A token names one registration of one query:
+// <node>.<lease>.<n>.
 const (
 	nodesDir = "nodes/"
 	defsKey  = "defs"
