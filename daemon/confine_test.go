@@ -29,7 +29,7 @@ func TestKernelConfinement(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As /proc/PID/cgroup names it.
-	cgroup := "/" + filepath.Base(capped.Path)
+	cgroup := h.CgroupPath(capped.Path)
 	spec := clientSpec{Argv: []string{"/bin/sh", "-c", "exit 0"}, Procs: filepath.Join(capped.Path, "cgroup.procs")}
 
 	t.Run("refused", func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestKernelConfinementDemoted(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(demoted.Path, tt.file), []byte(tt.value), 0); err != nil {
 				t.Fatal(err)
 			}
-			cgroup := "/" + filepath.Base(demoted.Path)
+			cgroup := h.CgroupPath(demoted.Path)
 			d, cg := kernelDaemon(t, bothModes, Config{}, pools, rootIdentity)
 			spec := clientSpec{Socket: d.socket, Pool: "heavy", Argv: []string{"/bin/sh", "-c", "exit 0"}, Procs: filepath.Join(demoted.Path, "cgroup.procs")}
 			out, ok := startClientProc(t, exe, spec, nil).outcome(t)

@@ -69,7 +69,7 @@ func TestKernelCPUSetConfinement(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	cgroup := "/" + filepath.Base(dir)
+	cgroup := h.CgroupPath(dir)
 	pools := "CREATE RESOURCE POOL zero WITH (CPUS='0');\nCREATE RESOURCE POOL one WITH (CPUS='1');"
 	d, cg := kernelDaemon(t, need, Config{}, pools, rootIdentity)
 	spec := clientSpec{Socket: d.socket, Argv: []string{"/bin/sh", "-c", "exit 0"}, Procs: filepath.Join(dir, "cgroup.procs")}

@@ -12,7 +12,9 @@
 #   (4 also runs the GOMAXPROCS test again in a VM with 4 vCPUs)
 #   6. the operator's lifecycle on a real systemd host: install, socket
 #      activation, restarts with queries running, watchdog, uninstall, in
-#      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd)
+#      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd); then
+#      the real-kernel tests of daemon, pooltree and systemd in
+#      a subtree systemd delegated there
 #
 # POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
 # instead of skipping; step 5 catches a test that skipped in both runs any
@@ -163,6 +165,12 @@ done
 echo "== the operator's lifecycle under systemd 252 as PID 1 (qemu VM)"
 if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	scripts/vm/systemd/test.sh || failed+=("the lifecycle under systemd")
+	# The real-kernel tests that run as the daemon does, in a subtree
+	# systemd delegated (one boot per package).
+	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"
+	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
+		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" \
+		./daemon ./pooltree ./systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
 else
 	failed+=("systemd VM setup")
 fi

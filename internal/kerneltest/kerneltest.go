@@ -3,10 +3,13 @@
 // controllers), creates a uniquely named cgroup subtree per test and removes
 // it afterwards, and starts CPU-burning child processes.
 //
-// Two environment variables steer the gate:
+// Two environment variables steer the gate, and a third where the tests'
+// cgroups go:
 //
 //	POOLAGENT_REQUIRE_KERNEL=1   a test that cannot run fails instead of skipping
 //	POOLAGENT_KERNEL_MODE=v1|v2  the mode this run covers (the VM harness sets v2)
+//	POOLAGENT_KERNEL_PARENT=DIR  create the test subtrees below DIR (a
+//	                             delegated cgroup) instead of the hierarchy's root
 //
 // Every real-kernel test names the modes it can run in. A run covers one
 // mode: POOLAGENT_KERNEL_MODE when set, otherwise the mode of the host's cpu
@@ -46,6 +49,11 @@ const (
 	// EnvMode names the mode this run covers: "v1" or "v2". Empty: the
 	// mode of the host's cpu controller.
 	EnvMode = "POOLAGENT_KERNEL_MODE"
+	// EnvParent names the directory tests create their subtrees under,
+	// instead of the cpu hierarchy's root: a subtree systemd delegated to
+	// the tests (scripts/vm/systemd/exec.sh runs them in a scope with
+	// Delegate=yes), so they meet v2 as services have it.
+	EnvParent = "POOLAGENT_KERNEL_PARENT"
 )
 
 // Mode is a cgroup version a test runs against.
@@ -130,6 +138,9 @@ func check(need Need, envMode string, euid int, root string) (h Host, reason str
 	}
 	if envMode != "" && Mode(envMode) != hostMode {
 		return Host{}, fmt.Sprintf("%s=%s but this host's cpu controller is cgroup %s (%s)", EnvMode, envMode, hostMode, dir), false
+	}
+	if parent := os.Getenv(EnvParent); parent != "" {
+		dir = parent
 	}
 	if euid != 0 {
 		return Host{}, fmt.Sprintf("needs root to create cgroups under %s (euid %d)", dir, euid), false

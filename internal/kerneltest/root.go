@@ -181,3 +181,20 @@ func rmdirRetry(dir string) error {
 		}
 	}
 }
+
+// CgroupPath returns dir, a cgroup directory, as /proc/PID/cgroup names
+// it: the path below the mount of its hierarchy ("/poolagent-test-…", or
+// below a delegated parent "/system.slice/poolagent-tests.scope/…").
+func (h Host) CgroupPath(dir string) string {
+	best := ""
+	mounts := []string{h.Mounts.Unified}
+	for _, m := range h.Mounts.V1 {
+		mounts = append(mounts, m)
+	}
+	for _, m := range mounts {
+		if m != "" && (dir == m || strings.HasPrefix(dir, m+"/")) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(dir, best), "/")
+}

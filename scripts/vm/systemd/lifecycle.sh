@@ -117,8 +117,8 @@ check "the daemon's own weight is 50" test "$(cat /sys/fs/cgroup/system.slice/po
 check "the scope's own weight is 200" test "$(cat "$scope/cpu.weight")" = 200
 
 step "queries from login sessions (su -l): moved from the session scope into the pool"
-su -l alice -c 'echo "session: $(cat /proc/self/cgroup)"; exec poolagent-run -- sh -c "echo limit=\$POOLAGENT_CPU_LIMIT; exec sleep 300"' >/tmp/alice.out 2>&1 &
-su -l bob -c 'exec poolagent run -- sleep 300' >/tmp/bob.out 2>&1 &
+su -l alice -c 'echo "session: $(cat /proc/self/cgroup)"; exec poolagent-run -- sh -c "echo limit=\$POOLAGENT_CPU_LIMIT; exec sleep 3600"' >/tmp/alice.out 2>&1 &
+su -l bob -c 'exec poolagent run -- sleep 3600' >/tmp/bob.out 2>&1 &
 check "alice's query runs" until_ 20 query_pid alice
 check "bob's query runs" until_ 20 query_pid bob
 quote cat /tmp/alice.out
