@@ -28,8 +28,12 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 			"  replay of the current setting is within it (the demand is rebuilt from usage and throttled time alone;\n"+
 			"  query-level throttling, %s of it, is not modelled).\n", a.Measured.NrThrottled, a.Measured.NrPeriods, secText(a.Measured.QueryThrottledUsec))
 		if a.Margin > 0 {
-			fmt.Fprintf(&b, "  The margin is widened to every need x%s, the least at which the replay is over the budget too.\n", percentText(a.Margin))
+			fmt.Fprintf(&b, "  The margin is widened to every need x%s, the least at which the replay is over the budget too.\n", percentText(roundTo(a.Margin, 2)))
 		}
+	}
+	if a.Shortfall > 0 && !a.Disagrees {
+		fmt.Fprintf(&b, "  the replay of the current setting finds %s less throttled time than was measured, more than the model's\n"+
+			"  error of %s%% for this workload: the margin is widened to every need x%s.\n", pct(a.Shortfall), percentText(a.Class.ErrorPercent), percentText(roundTo(a.Margin, 2)))
 	}
 	switch {
 	case a.Choice == nil && a.Disagrees:
@@ -64,7 +68,7 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 		row("predicted advised", a.Choice.Predicted)
 		label := fmt.Sprintf("advised, every need +%s%% (the model's error)", percentText(a.Class.ErrorPercent))
 		if a.Margin > 0 {
-			label = fmt.Sprintf("advised, every need x%s (widened)", percentText(a.Margin))
+			label = fmt.Sprintf("advised, every need x%s (widened)", percentText(roundTo(a.Margin, 2)))
 		}
 		row(label, a.Choice.Margin)
 	}
@@ -75,7 +79,10 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 		"  the largest error of the class's %d rows in docs/accuracy.md beyond the one scheduler tick each row is allowed,\n"+
 		"  and at least the target the rows are held to (its worst row, tick included: %s).\n",
 		a.Class.Name, percentText(a.Class.ErrorPercent), a.Class.Rows, a.Class.Worst)
-	if a.Choice != nil && a.Choice != &a.Current {
+	switch {
+	case a.Choice != nil && a.Choice != &a.Current && a.Margin > 0:
+		fmt.Fprintf(&b, "  The advice meets the budget also with every need x%s (the widened margin).\n", percentText(roundTo(a.Margin, 2)))
+	case a.Choice != nil && a.Choice != &a.Current:
 		fmt.Fprintf(&b, "  The advice meets the budget also with every need raised by %s%% (the model's error).\n", percentText(a.Class.ErrorPercent))
 	}
 	m, p := a.Measured, a.Current.Predicted

@@ -126,8 +126,15 @@ type Advice struct {
 	// recorded setting is over the budget too (Margin), or, when none
 	// is, gives no advice (Choice nil).
 	Disagrees bool
+	// Shortfall is how much less throttled time the replay of the
+	// recorded setting found than was measured, as a share of the
+	// measurement, when that is more than the class's error (0
+	// otherwise): the margin is then every need x(1+Shortfall), at most
+	// x3.
+	Shortfall float64
 	// Margin is the factor every need was raised by in the margin runs
-	// when Disagrees; 0 otherwise (the class's error is the margin).
+	// when Disagrees or Shortfall; 0 otherwise (the class's error is the
+	// margin).
 	Margin float64
 	// CapRaised is set when no period and burst meet the budget at the
 	// current cap, so Choice raises it.
@@ -198,10 +205,23 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 		return nil, err
 	}
 	a.Current = current
+	// A replay that finds less throttled time than was measured, by
+	// more than the class's error, is less sure than that error says:
+	// the margin widens to the shortfall (at most every need x3).
+	if m := a.Measured.ThrottledUsec; m > 0 && t.Limit.QuotaUsec >= 0 {
+		if under := 1 - float64(current.Predicted.ThrottledUsec)/float64(m); under*100 > current.Class.ErrorPercent {
+			a.Shortfall, s.margin = under, 1+min(under, 2)
+			if current, err = s.evalLimit(cur, t.Limit); err != nil {
+				return nil, err
+			}
+			a.Current = current
+		}
+	}
 	if !b.Meets(a.Measured) && current.Meets && t.Limit.QuotaUsec >= 0 {
 		// The model does not reproduce the measured throttling: widen
 		// the margin until it does, or give no advice.
 		a.Disagrees = true
+		s.margin = 0
 		for _, scale := range disagreeScales {
 			o, err := s.rep.replay(t, s.slots, t.Limit, scale)
 			if err != nil {

@@ -111,7 +111,8 @@ func TestAdviceIsMinimal(t *testing.T) {
 				}
 				return
 			}
-			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), maxWork: MaxSearchWork}
+			// The same margin as the search took (widened or the class's).
+			s := &searcher{t: c.trace, b: c.budget, slots: Demand(c.trace), maxWork: MaxSearchWork, margin: a.Margin}
 			meets := func(st Setting) bool {
 				cand, err := s.eval(st)
 				if err != nil {
@@ -269,5 +270,48 @@ func BenchmarkAdviseHour(b *testing.B) {
 				b.ReportMetric(map[bool]float64{false: 0, true: 1}[a.Stopped], "stopped")
 			}
 		})
+	}
+}
+
+// TestAdviseSaysWhenTheModelDisagrees: query cgroups throttled in every
+// period by limits the trace does not name. The replay finds far less
+// throttled time than was measured: advise says so and widens its margin;
+// and when the replay of the current setting is within the budget the
+// measurement is over, it says so and gives no advice rather than
+// "nothing to change".
+func TestAdviseSaysWhenTheModelDisagrees(t *testing.T) {
+	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
+		SliceUsec: 5000, TickUsec: 4000, Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, IntervalUsec: 100_000}
+	for range 20 {
+		tr.Samples = append(tr.Samples, Sample{UsageUsec: 10_000, NrPeriods: 1, QueryNrThrottled: 1, QueryThrottledUsec: 90_000,
+			Threads: -1, Ran: -1, Runnable: -1})
+	}
+	b := Budget{MaxThrottledRatio: 0.1}
+	a, err := Advise(tr, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := WriteText(&out, tr, Diagnose(tr, b), a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Shortfall < 0.5 || a.Margin < 1.5 || !strings.Contains(out.String(), "less throttled time than was measured") || strings.Contains(out.String(), "nothing to change") {
+		t.Errorf("shortfall %v, margin %v:\n%s", a.Shortfall, a.Margin, out.String())
+	}
+	// The pool's own counters alone, far within the budget, and query
+	// cgroups throttled in every period: the replay, without a query
+	// limit, finds nothing over the budget even with needs tripled.
+	for i := range tr.Samples {
+		tr.Samples[i].UsageUsec, tr.Samples[i].QueryThrottledUsec = 1000, 1000
+	}
+	if a, err = Advise(tr, b); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := WriteText(&out, tr, Diagnose(tr, b), a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Disagrees || a.Choice != nil || !strings.Contains(out.String(), "the model does not reproduce the measurement") || strings.Contains(out.String(), "nothing to change") {
+		t.Errorf("disagrees %v, choice %v:\n%s", a.Disagrees, a.Choice, out.String())
 	}
 }

@@ -16,6 +16,33 @@ const validTrace = `{"format": "poolagent-trace", "version": 1, "pool": "olap", 
   {"usage_usec": 20000, "nr_periods": 1, "threads": 2, "ran": 1, "runnable": 0, "pressure_some_usec": 0}
 ]}`
 
+// historyTrace is validTrace as the daemon's history writes it: both
+// levels, the query limit and the start time.
+var historyTrace = strings.Replace(strings.Replace(validTrace, `"interval_usec": 100000,`,
+	`"interval_usec": 100000, "start_unix_usec": 1796200027799371, "query_limit": {"quota_usec": 40000, "period_usec": 100000, "burst_usec": 0},`, 1),
+	`"pressure_some_usec": 60000}`, `"pressure_some_usec": 60000, "query_nr_throttled": 1, "query_throttled_usec": 20000}`, 1)
+
+// TestParseHistoryTrace reads and writes back the fields of the daemon's
+// history.
+func TestParseHistoryTrace(t *testing.T) {
+	tr, err := ParseTrace("history.json", strings.NewReader(historyTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.QueryLimit == nil || tr.QueryLimit.QuotaUsec != 40000 || tr.StartUnixUsec != 1796200027799371 ||
+		tr.Samples[0].QueryNrThrottled != 1 || tr.Samples[0].QueryThrottledUsec != 20000 {
+		t.Fatalf("parsed %+v", tr)
+	}
+	var b bytes.Buffer
+	if err := WriteTrace(&b, tr); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseTrace("again.json", &b)
+	if err != nil || !reflect.DeepEqual(again, tr) {
+		t.Fatalf("written and read back: %+v, %v\nwant %+v", again, err, tr)
+	}
+}
+
 func TestParseTrace(t *testing.T) {
 	tr, err := ParseTrace("ok.json", strings.NewReader(validTrace))
 	if err != nil {
@@ -92,6 +119,7 @@ func FuzzParseTrace(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte(historyTrace))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tr, err := ParseTrace("fuzz.json", bytes.NewReader(b))
 		if err != nil {

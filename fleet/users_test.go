@@ -131,6 +131,21 @@ func TestFairAcrossNodes(t *testing.T) {
 			if !ok || pl.Position != tc.bPlace || pl.User != "userB" || pl.UserQueued != 1 {
 				t.Errorf("B's place %+v, %v; want position %d", pl, ok, tc.bPlace)
 			}
+			nodes[1].mu.Lock()
+			token := nodes[1].queries[b].token
+			nodes[1].mu.Unlock()
+			seen := false
+			for _, q := range nodes[0].Queries() {
+				if q.Token == token {
+					seen = true
+					if q.Position != tc.bPlace {
+						t.Errorf("n0 shows B's query at %d, want %d", q.Position, tc.bPlace)
+					}
+				}
+			}
+			if !seen {
+				t.Errorf("n0 does not show B's query %s", token)
+			}
 			startedA := 0
 			for {
 				next := running[0]

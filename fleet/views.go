@@ -45,15 +45,18 @@ type Query struct {
 	Pool    string
 	Node    string
 	Running bool
-	// Position is a queued query's place in its pool's queue, 1 for the
-	// head; 0 for a running one.
+	// Position is a queued query's place in its pool's start order (the
+	// queue's under FIFO, startOrder), 1 for the next; 0 for a running
+	// one.
 	Position int
 	Arrived  time.Time
 }
 
 // Queries returns the queries of the globally limited pools across the
-// cluster, running ones first, then the queue in order, pool by pool.
+// cluster, running ones first, then the queue in arrival order, each with
+// its place in the pool's start order, pool by pool.
 func (b *Backend) Queries() []Query {
+	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Query
@@ -68,8 +71,22 @@ func (b *Backend) Queries() []Query {
 		}
 		slices.SortFunc(run, func(x, y Query) int { return x.Arrived.Compare(y.Arrived) })
 		out = append(out, run...)
+		// Positions in the start order (the queue's under FIFO); the
+		// queries of users held at their limit after every other.
+		var order map[string]int
+		if p, ok := b.pools[name]; ok {
+			order = startOrder(v, p.limits.Users, now)
+		}
+		held := len(order)
 		for i, e := range v.queue {
-			out = append(out, Query{Token: e.Token, Pool: name, Node: e.Node, Position: i + 1, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
+			pos, ok := order[e.Token]
+			switch {
+			case order == nil:
+				pos = i
+			case !ok:
+				pos, held = held, held+1
+			}
+			out = append(out, Query{Token: e.Token, Pool: name, Node: e.Node, Position: pos + 1, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
 		}
 	}
 	return out

@@ -13,12 +13,15 @@
 #      socket, 16 clients at once;
 #   3. the daemon's resident memory with 100 pools and 1,000 queued clients;
 #   4. `poolagent-run -- /bin/true` while 8 running queries flood the socket
-#      with `exited` messages, against the same without them (docs/security.md).
+#      with `exited` messages, against the same without them (docs/security.md);
+#   5. a pool of one slot draining 1,000 queries queued by 100 uids, under
+#      QUEUE_POLICY='fair' against FIFO: admissions per second and the
+#      daemon's RSS with the queue full, and their ratios (docs/pools.md).
 #
 # Then, for scale, what starting each client binary costs here (their help
 # text) beside an empty Go program, /bin/true, and the gate's shell running
 # /bin/true (perf stat, when installed). Env: RUNS (default 300), ADMISSIONS (default
-# 20000), SPAM_RUNS (default 100).
+# 20000), SPAM_RUNS (default 100), FAIR_ROUNDS (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-admission.sh: needs root (it creates cgroups)" >&2; exit 1; }
@@ -35,6 +38,8 @@ echo "== daemon RSS, 100 pools, 1,000 queued clients"
 bench BenchmarkQueuedRSS 3x
 echo "== poolagent-run -- /bin/true with 8 clients spamming exited, against without (${SPAM_RUNS:-100} runs each, interleaved)"
 bench BenchmarkExitedSpam "${SPAM_RUNS:-100}x"
+echo "== fair queue against FIFO, 1,000 queries of 100 uids draining through one slot (${FAIR_ROUNDS:-3} rounds of each)"
+bench BenchmarkFairQueue "${FAIR_ROUNDS:-3}x"
 
 if command -v perf >/dev/null; then
 	bin=$(mktemp -d)

@@ -195,14 +195,14 @@ func adviseBudget(c *cli.Context) (advise.Budget, error) {
 		s := c.String("max-throttled-periods")
 		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
 		if err != nil || !(v >= 0 && v <= 100) {
-			return b, fmt.Errorf("--max-throttled-periods %q is not accepted (accepted: a percent 0..100, such as 10%% or 2.5)", s)
+			return b, usageErr("--max-throttled-periods %q is not accepted (accepted: a percent 0..100, such as 10%% or 2.5)", s)
 		}
 		b.MaxThrottledRatio = v / 100
 	}
 	if c.IsSet("max-delay") {
 		d := c.Duration("max-delay")
 		if d < time.Millisecond || d > time.Second {
-			return b, fmt.Errorf("--max-delay %s is not accepted (accepted: 1ms..1s, such as 20ms)", d)
+			return b, usageErr("--max-delay %s is not accepted (accepted: 1ms..1s, such as 20ms)", d)
 		}
 		b.MaxDelayUsec = d.Microseconds()
 	}

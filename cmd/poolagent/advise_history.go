@@ -27,7 +27,7 @@ func historyFlags() []cli.Flag {
 func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier map[string]int, err error) {
 	since := c.Duration("since")
 	if since < 0 {
-		return nil, nil, fmt.Errorf("--since %s is not accepted (accepted: a positive duration such as 30m)", since)
+		return nil, nil, usageErr("--since %s is not accepted (accepted: a positive duration such as 30m)", since)
 	}
 	r, err := client.Ask(c.String("socket"), protocol.Request{Op: protocol.OpHistory, Pool: pool, SinceUsec: since.Microseconds()})
 	if err != nil {

@@ -79,10 +79,10 @@ func runDaemon(c *cli.Context) error {
 		}
 	}
 	if w := c.Duration("history-window"); w < 0 || w > daemon.MaxHistoryWindow {
-		return fmt.Errorf("--history-window %s is not accepted (accepted: 0 for none, up to %s)", w, daemon.MaxHistoryWindow)
+		return usageErr("--history-window %s is not accepted (accepted: 0 for none, up to %s)", w, daemon.MaxHistoryWindow)
 	}
 	if iv := c.Duration("history-interval"); iv != 0 && (iv < daemon.MinHistoryInterval || iv > time.Minute) {
-		return fmt.Errorf("--history-interval %s is not accepted (accepted: %s..1m)", iv, daemon.MinHistoryInterval)
+		return usageErr("--history-interval %s is not accepted (accepted: %s..1m)", iv, daemon.MinHistoryInterval)
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {

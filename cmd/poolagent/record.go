@@ -69,12 +69,12 @@ func runRecord(c *cli.Context) error {
 		interval = time.Duration(lim.PeriodUsec) * time.Microsecond
 	}
 	if interval < time.Millisecond || interval > time.Minute || interval%time.Microsecond != 0 {
-		return fmt.Errorf("--interval %s is not accepted (accepted: 1ms..1m in whole µs)", interval)
+		return usageErr("--interval %s is not accepted (accepted: 1ms..1m in whole µs)", interval)
 	}
 	total := c.Duration("for")
 	n := int(total / interval)
 	if n < 1 || n > advise.MaxSamples {
-		return fmt.Errorf("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
+		return usageErr("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
 			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
 	}
 	ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
