@@ -27,7 +27,9 @@ import (
 //	                      lease: what the fair order counts after the
 //	                      running queries; <user> path-escaped
 //
-// A token names one registration of one query: <node>.<lease>.<n>.
+// Slot and extra keys of a pool with strict slots (GLOBAL_SLOTS='strict')
+// have no lease (strict.go). A token names one registration of one query:
+// <node>.<lease>.<n>.
 const (
 	nodesDir = "nodes/"
 	defsKey  = "defs"

@@ -237,13 +237,14 @@ func WriteClassifiers(w io.Writer, rows []protocol.Classifier) error {
 	return t.flush()
 }
 
-// WriteQueries writes the queries view as a table, times in seconds; in
+// WriteQueries writes the queries view as a table, times in seconds,
+// memory in MiB (MemMiB, PeakMiB; OOM the OOM kills in the query); in
 // fleet mode a Node column says where each query is, and another node's
 // queries show only what the cluster knows of them.
 func WriteQueries(w io.Writer, rows []protocol.Query) error {
 	fleet := slices.ContainsFunc(rows, func(r protocol.Query) bool { return r.Node != "" })
 	t := newTable(w, nodeColumn(fleet, "QueryId", "ResourcePoolId", "State", "Pos", "User", "UserRun/Q", "ClientPid",
-		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "Waiting")...)
+		"Queued", "Running", "CpuLimitCores", "Usage", "NrThrottled", "Throttled", "MemMiB", "PeakMiB", "OOM", "Waiting")...)
 	for _, r := range rows {
 		pos, user, pid := "", r.User, strconv.Itoa(r.ClientPid)
 		if r.QueuePosition > 0 {
@@ -269,7 +270,11 @@ func WriteQueries(w io.Writer, rows []protocol.Query) error {
 			running = "-"
 		}
 		used, nrThrottled, throttled := usec(int64(r.UsageUsec)), strconv.FormatUint(r.NrThrottled, 10), usec(int64(r.ThrottledUsec))
+		mem, peak, oom := mib(r.MemoryBytes), mib(r.PeakMemoryBytes), strconv.FormatUint(r.OOMKills, 10)
 		userRQ := strconv.Itoa(r.UserRunning) + "/" + strconv.Itoa(r.UserQueued)
+		if remote || r.State == protocol.StateQueued {
+			mem, peak, oom = "-", "-", "-"
+		}
 		if remote {
 			used, nrThrottled, throttled = "-", "-", "-"
 		}
@@ -277,10 +282,13 @@ func WriteQueries(w io.Writer, rows []protocol.Query) error {
 			userRQ = "-"
 		}
 		t.row(nodeCell(fleet, r.Node, r.QueryId, r.ResourcePoolId, r.State, pos, user, userRQ, pid,
-			usec(r.QueuedTimeUs), running, limit, used, nrThrottled, throttled, why)...)
+			usec(r.QueuedTimeUs), running, limit, used, nrThrottled, throttled, mem, peak, oom, why)...)
 	}
 	return t.flush()
 }
+
+// mib formats bytes as MiB with one decimal.
+func mib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
 
 // table is a tabwriter whose first row is the header.
 type table struct{ tw *tabwriter.Writer }

@@ -59,7 +59,8 @@ func fixture(t *testing.T) (*planner.Model, []admission.PoolStats, planner.Desir
 var queries = []protocol.Query{
 	{QueryId: "qt8k2a-7", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateRunning, User: "alice", Uid: 1001, ClientPid: 4242,
 		QueuedTimeUs: 1_500_000, RunningTimeUs: 12_345_678, CpuLimitCores: 3.5,
-		UsageUsec: 30_000_000, NrPeriods: 120, NrThrottled: 40, ThrottledUsec: 2_000_000},
+		UsageUsec: 30_000_000, NrPeriods: 120, NrThrottled: 40, ThrottledUsec: 2_000_000,
+		MemoryBytes: 268_435_456, PeakMemoryBytes: 536_870_912, OOMKills: 1},
 	{QueryId: "qt8k2a-9", ResourcePoolId: "olap", Classifier: "olap_classifier", State: protocol.StateQueued, QueuePosition: 1, User: "bob", Uid: 1002, ClientPid: 4300,
 		QueuedTimeUs: 800_000, CpuLimitCores: 3.5, Wait: &protocol.Wait{Reason: protocol.WaitLoad, HeadReason: protocol.WaitLoad,
 			Running: 1, Limit: 10, LoadPercent: 72, ReservedPercent: 10, ThresholdPercent: 80}},
