@@ -162,12 +162,15 @@ type Recording struct {
 // failed, and t.Samples is then not to be written.
 func Record(ctx context.Context, tree *cgroupfs.Reader, procRoot string, t *Trace, n int) (Recording, error) {
 	interval := time.Duration(t.IntervalUsec) * time.Microsecond
+	// The schedule starts when the baseline's counters are read, before
+	// its threads: on a slow host reading them may take intervals, which
+	// the first sample then covers (and shares) too.
+	start := time.Now()
 	rec, err := NewRecorder(tree, t.Pool, procRoot, t.IntervalUsec)
 	if err != nil {
 		return Recording{}, err
 	}
 	step := max(interval/10, min(interval, 10*time.Millisecond))
-	start := time.Now()
 	out := Recording{Why: fmt.Sprintf("recorded %s", time.Duration(n)*interval)}
 	for k := 1; len(t.Samples) < n; k++ {
 		deadline := start.Add(time.Duration(k) * interval)

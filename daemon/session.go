@@ -248,6 +248,11 @@ func (se *session) awaitStart(ctx context.Context, q *query) (protocol.Request, 
 func (se *session) placed(ctx context.Context, q *query, err error, started protocol.Reply) bool {
 	switch {
 	case errors.Is(err, errPoolDropped):
+		// A cgroup made before the drop went with its pool: removing it
+		// again only forgets it (Cgroups.MakeQuery).
+		if rerr := se.s.cg.RemoveQuery(q.pool, q.name); rerr != nil {
+			se.s.cfg.Log.Warn("remove the query cgroup of a dropped pool", "pool", q.pool, "query", q.name, "err", rerr)
+		}
 		se.end(q, protocol.CodePoolDropped, err)
 		return false
 	case err != nil:

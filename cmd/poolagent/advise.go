@@ -1,23 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/advise"
-	"github.com/poolagent/poolagent/compare"
-	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/observe"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -104,88 +97,6 @@ func readTraceFile(path string) (*advise.Trace, error) {
 	}
 	defer f.Close()
 	return advise.ParseTrace(path, f)
-}
-
-// adviseAll advises every pool of the daemon's history, worst first.
-func adviseAll(c *cli.Context, b advise.Budget) error {
-	format, err := formatOf(c, "text", "json")
-	if err != nil {
-		return err
-	}
-	traces, _, err := daemonTraces(c, "")
-	if err != nil {
-		return err
-	}
-	pools, err := advise.AdviseNode(traces, b)
-	if err != nil {
-		return err
-	}
-	if file := c.String("report"); file != "" {
-		var page bytes.Buffer
-		if err := advise.WriteNodeHTML(&page, pools, b); err != nil {
-			return err
-		}
-		if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("--report: %w", err)
-		}
-	}
-	if format == "json" {
-		return advise.WriteNodeJSON(c.App.Writer, pools, b)
-	}
-	return advise.WriteNode(c.App.Writer, pools, b)
-}
-
-// verifyAdvice runs the trace's demand for real under lim with compare's
-// machinery and prints the measurement against the budget; it fails when
-// the budget is not met.
-func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim cpulimit.Limit) error {
-	if why := cannotMeasure(); why != "" {
-		return fmt.Errorf("--verify runs the demand for real and cannot here: %s (accepted: root on a host with the cgroup cpu controller)", why)
-	}
-	sc, err := advise.VerifyScenario(t, lim)
-	if err != nil {
-		return fmt.Errorf("--verify: %w", err)
-	}
-	layout, err := compare.LayoutOf(sc)
-	if err != nil {
-		return fmt.Errorf("--verify: %w", err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own binary for the workers: %w", err)
-	}
-	opt := compare.Options{Repeat: 1, Timeline: true, Kernel: observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease()),
-		WorkerCommand: []string{self, compareWorkerName}}
-	if !c.Bool("quiet") {
-		opt.Progress = c.App.ErrWriter
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	report, err := compare.Measure(ctx, sc.Name, layout, opt)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(report.Groups, func(g compare.GroupResult) bool { return g.Name == t.Pool })
-	if i < 0 || len(report.Groups[i].Runs) == 0 {
-		return fmt.Errorf("--verify: the run reported no pool %s", t.Pool)
-	}
-	run := report.Groups[i].Runs[0]
-	throttled := func(ws []compare.Window) []uint64 {
-		var v []uint64
-		for _, w := range ws {
-			v = append(v, w.ThrottledUsec)
-		}
-		return v
-	}
-	predicted := advise.ReplayOutcome(sc, run.Kernel, throttled(run.KernelWindows))
-	measured := advise.ReplayOutcome(sc, run.Measured, throttled(run.MeasuredWindows))
-	if err := advise.WriteVerify(c.App.Writer, b, lim, report.Env.Cgroup, predicted, measured); err != nil {
-		return err
-	}
-	if !b.Meets(measured) {
-		return fmt.Errorf("--verify: measured %d of %d periods throttled, worst delay %s: outside the budget of %s", measured.NrThrottled, measured.NrPeriods, time.Duration(measured.MaxDelayUsec)*time.Microsecond, b)
-	}
-	return nil
 }
 
 // adviseBudget reads the budget flags; neither given is 10% of periods.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -65,4 +66,33 @@ func fromDaemonNote(t *advise.Trace, earlier int) string {
 		s += fmt.Sprintf("; %d earlier stretches under other limits are left out (a trace holds one limit)", earlier)
 	}
 	return s + "\n"
+}
+
+// adviseAll advises every pool of the daemon's history, worst first.
+func adviseAll(c *cli.Context, b advise.Budget) error {
+	format, err := formatOf(c, "text", "json")
+	if err != nil {
+		return err
+	}
+	traces, _, err := daemonTraces(c, "")
+	if err != nil {
+		return err
+	}
+	pools, err := advise.AdviseNode(traces, b)
+	if err != nil {
+		return err
+	}
+	if file := c.String("report"); file != "" {
+		var page bytes.Buffer
+		if err := advise.WriteNodeHTML(&page, pools, b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+	}
+	if format == "json" {
+		return advise.WriteNodeJSON(c.App.Writer, pools, b)
+	}
+	return advise.WriteNode(c.App.Writer, pools, b)
 }

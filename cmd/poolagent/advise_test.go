@@ -36,9 +36,27 @@ func TestAdviseCommand(t *testing.T) {
 		{[]string{"--max-throttled-periods", "120%"}, `--max-throttled-periods "120%" is not accepted (accepted: a percent 0..100`},
 		{[]string{"--max-delay", "0s"}, "--max-delay 0s is not accepted (accepted: 1ms..1s"},
 		{[]string{"--trace", bad}, "cut.json: line 1, column 57: the trace ends early, it was cut off"},
+		{[]string{"--pool", "olap"}, "give one of --trace FILE, --pool POOL or --all"},
+		{[]string{"--report", "x.html"}, "--report writes the page of --all (accepted: --all --report FILE)"},
 	} {
 		args := append([]string{"advise", "--trace", "../../advise/testdata/traces/chapter-burst.json"}, c.args...)
 		_, _, err := runApp(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"advise"}, "give one of --trace FILE, --pool POOL or --all"},
+		{[]string{"advise", "--all", "--format", "xml"}, `--format "xml" is not accepted (accepted: text, json)`},
+		{[]string{"advise", "--pool", "olap", "--socket", "/nonexistent/agent.sock"}, "connect to the poolagent daemon at /nonexistent/agent.sock"},
+		{[]string{"advise", "--pool", "olap", "--since", "-1m"}, "--since -1m0s is not accepted"},
+		{[]string{"record", "--from-daemon", "--pool", "olap", "-o", "x.json", "--for", "1m"}, "--from-daemon writes what the daemon kept: --for and --interval do not apply"},
+		{[]string{"record", "--pool", "olap", "-o", "x.json"}, "--for is missing"},
+	} {
+		_, _, err := runApp(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}

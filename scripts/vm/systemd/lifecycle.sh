@@ -199,11 +199,30 @@ rm -r /etc/systemd/system/poolagent.service.d
 systemctl daemon-reload
 systemctl restart poolagent.service
 
-step "upgrade: install over the running service with queries running"
-quote env "${install_env[@]}" scripts/install.sh
+step "upgrade: install over the running service with queries running, on a host without man-db"
+# man hidden in a mount namespace of its own: systemd-analyze verify would
+# fail on the units' Documentation=man: lines without --man=no.
+quote unshare -m sh -c 'mount --bind /dev/null "$(command -v man)" && exec env '"${install_env[*]}"' scripts/install.sh'
+check "man was hidden there" sh -c '! unshare -m sh -c "mount --bind /dev/null \$(command -v man) && man -w systemd.socket" >/dev/null 2>&1'
+
 check "the service is active" systemctl is-active --quiet poolagent.service
 check "the queries survived the upgrade" kill -0 "$qa" "$qb"
 check "the adopted queries are counted" until_ 10 sh -c 'systemctl status poolagent.service --lines=0 | grep -q "2 queries running"'
+
+step "a login session ending (loginctl terminate-session) ends the query its su started"
+su -l alice -c 'exec poolagent-run -- sleep 301' >/tmp/alice2.out 2>&1 &
+su=$!
+check "alice's second query runs" until_ 20 pgrep -u alice -f '^sleep 301$'
+q3=$(pgrep -u alice -f '^sleep 301$')
+check "it runs in pool olap, out of the session's scope" grep -q "/pools/olap/" "/proc/$q3/cgroup"
+sess=$(sed -n 's|^0::.*/session-\(.*\)\.scope$|\1|p' "/proc/$su/cgroup")
+check "su is in a session scope" test -n "$sess"
+loginctl terminate-session "$sess"
+# systemd kills the session scope's processes (su); su passes the SIGTERM
+# on to its command, the query, which the scope no longer holds.
+check "the query ended with the session" until_ 20 sh -c "! kill -0 $q3"
+check "the other session's query runs on" kill -0 "$qa"
+check "its slot is freed" until_ 10 sh -c 'systemctl status poolagent.service --lines=0 | grep -q "2 queries running"'
 
 step "uninstall with queries running: the service goes, the queries run on, the scope ends with them"
 quote scripts/uninstall.sh --purge
