@@ -96,18 +96,30 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 // query cgroup's memory and, when the command's end was an OOM kill at a
 // limit of poolagent's, writes the message there. The descriptor is held
 // only while the command runs, so whoever reads that pipe sees its end
-// when the command exits, as without poolagent.
-func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, pool, query string, poolBefore *observe.Memory) {
+// when the command exits, as without poolagent. When the query's end
+// came first (the command was its last process, and the cgroup is gone
+// by the time it is read, or empty and about to go), the kill is the one
+// the end's statistics found (ended).
+func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, pool, query string, poolBefore *observe.Memory) {
 	defer unix.Close(fd)
 	defer exited.Close()
 	if err := awaitExit(ctx, exited); err != nil {
 		return
 	}
+	var o *protocol.OOMKill
 	st, err := s.cg.QueryStat(pool, query)
-	if err != nil {
-		return
+	switch busy, perr := s.cg.Populated(pool, query); {
+	case err == nil && st.Memory != nil:
+		o = s.oomKill(pool, st.Memory, poolBefore)
+	case perr == nil && !busy:
+		// Empty or gone: the query's end reads (or read) it at once.
+		select {
+		case stats := <-ended:
+			o = stats.OOM
+		case <-ctx.Done():
+		}
 	}
-	if o := s.oomKill(pool, st.Memory, poolBefore); o != nil {
+	if o != nil {
 		tellOOM(fd, o.Message("poolagent", query, pool))
 	}
 }

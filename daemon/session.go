@@ -309,13 +309,16 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 		return
 	}
 	poolBefore := s.poolMemoryBefore(q.pool)
+	ended := make(chan protocol.Stats, 1)
 	if stderr >= 0 {
 		if exited, err := watchExit(client.FD); err == nil {
-			go s.tellInPlace(ctx, stderr, exited, q.pool, q.name, poolBefore)
+			go s.tellInPlace(ctx, stderr, exited, ended, q.pool, q.name, poolBefore)
 			stderr = -1
 		}
 	}
-	if _, err := se.finish(ctx, q, poolBefore); err != nil && ctx.Err() == nil {
+	stats, err := se.finish(ctx, q, poolBefore)
+	ended <- stats
+	if err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
 	}
 }
