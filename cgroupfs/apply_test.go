@@ -526,6 +526,49 @@ func TestMemoryLimits(t *testing.T) {
 	})
 }
 
+// TestSoftMemoryLimits: the soft limits go to memory.high (v1
+// memory.soft_limit_in_bytes) of the pool and of its queries, a second
+// apply writes nothing, and a soft limit dropped (0) goes back to none.
+func TestSoftMemoryLimits(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		tr := w.tree("poolagent", nil)
+		d := seedDesired()
+		d.Pools[2].Pool = cg(700000, 100000, 0, 100, 2<<30)
+		d.Pools[2].Pool.MemoryHighBytes = 1<<30 + 100 // rounded down to a page
+		d.Pools[2].Query = cg(350000, 100000, 0, 0, 1<<30)
+		d.Pools[2].Query.MemoryHighBytes = 512 << 20
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hiersOf(t, tr, true) {
+			w.spawn(w.hierMount(h), 9)
+		}
+		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+			t.Fatal(err)
+		}
+		file, mem, none := fileMemoryHigh, w.mounts.Unified, "max"
+		if !v2 {
+			file, mem, none = fileMemSoftLimit, w.mounts.V1[HierMemory], "9223372036854771712"
+		}
+		for cgroup, want := range map[string]string{"olap": "1073741824", "olap/q": "536870912", "default": none} {
+			if got := w.read(filepath.Join(mem, "poolagent", cgroup, file)); got != want {
+				t.Errorf("%s %s reads %q, want %q", cgroup, file, got, want)
+			}
+		}
+		if again, _ := tr.Changes(d); len(again.Ops) != 0 {
+			t.Errorf("second plan not empty:\n%s", again)
+		}
+		d.Pools[2].Pool.MemoryHighBytes = 0
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.read(filepath.Join(mem, "poolagent/olap", file)); got != none {
+			t.Errorf("olap %s after the soft limit was dropped: %q, want %q", file, got, none)
+		}
+	})
+}
+
 // TestBurstPendingWhenQuotaFails: a burst refused before its quota, whose
 // quota write then fails, is reported as not done.
 func TestBurstPendingWhenQuotaFails(t *testing.T) {

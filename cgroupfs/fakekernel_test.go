@@ -118,7 +118,7 @@ func (w *world) mkcg(dir string) {
 	case HierCPUAcct:
 		files["cpuacct.usage"] = "0"
 	case HierMemory:
-		files[fileMemLimit] = "9223372036854771712"
+		files[fileMemLimit], files[fileMemSoftLimit] = "9223372036854771712", "9223372036854771712"
 	case HierCPUSet:
 		files[fileCPUSetCPUs], files[fileCPUSetMems] = "", ""
 	}
@@ -133,7 +133,7 @@ func controllerFiles(c string) map[string]string {
 	case "cpu":
 		return map[string]string{fileCPUMax: "max 100000", fileCPUMaxBurst: "0", fileCPUWeight: "100"}
 	case "memory":
-		return map[string]string{fileMemoryMax: "max"}
+		return map[string]string{fileMemoryMax: "max", fileMemoryHigh: "max"}
 	case "cpuset":
 		return map[string]string{fileCPUSetCPUs: "", fileCPUSetMems: ""}
 	}
@@ -320,10 +320,10 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		return &s, nil
 	case fileCPUSetCPUs, fileCPUSetMems:
 		return w.cpusetWrite(cg, file, v)
-	case fileMemoryMax, fileMemLimit:
+	case fileMemoryMax, fileMemLimit, fileMemoryHigh, fileMemSoftLimit:
 		if v == "max" || v == "-1" {
 			s := "max"
-			if file == fileMemLimit {
+			if file == fileMemLimit || file == fileMemSoftLimit {
 				s = "9223372036854771712"
 			}
 			return &s, nil

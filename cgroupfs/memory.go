@@ -76,30 +76,60 @@ func readMemoryLimit(f FS, cg string, v2 bool, dir string) (int64, error) {
 	return v, err
 }
 
-// memoryValues writes tg's memory limit when it differs, as the kernel
-// keeps it (in pages): v2 memory.max ("max" for none), v1
-// memory.limit_in_bytes (-1 for none).
+// readMemoryHigh reads cgroup cg's soft memory limit beneath f, in bytes,
+// 0 for none: v2 memory.high, v1 memory.soft_limit_in_bytes; a missing
+// file is none.
+func readMemoryHigh(f FS, cg string, v2 bool, dir string) (int64, error) {
+	file := fileMemSoftLimit
+	if v2 {
+		file = fileMemoryHigh
+	}
+	v, err := readValue(f, cg, file, dir, observe.ParseMemoryLimit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return max(v, 0), err
+}
+
+// memoryValues writes tg's memory limits that differ, as the kernel
+// keeps them (in pages): the hard one, v2 memory.max ("max" for none), v1
+// memory.limit_in_bytes (-1 for none); the soft one, v2 memory.high, v1
+// memory.soft_limit_in_bytes, alike. The kernel keeps no order between
+// the two.
 func (b *builder) memoryValues(tg target) {
 	w, c := tg.want, tg.cur
-	if pageDown(w.memBytes, b.cur.pageSize) == pageDown(c.memBytes, b.cur.pageSize) {
-		return
+	h, hard, soft := HierUnified, fileMemoryMax, fileMemoryHigh
+	if !b.cur.v2 {
+		h, hard, soft = HierMemory, fileMemLimit, fileMemSoftLimit
 	}
-	if b.cur.v2 {
-		v := "max"
-		if w.memBytes >= 0 {
-			v = strconv.FormatInt(w.memBytes, 10)
+	if pageDown(w.memBytes, b.cur.pageSize) != pageDown(c.memBytes, b.cur.pageSize) {
+		b.add(h, tg.path, OpWrite, hard, memoryValue(w.memBytes, b.cur.v2))
+	}
+	high := func(v int64) int64 { // none is 0 here, -1 to the kernel's files
+		if v <= 0 {
+			return -1
 		}
-		b.add(HierUnified, tg.path, OpWrite, fileMemoryMax, v)
-		return
+		return pageDown(v, b.cur.pageSize)
 	}
-	b.add(HierMemory, tg.path, OpWrite, fileMemLimit, strconv.FormatInt(w.memBytes, 10))
+	if high(w.memHigh) != high(c.memHigh) {
+		b.add(h, tg.path, OpWrite, soft, memoryValue(high(w.memHigh), b.cur.v2))
+	}
+}
+
+// memoryValue renders a memory limit in bytes, -1 for none: v2 "max",
+// v1 "-1".
+func memoryValue(v int64, v2 bool) string {
+	if v < 0 && v2 {
+		return "max"
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // usesMemory reports whether any cgroup in d sets a memory limit (-1,
 // unlimited, is what a cgroup without the memory controller has anyway).
 func usesMemory(d planner.Desired) bool {
 	for _, p := range d.Pools {
-		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 {
+		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 || p.Pool.MemoryHighBytes > 0 || p.Query.MemoryHighBytes > 0 {
 			return true
 		}
 	}

@@ -323,6 +323,9 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if s.memBytes, err = readMemoryLimit(mf, cg, t.v2, t.roots[memH]); err != nil {
 			return s, err
 		}
+		if s.memHigh, err = readMemoryHigh(mf, cg, t.v2, t.roots[memH]); err != nil {
+			return s, err
+		}
 	}
 	switch {
 	case t.v2:

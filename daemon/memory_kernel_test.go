@@ -230,3 +230,25 @@ func jsonLine(text string, v any) error {
 	}
 	return fmt.Errorf("no JSON line in %q", text)
 }
+
+// TestKernelMemoryHigh: a query past its soft limit (memory.high) is
+// slowed by reclaim, which memory.events' high counts, and completes; no
+// OOM kill, nothing told.
+func TestKernelMemoryHigh(t *testing.T) {
+	// Soft 3% (30.7 MiB), hard 20% (204.8 MiB) of the test node's 1 GiB:
+	// a command of 40 MiB goes past the first and stays under the second.
+	pools := olapPool(2, 5, ", QUERY_MEMORY_HIGH_PERCENT_PER_NODE=3, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=20")
+	d, cg := kernelDaemon(t, memoryNeed, Config{}, pools, rootIdentity)
+	left := queriesLeft(t, cg)
+	c := memoryRun(t, d.socket, "40", "json")
+	st, stderr := c.wait()
+	t.Logf("status %d, stderr:\n%s", status(st), stderr)
+	var s protocol.Stats
+	if err := jsonLine(stderr, &s); err != nil {
+		t.Fatal(err)
+	}
+	if status(st) != 0 || oomLine(stderr) != "" || s.OOMKills != 0 || s.MemoryHighEvents == 0 {
+		t.Errorf("status %d, stats %+v: want 0, no OOM kill and memory.high events", status(st), s)
+	}
+	waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+}

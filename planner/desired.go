@@ -73,12 +73,14 @@ type PoolState struct {
 	AllocCPUs float64
 }
 
-// Cgroup is the desired state of one cgroup: its CPU limit and its memory
+// Cgroup is the desired state of one cgroup: its CPU limit, its memory
 // limit in bytes, -1 = unlimited (v2 memory.max "max", v1
-// memory.limit_in_bytes -1).
+// memory.limit_in_bytes -1), and its soft memory limit in bytes, 0 or -1
+// = none (v2 memory.high "max", v1 memory.soft_limit_in_bytes -1).
 type Cgroup struct {
-	CPU         cpulimit.Limit
-	MemoryBytes int64
+	CPU             cpulimit.Limit
+	MemoryBytes     int64
+	MemoryHighBytes int64
 }
 
 // MemoryMax renders the cgroup v2 memory.max value: bytes, or "max"

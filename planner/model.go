@@ -40,6 +40,17 @@ type Pool struct {
 	// TotalMemoryLimitPercent caps the pool's memory at this percent of
 	// the node's. TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE.
 	TotalMemoryLimitPercent float64
+	// QueryMemoryHighPercent and TotalMemoryHighPercent are soft memory
+	// limits, percents of the node's memory, for each query and for the
+	// pool: above one the kernel reclaims the cgroup's memory and slows
+	// its allocations (v2 memory.high; v1 memory.soft_limit_in_bytes,
+	// which reclaims only when the host runs short), so a query is slowed
+	// before its hard limit kills it. -1 and 0 set none.
+	// QUERY_MEMORY_HIGH_PERCENT_PER_NODE and
+	// TOTAL_MEMORY_HIGH_PERCENT_PER_NODE (poolagent's extensions), at most
+	// the hard limit of the same scope when that is set.
+	QueryMemoryHighPercent float64
+	TotalMemoryHighPercent float64
 	// QueryCancelAfterSeconds fails a query that waited this long in the
 	// queue; -1 and 0 wait forever. QUERY_CANCEL_AFTER_SECONDS.
 	QueryCancelAfterSeconds int64
@@ -415,6 +426,18 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 	}
 	if p.QueueSizePerUser != -1 && p.QueueSize != -1 && p.QueueSizePerUser > p.QueueSize {
 		a.errs.errorf(settingAt(at, settings, "QUEUE_SIZE", "QUEUE_SIZE_PER_USER"), "pool %q: QUEUE_SIZE_PER_USER=%d is above the pool's QUEUE_SIZE=%d: no user could queue that many; accepted: -1 or 0..%d", p.Name, p.QueueSizePerUser, p.QueueSize, p.QueueSize)
+	}
+	for _, m := range []struct {
+		high, limit   float64
+		name, limitOf string
+	}{
+		{p.QueryMemoryHighPercent, p.QueryMemoryLimitPercent, "QUERY_MEMORY_HIGH_PERCENT_PER_NODE", "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE"},
+		{p.TotalMemoryHighPercent, p.TotalMemoryLimitPercent, "TOTAL_MEMORY_HIGH_PERCENT_PER_NODE", "TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE"},
+	} {
+		if m.high > 0 && m.limit >= 0 && m.high > m.limit {
+			a.errs.errorf(settingAt(at, settings, m.name, m.limitOf), "pool %q: %s=%g is above %s=%g: the soft limit is to slow a query before the hard one kills it; accepted: -1 or 0..%g",
+				p.Name, m.name, m.high, m.limitOf, m.limit, m.limit)
+		}
 	}
 	if p.CPUIdle == 1 && p.ResourcesWeight >= 0 {
 		at := at

@@ -70,8 +70,9 @@ const (
 const DefaultUsageHalfLifeSeconds = 3600
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, the
-// per-user limits and queue policy, and GLOBAL_SLOTS).
+// extensions (the soft memory limits, CPU_PERIOD_USEC, CPU_BURST_PERCENT,
+// CPU_IDLE, CPUS, the per-user limits and queue policy, and
+// GLOBAL_SLOTS).
 var params = []*param{
 	{name: "CONCURRENT_QUERY_LIMIT", max: MaxConcurrentQueryLimit, unset: "no limit", lockedOnDefault: true,
 		above:    fmt.Sprintf("above YDB's limit of %d concurrent queries", MaxConcurrentQueryLimit),
@@ -90,6 +91,10 @@ var params = []*param{
 		pctField: func(p *Pool) *float64 { return &p.QueryMemoryLimitPercent }},
 	{name: "TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE", percent: true, unset: "no limit",
 		pctField: func(p *Pool) *float64 { return &p.TotalMemoryLimitPercent }},
+	{name: "QUERY_MEMORY_HIGH_PERCENT_PER_NODE", percent: true, unset: "no soft limit; 0 too",
+		pctField: func(p *Pool) *float64 { return &p.QueryMemoryHighPercent }},
+	{name: "TOTAL_MEMORY_HIGH_PERCENT_PER_NODE", percent: true, unset: "no soft limit; 0 too",
+		pctField: func(p *Pool) *float64 { return &p.TotalMemoryHighPercent }},
 	{name: "QUERY_CANCEL_AFTER_SECONDS", max: maxInt32, unset: "no timeout; 0 too, as in YDB",
 		intField: func(p *Pool) *int64 { return &p.QueryCancelAfterSeconds }},
 	{name: "CPU_PERIOD_USEC", min: cpulimit.MinPeriodUsec, max: cpulimit.MaxPeriodUsec, unset: "the node's period",

@@ -42,7 +42,8 @@ type Activity struct {
 // cgroup's cpu.max (Go's GOMAXPROCS, nproc) sees the CPU it may use
 // rather than the host's; memory.max is node memory ×
 // TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
-// QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query. CPU_BURST_PERCENT
+// QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query, memory.high the same
+// with TOTAL_ and QUERY_MEMORY_HIGH_PERCENT_PER_NODE. CPU_BURST_PERCENT
 // of a quota becomes its cpu.max.burst. CPU_IDLE=1 makes the pool's cgroup
 // idle (cpu.idle 1, no cpu.weight); its queries are not idle among
 // themselves. CPUS confines the pool and its queries to those CPUs
@@ -117,10 +118,12 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		}
 		queryQuota := quotaUsec(queryCPUs, period)
 		pool := cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent))
+		pool.MemoryHighBytes = memoryLimit(node, p.TotalMemoryHighPercent)
 		if p.CPUIdle == 1 {
 			pool.CPU.Idle, pool.CPU.Weight = true, 0
 		}
 		query := cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
+		query.MemoryHighBytes = memoryLimit(node, p.QueryMemoryHighPercent)
 		pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
 		out.Pools[i] = PoolState{
 			Name:      p.Name,

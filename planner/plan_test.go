@@ -572,3 +572,21 @@ f.sql:3:35: pool "b": CPUS='2': CPUs 2 are not online on this node (online: 0-1)
 		t.Errorf("2.5 vCPU: err = %v, want CPUs 0-2 online", err)
 	}
 }
+
+// TestPlanSoftMemoryLimits: the soft limits are percents of the node's
+// memory, like the hard ones; none is -1.
+func TestPlanSoftMemoryLimits(t *testing.T) {
+	m, _, err := Load("f.sql", []byte("CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=50, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE=40, QUERY_MEMORY_HIGH_PERCENT_PER_NODE=10);"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Plan(m, Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}, Activity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := d.Pool("p")
+	def, _ := d.Pool(DefaultPool)
+	if p.Pool.MemoryBytes != 1<<29 || p.Pool.MemoryHighBytes != 429496730 || p.Query.MemoryBytes != -1 || p.Query.MemoryHighBytes != 107374182 || def.Pool.MemoryHighBytes != -1 {
+		t.Errorf("pool %+v query %+v default %+v", p.Pool, p.Query, def.Pool)
+	}
+}
