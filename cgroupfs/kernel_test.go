@@ -252,7 +252,13 @@ func (k *kernel) cgroupOf(t *testing.T, pid int) string {
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.SplitN(l, ":", 3)
 		if len(f) == 3 && ((k.v2() && f[0] == "0") || (!k.v2() && slices.Contains(strings.Split(f[1], ","), "cpu"))) {
-			return filepath.Join(k.h.Parent, f[2])
+			// The path is below the hierarchy's mount, which is not the
+			// tests' parent when that is a delegated subtree.
+			mount, _, err := k.h.Mounts.Controller("cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(mount, f[2])
 		}
 	}
 	t.Fatalf("no cpu cgroup in /proc/%d/cgroup: %s", pid, b)

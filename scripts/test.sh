@@ -13,7 +13,7 @@
 #   6. the operator's lifecycle on a real systemd host: install, socket
 #      activation, restarts with queries running, watchdog, uninstall, in
 #      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd); then
-#      the real-kernel tests of daemon, pooltree and systemd in
+#      the real-kernel tests of daemon, cgroupfs, pooltree and systemd in
 #      a subtree systemd delegated there
 #
 # POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
@@ -170,7 +170,7 @@ if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"
 	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
 		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" \
-		./daemon ./pooltree ./systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
+		./daemon ./cgroupfs ./pooltree ./systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
 else
 	failed+=("systemd VM setup")
 fi
