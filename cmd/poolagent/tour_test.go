@@ -110,7 +110,7 @@ func TestKernelReadmeTour(t *testing.T) {
 		"mount -t tmpfs -o mode=1777 tour-tmp /tmp\n" +
 		"set -x\n" + strings.Join(tour, "\n") + "\n" +
 		"set +x\n" +
-		"for p in /run/poolagent /tmp/poolagent-state; do\n" +
+		"for p in /run/poolagent /run/poolagent-state; do\n" +
 		"	if [ -e \"$p\" ]; then echo \"the tour left $p behind\"; exit 1; fi\n" +
 		"done\n" +
 		"echo 'the tour ran to its end'\n"
