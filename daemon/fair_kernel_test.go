@@ -173,8 +173,11 @@ func TestKernelUsageCharged(t *testing.T) {
 		t.Fatalf("users %+v, want root alone", p.Users)
 	}
 	got, want := p.Users[0].Usage.Seconds, float64(res.Stats.UsageUsec)/1e6
-	if want < 0.18 || got < want*0.999 || got > want*1.001 {
-		t.Errorf("root's usage %.4f s, want the query cgroup's %.4f s (at least 0.18)", got, want)
+	// The command spins 200 ms of its own CPU time; what it spent before
+	// it was moved into its query cgroup (its runtime's start, tens of ms
+	// on the test VM's emulated CPUs) is not the cgroup's.
+	if want < 0.1 || got < want*0.999 || got > want*1.001 {
+		t.Errorf("root's usage %.4f s, want the query cgroup's %.4f s (at least 0.1)", got, want)
 	}
 	held.release.Close()
 	<-held.done
