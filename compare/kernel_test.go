@@ -135,8 +135,11 @@ func TestKernelCompareCPUSet(t *testing.T) {
 	run := task.Runs[0]
 	t.Logf("2 threads, 400 ms of CPU on CPU 0: done at %d µs measured, %d µs kernel model, %d µs simple model",
 		run.MeasuredDoneUsec, run.KernelDoneUsec, task.SimpleDoneUsec)
+	// One CPU against two is 400 ms against 200: the bounds sit well
+	// clear of 200. The test VM's emulated CPUs have measured 372 ms (the
+	// worker's CPU time and the wall clock drift apart under emulation).
 	for what, done := range map[string]int64{"measured": run.MeasuredDoneUsec, "kernel model": run.KernelDoneUsec, "simple model": task.SimpleDoneUsec} {
-		if done < 380_000 || done > 600_000 {
+		if done < 320_000 || done > 600_000 {
 			t.Errorf("%s: done at %d µs, want about 400 ms (one CPU), not 200 ms (two)", what, done)
 		}
 	}
