@@ -21,16 +21,10 @@ import (
 // daemon's history shows the throttling of the query cgroups, `advise
 // --pool` reads it from the daemon and prints a change, `poolagent sql`
 // applies it, and the same bursts, read from the history again, are
-// within the budget.
-//
-// NOTE: cgroup v1 only for now. In the v2 test VM (emulated CPUs, where a
-// shell's start costs ~10 ms) the bursts are two 100 ms threads, and the
-// history's demand reconstruction (it has no thread counts) smooths them
-// in some runs: advised a cap of 59% where each burst still needs more
-// than one quota in its first period, the next run measured 27% of
-// periods throttled against the 10% budget. docs/advise.md says so.
+// within the budget. The history counts the threads that ran in each
+// interval, so the advice keeps the bursts' width.
 func TestKernelAdviseFromHistory(t *testing.T) {
-	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1}, Controllers: []string{"cpuacct"}}
+	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 	host := kerneltest.Require(t, need)
 	root := host.NewRoot(t, need)
 	root.Favour(t)
