@@ -16,6 +16,7 @@ import (
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
@@ -234,10 +235,10 @@ func BenchmarkHistoryMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		h := newHistory(HistoryConfig{Window: time.Hour})
-		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: -1, Ran: -1, Runnable: -1}
+		h := newHistory(HistoryConfig{Window: time.Hour, CPUs: 2})
+		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: 2, Ran: 2, Runnable: 1}
 		for p := range 100 {
-			seg := &segment{intervalUsec: 100_000, start: time.Now()}
+			seg := &segment{limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, intervalUsec: 100_000, start: time.Now()}
 			h.pools[fmt.Sprintf("pool%d", p)] = &poolHistory{segs: []*segment{seg}}
 			for range 36_000 {
 				h.add(seg, busy, 1)
