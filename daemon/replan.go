@@ -147,16 +147,24 @@ func (rp *replanner) reconcile() error {
 
 // reconcileLoop reconciles every interval until ctx ends.
 func (rp *replanner) reconcileLoop(ctx context.Context, every time.Duration) {
+	everyTick(ctx, every, func(time.Time) {
+		if err := rp.reconcile(); err != nil {
+			rp.log.Error("reconcile", "err", err)
+		}
+	})
+}
+
+// everyTick calls fn with the tick's time every interval until ctx ends;
+// a tick that comes while fn runs is dropped, as time.Ticker drops it.
+func everyTick(ctx context.Context, every time.Duration, fn func(now time.Time)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := rp.reconcile(); err != nil {
-				rp.log.Error("reconcile", "err", err)
-			}
+		case now := <-t.C:
+			fn(now)
 		}
 	}
 }

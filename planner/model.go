@@ -587,15 +587,9 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 		v := st.val
 		switch key {
 		case paramResourcePool:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "RESOURCE_POOL=%s: expected a pool name such as 'olap'", v.text)
-				continue
+			if a.textParam("RESOURCE_POOL", v, "a pool name such as 'olap'", func(s string) string { return checkName("pool", s) }) {
+				c.ResourcePool, c.PoolAt = v.text, v.pos
 			}
-			if why := checkName("pool", v.text); why != "" {
-				a.errs.errorf(v.pos, "RESOURCE_POOL: %s", why)
-				continue
-			}
-			c.ResourcePool, c.PoolAt = v.text, v.pos
 		case paramAction:
 			if v.kind == tokNumber || !strings.EqualFold(v.text, ActionReject) {
 				a.errs.errorf(v.pos, "ACTION=%s: unknown action; accepted: 'reject' (YDB's only action: refuse the queries the classifier matches)", v.shown())
@@ -603,30 +597,33 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 			}
 			c.Action = ActionReject
 		case paramMemberName:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "MEMBER_NAME=%s: expected a user or group such as '%s'", v.text, AllUsers)
-				continue
+			if a.textParam("MEMBER_NAME", v, "a user or group such as '"+AllUsers+"'", checkMember) {
+				c.MemberName = v.text
 			}
-			if why := checkMember(v.text); why != "" {
-				a.errs.errorf(v.pos, "MEMBER_NAME: %s", why)
-				continue
-			}
-			c.MemberName = v.text
 		case paramHasAppName:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "HAS_APP_NAME=%s: expected an executable's name in quotes such as 'make'", v.text)
-				continue
+			if a.textParam("HAS_APP_NAME", v, "an executable's name in quotes such as 'make'", checkAppName) {
+				c.AppName = v.text
 			}
-			if why := checkAppName(v.text); why != "" {
-				a.errs.errorf(v.pos, "HAS_APP_NAME: %s", why)
-				continue
-			}
-			c.AppName = v.text
 		case paramRank:
 			a.setRank(c, v)
 		}
 	}
 	return given
+}
+
+// textParam checks the text value of a classifier's parameter: a number
+// is refused with what is expected instead (want), and check says what is
+// wrong with the text ("" for nothing). It reports whether v is accepted.
+func (a *applier) textParam(param string, v value, want string, check func(string) string) bool {
+	if v.kind == tokNumber {
+		a.errs.errorf(v.pos, "%s=%s: expected %s", param, v.text, want)
+		return false
+	}
+	if why := check(v.text); why != "" {
+		a.errs.errorf(v.pos, "%s: %s", param, why)
+		return false
+	}
+	return true
 }
 
 // setRank checks an explicit RANK: a whole number 0..2^63-1 not taken by

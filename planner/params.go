@@ -342,4 +342,3 @@ func nearest(s string, candidates []string) (string, bool) {
 	}
 	return best, best != "" && bestD <= max(2, len([]rune(s))/3)
 }
-
