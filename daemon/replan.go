@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -264,7 +263,9 @@ func sameCgroups(a, b planner.Desired) bool {
 	}
 	for i := range a.Pools {
 		pa, pb := a.Pools[i], b.Pools[i]
-		if pa.Name != pb.Name || !reflect.DeepEqual(pa.Pool, pb.Pool) || !reflect.DeepEqual(pa.Query, pb.Query) {
+		// Cgroup is comparable, and a CPUSet is canonical: == is value
+		// equality.
+		if pa.Name != pb.Name || pa.Pool != pb.Pool || pa.Query != pb.Query {
 			return false
 		}
 	}

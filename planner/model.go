@@ -171,19 +171,26 @@ type Model struct {
 	pools       map[string]Pool
 	classifiers map[string]Classifier
 	grants      map[grantKey]Pos
+	// sorted is Pools' answer, kept once the model is done (NewModel,
+	// Apply): every plan lists the pools, and sorting a thousand names
+	// per plan was most of a plan's time. nil while Apply builds the
+	// model.
+	sorted []Pool
 }
 
 // NewModel returns the model of a host without a pool file: only the
 // `default` pool, with every parameter -1.
 func NewModel() *Model {
-	return &Model{
+	m := &Model{
 		pools:       map[string]Pool{DefaultPool: newPool(DefaultPool, Pos{})},
 		classifiers: map[string]Classifier{},
 		grants:      map[grantKey]Pos{},
 	}
+	m.sorted = m.sortPools()
+	return m
 }
 
-// clone returns an independent copy.
+// clone returns an independent copy, to be changed.
 func (m *Model) clone() *Model {
 	return &Model{pools: maps.Clone(m.pools), classifiers: maps.Clone(m.classifiers), grants: maps.Clone(m.grants)}
 }
@@ -196,6 +203,13 @@ func (m *Model) Pool(name string) (Pool, bool) {
 
 // Pools returns every pool, `default` first, then by name.
 func (m *Model) Pools() []Pool {
+	if m.sorted != nil {
+		return slices.Clone(m.sorted)
+	}
+	return m.sortPools()
+}
+
+func (m *Model) sortPools() []Pool {
 	names := make([]string, 0, len(m.pools))
 	for n := range m.pools {
 		if n != DefaultPool {
@@ -280,6 +294,7 @@ func Apply(m *Model, stmts []Stmt) (*Model, []Warning, error) {
 	if len(a.errs) > 0 {
 		return m, a.warns, a.errs
 	}
+	a.m.sorted = a.m.sortPools()
 	return a.m, a.warns, nil
 }
 
