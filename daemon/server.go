@@ -268,6 +268,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	}
 	if cfg.History.Window > 0 {
 		s.history = newHistory(cfg.History)
+		if tl, ok := cg.(threadLister); ok {
+			s.history.threads = func(pool string) threadRead { return readThreads(tl, cfg.ProcRoot, pool) }
+		}
 	}
 	s.reg = newRegistry(backend, policy)
 	s.changes = &changes{log: cfg.Log, reg: s.reg}
