@@ -98,10 +98,13 @@ type history struct {
 	// threads reads the threads of a pool and its queries; nil where
 	// they cannot be listed (thread counts are then -1).
 	threads func(pool string) threadRead
+	// replying holds a token while an OpHistory reply is built and
+	// written (serveHistory).
+	replying chan struct{}
 }
 
 func newHistory(cfg HistoryConfig) *history {
-	return &history{cfg: cfg, pools: map[string]*poolHistory{}}
+	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: make(chan struct{}, 1)}
 }
 
 // interval is the interval a pool with limit l is sampled at.
@@ -519,41 +522,48 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 	return t
 }
 
-// serveHistory answers OpHistory: the pool's traces, or every pool's.
-func (s *Server) serveHistory(req protocol.Request) protocol.AdminReply {
-	refuse := func(code, format string, args ...any) protocol.AdminReply {
-		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}
+// historyReplyWait is how long an OpHistory request waits for the reply
+// being written before it (one at a time) before it is refused.
+const historyReplyWait = 10 * time.Second
+
+// serveHistory answers OpHistory: the pool's traces. A reply holds up to
+// advise.MaxSamples intervals (about 11 MB of JSON), so only one is built
+// and written at a time in the daemon; release, which the caller calls
+// once the reply is sent, lets the next one be.
+func (s *Server) serveHistory(req protocol.Request) (reply protocol.AdminReply, release func()) {
+	refuse := func(code, format string, args ...any) (protocol.AdminReply, func()) {
+		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}, func() {}
 	}
-	if s.history == nil {
+	switch {
+	case s.history == nil:
 		return refuse(protocol.CodeBadRequest, "this daemon keeps no history of the pools (it was started with --history-window 0)")
-	}
-	if req.SinceUsec < 0 {
+	case req.SinceUsec < 0:
 		return refuse(protocol.CodeBadRequest, "since %d µs: accepted 0 (the whole window) or more", req.SinceUsec)
+	case req.Pool == "":
+		return refuse(protocol.CodeBadRequest, "no pool named (accepted: a pool of poolagent pools; advise --all asks for each in turn)")
 	}
+	select {
+	case s.history.replying <- struct{}{}:
+	case <-time.After(historyReplyWait):
+		return refuse(protocol.CodeLimit, "another history reply has been written for %s; try again (one is written at a time)", historyReplyWait)
+	}
+	release = func() { <-s.history.replying }
 	since := time.Duration(min(req.SinceUsec, int64(MaxHistoryWindow/time.Microsecond))) * time.Microsecond
-	pools := []string{req.Pool}
-	if req.Pool == "" {
-		pools = nil
-		for _, p := range s.Desired().Pools {
-			pools = append(pools, p.Name)
-		}
+	ts, ok := s.history.traces(req.Pool, since, time.Now())
+	if !ok {
+		release()
+		return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(req.Pool))
 	}
-	reply := protocol.AdminReply{Type: protocol.ReplyDone}
-	now := time.Now()
-	for _, pool := range pools {
-		ts, ok := s.history.traces(pool, since, now)
-		if !ok {
-			return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(pool))
+	reply = protocol.AdminReply{Type: protocol.ReplyDone}
+	for _, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			release()
+			return refuse(protocol.CodeInternal, "history of pool %s: %v", req.Pool, err)
 		}
-		for _, t := range ts {
-			b, err := json.Marshal(t)
-			if err != nil {
-				return refuse(protocol.CodeInternal, "history of pool %s: %v", pool, err)
-			}
-			reply.Traces = append(reply.Traces, b)
-		}
+		reply.Traces = append(reply.Traces, b)
 	}
-	return reply
+	return reply, release
 }
 
 // runningQueries lists the queries admitted and placed, as [pool, query

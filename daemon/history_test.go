@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -168,9 +171,35 @@ func TestHistory(t *testing.T) {
 		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
 	}
 
-	reply := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	release()
 	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
 		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
+	}
+	if reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
+		t.Errorf("no pool named: %+v", reply)
+	} else {
+		release()
+	}
+	// One reply at a time: the next is built once the first is sent.
+	first, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+	if first.Type != protocol.ReplyDone {
+		t.Fatalf("history of olap: %+v", first)
+	}
+	got := make(chan protocol.AdminReply, 1)
+	go func() {
+		r, done := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+		done()
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a second reply while the first is being written: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if r := <-got; r.Type != protocol.ReplyDone {
+		t.Errorf("the second reply, once the first was sent: %+v", r)
 	}
 }
 
@@ -252,8 +281,11 @@ func BenchmarkHistoryMemory(b *testing.B) {
 }
 
 // BenchmarkKernelHistorySample is what sampling costs the daemon on the
-// real kernel: 100 pools, each with one query cgroup, read once an
-// interval. Reported: CPU time per pool per hour at the 100 ms default.
+// real kernel: 100 pools, each with one query cgroup holding a sleeping
+// process, read once an interval. "idle": the pools did not run, so
+// their threads are not read; "ran": each pool's threads are read too,
+// as for a pool that ran in every interval. Reported: CPU time per pool
+// per hour at the 100 ms default.
 //
 //	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./daemon
 func BenchmarkKernelHistorySample(b *testing.B) {
@@ -270,12 +302,21 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
 	}
 	srv := historyServer(b, cg, pools.String())
+	srv.history.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
 	if err := cg.Apply(srv.Desired()); err != nil {
 		b.Fatal(err)
 	}
 	for _, ps := range srv.Desired().Pools {
+		sleeper := exec.Command("sleep", "600")
+		if err := sleeper.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 		for _, dir := range append([]string{root.Path}, root.Twins...) {
 			if err := os.Mkdir(filepath.Join(dir, ps.Name, "q1"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, ps.Name, "q1", "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -285,15 +326,77 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
 	}
 	srv.reg.mu.Unlock()
-	now := time.Now()
-	srv.sampleHistory(now)
-	b.ResetTimer()
-	cpu0 := processCPU(b, os.Getpid())
-	for i := range b.N {
-		srv.sampleHistory(now.Add(time.Duration(i+1) * 100 * time.Millisecond))
+	// The clock the sampling sees: 100 ms later at every round, across
+	// the runs of both sub-benchmarks, so that every pool is due.
+	clock := time.Now()
+	srv.sampleHistory(clock)
+	for _, ran := range []bool{false, true} {
+		b.Run(map[bool]string{false: "idle", true: "ran"}[ran], func(b *testing.B) {
+			cpu0 := processCPU(b, os.Getpid())
+			for range b.N {
+				clock = clock.Add(100 * time.Millisecond)
+				srv.sampleHistory(clock)
+				if ran {
+					for _, ps := range srv.Desired().Pools {
+						if tr := srv.history.threads(ps.Name); tr.run == nil || len(tr.run) == 0 {
+							b.Fatalf("pool %s: no threads read", ps.Name)
+						}
+					}
+				}
+			}
+			cpu := processCPU(b, os.Getpid()) - cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
+		})
 	}
-	cpu := processCPU(b, os.Getpid()) - cpu0
-	perSample := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 100
-	b.ReportMetric(perSample*36_000/1e6, "ms-wall/pool-hour")
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
+}
+
+// BenchmarkHistoryRSS is the daemon's resident memory (VmRSS, not only
+// the Go heap) for the history of 100 pools busy in every 100 ms interval
+// for an hour: a server with 100 pools whose segments the sampling path
+// starts, filled with an hour of intervals each (the path a read takes
+// into the store). Reported: the growth of VmRSS, in bytes per pool per
+// hour, and the reply to `advise --pool` for one of them.
+//
+//	go test -run '^$' -bench HistoryRSS -benchtime 1x ./daemon
+func BenchmarkHistoryRSS(b *testing.B) {
+	for range b.N {
+		cg := &statCgroups{fakeCgroups: newFakeCgroups(b), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+		var pools strings.Builder
+		for p := range 100 {
+			fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
+			cg.pools[fmt.Sprintf("p%d", p)] = observe.Sample{}
+		}
+		srv := historyServer(b, cg, pools.String())
+		srv.history.cfg.Window = time.Hour
+		start := time.Now().Add(-time.Hour)
+		srv.sampleHistory(start) // every pool's segment and baseline
+		runtime.GC()
+		debug.FreeOSMemory()
+		before := processRSSMiB(b, os.Getpid())
+		busy := advise.Sample{UsageUsec: 4_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 6_000, QueryNrThrottled: 1, QueryThrottledUsec: 6_000,
+			Threads: 3, Ran: 2, Runnable: 1}
+		srv.history.mu.Lock()
+		for _, ph := range srv.history.pools {
+			for range 36_000 {
+				srv.history.add(ph.last(), busy, 1)
+			}
+		}
+		srv.history.mu.Unlock()
+		runtime.GC()
+		debug.FreeOSMemory()
+		after := processRSSMiB(b, os.Getpid())
+		b.ReportMetric((after-before)*(1<<20)/100, "rss-bytes/pool-hour")
+		b.ReportMetric(after-before, "rss-MiB/100-pool-hours")
+		reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
+		release()
+		if reply.Type != protocol.ReplyDone || len(reply.Traces) != 1 {
+			b.Fatalf("history of p0: %+v", reply.Error)
+		}
+		enc, err := json.Marshal(reply)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(enc)), "reply-bytes/pool-hour")
+		runtime.KeepAlive(srv)
+	}
 }
