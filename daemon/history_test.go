@@ -215,6 +215,9 @@ func TestHistoryThreads(t *testing.T) {
 		procRoot: t.TempDir(), tids: map[string][]int{}}
 	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
 	srv.history.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
 	usage := func(u uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -256,6 +259,67 @@ func TestHistoryThreads(t *testing.T) {
 	}
 }
 
+// countingCgroups is statCgroups that counts the reads of each pool.
+type countingCgroups struct {
+	*statCgroups
+	reads map[string]int
+}
+
+func (c *countingCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	for _, n := range names {
+		c.reads[n]++
+	}
+	return c.statCgroups.PoolStats(names)
+}
+
+// TestHistoryQuiet reads a pool that did not run and runs no query once a
+// second, not once a period; a query admitted to it makes it read at the
+// next look, and what it ran is the last interval's: the intervals not
+// read were idle.
+func TestHistoryQuiet(t *testing.T) {
+	cg := &countingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		reads: map[string]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 1000}}
+	cg.mu.Unlock()
+	for ms := 0; ms <= 1150; ms += 50 {
+		srv.sampleHistory(at(ms))
+	}
+	// The baseline at 0, a read at 100 that finds it idle, the next at
+	// 1100.
+	if got := cg.reads["olap"]; got != 3 {
+		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1100 ms)", got)
+	}
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 41_000, NrPeriods: 1}}
+	cg.mu.Unlock()
+	srv.sampleHistory(at(1150)) // not due: the schedule is at 1200
+	srv.sampleHistory(at(1200))
+	srv.sampleHistory(at(1300))
+	if got := cg.reads["olap"]; got != 5 {
+		t.Errorf("with a query the pool was read %d times, want 5 (each period again)", got)
+	}
+	ts, _ := srv.history.traces("olap", 0, at(1300))
+	if len(ts) != 1 || len(ts[0].Samples) != 13 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, s := range ts[0].Samples {
+		want := uint64(0)
+		if i == 11 {
+			want = 40_000
+		}
+		if s.UsageUsec != want {
+			t.Errorf("interval %d: usage %d µs, want %d", i, s.UsageUsec, want)
+		}
+	}
+}
+
 // BenchmarkHistoryMemory is what the history holds for 100 pools busy in
 // every interval for an hour at the 100 ms default period: the heap it
 // takes, in bytes per pool per hour.
@@ -282,10 +346,12 @@ func BenchmarkHistoryMemory(b *testing.B) {
 
 // BenchmarkKernelHistorySample is what sampling costs the daemon on the
 // real kernel: 100 pools, each with one query cgroup holding a sleeping
-// process, read once an interval. "idle": the pools did not run, so
-// their threads are not read; "ran": each pool's threads are read too,
-// as for a pool that ran in every interval. Reported: CPU time per pool
-// per hour at the 100 ms default.
+// process. "quiet": no query of this daemon runs in the pools, which did
+// not run, so each is read once a QuietHistoryInterval; "idle": each runs
+// a query of this daemon and is read once an interval, its query cgroup
+// too, but not its threads (the pool did not run); "ran": its threads are
+// read too, as for a pool that ran in every interval. Reported: CPU time
+// per pool per hour at the 100 ms default period.
 //
 //	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./daemon
 func BenchmarkKernelHistorySample(b *testing.B) {
@@ -321,24 +387,27 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 			}
 		}
 	}
-	srv.reg.mu.Lock()
-	for i, ps := range srv.Desired().Pools {
-		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
-	}
-	srv.reg.mu.Unlock()
 	// The clock the sampling sees: 100 ms later at every round, across
-	// the runs of both sub-benchmarks, so that every pool is due.
+	// the runs of every sub-benchmark, so that every pool is due.
 	clock := time.Now()
 	srv.sampleHistory(clock)
-	for _, ran := range []bool{false, true} {
-		b.Run(map[bool]string{false: "idle", true: "ran"}[ran], func(b *testing.B) {
+	for _, mode := range []string{"quiet", "idle", "ran"} {
+		if mode == "idle" {
+			// From here every pool runs a query of this daemon.
+			srv.reg.mu.Lock()
+			for i, ps := range srv.Desired().Pools {
+				srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+			}
+			srv.reg.mu.Unlock()
+		}
+		b.Run(mode, func(b *testing.B) {
 			cpu0 := processCPU(b, os.Getpid())
 			for range b.N {
 				clock = clock.Add(100 * time.Millisecond)
 				srv.sampleHistory(clock)
-				if ran {
+				if mode == "ran" {
 					for _, ps := range srv.Desired().Pools {
-						if tr := srv.history.threads(ps.Name); tr.run == nil || len(tr.run) == 0 {
+						if tr := srv.history.threads(ps.Name); len(tr.run) == 0 {
 							b.Fatalf("pool %s: no threads read", ps.Name)
 						}
 					}
@@ -350,6 +419,7 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 	}
 }
 
+// countingCgroups is statCgroups that counts the reads of each pool.
 // BenchmarkHistoryRSS is the daemon's resident memory (VmRSS, not only
 // the Go heap) for the history of 100 pools busy in every 100 ms interval
 // for an hour: a server with 100 pools whose segments the sampling path
