@@ -259,7 +259,13 @@ func (b *Backend) registerTxn(r *registration) (*clientv3.TxnResponse, error) {
 			cmps = append(cmps, a.cmps...)
 			then = append(then, a.ops...)
 		}
-		txn = txn.If(cmps...).Then(append(then, queue(len(r.runs))...)...).Else(queue(0)...)
+		if len(r.runs) == len(r.qs) {
+			// All start when the compares hold: nothing to read.
+			then = append(deleteOps(r.dels), then...)
+		} else {
+			then = append(then, queue(len(r.runs))...)
+		}
+		txn = txn.If(cmps...).Then(then...).Else(queue(0)...)
 	} else {
 		txn = txn.Then(queue(0)...)
 	}
@@ -275,13 +281,16 @@ func (b *Backend) registerTxn(r *registration) (*clientv3.TxnResponse, error) {
 func (b *Backend) registered(r *registration, resp *clientv3.TxnResponse, started int, live []int, now time.Time) []admission.Event {
 	p := b.pools[r.pool]
 	l := p.limits
-	reads := resp.Responses[len(resp.Responses)-3:]
-	slotKVs := reads[0].GetResponseRange().Kvs
-	running := len(slotKVs) + int(reads[1].GetResponseRange().Count)
-	ahead := int(reads[2].GetResponseRange().Count) - (len(r.qs) - started) // queued before this batch
+	var running, ahead int
 	slots := map[string]entry{}
-	for _, kv := range slotKVs {
-		slots[string(kv.Key)] = entry{}
+	if started < len(r.qs) {
+		reads := resp.Responses[len(resp.Responses)-3:]
+		slotKVs := reads[0].GetResponseRange().Kvs
+		running = len(slotKVs) + int(reads[1].GetResponseRange().Count)
+		ahead = int(reads[2].GetResponseRange().Count) - (len(r.qs) - started) // queued before this batch
+		for _, kv := range slotKVs {
+			slots[string(kv.Key)] = entry{}
+		}
 	}
 	var events []admission.Event
 	var as []*attempt
