@@ -433,6 +433,11 @@ func TestKernelFleetChaos(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		for _, n := range ch.nodes {
+			if run, queued := ch.olapView(n, deadline); run != 0 || queued != 0 {
+				t.Fatalf("%s: node %s's view shows %d running and %d queued in olap with no query left", name, n.name, run, queued)
+			}
+		}
 	}
 	none := func(outcome) bool { return false }
 	cutOff := func(nodes ...*chaosNode) func(outcome) bool {
@@ -636,16 +641,12 @@ func (c *chaos) killedClients(clients int, d time.Duration) {
 	}
 	wg.Wait()
 	// The phase's own clients keep the pool busy: the view must come back
-	// within their bounds, C running and their queue.
+	// within their bounds, C running and their queue; the phase checks
+	// it reaches zero once they stop.
 	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range c.nodes {
 		for {
-			var run, queued int
-			for _, p := range c.poolsOf(n) {
-				if p.Name == "olap" {
-					run, queued = p.RunningQueries, p.QueuedQueries
-				}
-			}
+			run, queued := c.olapView(n, time.Time{})
 			if run <= 4 && run+queued <= 12 {
 				break
 			}
@@ -656,6 +657,41 @@ func (c *chaos) killedClients(clients int, d time.Duration) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// olapView is node n's view of pool olap: running and queued queries,
+// once both are 0 or at until (at once when until is zero).
+func (c *chaos) olapView(n *chaosNode, until time.Time) (run, queued int) {
+	for {
+		run, queued = 0, 0
+		for _, p := range c.poolsOf(n) {
+			if p.Name == "olap" {
+				run, queued = p.RunningQueries, p.QueuedQueries
+			}
+		}
+		if run == 0 && queued == 0 || !time.Now().Before(until) {
+			return run, queued
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// revision is the etcd cluster's revision now: one more for each write
+// transaction.
+func (c *chaos) revision() int64 {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, newKeySpace("chaos").defs())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.Header.Revision
 }
 
 // follower returns a member that is not the cluster's leader.
@@ -702,6 +738,7 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 	var fleetW, singleW []time.Duration
 	var fleetCPU, singleCPU, etcdCPU time.Duration    // of the daemons and etcd members
 	var fleetClientCPU, singleClientCPU time.Duration // of the clients and their queries
+	var fleetWrites int64                             // etcd write transactions
 	// What the processes use without queries (leases, heartbeats, the
 	// daemons' own sampling), per second, to tell from what each
 	// admission costs.
@@ -714,8 +751,9 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 	}
 	idle0, single0, t0 := cpuOf(b, fleetPIDs), cpuOf(b, []int{single.pid()}), time.Now()
 	time.Sleep(3 * time.Second)
-	idleFleet := float64(cpuOf(b, fleetPIDs)-idle0) / time.Since(t0).Seconds()
-	idleSingle := float64(cpuOf(b, []int{single.pid()})-single0) / time.Since(t0).Seconds()
+	// Fractions of one CPU.
+	idleFleet := float64(cpuOf(b, fleetPIDs)-idle0) / float64(time.Since(t0))
+	idleSingle := float64(cpuOf(b, []int{single.pid()})-single0) / float64(time.Since(t0))
 	for b.Loop() {
 		for _, fleet := range []bool{true, false} {
 			nodes := ch.nodes
@@ -732,6 +770,7 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 				}
 			}
 			cpu0, etcd0, client0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):]), childrenCPU(b)
+			rev0 := ch.revision()
 			stop := make(chan struct{})
 			start := time.Now()
 			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
@@ -753,6 +792,7 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 			if fleet {
 				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
 				fleetClientCPU += clientCPU
+				fleetWrites += ch.revision() - rev0
 			} else {
 				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
 				singleClientCPU += clientCPU
@@ -776,6 +816,7 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 	b.ReportMetric(ms(time.Duration(float64(singleCPU)-idleSingle*float64(singleT)))/float64(singleN), "single-busy-cpu-ms/adm")
 	b.ReportMetric(idleFleet*100, "fleet-idle-cpu-%")
 	b.ReportMetric(ms(fleetClientCPU)/float64(fleetN), "fleet-client-cpu-ms/adm")
+	b.ReportMetric(float64(fleetWrites)/float64(fleetN), "etcd-writes/adm")
 	b.ReportMetric(ms(singleClientCPU)/float64(singleN), "single-client-cpu-ms/adm")
 }
 
