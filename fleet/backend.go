@@ -210,6 +210,10 @@ type Backend struct {
 	// own, if no registration has carried them by then (deleteLinger);
 	// zero when none waits.
 	lingerUntil time.Time
+	linger      time.Duration // deleteLinger; tests set their own
+	// deletingKeys are the keys of b.deletes the delete transaction in
+	// flight (b.deleting) deletes.
+	deletingKeys map[string]int64
 	// claims are the slot keys this node's start transactions in flight
 	// put; offset is where an arriving query of this node starts looking
 	// for a free slot, so that the nodes' arrivals spread over the slots.
@@ -286,6 +290,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		charges:   map[usageKey]admission.Usage{},
 		inherited: map[string][]entry{},
 		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
+		linger:    deleteLinger,
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -144,11 +144,6 @@ func (b *Backend) registrationsLocked() []*registration {
 		r.tokens = append(r.tokens, q.token)
 		r.qkeys = append(r.qkeys, b.keys.queued(q.pool, q.token))
 	}
-	if len(regs) > 0 && len(b.deletes) > 0 && !b.deleting {
-		// The keys of ended queries go with the first registration.
-		b.deleting = true
-		regs[0].dels = b.takeDeletesLocked(maxBatchDeletes)
-	}
 	for _, r := range regs {
 		b.pools[r.pool].registering = true
 		v := b.view(r.pool)
@@ -174,6 +169,12 @@ func (b *Backend) registrationsLocked() []*registration {
 			r.runs = append(r.runs, a)
 		}
 	}
+	if len(regs) > 0 && len(b.deletes) > 0 && !b.deleting {
+		// The keys of ended queries not taken over go with the first
+		// registration.
+		b.deleting = true
+		regs[0].dels = b.takeDeletesLocked(maxBatchDeletes)
+	}
 	return regs
 }
 
@@ -188,9 +189,7 @@ func (b *Backend) register(r *registration) []admission.Event {
 	b.pools[r.pool].registering = false
 	if r.dels != nil {
 		b.deleting = false
-		if err == nil {
-			b.deletedLocked(r.dels)
-		}
+		b.deletedLocked(r.dels, err == nil)
 	}
 	started := 0
 	if err == nil && resp.Succeeded && len(r.runs) > 0 {
@@ -206,7 +205,7 @@ func (b *Backend) register(r *registration) []admission.Event {
 		// an orphan.
 		if err == nil {
 			if i < started {
-				b.deletes[r.runs[i].runKey] = resp.Header.Revision
+				b.deletes[r.runs[i].runKey] = r.runs[i].createRev(resp.Header.Revision)
 			} else {
 				b.deletes[r.qkeys[i]] = resp.Header.Revision
 			}
@@ -298,7 +297,7 @@ func (b *Backend) registered(r *registration, resp *clientv3.TxnResponse, starte
 		q := r.qs[i]
 		p.pending--
 		if i < started {
-			q.rev = resp.Header.Revision
+			q.rev = r.runs[i].createRev(resp.Header.Revision)
 			b.started(q, r.runs[i], now)
 			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived)})
 			continue
@@ -398,6 +397,19 @@ type attempt struct {
 	cmps     []clientv3.Cmp
 	ops      []clientv3.Op
 	reserved bool
+	// reused is the create revision of runKey when the attempt takes over
+	// the slot key of a query of this node that ended, not yet deleted
+	// (lingering); 0 when it puts a new key.
+	reused int64
+}
+
+// createRev is the create revision of a's run key once a's transaction
+// succeeded at revision rev.
+func (a *attempt) createRev(rev int64) int64 {
+	if a.reused != 0 {
+		return a.reused
+	}
+	return rev
 }
 
 // startAttempt builds the part of a transaction that starts q, the query
@@ -412,14 +424,22 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 		if pos >= l.ConcurrentQueryLimit-running {
 			return nil
 		}
-		a.runKey = b.freeSlot(q.pool, l.ConcurrentQueryLimit, slots, pos, arriving)
+		if arriving {
+			a.runKey, a.reused = b.lingeringSlot(q.pool)
+		}
+		if a.runKey == "" {
+			a.runKey = b.freeSlot(q.pool, l.ConcurrentQueryLimit, slots, pos, arriving)
+		}
 		if a.runKey == "" {
 			return nil
 		}
 		b.claims[a.runKey] = struct{}{}
 		a.claimed = true
+		if a.reused != 0 {
+			delete(b.deletes, a.runKey) // unless the attempt fails (release)
+		}
 		a.cmps = []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", a.reused),
 			// No extra registered since rev: the count of running
 			// queries is at most the one read at rev.
 			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1),
@@ -480,6 +500,26 @@ func (b *Backend) freeSlot(pool string, c int, slots map[string]entry, pos int, 
 		}
 	}
 	return ""
+}
+
+// lingeringSlot is a slot key of pool that a query of this node held and
+// that waits to be deleted (deleteLinger), with its create revision, for
+// an arrival to take over: one write instead of a delete and a put, and
+// one key event instead of two. "" when there is none. b.mu is held.
+func (b *Backend) lingeringSlot(pool string) (string, int64) {
+	best, rev := "", int64(0)
+	for k, r := range b.deletes {
+		if dir, p := b.keys.parse(k); dir != slotDir || p != pool || r == 0 || hasKey(b.claims, k) || hasKey(b.deletingKeys, k) {
+			continue
+		}
+		if e, ok := b.view(pool).slots[k]; !ok || e.Node != b.cfg.Node || e.rev != r {
+			continue
+		}
+		if best == "" || k < best {
+			best, rev = k, r
+		}
+	}
+	return best, rev
 }
 
 func hasKey[V any](m map[string]V, k string) bool {
@@ -593,6 +633,10 @@ func (b *Backend) settle(a *attempt, ok bool, rev int64, now time.Time) bool {
 
 // release ends a's claims: its slot and its share of the node's CPU.
 func (b *Backend) release(a *attempt) {
+	if a.reused != 0 {
+		b.deletes[a.runKey] = a.reused // still to delete
+		a.reused = 0
+	}
 	if a.claimed {
 		delete(b.claims, a.runKey)
 		a.claimed = false
@@ -608,6 +652,7 @@ func (b *Backend) release(a *attempt) {
 // watch shows it, so that this node's next attempts count it.
 func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	rev := q.rev
+	a.reused = 0 // its key is q's now
 	b.release(a)
 	q.st = running
 	q.key = a.runKey
@@ -640,8 +685,8 @@ const maxBatchDeletes = 32
 // (mayLingerLocked). b.mu is held.
 func (b *Backend) deletesDueLocked(now time.Time) bool {
 	if b.lingerUntil.IsZero() {
-		b.lingerUntil = now.Add(deleteLinger)
-		time.AfterFunc(deleteLinger, b.poke)
+		b.lingerUntil = now.Add(b.linger)
+		time.AfterFunc(b.linger, b.poke)
 	}
 	if !now.Before(b.lingerUntil) {
 		return true
@@ -675,21 +720,25 @@ func (b *Backend) mayLingerLocked(key string) bool {
 }
 
 // takeDeletesLocked returns up to n keys of b.deletes, with their create
-// revisions, to delete in a transaction now in flight. b.mu is held.
+// revisions, to delete in a transaction now in flight (b.deletingKeys
+// until it returns: no arrival takes them over). b.mu is held.
 func (b *Backend) takeDeletesLocked(n int) map[string]int64 {
 	b.lingerUntil = time.Time{}
 	out := map[string]int64{}
 	for _, k := range slices.Sorted(maps.Keys(b.deletes))[:min(n, len(b.deletes))] {
 		out[k] = b.deletes[k]
 	}
+	b.deletingKeys = out
 	return out
 }
 
-// deletedLocked forgets the keys dels, deleted, unless a later key of the
-// same name was scheduled meanwhile. b.mu is held.
-func (b *Backend) deletedLocked(dels map[string]int64) {
+// deletedLocked ends the delete transaction of the keys dels: when it
+// succeeded (ok), it forgets them, unless a later key of the same name
+// was scheduled meanwhile. b.mu is held.
+func (b *Backend) deletedLocked(dels map[string]int64, ok bool) {
+	b.deletingKeys = nil
 	for k, rev := range dels {
-		if b.deletes[k] == rev {
+		if ok && b.deletes[k] == rev {
 			delete(b.deletes, k)
 		}
 	}
@@ -738,12 +787,12 @@ func (b *Backend) deleteKeys() {
 		_, err = b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
 		cancel()
 		b.note(start, err)
+		b.mu.Lock()
+		b.deletedLocked(dels, err == nil)
+		b.mu.Unlock()
 		if err != nil {
 			return // kept for a later pump; the lease expiry removes them at worst
 		}
-		b.mu.Lock()
-		b.deletedLocked(dels)
-		b.mu.Unlock()
 		if len(dels) < 64 {
 			return
 		}
