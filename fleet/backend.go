@@ -380,7 +380,15 @@ func (b *Backend) Close() error {
 	for _, q := range b.queries {
 		busy = busy || (q.st == running && !q.local)
 	}
+	dels := b.takeDeletesLocked(maxBatchDeletes)
 	b.mu.Unlock()
+	if lease != 0 && len(dels) > 0 {
+		// The keys of ended queries still waiting (deleteLinger), so that
+		// they hold no slot until the lease expires.
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
+		cancel()
+	}
 	if lease != 0 && !busy {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
 		b.cli.Revoke(ctx, lease)
