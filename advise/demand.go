@@ -26,7 +26,9 @@ type Slot struct {
 // sample at once: the way that spends a quota soonest, so the replay errs
 // towards more throttling, not less. Threads are the threads that ran in
 // the sample (schedstat), or, where unknown, the CPUs' worth of usage and
-// throttled time. A recording that ends while the pool is still
+// throttled time; work moved earlier keeps the width it ran with, so a
+// slot that takes a backlog has at least the threads of the sample after
+// it. A recording that ends while the pool is still
 // throttled lacks the work that was left: its demand is a lower bound.
 func Demand(t *Trace) []Slot {
 	n := len(t.Samples)
@@ -40,13 +42,20 @@ func Demand(t *Trace) []Slot {
 		waited := int64(t.Samples[i].throttledUsec() + t.Samples[i+1].throttledUsec())
 		backlog[i+1] = min(after, waited)
 	}
+	width := make([]int, n+1)
+	for i := n - 1; i >= 0; i-- {
+		width[i] = threadsOf(t, t.Samples[i])
+		if backlog[i+1] > 0 {
+			width[i] = max(width[i], width[i+1])
+		}
+	}
 	var slots []Slot
 	for i, s := range t.Samples {
 		need := int64(s.UsageUsec) + backlog[i+1] - backlog[i]
 		if need <= 0 {
 			continue
 		}
-		slots = append(slots, Slot{StartUsec: int64(i) * t.IntervalUsec, NeedUsec: need, Threads: threadsOf(t, s)})
+		slots = append(slots, Slot{StartUsec: int64(i) * t.IntervalUsec, NeedUsec: need, Threads: width[i]})
 	}
 	return slots
 }

@@ -117,9 +117,17 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 		return nil, 0, err
 	}
 	r.Truncated = r.Truncated || truncated
+	return ThreadTimes(r.procRoot, tids)
+}
+
+// ThreadTimes reads the run time (µs, /proc/TID/schedstat's first field
+// in ns) of each thread of tids below procRoot, and counts those runnable
+// (state R in /proc/TID/stat). A thread that ended between listing and
+// reading is left out; run is nil when /proc denies reading the threads.
+func ThreadTimes(procRoot string, tids []int) (run map[int]uint64, runnable int, err error) {
 	run = make(map[int]uint64, len(tids))
 	for _, tid := range tids {
-		st, err := observe.ReadThreadStat(r.procRoot, tid)
+		st, err := observe.ReadThreadStat(procRoot, tid)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			continue // the thread ended between listing and reading
 		}
@@ -135,6 +143,20 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 		}
 	}
 	return run, runnable, nil
+}
+
+// RanSince counts the threads of run whose run time (µs) grew by at least
+// 1% of intervalUsec since prev (a thread not in prev with all of its run
+// time): the threads that ran in an interval, as a sample's Ran counts
+// them. The few µs a process's runtime threads run do not count.
+func RanSince(prev, run map[int]uint64, intervalUsec int64) int {
+	least, ran := uint64(intervalUsec/100), 0
+	for tid, usec := range run {
+		if usec-min(usec, prev[tid]) >= least {
+			ran++
+		}
+	}
+	return ran
 }
 
 // Recording says how a [Record] ended.

@@ -113,39 +113,11 @@ const HandedOver = "poolagent run"
 // first word, usage errors with the whole name.
 func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int {
 	prog, _, _ := strings.Cut(name, " ")
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "%s: %s (usage: %s [--pool P] -- CMD [ARGS...])\n",
-			strings.ReplaceAll(name, " ", ": "), fmt.Sprintf(format, a...), name)
-		return ExitRefused
+	a, code, done := parseRunArgs(name, args, stdout, stderr)
+	if done {
+		return code
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var pool, format, socket string
-	fs.StringVar(&pool, "pool", "", "")
-	fs.StringVar(&pool, "p", "", "")
-	fs.StringVar(&format, "stats", "", "")
-	fs.StringVar(&socket, "socket", protocol.DefaultSocket, "")
-	showVersion := fs.Bool("version", false, "")
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
-		return 0
-	case err != nil:
-		return usageErr("%s", flagError(err))
-	case *showVersion:
-		fmt.Fprintf(stdout, "%s version %s\n", prog, version.Current())
-		return 0
-	}
-	if format != "" && format != "text" && format != "json" {
-		fmt.Fprintf(stderr, "%s: --stats %q is not accepted (accepted: text, json)\n", prog, format)
-		return ExitRefused
-	}
-	cmdArgs := fs.Args()
-	if len(cmdArgs) == 0 {
-		return usageErr("no command given")
-	}
-	path, err := exec.LookPath(cmdArgs[0])
+	path, err := exec.LookPath(a.command[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		if errors.Is(err, exec.ErrNotFound) {
@@ -154,34 +126,91 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 		return ExitCannotStart
 	}
 	opts := RunOptions{
-		Socket: socket, Pool: pool, Args: cmdArgs, App: AppName(path), Env: os.Environ(),
+		Socket: a.socket, Pool: a.pool, Args: a.command, App: AppName(path), Env: os.Environ(),
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Name: prog,
 	}
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
-	if format == "" {
-		// Nothing to do after the command: it runs in place of this
-		// process, and Exec returns only if it did not start. Exec
-		// catches signals itself, and only if the query must wait.
-		res, err := Exec(path, opts)
-		var execErr *exec.Error
-		switch {
-		case errors.As(err, &execErr):
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-			if errors.Is(err, syscall.ENOENT) {
-				return ExitNotFound
-			}
-			return ExitCannotStart
-		case err != nil:
-			fmt.Fprintf(stderr, "%s: %s\n", prog, describe(err))
-			if errors.Is(err, ErrLeftQueue) {
-				return res.ExitCode
-			}
-			return ExitRefused
-		}
-		return res.ExitCode
+	if a.stats == "" {
+		return execInPlace(path, opts)
 	}
+	return runWithStats(opts, a.stats)
+}
+
+// runArgs are the run command's arguments: its flags and the command.
+type runArgs struct {
+	pool, stats, socket string
+	command             []string // the command and its arguments, never empty
+}
+
+// parseRunArgs parses the run command's arguments. done says the command
+// ends here with the exit status code: it printed its help or version,
+// or refused the arguments with a message on stderr.
+func parseRunArgs(name string, args []string, stdout, stderr io.Writer) (a runArgs, code int, done bool) {
+	prog, _, _ := strings.Cut(name, " ")
+	usageErr := func(format string, v ...any) (runArgs, int, bool) {
+		fmt.Fprintf(stderr, "%s: %s (usage: %s [--pool P] -- CMD [ARGS...])\n",
+			strings.ReplaceAll(name, " ", ": "), fmt.Sprintf(format, v...), name)
+		return runArgs{}, ExitRefused, true
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&a.pool, "pool", "", "")
+	fs.StringVar(&a.pool, "p", "", "")
+	fs.StringVar(&a.stats, "stats", "", "")
+	fs.StringVar(&a.socket, "socket", protocol.DefaultSocket, "")
+	showVersion := fs.Bool("version", false, "")
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", name, RunArgsUsage, RunSummary, RunHelp)
+		return runArgs{}, 0, true
+	case err != nil:
+		return usageErr("%s", flagError(err))
+	case *showVersion:
+		fmt.Fprintf(stdout, "%s version %s\n", prog, version.Current())
+		return runArgs{}, 0, true
+	}
+	if a.stats != "" && a.stats != "text" && a.stats != "json" {
+		fmt.Fprintf(stderr, "%s: --stats %q is not accepted (accepted: text, json)\n", prog, a.stats)
+		return runArgs{}, ExitRefused, true
+	}
+	if a.command = fs.Args(); len(a.command) == 0 {
+		return usageErr("no command given")
+	}
+	return a, 0, false
+}
+
+// execInPlace runs the query without --stats and returns the exit status.
+// Nothing is left to do after the command: it runs in place of this
+// process, and Exec returns only if it did not start. Exec catches
+// signals itself, and only if the query must wait.
+func execInPlace(path string, opts RunOptions) int {
+	res, err := Exec(path, opts)
+	var execErr *exec.Error
+	switch {
+	case errors.As(err, &execErr):
+		fmt.Fprintf(opts.Stderr, "%s: %v\n", opts.Name, err)
+		if errors.Is(err, syscall.ENOENT) {
+			return ExitNotFound
+		}
+		return ExitCannotStart
+	case err != nil:
+		fmt.Fprintf(opts.Stderr, "%s: %s\n", opts.Name, describe(err))
+		if errors.Is(err, ErrLeftQueue) {
+			return res.ExitCode
+		}
+		return ExitRefused
+	}
+	return res.ExitCode
+}
+
+// runWithStats runs the query with --stats: the client stays the
+// command's parent, passes signals on, and prints the query's statistics
+// as format after it. It returns the exit status.
+func runWithStats(opts RunOptions, format string) int {
+	prog, stderr := opts.Name, opts.Stderr
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, QueueSignals...)
 	defer signal.Stop(sigs)

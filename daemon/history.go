@@ -11,6 +11,7 @@ import (
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
 	"github.com/poolagent/poolagent/protocol"
 )
 
@@ -41,7 +42,7 @@ const MinHistoryInterval = 100 * time.Millisecond
 const MaxHistoryWindow = advise.MaxSamples * MinHistoryInterval
 
 // histSample is one interval of a pool's history in which something
-// happened, in 32 bytes: an idle interval is not stored. Counters are
+// happened, in 40 bytes: an idle interval is not stored. Counters are
 // saturated at their type's maximum (an interval is at most 1 s on at
 // most 1024 CPUs, so µs fit in 32 bits).
 type histSample struct {
@@ -50,10 +51,16 @@ type histSample struct {
 	usageUsec, throttledUsec, burstUsec, queryThrUsec  uint32
 	pressureUsec                                       uint32 // math.MaxUint32: none
 	nrPeriods, nrThrottled, nrBursts, queryNrThrottled uint16
+	// threads, ran and runnable are the sample's thread counts
+	// (advise.Sample), unknownThreads for -1.
+	threads, ran, runnable uint16
 }
 
+// unknownThreads is a thread count of -1 in a histSample.
+const unknownThreads = math.MaxUint16
+
 // HistorySampleBytes is the size of one stored interval.
-const HistorySampleBytes = 32
+const HistorySampleBytes = 40
 
 // segment is a pool's history under one limit: intervals 0..n-1 from
 // start.
@@ -75,8 +82,11 @@ type poolHistory struct {
 	// segment.
 	prev        observe.Sample
 	prevQueries map[string]observe.CPUStat
-	base        bool
-	due         time.Time
+	// prevRun is the run time (µs) of every thread of the pool at the
+	// last read of its threads; nil when not read.
+	prevRun map[int]uint64
+	base    bool
+	due     time.Time
 }
 
 // history is the daemon's rolling record of every pool. Its lock is a
@@ -85,6 +95,9 @@ type history struct {
 	cfg   HistoryConfig
 	mu    sync.Mutex
 	pools map[string]*poolHistory
+	// threads reads the threads of a pool and its queries; nil where
+	// they cannot be listed (thread counts are then -1).
+	threads func(pool string) threadRead
 }
 
 func newHistory(cfg HistoryConfig) *history {
@@ -113,11 +126,29 @@ func (s *Server) historyLoop(ctx context.Context) {
 // sampleHistory reads the pools that are due at now and returns when the
 // next one is due.
 func (s *Server) sampleHistory(now time.Time) time.Time {
-	h := s.history
-	d := s.Desired()
-	next := now.Add(MinHistoryInterval)
-	var due []string
+	due, next := s.history.due(s.Desired(), now)
+	if len(due) == 0 {
+		return next
+	}
+	return s.history.store(due, s.readHistory(due), now, next)
+}
+
+// duePool is a pool whose interval has ended: its name, and whether its
+// threads are to be read (the first read of a segment, or a pool whose
+// usage may have grown: one not read before).
+type duePool struct {
+	name      string
+	base      bool
+	prevUsage uint64
+}
+
+// due starts a segment for every pool whose limit changed, forgets the
+// pools no longer planned, and returns the pools due at now and when the
+// next of the others is.
+func (h *history) due(d planner.Desired, now time.Time) (due []duePool, next time.Time) {
+	next = now.Add(MinHistoryInterval)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	planned := map[string]bool{}
 	for _, p := range d.Pools {
 		planned[p.Name] = true
@@ -134,7 +165,7 @@ func (s *Server) sampleHistory(now time.Time) time.Time {
 			ph.base, ph.due = false, now
 		}
 		if !ph.due.After(now) {
-			due = append(due, p.Name)
+			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec})
 		} else {
 			next = minTime(next, ph.due)
 		}
@@ -144,70 +175,154 @@ func (s *Server) sampleHistory(now time.Time) time.Time {
 			delete(h.pools, name)
 		}
 	}
-	h.mu.Unlock()
-	if len(due) == 0 {
-		return next
+	return due, next
+}
+
+// historyRead is what one round of sampling read, outside the history's
+// lock: the due pools' counters, their queries' (the queries this daemon
+// admitted: its own list, no walk of the tree), which queries are
+// running, and the threads of the pools that ran.
+type historyRead struct {
+	stats   map[string]observe.Sample
+	queries map[string]map[string]observe.CPUStat
+	listed  map[[2]string]bool
+	threads map[string]threadRead
+}
+
+// threadRead is the run time (µs) of every thread of a pool and its
+// queries, and how many were runnable; run is nil when they could not be
+// read.
+type threadRead struct {
+	run      map[int]uint64
+	runnable int
+}
+
+// threadLister lists the threads of a pool and its queries:
+// *pooltree.Handle.
+type threadLister interface {
+	Threads(pool string, limit int) (tids []int, truncated bool, err error)
+}
+
+// readHistory reads the due pools' counters, their running queries', and
+// the threads of each pool that ran since its last read (or whose
+// segment starts): a pool idle since then has run no thread.
+func (s *Server) readHistory(due []duePool) historyRead {
+	names := make([]string, len(due))
+	for i, p := range due {
+		names[i] = p.name
 	}
-	stats, err := s.cg.PoolStats(due)
-	if err != nil {
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[[2]string]bool{}, threads: map[string]threadRead{}}
+	var err error
+	if r.stats, err = s.cg.PoolStats(names); err != nil {
 		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
 	}
-	// The query cgroups read are those of the queries this daemon
-	// admitted (its own list, no walk of the tree).
-	queries := map[string]map[string]observe.CPUStat{}
-	cgs := s.reg.runningQueries()
-	listed := map[[2]string]bool{}
-	for _, q := range cgs {
-		if _, ok := stats[q[0]]; !ok {
+	for _, q := range s.reg.runningQueries() {
+		if _, ok := r.stats[q[0]]; !ok {
 			continue
 		}
-		listed[q] = true
+		r.listed[q] = true
 		if st, err := s.cg.QueryStat(q[0], q[1]); err == nil {
-			if queries[q[0]] == nil {
-				queries[q[0]] = map[string]observe.CPUStat{}
+			if r.queries[q[0]] == nil {
+				r.queries[q[0]] = map[string]observe.CPUStat{}
 			}
-			queries[q[0]][q[1]] = st.CPU
+			r.queries[q[0]][q[1]] = st.CPU
 		}
 	}
+	for _, p := range due {
+		if cur, read := r.stats[p.name]; s.history.threads != nil && read && (!p.base || cur.CPU.UsageUsec != p.prevUsage) {
+			r.threads[p.name] = s.history.threads(p.name)
+		}
+	}
+	return r
+}
+
+// readThreads reads the threads of pool and its queries, at most
+// advise.MaxThreads; unknown (run nil) when they cannot be read.
+func readThreads(tl threadLister, procRoot, pool string) threadRead {
+	tids, _, err := tl.Threads(pool, advise.MaxThreads)
+	if err != nil {
+		return threadRead{}
+	}
+	run, runnable, err := advise.ThreadTimes(procRoot, tids)
+	if err != nil {
+		return threadRead{}
+	}
+	return threadRead{run: run, runnable: runnable}
+}
+
+// store adds what r read to the history of the due pools at now and
+// returns when the next pool is due (next, or sooner).
+func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, name := range due {
-		ph := h.pools[name]
+	for _, d := range due {
+		ph := h.pools[d.name]
 		if ph == nil {
 			continue
 		}
 		seg := ph.last()
 		iv := time.Duration(seg.intervalUsec) * time.Microsecond
-		cur, ok := stats[name]
+		cur, ok := r.stats[d.name]
 		if !ok {
+			// Not read: the next read is a new baseline.
 			ph.base, ph.due = false, now.Add(iv)
 			next = minTime(next, ph.due)
 			continue
 		}
+		tr, threadsRead := r.threads[d.name]
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
-			h.add(seg, ph.sample(cur, queries[name], int64(missed+1)*seg.intervalUsec, seg.limit.PeriodUsec, h.cfg.CPUs), missed+1)
+			span := int64(missed+1) * seg.intervalUsec
+			p := ph.sample(cur, r.queries[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
+			if tr.run != nil {
+				ph.countThreads(&p, tr, span, seg.intervalUsec)
+			}
+			h.add(seg, p, missed+1)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
 		} else {
 			// The first read of a segment is its baseline: the
 			// segment's intervals start here.
 			seg.start, ph.due = now, now.Add(iv)
 		}
-		// A query that runs but whose cgroup was not read this time
-		// keeps its last counters; one that ended is forgotten.
-		for q, st := range ph.prevQueries {
-			if _, ok := queries[name][q]; !ok && listed[[2]string{name, q}] {
-				if queries[name] == nil {
-					queries[name] = map[string]observe.CPUStat{}
-				}
-				queries[name][q] = st
-			}
+		if threadsRead {
+			ph.prevRun = tr.run
 		}
-		ph.prev, ph.prevQueries, ph.base = cur, queries[name], true
+		ph.keepQueries(d.name, r)
+		ph.prev, ph.base = cur, true
 		h.trim(ph, now)
 		next = minTime(next, ph.due)
 	}
 	return next
+}
+
+// keepQueries makes the pool's query counters of r the baseline of its
+// next read. A query that runs but whose cgroup was not read this time
+// keeps its last counters; one that ended is forgotten.
+func (ph *poolHistory) keepQueries(pool string, r historyRead) {
+	queries := r.queries[pool]
+	for q, st := range ph.prevQueries {
+		if _, ok := queries[q]; !ok && r.listed[[2]string{pool, q}] {
+			if queries == nil {
+				queries = map[string]observe.CPUStat{}
+			}
+			queries[q] = st
+		}
+	}
+	ph.prevQueries = queries
+}
+
+// countThreads sets p's thread counts from the threads read at its end:
+// Ran is the threads whose run time grew by 1% of an interval since the
+// last read (advise.RanSince), and at least the CPUs' worth of the
+// usage (no thread runs more than the span), so that threads that
+// started and ended between two reads still count; Threads those read,
+// or Ran if more.
+func (ph *poolHistory) countThreads(p *advise.Sample, tr threadRead, spanUsec, intervalUsec int64) {
+	ran := advise.RanSince(ph.prevRun, tr.run, intervalUsec)
+	ran = max(ran, int((p.UsageUsec+uint64(spanUsec)-1)/uint64(spanUsec)))
+	p.Ran = min(ran, advise.MaxThreads)
+	p.Threads = min(max(len(tr.run), p.Ran), advise.MaxThreads)
+	p.Runnable = min(tr.runnable, p.Threads)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -296,7 +411,24 @@ func compact(at uint32, p advise.Sample) histSample {
 	if p.PressureSomeUsec != nil {
 		c.pressureUsec = sat32(min(*p.PressureSomeUsec, math.MaxUint32-1))
 	}
+	c.threads, c.ran, c.runnable = threadCount(p.Threads), threadCount(p.Ran), threadCount(p.Runnable)
 	return c
+}
+
+// threadCount stores a thread count (-1 unknown, at most
+// advise.MaxThreads); count reads it back.
+func threadCount(n int) uint16 {
+	if n < 0 {
+		return unknownThreads
+	}
+	return uint16(min(n, advise.MaxThreads))
+}
+
+func count(n uint16) int {
+	if n == unknownThreads {
+		return -1
+	}
+	return int(n)
 }
 
 // trim drops what is older than the window: whole segments that ended
@@ -376,6 +508,7 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 		p.UsageUsec, p.NrPeriods, p.NrThrottled, p.ThrottledUsec = uint64(c.usageUsec), uint64(c.nrPeriods), uint64(c.nrThrottled), uint64(c.throttledUsec)
 		p.NrBursts, p.BurstUsec = uint64(c.nrBursts), uint64(c.burstUsec)
 		p.QueryNrThrottled, p.QueryThrottledUsec = uint64(c.queryNrThrottled), uint64(c.queryThrUsec)
+		p.Threads, p.Ran, p.Runnable = count(c.threads), count(c.ran), count(c.runnable)
 		if c.pressureUsec != math.MaxUint32 {
 			v := uint64(c.pressureUsec)
 			p.PressureSomeUsec = &v

@@ -11,10 +11,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/pooltree"
@@ -46,6 +48,34 @@ func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
+}
+
+// threadCgroups is statCgroups whose pools hold threads: their run time
+// is in a /proc tree the test writes.
+type threadCgroups struct {
+	*statCgroups
+	procRoot string
+	tids     map[string][]int
+}
+
+func (c *threadCgroups) Threads(pool string, limit int) ([]int, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tids[pool], false, nil
+}
+
+// setThread writes thread tid's /proc files: its run time and state.
+func (c *threadCgroups) setThread(t *testing.T, tid int, runUsec uint64, state byte) {
+	dir := filepath.Join(c.procRoot, fmt.Sprint(tid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schedstat"), fmt.Appendf(nil, "%d 0 1\n", runUsec*1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stat"), fmt.Appendf(nil, "%d (sh) %c 1 1\n", tid, state), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
@@ -144,6 +174,59 @@ func TestHistory(t *testing.T) {
 	}
 }
 
+// TestHistoryThreads counts a pool's threads in every interval it ran:
+// threads whose run time grew by 1% of the interval, at least the CPUs'
+// worth of its usage (threads that started and ended between two reads),
+// and none read in an interval in which the pool did not run.
+func TestHistoryThreads(t *testing.T) {
+	if unsafe.Sizeof(histSample{}) != HistorySampleBytes {
+		t.Errorf("a stored interval takes %d bytes, HistorySampleBytes says %d", unsafe.Sizeof(histSample{}), HistorySampleBytes)
+	}
+	cg := &threadCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		procRoot: t.TempDir(), tids: map[string][]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	srv.history.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	usage := func(u uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: u, NrPeriods: 1}}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cg.tids["olap"] = []int{10}
+	cg.setThread(t, 10, 5_000, 'S') // a thread that ran before: not this interval's
+	usage(0)
+	srv.sampleHistory(at(0))
+	// Two threads run 30 ms each, a third runs 500 µs (< 1%: a runtime
+	// thread), and the first sleeps on.
+	cg.tids["olap"] = []int{10, 11, 12, 13}
+	cg.setThread(t, 11, 30_000, 'R')
+	cg.setThread(t, 12, 30_000, 'S')
+	cg.setThread(t, 13, 500, 'S')
+	usage(60_500)
+	srv.sampleHistory(at(100))
+	usage(60_500) // idle: the threads are not read
+	cg.tids["olap"] = nil
+	srv.sampleHistory(at(200))
+	// 150 ms of usage by threads that ended before the read: at least two.
+	usage(210_500)
+	srv.sampleHistory(at(300))
+	ts, _ := srv.history.traces("olap", 0, at(300))
+	if len(ts) != 1 || len(ts[0].Samples) != 3 {
+		t.Fatalf("traces %+v", ts)
+	}
+	want := [][3]int{{4, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
+	for i, w := range want {
+		s := ts[0].Samples[i]
+		if got := [3]int{s.Threads, s.Ran, s.Runnable}; got != w {
+			t.Errorf("sample %d: threads, ran, runnable %v, want %v", i, got, w)
+		}
+	}
+	if err := ts[0].Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
 // BenchmarkHistoryMemory is what the history holds for 100 pools busy in
 // every interval for an hour at the 100 ms default period: the heap it
 // takes, in bytes per pool per hour.
@@ -152,10 +235,10 @@ func BenchmarkHistoryMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		h := newHistory(HistoryConfig{Window: time.Hour})
-		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: -1, Ran: -1, Runnable: -1}
+		h := newHistory(HistoryConfig{Window: time.Hour, CPUs: 2})
+		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: 2, Ran: 2, Runnable: 1}
 		for p := range 100 {
-			seg := &segment{intervalUsec: 100_000, start: time.Now()}
+			seg := &segment{limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, intervalUsec: 100_000, start: time.Now()}
 			h.pools[fmt.Sprintf("pool%d", p)] = &poolHistory{segs: []*segment{seg}}
 			for range 36_000 {
 				h.add(seg, busy, 1)

@@ -278,125 +278,150 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.hostCPUs, err)
 		return
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge(c.hostCPUs, s.Host.CPUs)
-	gauge(c.hostLoad, s.Host.LoadRatio)
-	gauge(c.hostReserved, s.Host.ReservedRatio)
-	counter(c.repairWrites, float64(s.Host.RepairWrites))
-
+	out := sink(ch)
+	out.gauge(c.hostCPUs, s.Host.CPUs)
+	out.gauge(c.hostLoad, s.Host.LoadRatio)
+	out.gauge(c.hostReserved, s.Host.ReservedRatio)
+	out.counter(c.repairWrites, float64(s.Host.RepairWrites))
 	pools := slices.Clone(s.Pools)
 	slices.SortFunc(pools, func(a, b Pool) int { return cmp.Compare(a.Name, b.Name) })
 	for _, p := range pools {
-		gauge(c.running, float64(p.Running), p.Name)
-		gauge(c.queued, float64(p.Queued), p.Name)
-		if p.ConcurrentQueryLimit >= 0 {
-			gauge(c.concurrencyLimit, float64(p.ConcurrentQueryLimit), p.Name)
-		}
-		if p.QueueSize >= 0 {
-			gauge(c.queueSize, float64(p.QueueSize), p.Name)
-		}
-		gauge(c.usersRunning, float64(p.UsersRunning), p.Name)
-		gauge(c.usersQueued, float64(p.UsersQueued), p.Name)
-		for _, u := range p.Users {
-			gauge(c.userRunning, float64(u.Running), p.Name, u.Name)
-			gauge(c.userQueued, float64(u.Queued), p.Name, u.Name)
-		}
-		counter(c.admitted, float64(p.Admitted), p.Name)
-		counter(c.rejected, float64(p.Rejected), p.Name)
-		counter(c.timedOut, float64(p.TimedOut), p.Name)
-		ch <- prometheus.MustNewConstHistogram(c.queueWait, p.QueueWait.Count, p.QueueWait.SumSeconds, p.QueueWait.buckets(), p.Name)
-		if p.CPULimitCores > 0 {
-			gauge(c.cpuLimit, p.CPULimitCores, p.Name)
-		}
-		if p.CPUWeight > 0 {
-			gauge(c.cpuWeight, float64(p.CPUWeight), p.Name)
-		}
-		idle := 0.0
-		if p.CPUIdle {
-			idle = 1
-		}
-		gauge(c.cpuIdle, idle, p.Name)
-		if p.CPUs > 0 {
-			gauge(c.cpus, float64(p.CPUs), p.Name)
-		}
-		counter(c.starved, p.Starved.Seconds(), p.Name)
-		if st := p.CPU; st != nil {
-			counter(c.usage, seconds(st.UsageUsec), p.Name)
-			counter(c.periods, float64(st.NrPeriods), p.Name)
-			counter(c.throttledPeriods, float64(st.NrThrottled), p.Name)
-			counter(c.throttled, seconds(st.ThrottledUsec), p.Name)
-			counter(c.bursts, float64(st.NrBursts), p.Name)
-			counter(c.burst, seconds(st.BurstUsec), p.Name)
-			counter(c.predictedThrottled, seconds(p.PredictedThrottledUsec), p.Name)
-			counter(c.cadvisorUsage, seconds(st.UsageUsec), p.Name, p.Name)
-			counter(c.cadvisorPeriods, float64(st.NrPeriods), p.Name, p.Name)
-			counter(c.cadvisorThrottledPeriods, float64(st.NrThrottled), p.Name, p.Name)
-			counter(c.cadvisorThrottled, seconds(st.ThrottledUsec), p.Name, p.Name)
-		}
-		if ps := p.Pressure; ps != nil {
-			counter(c.pressureSome, seconds(ps.Some.TotalUsec), p.Name)
-			if ps.Full != nil {
-				counter(c.pressureFull, seconds(ps.Full.TotalUsec), p.Name)
-			}
-		}
+		c.collectAdmission(out, p)
+		c.collectCPU(out, p)
 		if m := p.Memory; m != nil {
-			c.collectMemory(gauge, counter, p.Name, m)
+			c.collectMemory(out, p.Name, m)
 		}
 	}
 	if cl := s.Cluster; cl != nil {
-		up := 0.0
-		if cl.Connected {
-			up = 1
-		}
-		gauge(c.etcdConnected, up)
-		gauge(c.etcdRoundTrip, cl.RoundTripSeconds)
-		gauge(c.etcdWatchLag, cl.WatchLagSeconds)
-		counter(c.etcdSessions, float64(cl.Sessions))
-		cps := slices.Clone(cl.Pools)
-		slices.SortFunc(cps, func(a, b ClusterPool) int { return cmp.Compare(a.Name, b.Name) })
-		for _, p := range cps {
-			gauge(c.clusterRunning, float64(p.Running), p.Name)
-			gauge(c.clusterQueued, float64(p.Queued), p.Name)
+		c.collectCluster(out, cl)
+	}
+}
+
+// sink sends constant metrics to a Collect channel.
+type sink chan<- prometheus.Metric
+
+func (out sink) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	out <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func (out sink) counter(d *prometheus.Desc, v float64, labels ...string) {
+	out <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+// collectAdmission sends pool p's admission series: its queries running
+// and queued (also per user), its limits, its decisions and its queue
+// wait.
+func (c *Collector) collectAdmission(out sink, p Pool) {
+	out.gauge(c.running, float64(p.Running), p.Name)
+	out.gauge(c.queued, float64(p.Queued), p.Name)
+	if p.ConcurrentQueryLimit >= 0 {
+		out.gauge(c.concurrencyLimit, float64(p.ConcurrentQueryLimit), p.Name)
+	}
+	if p.QueueSize >= 0 {
+		out.gauge(c.queueSize, float64(p.QueueSize), p.Name)
+	}
+	out.gauge(c.usersRunning, float64(p.UsersRunning), p.Name)
+	out.gauge(c.usersQueued, float64(p.UsersQueued), p.Name)
+	for _, u := range p.Users {
+		out.gauge(c.userRunning, float64(u.Running), p.Name, u.Name)
+		out.gauge(c.userQueued, float64(u.Queued), p.Name, u.Name)
+	}
+	out.counter(c.admitted, float64(p.Admitted), p.Name)
+	out.counter(c.rejected, float64(p.Rejected), p.Name)
+	out.counter(c.timedOut, float64(p.TimedOut), p.Name)
+	out <- prometheus.MustNewConstHistogram(c.queueWait, p.QueueWait.Count, p.QueueWait.SumSeconds, p.QueueWait.buckets(), p.Name)
+}
+
+// collectCPU sends pool p's CPU series: the planned limit, weight, idle
+// flag and CPU set, the time it starved, its cpu.stat counters (also
+// under cAdvisor's names) and its CPU pressure.
+func (c *Collector) collectCPU(out sink, p Pool) {
+	if p.CPULimitCores > 0 {
+		out.gauge(c.cpuLimit, p.CPULimitCores, p.Name)
+	}
+	if p.CPUWeight > 0 {
+		out.gauge(c.cpuWeight, float64(p.CPUWeight), p.Name)
+	}
+	idle := 0.0
+	if p.CPUIdle {
+		idle = 1
+	}
+	out.gauge(c.cpuIdle, idle, p.Name)
+	if p.CPUs > 0 {
+		out.gauge(c.cpus, float64(p.CPUs), p.Name)
+	}
+	out.counter(c.starved, p.Starved.Seconds(), p.Name)
+	if st := p.CPU; st != nil {
+		out.counter(c.usage, seconds(st.UsageUsec), p.Name)
+		out.counter(c.periods, float64(st.NrPeriods), p.Name)
+		out.counter(c.throttledPeriods, float64(st.NrThrottled), p.Name)
+		out.counter(c.throttled, seconds(st.ThrottledUsec), p.Name)
+		out.counter(c.bursts, float64(st.NrBursts), p.Name)
+		out.counter(c.burst, seconds(st.BurstUsec), p.Name)
+		out.counter(c.predictedThrottled, seconds(p.PredictedThrottledUsec), p.Name)
+		out.counter(c.cadvisorUsage, seconds(st.UsageUsec), p.Name, p.Name)
+		out.counter(c.cadvisorPeriods, float64(st.NrPeriods), p.Name, p.Name)
+		out.counter(c.cadvisorThrottledPeriods, float64(st.NrThrottled), p.Name, p.Name)
+		out.counter(c.cadvisorThrottled, seconds(st.ThrottledUsec), p.Name, p.Name)
+	}
+	if ps := p.Pressure; ps != nil {
+		out.counter(c.pressureSome, seconds(ps.Some.TotalUsec), p.Name)
+		if ps.Full != nil {
+			out.counter(c.pressureFull, seconds(ps.Full.TotalUsec), p.Name)
 		}
 	}
 }
 
 // collectMemory sends the memory series of pool, whose memory is m.
-func (c *Collector) collectMemory(gauge, counter func(*prometheus.Desc, float64, ...string), pool string, m *observe.Memory) {
-	gauge(c.memory, float64(m.CurrentBytes), pool)
-	gauge(c.cadvisorMemoryUsage, float64(m.CurrentBytes), pool, pool)
+func (c *Collector) collectMemory(out sink, pool string, m *observe.Memory) {
+	out.gauge(c.memory, float64(m.CurrentBytes), pool)
+	out.gauge(c.cadvisorMemoryUsage, float64(m.CurrentBytes), pool, pool)
 	if m.LimitBytes >= 0 {
-		gauge(c.memoryLimit, float64(m.LimitBytes), pool)
-		gauge(c.cadvisorMemoryLimit, float64(m.LimitBytes), pool, pool)
+		out.gauge(c.memoryLimit, float64(m.LimitBytes), pool)
+		out.gauge(c.cadvisorMemoryLimit, float64(m.LimitBytes), pool, pool)
 	}
 	if m.HighBytes >= 0 {
-		gauge(c.memoryHigh, float64(m.HighBytes), pool)
+		out.gauge(c.memoryHigh, float64(m.HighBytes), pool)
 	}
 	if m.PeakBytes != nil {
-		gauge(c.memoryPeak, float64(*m.PeakBytes), pool)
-		gauge(c.cadvisorMemoryMaxUsage, float64(*m.PeakBytes), pool, pool)
+		out.gauge(c.memoryPeak, float64(*m.PeakBytes), pool)
+		out.gauge(c.cadvisorMemoryMaxUsage, float64(*m.PeakBytes), pool, pool)
 	}
 	if m.SwapBytes != nil {
-		gauge(c.memorySwap, float64(*m.SwapBytes), pool)
+		out.gauge(c.memorySwap, float64(*m.SwapBytes), pool)
 	}
-	counter(c.memoryOOMKills, float64(m.Events.OOMKill), pool)
-	counter(c.cadvisorOOMEvents, float64(m.Events.OOMKill), pool, pool)
+	out.counter(c.memoryOOMKills, float64(m.Events.OOMKill), pool)
+	out.counter(c.cadvisorOOMEvents, float64(m.Events.OOMKill), pool, pool)
 	for _, e := range []struct {
 		name  string
 		count uint64
 	}{{"high", m.Events.High}, {"max", m.Events.Max}, {"oom", m.Events.OOM}} {
-		counter(c.memoryEvents, float64(e.count), pool, e.name)
+		out.counter(c.memoryEvents, float64(e.count), pool, e.name)
 	}
 	if ps := m.Pressure; ps != nil {
-		counter(c.memoryPressureSome, seconds(ps.Some.TotalUsec), pool)
+		out.counter(c.memoryPressureSome, seconds(ps.Some.TotalUsec), pool)
 		if ps.Full != nil {
-			counter(c.memoryPressureFull, seconds(ps.Full.TotalUsec), pool)
+			out.counter(c.memoryPressureFull, seconds(ps.Full.TotalUsec), pool)
 		}
+	}
+}
+
+// collectCluster sends the fleet's series: the etcd connection and each
+// pool's queries across the fleet.
+func (c *Collector) collectCluster(out sink, cl *Cluster) {
+	up := 0.0
+	if cl.Connected {
+		up = 1
+	}
+	out.gauge(c.etcdConnected, up)
+	out.gauge(c.etcdRoundTrip, cl.RoundTripSeconds)
+	out.gauge(c.etcdWatchLag, cl.WatchLagSeconds)
+	out.counter(c.etcdSessions, float64(cl.Sessions))
+	cps := slices.Clone(cl.Pools)
+	slices.SortFunc(cps, func(a, b ClusterPool) int { return cmp.Compare(a.Name, b.Name) })
+	for _, p := range cps {
+		out.gauge(c.clusterRunning, float64(p.Running), p.Name)
+		out.gauge(c.clusterQueued, float64(p.Queued), p.Name)
 	}
 }
 

@@ -381,11 +381,10 @@ func (p *parser) parenList(after, what string, empty bool, item func() bool) boo
 // ALL [PRIVILEGES]), an object is a `scheme path` or, in the host form,
 // RESOURCE POOL name {, name}.
 func (p *parser) grant(revoke bool) (Stmt, bool) {
-	at := p.next().pos
-	s := &grantStmt{at: at, revoke: revoke}
-	verb := "GRANT"
+	s := &grantStmt{at: p.next().pos, revoke: revoke}
+	verb, to := "GRANT", "TO"
 	if revoke {
-		verb = "REVOKE"
+		verb, to = "REVOKE", "FROM"
 		if p.peek().is("GRANT") && p.peekN(1).is("OPTION") && p.peekN(2).is("FOR") {
 			p.next()
 			p.next()
@@ -393,64 +392,25 @@ func (p *parser) grant(revoke bool) (Stmt, bool) {
 			s.grantOption = true
 		}
 	}
-	for {
+	privileges := p.commaList(func() bool {
 		priv, ok := p.privilege(verb)
-		if !ok {
-			return nil, false
-		}
 		s.privileges = append(s.privileges, priv)
-		if p.peek().kind != tokComma {
-			break
-		}
-		p.next()
-	}
-	if !p.keyword("ON", " after the rights of "+verb) {
+		return ok
+	})
+	if !privileges || !p.keyword("ON", " after the rights of "+verb) {
 		return nil, false
 	}
-	if p.peek().is("RESOURCE") && p.peekN(1).is("POOL") {
-		p.next()
-		p.next()
-		for {
-			n, ok := p.name("a pool name")
-			if !ok {
-				return nil, false
-			}
-			s.objects = append(s.objects, grantObject{pos: n.pos, pool: n.text})
-			if p.peek().kind != tokComma {
-				break
-			}
-			p.next()
-		}
-	} else {
-		for {
-			n, ok := p.name("a `scheme path` such as `.metadata/workload_manager/pools/olap`, or RESOURCE POOL name")
-			if !ok {
-				return nil, false
-			}
-			s.objects = append(s.objects, grantObject{pos: n.pos, path: n.text})
-			if p.peek().kind != tokComma {
-				break
-			}
-			p.next()
-		}
-	}
-	to := "TO"
-	if revoke {
-		to = "FROM"
-	}
-	if !p.keyword(to, " after the objects of "+verb) {
+	var ok bool
+	if s.objects, ok = p.grantObjects(); !ok || !p.keyword(to, " after the objects of "+verb) {
 		return nil, false
 	}
-	for {
+	members := p.commaList(func() bool {
 		m, ok := p.name("a user or group")
-		if !ok {
-			return nil, false
-		}
 		s.members = append(s.members, m)
-		if p.peek().kind != tokComma {
-			break
-		}
-		p.next()
+		return ok
+	})
+	if !members {
+		return nil, false
 	}
 	if !revoke && p.peek().is("WITH") {
 		p.next()
@@ -460,6 +420,42 @@ func (p *parser) grant(revoke bool) (Stmt, bool) {
 		s.grantOption = true
 	}
 	return s, true
+}
+
+// grantObjects parses the objects of GRANT or REVOKE: RESOURCE POOL name
+// {, name} or `scheme path` {, `scheme path`}.
+func (p *parser) grantObjects() ([]grantObject, bool) {
+	var out []grantObject
+	if p.peek().is("RESOURCE") && p.peekN(1).is("POOL") {
+		p.next()
+		p.next()
+		ok := p.commaList(func() bool {
+			n, ok := p.name("a pool name")
+			out = append(out, grantObject{pos: n.pos, pool: n.text})
+			return ok
+		})
+		return out, ok
+	}
+	ok := p.commaList(func() bool {
+		n, ok := p.name("a `scheme path` such as `.metadata/workload_manager/pools/olap`, or RESOURCE POOL name")
+		out = append(out, grantObject{pos: n.pos, path: n.text})
+		return ok
+	})
+	return out, ok
+}
+
+// commaList parses ITEM {, ITEM}, calling item for each ITEM; item
+// reports a problem itself and returns false.
+func (p *parser) commaList(item func() bool) bool {
+	for {
+		if !item() {
+			return false
+		}
+		if p.peek().kind != tokComma {
+			return true
+		}
+		p.next()
+	}
 }
 
 // privilege parses one right: a quoted name ('ydb.generic.use',

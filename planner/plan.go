@@ -54,77 +54,20 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		return Desired{}, err
 	}
 	pools := m.Pools()
-	active := make(map[string]bool, len(pools))
-	if act.Active == nil {
-		for _, p := range pools {
-			active[p.Name] = p.ResourcesWeight >= 0
-		}
-	} else {
-		for _, name := range act.Active {
-			if _, ok := m.pools[name]; !ok {
-				return Desired{}, fmt.Errorf("active pool: %s", m.noPool(name))
-			}
-			active[name] = true
-		}
+	active, err := activePools(m, pools, act.Active)
+	if err != nil {
+		return Desired{}, err
 	}
 	if err := checkCPUs(pools, node); err != nil {
 		return Desired{}, err
 	}
-	for name, d := range act.DemandCPUs {
-		if _, ok := m.pools[name]; !ok {
-			return Desired{}, fmt.Errorf("demand: %s", m.noPool(name))
-		}
-		if !(d >= 0) || math.IsInf(d, 0) {
-			return Desired{}, fmt.Errorf("demand of pool %q is %v vCPU; accepted: a finite number >= 0", name, d)
-		}
+	if err := checkDemand(m, act.DemandCPUs); err != nil {
+		return Desired{}, err
 	}
-
-	caps := make([]float64, len(pools))
-	byCPUs := make([]bool, len(pools))
-	alloc := make([]float64, len(pools))
-	claims := make([]claim, 0, len(pools))
-	claimOf := make([]int, 0, len(pools))
-	for i, p := range pools {
-		caps[i], byCPUs[i] = capOf(p, node)
-		alloc[i] = caps[i]
-		if !active[p.Name] || p.ResourcesWeight < 0 {
-			continue
-		}
-		c := claim{cap: caps[i], weight: float64(p.ResourcesWeight)}
-		if d, ok := act.DemandCPUs[p.Name]; ok {
-			c.cap = min(c.cap, d)
-		}
-		claims = append(claims, c)
-		claimOf = append(claimOf, i)
-	}
-	for k, a := range waterFill(node.CPUs, claims) {
-		alloc[claimOf[k]] = a
-	}
-
+	caps, byCPUs, alloc := allocate(pools, node, active, act.DemandCPUs)
 	out := Desired{Node: node, Pools: make([]PoolState, len(pools))}
 	for i, p := range pools {
-		period := node.PeriodUsec
-		if p.CPUPeriodUsec > 0 {
-			period = p.CPUPeriodUsec
-		}
-		weight := CPUWeight(p.ResourcesWeight)
-		quota := int64(cpulimit.Max)
-		if p.TotalCPULimitPercent >= 0 || alloc[i] < reach(p, node)*(1-1e-12) {
-			quota = quotaUsec(alloc[i], period)
-		}
-		queryCPUs := alloc[i]
-		if p.QueryCPULimitPercent >= 0 {
-			queryCPUs *= p.QueryCPULimitPercent / 100
-		}
-		queryQuota := quotaUsec(queryCPUs, period)
-		pool := cgroup(quota, period, p.CPUBurstPercent, weight, memoryLimit(node, p.TotalMemoryLimitPercent))
-		pool.MemoryHighBytes = memoryLimit(node, p.TotalMemoryHighPercent)
-		if p.CPUIdle == 1 {
-			pool.CPU.Idle, pool.CPU.Weight = true, 0
-		}
-		query := cgroup(queryQuota, period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
-		query.MemoryHighBytes = memoryLimit(node, p.QueryMemoryHighPercent)
-		pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
+		pool, query := cgroupsOf(p, node, alloc[i])
 		out.Pools[i] = PoolState{
 			Name:      p.Name,
 			Pool:      pool,
@@ -137,6 +80,95 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 		}
 	}
 	return out, nil
+}
+
+// activePools says which of pools are active: the names given, each a
+// pool of m, or with names nil every pool with RESOURCES_WEIGHT >= 0.
+func activePools(m *Model, pools []Pool, names []string) (map[string]bool, error) {
+	active := make(map[string]bool, len(pools))
+	if names == nil {
+		for _, p := range pools {
+			active[p.Name] = p.ResourcesWeight >= 0
+		}
+		return active, nil
+	}
+	for _, name := range names {
+		if _, ok := m.pools[name]; !ok {
+			return nil, fmt.Errorf("active pool: %s", m.noPool(name))
+		}
+		active[name] = true
+	}
+	return active, nil
+}
+
+// checkDemand refuses a demand for a pool m does not have, or one that is
+// not a finite number of vCPUs >= 0.
+func checkDemand(m *Model, demand map[string]float64) error {
+	for name, d := range demand {
+		if _, ok := m.pools[name]; !ok {
+			return fmt.Errorf("demand: %s", m.noPool(name))
+		}
+		if !(d >= 0) || math.IsInf(d, 0) {
+			return fmt.Errorf("demand of pool %q is %v vCPU; accepted: a finite number >= 0", name, d)
+		}
+	}
+	return nil
+}
+
+// allocate divides the node among pools, in vCPU: each pool's cap (and
+// whether its CPUS made it), and its allocation, which is the cap for an
+// inactive pool and the water-filled share, capped also by its demand,
+// for an active pool with a weight.
+func allocate(pools []Pool, node Node, active map[string]bool, demand map[string]float64) (caps []float64, byCPUs []bool, alloc []float64) {
+	caps = make([]float64, len(pools))
+	byCPUs = make([]bool, len(pools))
+	alloc = make([]float64, len(pools))
+	claims := make([]claim, 0, len(pools))
+	claimOf := make([]int, 0, len(pools))
+	for i, p := range pools {
+		caps[i], byCPUs[i] = capOf(p, node)
+		alloc[i] = caps[i]
+		if !active[p.Name] || p.ResourcesWeight < 0 {
+			continue
+		}
+		c := claim{cap: caps[i], weight: float64(p.ResourcesWeight)}
+		if d, ok := demand[p.Name]; ok {
+			c.cap = min(c.cap, d)
+		}
+		claims = append(claims, c)
+		claimOf = append(claimOf, i)
+	}
+	for k, a := range waterFill(node.CPUs, claims) {
+		alloc[claimOf[k]] = a
+	}
+	return caps, byCPUs, alloc
+}
+
+// cgroupsOf is the desired state of pool p's cgroup and of each of its
+// query cgroups when the pool is allocated alloc vCPU, as Plan's comment
+// gives it.
+func cgroupsOf(p Pool, node Node, alloc float64) (pool, query Cgroup) {
+	period := node.PeriodUsec
+	if p.CPUPeriodUsec > 0 {
+		period = p.CPUPeriodUsec
+	}
+	quota := int64(cpulimit.Max)
+	if p.TotalCPULimitPercent >= 0 || alloc < reach(p, node)*(1-1e-12) {
+		quota = quotaUsec(alloc, period)
+	}
+	queryCPUs := alloc
+	if p.QueryCPULimitPercent >= 0 {
+		queryCPUs *= p.QueryCPULimitPercent / 100
+	}
+	pool = cgroup(quota, period, p.CPUBurstPercent, CPUWeight(p.ResourcesWeight), memoryLimit(node, p.TotalMemoryLimitPercent))
+	pool.MemoryHighBytes = memoryLimit(node, p.TotalMemoryHighPercent)
+	if p.CPUIdle == 1 {
+		pool.CPU.Idle, pool.CPU.Weight = true, 0
+	}
+	query = cgroup(quotaUsec(queryCPUs, period), period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
+	query.MemoryHighBytes = memoryLimit(node, p.QueryMemoryHighPercent)
+	pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
+	return pool, query
 }
 
 // capOf is p's cap in vCPU: TOTAL_CPU_LIMIT_PERCENT_PER_NODE of the node

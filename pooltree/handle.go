@@ -135,6 +135,13 @@ func (h *Handle) PoolStats(pools []string) (map[string]observe.Sample, error) {
 	return out, nil
 }
 
+// Threads lists the threads in the pool and its queries, at most limit
+// of them ([cgroupfs.Reader.Threads]); truncated reports that more were
+// there.
+func (h *Handle) Threads(pool string, limit int) (tids []int, truncated bool, err error) {
+	return h.reader.Threads(pool, limit)
+}
+
 // Own marks the pool root as this process's ([cgroupfs.Tree.Own]).
 func (h *Handle) Own() (release func() error, err error) {
 	h.mu.Lock()

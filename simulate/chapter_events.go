@@ -27,95 +27,133 @@ import (
 // throttled, each task remembers its value on arrival, and a task that ran
 // in a partial tick has that tick taken back.
 func runEvents(limit TickLimit, ncpu int, tasks []Task) ([]Result, []Period) {
-	res := make([]Result, len(tasks))
-	left := make([]int, len(tasks))
+	r := newEventRun(limit, ncpu, tasks)
+	for r.active > 0 {
+		r.startPeriod()
+		r.runPeriod()
+	}
+	return r.res, r.periods
+}
+
+// eventRun is runEvents' state between periods; quantities in ticks.
+type eventRun struct {
+	limit TickLimit
+	tasks []Task
+	res   []Result
+	left  []int // work left, by task
 	// While task i is runnable, throttled[i] + allThrottled is the ticks
 	// it has been throttled so far.
-	throttled := make([]int, len(tasks))
-	arrivals := make([]int, 0, len(tasks)) // tasks with work, by arrival tick, then slice order
+	throttled    []int
+	allThrottled int
+	arrivals     []int // tasks with work, by arrival tick, then slice order
+	next         int   // arrivals[next] is the next task to arrive
+	active       int   // tasks with work left, arrived or not
+	q            runQueue
+	periods      []Period
+	remaining    int // quota left in the current period
+	t            int // now
+}
+
+// newEventRun starts a run of tasks: a task that needs nothing is done at
+// its arrival and takes no part in it.
+func newEventRun(limit TickLimit, ncpu int, tasks []Task) *eventRun {
+	r := &eventRun{
+		limit:     limit,
+		tasks:     tasks,
+		res:       make([]Result, len(tasks)),
+		left:      make([]int, len(tasks)),
+		throttled: make([]int, len(tasks)),
+		arrivals:  make([]int, 0, len(tasks)),
+		q:         runQueue{ncpu: ncpu},
+	}
 	for i, t := range tasks {
-		res[i] = Result{Name: t.Name, Arrive: t.Arrive, Done: -1}
-		left[i] = t.Need
+		r.res[i] = Result{Name: t.Name, Arrive: t.Arrive, Done: -1}
+		r.left[i] = t.Need
 		if t.Need == 0 {
-			res[i].Done = t.Arrive
+			r.res[i].Done = t.Arrive
 			continue
 		}
-		arrivals = append(arrivals, i)
+		r.arrivals = append(r.arrivals, i)
 	}
-	slices.SortStableFunc(arrivals, func(a, b int) int { return cmp.Compare(tasks[a].Arrive, tasks[b].Arrive) })
+	slices.SortStableFunc(r.arrivals, func(a, b int) int { return cmp.Compare(tasks[a].Arrive, tasks[b].Arrive) })
+	r.active = len(r.arrivals)
+	return r
+}
 
-	q := runQueue{ncpu: ncpu}
-	var periods []Period
-	allThrottled := 0
-	remaining := 0
-	active := len(arrivals)
-	next := 0 // arrivals[next] is the next task to arrive
-	t := 0
-	for active > 0 {
-		carry := 0
-		if len(periods) > 0 {
-			carry = min(remaining, limit.Burst)
-		}
-		remaining = limit.Quota + carry
-		periods = append(periods, Period{Start: t, Carried: carry, Exhausted: -1})
-		p := &periods[len(periods)-1]
-		end := t + limit.Period
-
-		for t < end && active > 0 {
-			for next < len(arrivals) && tasks[arrivals[next]].Arrive <= t {
-				i := arrivals[next]
-				throttled[i] = -allThrottled
-				q.add(i)
-				next++
-			}
-			until := end // the next period start or arrival
-			if next < len(arrivals) {
-				until = min(until, tasks[arrivals[next]].Arrive)
-			}
-			m := len(q.running)
-			switch {
-			case m == 0: // idle
-				t = until
-				continue
-			case remaining == 0:
-				allThrottled += until - t
-				p.Stalled += until - t
-				t = until
-				continue
-			case remaining < m:
-				allThrottled++
-				p.Stalled++
-				for _, i := range q.running[:remaining] {
-					throttled[i]-- // it ran in this tick
-					left[i]--
-				}
-				p.Used += remaining
-				remaining = 0
-				p.Exhausted = t + 1
-				t++
-			default:
-				d := min(until-t, remaining/m)
-				for _, i := range q.running {
-					d = min(d, left[i])
-				}
-				for _, i := range q.running {
-					left[i] -= d
-				}
-				p.Used += d * m
-				remaining -= d * m
-				t += d
-				if remaining == 0 {
-					p.Exhausted = t
-				}
-			}
-			active -= q.finish(left, func(i int) {
-				res[i].Done = t
-				res[i].Latency = t - tasks[i].Arrive
-				res[i].Throttled = throttled[i] + allThrottled
-			})
-		}
+// startPeriod opens a period at r.t with the quota and, after the first
+// period, the burst carried from the last one.
+func (r *eventRun) startPeriod() {
+	carry := 0
+	if len(r.periods) > 0 {
+		carry = min(r.remaining, r.limit.Burst)
 	}
-	return res, periods
+	r.remaining = r.limit.Quota + carry
+	r.periods = append(r.periods, Period{Start: r.t, Carried: carry, Exhausted: -1})
+}
+
+// runPeriod jumps from event to event until the period ends or no task
+// has work left, by the three cases of runEvents' comment. The state it
+// changes at every event is kept in locals while it runs, which keeps
+// the engine's cost per event low.
+func (r *eventRun) runPeriod() {
+	p := &r.periods[len(r.periods)-1]
+	t, remaining, allThrottled, next := r.t, r.remaining, r.allThrottled, r.next
+	end := t + r.limit.Period
+	done := func(i int) {
+		r.res[i].Done = t
+		r.res[i].Latency = t - r.tasks[i].Arrive
+		r.res[i].Throttled = r.throttled[i] + allThrottled
+	}
+	for t < end && r.active > 0 {
+		for next < len(r.arrivals) && r.tasks[r.arrivals[next]].Arrive <= t {
+			i := r.arrivals[next]
+			r.throttled[i] = -allThrottled
+			r.q.add(i)
+			next++
+		}
+		until := end // the next period start or arrival
+		if next < len(r.arrivals) {
+			until = min(until, r.tasks[r.arrivals[next]].Arrive)
+		}
+		m := len(r.q.running)
+		switch {
+		case m == 0: // idle
+			t = until
+			continue
+		case remaining == 0:
+			allThrottled += until - t
+			p.Stalled += until - t
+			t = until
+			continue
+		case remaining < m:
+			allThrottled++
+			p.Stalled++
+			for _, i := range r.q.running[:remaining] {
+				r.throttled[i]-- // it ran in this tick
+				r.left[i]--
+			}
+			p.Used += remaining
+			remaining = 0
+			p.Exhausted = t + 1
+			t++
+		default:
+			d := min(until-t, remaining/m)
+			for _, i := range r.q.running {
+				d = min(d, r.left[i])
+			}
+			for _, i := range r.q.running {
+				r.left[i] -= d
+			}
+			p.Used += d * m
+			remaining -= d * m
+			t += d
+			if remaining == 0 {
+				p.Exhausted = t
+			}
+		}
+		r.active -= r.q.finish(r.left, done)
+	}
+	r.t, r.remaining, r.allThrottled, r.next = t, remaining, allThrottled, next
 }
 
 // runQueue holds the runnable tasks by slice index: running is the first

@@ -167,10 +167,10 @@ func (e *HostError) Error() string {
 func (e *HostError) Unwrap() error { return ErrInvalidInput }
 
 // Validate reports every part of h that RunHost cannot simulate, as
-// [*HostError] values joined with errors.Join, or nil. It is one long list
-// on purpose: every input rule of the model is here, the host's, then each
-// group's, then each task's, as docs/simulator.md's Input section gives
-// them, so the two read side by side.
+// [*HostError] values joined with errors.Join, or nil. Every input rule of
+// the model is here, the host's, then each group's (checkGroups), then each
+// task's (checkTasks), as docs/simulator.md's Input section gives them, so
+// the two read side by side.
 func (h Host) Validate() error {
 	var errs []error
 	hostErr := func(field, msg string, args ...any) {
@@ -183,11 +183,30 @@ func (h Host) Validate() error {
 		hostErr("tick", "tick %s is out of range (accepted: 1us or more)", FormatUsec(h.TickUsec))
 		return errors.Join(errs...)
 	}
-	tick := FormatUsec(h.TickUsec)
+	groups, groupErrs := h.checkGroups()
+	lastArrive, needTicks, taskErrs := h.checkTasks(groups)
+	errs = append(append(errs, groupErrs...), taskErrs...)
+	if len(errs) == 0 && !hostEndsInRange(lastArrive, needTicks, groups.periodMax) {
+		hostErr("", "the tasks need %d ticks of CPU after the last arrival at tick %d: too long to simulate (accepted: a run that surely ends before tick %d)", needTicks, lastArrive, maxInt)
+	}
+	return errors.Join(errs...)
+}
 
-	index := make(map[string]int, len(h.Groups))
-	hasChildren := make([]bool, len(h.Groups))
-	periodMax := int64(1)
+// hostGroups is what checking the groups learns for checking the tasks
+// and the length of the run.
+type hostGroups struct {
+	index       map[string]int // a group's index by name
+	hasChildren []bool         // by group index
+	periodMax   int64          // the longest period in ticks, at least 1
+}
+
+// checkGroups checks each group of h, whose tick is valid, in order: its
+// name, its parent (defined on an earlier line), its bandwidth settings
+// in whole ticks, its weight and its CPUs.
+func (h Host) checkGroups() (hostGroups, []error) {
+	var errs []error
+	tick := FormatUsec(h.TickUsec)
+	gs := hostGroups{index: make(map[string]int, len(h.Groups)), hasChildren: make([]bool, len(h.Groups)), periodMax: 1}
 	for i, g := range h.Groups {
 		bad := func(field, msg string, args ...any) {
 			errs = append(errs, &HostError{Group: i, Task: -1, Field: field, name: g.Name, Msg: fmt.Sprintf(msg, args...)})
@@ -196,23 +215,23 @@ func (h Host) Validate() error {
 		// pool names.
 		if err := planner.CheckName("group", g.Name); err != nil {
 			bad("name", "%v", err)
-		} else if _, dup := index[g.Name]; dup {
+		} else if _, dup := gs.index[g.Name]; dup {
 			bad("name", "name %q is already used by another group (accepted: a name of its own)", g.Name)
 		} else {
-			index[g.Name] = i
+			gs.index[g.Name] = i
 		}
 		if g.Parent != "" {
-			if p, ok := index[g.Parent]; !ok {
+			if p, ok := gs.index[g.Parent]; !ok {
 				bad("parent", "parent %q is not a group defined before it (accepted: a group on an earlier line)", g.Parent)
 			} else {
-				hasChildren[p] = true
+				gs.hasChildren[p] = true
 			}
 		}
 		switch {
 		case g.PeriodUsec <= 0 || g.PeriodUsec%h.TickUsec != 0:
 			bad("period", "period %s is not accepted (accepted: a positive multiple of the tick %s)", FormatUsec(g.PeriodUsec), tick)
 		default:
-			periodMax = max(periodMax, g.PeriodUsec/h.TickUsec)
+			gs.periodMax = max(gs.periodMax, g.PeriodUsec/h.TickUsec)
 		}
 		switch {
 		case g.QuotaUsec == cpulimit.Max:
@@ -232,8 +251,15 @@ func (h Host) Validate() error {
 			bad("cpus", "cpus %s are not on the host (accepted: cpus within 0-%d)", off, h.CPUs-1)
 		}
 	}
+	return gs, errs
+}
 
-	var needTicks, lastArrive int64
+// checkTasks checks each task of h, whose tick is valid: its name, its
+// group (defined, without children), its times in whole ticks and its
+// threads. It returns the last arrival and the CPU the tasks need, in
+// ticks, for the length of the run.
+func (h Host) checkTasks(gs hostGroups) (lastArrive, needTicks int64, errs []error) {
+	tick := FormatUsec(h.TickUsec)
 	taskNames := make(map[string]bool, len(h.Tasks))
 	for i, t := range h.Tasks {
 		bad := func(field, msg string, args ...any) {
@@ -245,9 +271,9 @@ func (h Host) Validate() error {
 			bad("name", "name %q is already used by another task (accepted: a name of its own)", t.Name)
 		}
 		taskNames[t.Name] = true
-		if g, ok := index[t.Group]; !ok {
+		if g, ok := gs.index[t.Group]; !ok {
 			bad("group", "group %q is not defined (accepted: the name of a group)", t.Group)
-		} else if hasChildren[g] {
+		} else if gs.hasChildren[g] {
 			bad("group", "group %q has child groups and so holds no tasks (accepted: a group without children)", t.Group)
 		}
 		if t.ArriveUsec < 0 || t.ArriveUsec%h.TickUsec != 0 {
@@ -264,10 +290,7 @@ func (h Host) Validate() error {
 			needTicks += min(t.NeedUsec/h.TickUsec, int64(maxInt)-needTicks)
 		}
 	}
-	if len(errs) == 0 && !hostEndsInRange(lastArrive, needTicks, periodMax) {
-		hostErr("", "the tasks need %d ticks of CPU after the last arrival at tick %d: too long to simulate (accepted: a run that surely ends before tick %d)", needTicks, lastArrive, maxInt)
-	}
-	return errors.Join(errs...)
+	return lastArrive, needTicks, errs
 }
 
 // hostEndsInRange reports whether a run surely ends within the int range of

@@ -177,7 +177,24 @@ func (s *hostSim) nextEvent() int {
 // step simulates tick s.now: it hands the CPUs out one by one, then
 // charges, throttles and finishes tasks.
 func (s *hostSim) step() {
-	// Caps bottom-up: children come after their parents in s.groups.
+	s.setCaps()
+	s.handOut()
+	s.markUnserved()
+	s.countTick()
+	s.finishTasks()
+	if s.now < s.trace {
+		s.record()
+	}
+	s.settle(s.roots)
+	for i := range s.groups {
+		s.settle(s.groups[i].children)
+	}
+}
+
+// setCaps clears each group's per-tick state and sets its cap: its
+// tasks' and children's demand within its quota left and its CPU set.
+// It goes bottom-up: children come after their parents in s.groups.
+func (s *hostSim) setCaps() {
 	for i := len(s.groups) - 1; i >= 0; i-- {
 		g := &s.groups[i]
 		c := 0
@@ -200,12 +217,17 @@ func (s *hostSim) step() {
 		}
 		g.cap = c
 	}
+}
 
-	ran := 0
-	for ran < s.cpus {
+// handOut gives the CPUs out one at a time: each goes down the tree to
+// the sibling with the smallest virtual time and room left, charging
+// every group on the way, and runs a thread of the first task there that
+// wants more.
+func (s *hostSim) handOut() {
+	for ran := 0; ran < s.cpus; ran++ {
 		g := s.pick(s.roots)
 		if g < 0 {
-			break
+			return
 		}
 		for {
 			s.charge(g, ran)
@@ -221,9 +243,12 @@ func (s *hostSim) step() {
 				break
 			}
 		}
-		ran++
 	}
+}
 
+// markUnserved marks every group above a task that got fewer CPUs than it
+// wanted.
+func (s *hostSim) markUnserved() {
 	for i := range s.tasks {
 		t := &s.tasks[i]
 		if t.got < t.want {
@@ -232,6 +257,12 @@ func (s *hostSim) step() {
 			}
 		}
 	}
+}
+
+// countTick adds each group's CPUs of this tick to its period and its
+// usage, and counts a stalled tick where the group is throttled: unserved
+// after its own quota ran out while a CPU was still free.
+func (s *hostSim) countTick() {
 	for i := range s.groups {
 		g := &s.groups[i]
 		g.throttled = g.unserved && g.exhaustedAt < s.cpus
@@ -242,6 +273,12 @@ func (s *hostSim) step() {
 			p.Stalled++
 		}
 	}
+}
+
+// finishTasks counts each unserved task's throttled tick, marks the groups
+// above it as waiting (it had quota) or held (another group's quota held
+// it), and takes this tick's CPUs off its work, finishing it at zero.
+func (s *hostSim) finishTasks() {
 	for i := range s.tasks {
 		t := &s.tasks[i]
 		if t.want == 0 {
@@ -264,13 +301,6 @@ func (s *hostSim) step() {
 			t.res.Latency = s.now + 1 - t.arrive
 			s.pending--
 		}
-	}
-	if s.now < s.trace {
-		s.record()
-	}
-	s.settle(s.roots)
-	for i := range s.groups {
-		s.settle(s.groups[i].children)
 	}
 }
 

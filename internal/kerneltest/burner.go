@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +35,8 @@ const (
 	CPUTime
 )
 
-// Burn describes one burner process: a single thread in a busy loop.
+// Burn describes one burner process: a thread in a busy loop, or
+// Threads of them.
 type Burn struct {
 	For   time.Duration
 	Clock Clock
@@ -42,6 +44,10 @@ type Burn struct {
 	// not summed over several CPUs.
 	Pin bool
 	CPU int
+	// Threads is how many threads burn at once, each For on its own
+	// clock (CPUTime: its own CPU time, CLOCK_THREAD_CPUTIME_ID); 0 is
+	// one.
+	Threads int
 }
 
 func (b Burn) encode() string {
@@ -49,23 +55,33 @@ func (b Burn) encode() string {
 	if b.Pin {
 		pin = b.CPU
 	}
-	return fmt.Sprintf("%s %d %d", b.For, b.Clock, pin)
+	return fmt.Sprintf("%s %d %d %d", b.For, b.Clock, pin, b.threads())
 }
+
+// threads is Threads, at least 1.
+func (b Burn) threads() int { return max(b.Threads, 1) }
 
 func decodeBurn(s string) (Burn, error) {
 	var (
-		d     string
-		clock Clock
-		pin   int
+		d       string
+		clock   Clock
+		pin     int
+		threads int
 	)
-	if _, err := fmt.Sscanf(s, "%s %d %d", &d, &clock, &pin); err != nil {
+	if _, err := fmt.Sscanf(s, "%s %d %d %d", &d, &clock, &pin, &threads); err != nil {
 		return Burn{}, fmt.Errorf("%s=%q: %w", envBurner, s, err)
 	}
 	dur, err := time.ParseDuration(d)
 	if err != nil {
 		return Burn{}, fmt.Errorf("%s=%q: %w", envBurner, s, err)
 	}
+	if threads < 1 || threads > 64 {
+		return Burn{}, fmt.Errorf("%s=%q: %d threads (accepted: 1..64)", envBurner, s, threads)
+	}
 	b := Burn{For: dur, Clock: clock}
+	if threads > 1 {
+		b.Threads = threads
+	}
 	if pin >= 0 {
 		b.Pin, b.CPU = true, pin
 	}
@@ -123,12 +139,31 @@ func runBurner(spec string) error {
 	return nil
 }
 
-// burnFor runs the busy loop until b.For has passed on b's clock.
+// burnFor runs the busy loop until b.For has passed on b's clock, on
+// b.threads() threads at once.
 func burnFor(b Burn) {
+	if b.threads() == 1 {
+		burnThread(b, burn.ProcessCPU)
+		return
+	}
+	var wg sync.WaitGroup
+	for range b.threads() - 1 {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			burnThread(b, burn.ThreadCPU)
+		})
+	}
+	burnThread(b, burn.ThreadCPU)
+	wg.Wait()
+}
+
+// burnThread runs the busy loop on the calling thread until b.For has
+// passed on b's clock, CPU time read from cpu.
+func burnThread(b Burn, cpu func() time.Duration) {
 	done := func() func() bool {
 		if b.Clock == CPUTime {
-			start := burn.ProcessCPU()
-			return func() bool { return burn.ProcessCPU()-start >= b.For }
+			start := cpu()
+			return func() bool { return cpu()-start >= b.For }
 		}
 		end := time.Now().Add(b.For)
 		return func() bool { return !time.Now().Before(end) }
@@ -167,6 +202,15 @@ func burnerByPID(pid int) *Burner {
 // child is killed by PID in t.Cleanup if it is still running.
 func StartBurner(t testing.TB, b Burn) *Burner {
 	t.Helper()
+	return StartBurnerVia(t, b)
+}
+
+// StartBurnerVia is StartBurner through a command: via's words, then the
+// test binary and its arguments (e.g. `poolagent run --pool P --`, which
+// execs it in place, so the burner's PID is the command's). The command
+// keeps the burner's stdin and file descriptor 3.
+func StartBurnerVia(t testing.TB, b Burn, via ...string) *Burner {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatalf("start burner: %v", err)
@@ -176,8 +220,9 @@ func StartBurner(t testing.TB, b Burn) *Burner {
 		t.Fatalf("start burner: %v", err)
 	}
 	defer readyR.Close()
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), envBurner+"="+b.encode(), "GOMAXPROCS=1")
+	args := append(slices.Clone(via), self, "-test.run=^$")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), envBurner+"="+b.encode(), fmt.Sprintf("GOMAXPROCS=%d", b.threads()))
 	cmd.ExtraFiles = []*os.File{readyW}
 	stderr := new(bytes.Buffer)
 	cmd.Stderr = stderr

@@ -80,7 +80,7 @@ func (f *fatalRecorder) Fatalf(string, ...any) { f.fatal = true; panic("fatal") 
 func (f *fatalRecorder) Helper()               {}
 
 func TestBurnEncoding(t *testing.T) {
-	for _, b := range []Burn{{For: 2 * time.Second}, {For: 300 * time.Millisecond, Clock: CPUTime, Pin: true, CPU: 1}, {For: time.Minute, Pin: true}} {
+	for _, b := range []Burn{{For: 2 * time.Second}, {For: 300 * time.Millisecond, Clock: CPUTime, Pin: true, CPU: 1}, {For: time.Minute, Pin: true}, {For: time.Second, Clock: CPUTime, Threads: 2}} {
 		got, err := decodeBurn(b.encode())
 		if err != nil || got != b {
 			t.Errorf("%+v: round trip %+v, %v", b, got, err)
