@@ -69,14 +69,8 @@ func run(bin, cgexec, command string, runs int) error {
 	defer removeTree(filepath.Join(cpu, group))
 
 	socket := filepath.Join(tmp, "agent.sock")
-	pools := filepath.Join(tmp, "pools.sql")
-	if err := os.WriteFile(pools, nil, 0o644); err != nil {
-		return err
-	}
-	daemon := exec.Command(filepath.Join(bin, "poolagent"), "daemon", "--pools", pools, "--root", root,
-		"--socket", socket, "--cpus", "2", "--memory", "1073741824", "--log-level", "warn")
-	daemon.Stderr = os.Stderr
-	if err := daemon.Start(); err != nil {
+	daemon, err := startDaemon(bin, tmp, root, socket)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -98,8 +92,37 @@ func run(bin, cgexec, command string, runs int) error {
 		{name: command, argv: []string{command}},
 		{name: "goexec " + command, argv: []string{filepath.Join(bin, "goexec"), command}},
 	}
-	// One warm-up round, not counted: page cache, the daemon's first
-	// query.
+	if err := measure(ways, runs); err != nil {
+		return err
+	}
+	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
+	if v2 {
+		mode = "cgroup v2 (" + cpu + ")"
+	}
+	printResults(ways, ways[2], mode, runs)
+	return nil
+}
+
+// startDaemon starts `poolagent daemon` from bin with no pools on a fresh
+// pool root, serving socket; its pool file is in tmp.
+func startDaemon(bin, tmp, root, socket string) (*exec.Cmd, error) {
+	pools := filepath.Join(tmp, "pools.sql")
+	if err := os.WriteFile(pools, nil, 0o644); err != nil {
+		return nil, err
+	}
+	daemon := exec.Command(filepath.Join(bin, "poolagent"), "daemon", "--pools", pools, "--root", root,
+		"--socket", socket, "--cpus", "2", "--memory", "1073741824", "--log-level", "warn")
+	daemon.Stderr = os.Stderr
+	if err := daemon.Start(); err != nil {
+		return nil, err
+	}
+	return daemon, nil
+}
+
+// measure starts each way once to warm up, not counted (page cache, the
+// daemon's first query), then runs rounds: every way once per round, in
+// an order that rotates from round to round.
+func measure(ways []*way, runs int) error {
 	for _, w := range ways {
 		if _, err := start(w.argv); err != nil {
 			return err
@@ -118,17 +141,18 @@ func run(bin, cgexec, command string, runs int) error {
 			w.wall = append(w.wall, d)
 		}
 	}
+	return nil
+}
 
-	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
-	if v2 {
-		mode = "cgroup v2 (" + cpu + ")"
-	}
+// printResults prints the machine (mode is the cgroup hierarchy), then
+// each way's median and its ratio to base's, both of the medians and the
+// median of the ratios within each round.
+func printResults(ways []*way, base *way, mode string, runs int) {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("%s, kernel %s, load average %s; %d rounds, each way once per round in rotating order\n",
 		mode, strings.TrimSpace(string(kernel)), strings.Join(strings.Fields(string(load))[:3], " "), runs)
 	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
-	base := ways[2]
 	fmt.Printf("%-36s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
 	for _, w := range ways {
 		ratios := make([]time.Duration, len(w.wall)) // ratio × 1e6, to reuse median
@@ -138,7 +162,6 @@ func run(bin, cgexec, command string, runs int) error {
 		fmt.Printf("%-36s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
 			float64(median(w.wall))/float64(median(base.wall)), float64(median(ratios))/1e6)
 	}
-	return nil
 }
 
 // start runs argv with no input or output and returns its wall time from
