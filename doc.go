@@ -61,12 +61,13 @@
 //   - internal/guard, internal/handover, internal/version, internal/suggest:
 //     an accept loop that survives running out of descriptors, `poolagent
 //     run` handed over to poolagent-run, the build's version, the nearest
-//     name for a mistyped command or flag.
+//     name for a mistyped command or flag, or DDL parameter.
 //   - internal/kerneltest, internal/etcdtest (with its member,
 //     internal/etcdtest/etcd-member), internal/burn: what the tests share:
 //     real-kernel gates and cgroups, real etcd clusters, CPU burners.
 //   - scripts/benchstart (with scripts/benchstart/goexec): the benchmark of
-//     a query's start against cgexec (docs/performance.md).
+//     a query's start against cgexec, and against another build's
+//     (docs/performance.md).
 //
 // The walls between them, each holding today: planner,
 // simulate and admission import no package that does I/O (cpulimit,

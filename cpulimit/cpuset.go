@@ -196,18 +196,34 @@ func (s CPUSet) CPUs() []int {
 	return out
 }
 
+// An empty operand decides Union, Intersect and Minus without a bitmap:
+// most pools set no CPUS, and a plan checks every pool's against the
+// node's online CPUs.
+
 // Union is the CPUs in s or o.
 func (s CPUSet) Union(o CPUSet) CPUSet {
+	switch {
+	case s.n == 0:
+		return o
+	case o.n == 0:
+		return s
+	}
 	return s.combine(o, func(a, b uint64) uint64 { return a | b })
 }
 
 // Intersect is the CPUs in both s and o.
 func (s CPUSet) Intersect(o CPUSet) CPUSet {
+	if s.n == 0 || o.n == 0 {
+		return CPUSet{}
+	}
 	return s.combine(o, func(a, b uint64) uint64 { return a & b })
 }
 
 // Minus is the CPUs in s and not in o.
 func (s CPUSet) Minus(o CPUSet) CPUSet {
+	if s.n == 0 || o.n == 0 {
+		return s
+	}
 	return s.combine(o, func(a, b uint64) uint64 { return a &^ b })
 }
 
@@ -215,9 +231,6 @@ func (s CPUSet) Minus(o CPUSet) CPUSet {
 func (s CPUSet) SubsetOf(o CPUSet) bool { return s.Minus(o).IsEmpty() }
 
 func (s CPUSet) combine(o CPUSet, op func(a, b uint64) uint64) CPUSet {
-	if s.n == 0 && o.n == 0 {
-		return CPUSet{} // op(0, 0) is 0 for every op above
-	}
 	a, b := s.bits(), o.bits()
 	for i := range a {
 		a[i] = op(a[i], b[i])

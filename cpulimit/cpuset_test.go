@@ -97,6 +97,38 @@ func TestCPUSetOps(t *testing.T) {
 	}
 }
 
+// TestCPUSetOpsEmpty: an empty operand gives what the bitmaps would.
+func TestCPUSetOpsEmpty(t *testing.T) {
+	var none CPUSet
+	for _, list := range []string{"", "0", "0-63", "2-5,9", "8191"} {
+		s, err := ParseCPUSet(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			op        string
+			got, want CPUSet
+		}{
+			{"s ∪ ∅", s.Union(none), s},
+			{"∅ ∪ s", none.Union(s), s},
+			{"s ∩ ∅", s.Intersect(none), none},
+			{"∅ ∩ s", none.Intersect(s), none},
+			{"s − ∅", s.Minus(none), s},
+			{"∅ − s", none.Minus(s), none},
+			{"s − s", s.Minus(s), none},
+			{"s ∩ s", s.Intersect(s), s},
+		}
+		for _, tc := range tests {
+			if tc.got != tc.want {
+				t.Errorf("s = %q: %s = %q, want %q", list, tc.op, tc.got, tc.want)
+			}
+		}
+		if !none.SubsetOf(s) || s.SubsetOf(none) != s.IsEmpty() {
+			t.Errorf("s = %q: SubsetOf with the empty set wrong", list)
+		}
+	}
+}
+
 // FuzzParseCPUSet: a list that parses renders to a canonical list that
 // parses to the same set, with as many CPUs as the list names.
 func FuzzParseCPUSet(f *testing.F) {

@@ -31,7 +31,7 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		// the write deadline, so only so many are written at once.
 		done, err := s.peers.view(cred.Uid)
 		if err != nil {
-			se.send(protocol.AdminReply{Type: protocol.ReplyError, Code: protocol.CodeLimit, Error: err.Error()})
+			se.send(adminError(protocol.CodeLimit, err))
 			return
 		}
 		defer done()
@@ -57,44 +57,52 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	se.send(reply)
 }
 
+// administrator names the caller of an administrative operation and
+// returns its identity when it is an administrator; otherwise it logs the
+// refusal (message and attrs, with the caller) and returns the reply that
+// says the caller may not do what it asked (mayNot) and who may.
+func (s *Server) administrator(cred *unix.Ucred, mayNot, message string, attrs ...any) (admission.Identity, *protocol.AdminReply) {
+	id, err := s.users.Identity(cred)
+	if err != nil {
+		r := adminError(protocol.CodeInternal, err)
+		return id, &r
+	}
+	if !s.Access().IsAdmin(id) {
+		s.cfg.Log.Info(message, append(append([]any{"uid", id.UID, "user", id.User}, attrs...), "reason", "not an administrator")...)
+		r := adminError(protocol.CodeAccessDenied, fmt.Errorf("%w: %s may not %s (administrators: root, the admin group, and grantees of ALL or the schema rights on the pools)",
+			admission.ErrAccessDenied, id, mayNot))
+		return id, &r
+	}
+	return id, nil
+}
+
+// adminError is the reply of an administrative operation that failed.
+func adminError(code string, err error) protocol.AdminReply {
+	return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: err.Error()}
+}
+
 // serveReleaseNode releases a vanished fleet node's strict slots, for an
 // administrator; it is logged with who asked.
 func (s *Server) serveReleaseNode(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {
-	refuse := func(code string, err error) protocol.AdminReply {
-		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: err.Error()}
-	}
-	id, err := s.users.Identity(cred)
-	if err != nil {
-		return refuse(protocol.CodeInternal, err)
-	}
-	if !s.Access().IsAdmin(id) {
-		s.cfg.Log.Info("release of a node's slots refused", "uid", id.UID, "user", id.User, "node", req.Node, "reason", "not an administrator")
-		return refuse(protocol.CodeAccessDenied, fmt.Errorf("%w: %s may not release a node's slots (administrators: root, the admin group, and grantees of ALL or the schema rights on the pools)",
-			admission.ErrAccessDenied, id))
+	id, refused := s.administrator(cred, "release a node's slots", "release of a node's slots refused", "node", req.Node)
+	if refused != nil {
+		return *refused
 	}
 	if s.cfg.Cluster == nil {
-		return refuse(protocol.CodeInternal, errors.New("this daemon is not in fleet mode (--etcd): it has no other node's slots to release"))
+		return adminError(protocol.CodeInternal, errors.New("this daemon is not in fleet mode (--etcd): it has no other node's slots to release"))
 	}
 	n, err := s.cfg.Cluster.ReleaseNode(req.Node)
 	if err != nil {
-		return refuse(protocol.CodeInternal, fmt.Errorf("release node %s: %w", req.Node, err))
+		return adminError(protocol.CodeInternal, fmt.Errorf("release node %s: %w", req.Node, err))
 	}
 	s.cfg.Log.Warn("strict slots of a node released by an administrator", "uid", id.UID, "user", id.User, "node", req.Node, "slots", n)
 	return protocol.AdminReply{Type: protocol.ReplyDone, Released: n}
 }
 
 func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {
-	refuse := func(code string, err error) protocol.AdminReply {
-		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: err.Error()}
-	}
-	id, err := s.users.Identity(cred)
-	if err != nil {
-		return refuse(protocol.CodeInternal, err)
-	}
-	if !s.Access().IsAdmin(id) {
-		s.cfg.Log.Info("run-time change refused", "uid", id.UID, "user", id.User, "reason", "not an administrator")
-		return refuse(protocol.CodeAccessDenied, fmt.Errorf("%w: %s may not change pools or classifiers (administrators: root, the admin group, and grantees of ALL or the schema rights on the pools)",
-			admission.ErrAccessDenied, id))
+	id, refused := s.administrator(cred, "change pools or classifiers", "run-time change refused")
+	if refused != nil {
+		return *refused
 	}
 	c, warns, err := s.ExecSQL(id, req.Source, req.SQL)
 	reply := protocol.AdminReply{Type: protocol.ReplyDone}

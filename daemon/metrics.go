@@ -86,39 +86,35 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 // throttled seconds accumulate beside the measured ones; the same
 // intervals count each pool's starved time (metrics.Starvation).
 func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		d := s.Desired()
-		running := map[string]int{}
-		for _, p := range s.Pools() {
-			running[p.Name] = p.Running
-		}
-		names := make([]string, len(d.Pools))
-		for i, p := range d.Pools {
-			names[i] = p.Name
-		}
-		stats, err := s.cg.PoolStats(names)
-		if err != nil {
-			s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
+	everyTick(ctx, every, func(time.Time) { s.closePredictionInterval() })
+}
+
+// closePredictionInterval is one step of RunPredictor.
+func (s *Server) closePredictionInterval() {
+	d := s.Desired()
+	running := map[string]int{}
+	for _, p := range s.Pools() {
+		running[p.Name] = p.Running
+	}
+	names := make([]string, len(d.Pools))
+	for i, p := range d.Pools {
+		names[i] = p.Name
+	}
+	stats, err := s.cg.PoolStats(names)
+	if err != nil {
+		s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
+		return
+	}
+	var samples []metrics.PoolSample
+	for _, p := range d.Pools {
+		st, ok := stats[p.Name]
+		if !ok {
 			continue
 		}
-		var samples []metrics.PoolSample
-		for _, p := range d.Pools {
-			st, ok := stats[p.Name]
-			if !ok {
-				continue
-			}
-			samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
-		}
-		s.starvation.Step(time.Now(), samples)
-		if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
-			s.cfg.Log.Warn("throttling prediction", "err", err)
-		}
+		samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
+	}
+	s.starvation.Step(time.Now(), samples)
+	if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
+		s.cfg.Log.Warn("throttling prediction", "err", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -147,16 +146,24 @@ func (rp *replanner) reconcile() error {
 
 // reconcileLoop reconciles every interval until ctx ends.
 func (rp *replanner) reconcileLoop(ctx context.Context, every time.Duration) {
+	everyTick(ctx, every, func(time.Time) {
+		if err := rp.reconcile(); err != nil {
+			rp.log.Error("reconcile", "err", err)
+		}
+	})
+}
+
+// everyTick calls fn with the tick's time every interval until ctx ends;
+// a tick that comes while fn runs is dropped, as time.Ticker drops it.
+func everyTick(ctx context.Context, every time.Duration, fn func(now time.Time)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := rp.reconcile(); err != nil {
-				rp.log.Error("reconcile", "err", err)
-			}
+		case now := <-t.C:
+			fn(now)
 		}
 	}
 }
@@ -256,7 +263,9 @@ func sameCgroups(a, b planner.Desired) bool {
 	}
 	for i := range a.Pools {
 		pa, pb := a.Pools[i], b.Pools[i]
-		if pa.Name != pb.Name || !reflect.DeepEqual(pa.Pool, pb.Pool) || !reflect.DeepEqual(pa.Query, pb.Query) {
+		// Cgroup is comparable, and a CPUSet is canonical: == is value
+		// equality.
+		if pa.Name != pb.Name || pa.Pool != pb.Pool || pa.Query != pb.Query {
 			return false
 		}
 	}

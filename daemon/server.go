@@ -509,27 +509,20 @@ func fileKind(m os.FileMode) string {
 }
 
 func (s *Server) sampleLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.LoadSample)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	everyTick(ctx, s.cfg.LoadSample, func(now time.Time) {
+		busy, err := s.load.Sample()
+		if errors.Is(err, observe.ErrNoElapsed) {
 			return
-		case now := <-t.C:
-			busy, err := s.load.Sample()
-			if errors.Is(err, observe.ErrNoElapsed) {
-				continue
-			}
-			if err != nil {
-				s.cfg.Log.Error("host load sample", "err", err)
-				continue
-			}
-			if s.reg.sample(now, 100*busy) {
-				s.rp.observeDemand(now)
-				s.rp.request()
-			}
 		}
-	}
+		if err != nil {
+			s.cfg.Log.Error("host load sample", "err", err)
+			return
+		}
+		if s.reg.sample(now, 100*busy) {
+			s.rp.observeDemand(now)
+			s.rp.request()
+		}
+	})
 }
 
 // Polling intervals of waitEmpty for long queries: with the kernel's

@@ -171,19 +171,26 @@ type Model struct {
 	pools       map[string]Pool
 	classifiers map[string]Classifier
 	grants      map[grantKey]Pos
+	// sorted is Pools' answer, kept once the model is done (NewModel,
+	// Apply): every plan lists the pools, and sorting a thousand names
+	// per plan was most of a plan's time. nil while Apply builds the
+	// model.
+	sorted []Pool
 }
 
 // NewModel returns the model of a host without a pool file: only the
 // `default` pool, with every parameter -1.
 func NewModel() *Model {
-	return &Model{
+	m := &Model{
 		pools:       map[string]Pool{DefaultPool: newPool(DefaultPool, Pos{})},
 		classifiers: map[string]Classifier{},
 		grants:      map[grantKey]Pos{},
 	}
+	m.sorted = m.sortPools()
+	return m
 }
 
-// clone returns an independent copy.
+// clone returns an independent copy, to be changed.
 func (m *Model) clone() *Model {
 	return &Model{pools: maps.Clone(m.pools), classifiers: maps.Clone(m.classifiers), grants: maps.Clone(m.grants)}
 }
@@ -196,6 +203,13 @@ func (m *Model) Pool(name string) (Pool, bool) {
 
 // Pools returns every pool, `default` first, then by name.
 func (m *Model) Pools() []Pool {
+	if m.sorted != nil {
+		return slices.Clone(m.sorted)
+	}
+	return m.sortPools()
+}
+
+func (m *Model) sortPools() []Pool {
 	names := make([]string, 0, len(m.pools))
 	for n := range m.pools {
 		if n != DefaultPool {
@@ -280,6 +294,7 @@ func Apply(m *Model, stmts []Stmt) (*Model, []Warning, error) {
 	if len(a.errs) > 0 {
 		return m, a.warns, a.errs
 	}
+	a.m.sorted = a.m.sortPools()
 	return a.m, a.warns, nil
 }
 
@@ -587,15 +602,9 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 		v := st.val
 		switch key {
 		case paramResourcePool:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "RESOURCE_POOL=%s: expected a pool name such as 'olap'", v.text)
-				continue
+			if a.textParam("RESOURCE_POOL", v, "a pool name such as 'olap'", func(s string) string { return checkName("pool", s) }) {
+				c.ResourcePool, c.PoolAt = v.text, v.pos
 			}
-			if why := checkName("pool", v.text); why != "" {
-				a.errs.errorf(v.pos, "RESOURCE_POOL: %s", why)
-				continue
-			}
-			c.ResourcePool, c.PoolAt = v.text, v.pos
 		case paramAction:
 			if v.kind == tokNumber || !strings.EqualFold(v.text, ActionReject) {
 				a.errs.errorf(v.pos, "ACTION=%s: unknown action; accepted: 'reject' (YDB's only action: refuse the queries the classifier matches)", v.shown())
@@ -603,30 +612,33 @@ func (a *applier) setClassifierParams(c *Classifier, settings []setting) map[str
 			}
 			c.Action = ActionReject
 		case paramMemberName:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "MEMBER_NAME=%s: expected a user or group such as '%s'", v.text, AllUsers)
-				continue
+			if a.textParam("MEMBER_NAME", v, "a user or group such as '"+AllUsers+"'", checkMember) {
+				c.MemberName = v.text
 			}
-			if why := checkMember(v.text); why != "" {
-				a.errs.errorf(v.pos, "MEMBER_NAME: %s", why)
-				continue
-			}
-			c.MemberName = v.text
 		case paramHasAppName:
-			if v.kind == tokNumber {
-				a.errs.errorf(v.pos, "HAS_APP_NAME=%s: expected an executable's name in quotes such as 'make'", v.text)
-				continue
+			if a.textParam("HAS_APP_NAME", v, "an executable's name in quotes such as 'make'", checkAppName) {
+				c.AppName = v.text
 			}
-			if why := checkAppName(v.text); why != "" {
-				a.errs.errorf(v.pos, "HAS_APP_NAME: %s", why)
-				continue
-			}
-			c.AppName = v.text
 		case paramRank:
 			a.setRank(c, v)
 		}
 	}
 	return given
+}
+
+// textParam checks the text value of a classifier's parameter: a number
+// is refused with what is expected instead (want), and check says what is
+// wrong with the text ("" for nothing). It reports whether v is accepted.
+func (a *applier) textParam(param string, v value, want string, check func(string) string) bool {
+	if v.kind == tokNumber {
+		a.errs.errorf(v.pos, "%s=%s: expected %s", param, v.text, want)
+		return false
+	}
+	if why := check(v.text); why != "" {
+		a.errs.errorf(v.pos, "%s: %s", param, why)
+		return false
+	}
+	return true
 }
 
 // setRank checks an explicit RANK: a whole number 0..2^63-1 not taken by

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/suggest"
 )
 
 // Limits of the pool parameters.
@@ -331,7 +332,7 @@ func unknownParam(kind, name string, known []string) string {
 func nearest(s string, candidates []string) (string, bool) {
 	best, bestD := "", math.MaxInt
 	for _, c := range candidates {
-		d := editDistance(s, c)
+		d := suggest.Distance(s, c)
 		if len(s) >= 4 && strings.HasPrefix(c, s) {
 			d = 1
 		}
@@ -340,26 +341,4 @@ func nearest(s string, candidates []string) (string, bool) {
 		}
 	}
 	return best, best != "" && bestD <= max(2, len([]rune(s))/3)
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

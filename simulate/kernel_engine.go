@@ -229,15 +229,21 @@ func (e *engine) endUnresolved() bool {
 	found := false
 	for _, i := range e.running {
 		t := &e.tasks[i]
-		rate := 0.0
-		for _, th := range t.threads {
-			rate += e.threads[th].rate
-		}
-		if rate > 0 && e.now+t.left/rate <= e.now {
+		if rate := e.taskRate(t); rate > 0 && e.now+t.left/rate <= e.now {
 			t.left, found = 0, true
 		}
 	}
 	return found
+}
+
+// taskRate is how fast t's need goes down now: the sum of its threads'
+// rates, in CPU µs per µs.
+func (e *engine) taskRate(t *task) float64 {
+	rate := 0.0
+	for _, th := range t.threads {
+		rate += e.threads[th].rate
+	}
+	return rate
 }
 
 func newEngine(in kernelInput, p KernelParams) *engine {
@@ -352,11 +358,7 @@ func (e *engine) nextEvent() float64 {
 	busy := false
 	for _, i := range e.running {
 		t := &e.tasks[i]
-		rate := 0.0
-		for _, th := range t.threads {
-			rate += e.threads[th].rate
-		}
-		if rate > 0 {
+		if rate := e.taskRate(t); rate > 0 {
 			busy = true
 			next = min(next, e.now+t.left/rate)
 		}

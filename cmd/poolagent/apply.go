@@ -10,7 +10,6 @@ import (
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/planner"
-	"github.com/poolagent/poolagent/pooltree"
 )
 
 // applyCommand is `poolagent apply`: make the cgroup tree match a pool
@@ -51,13 +50,9 @@ func runApply(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	mounts, err := cgroupfs.Detect("/")
+	mounts, root, err := poolRoot(c)
 	if err != nil {
 		return err
-	}
-	root, err := pooltree.Root(mounts, c.String("root"))
-	if err != nil {
-		return rootFlag(c, err)
 	}
 	tree, err := cgroupfs.Open(mounts, root, cgroupfs.Options{})
 	if err != nil {

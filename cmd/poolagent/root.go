@@ -7,6 +7,9 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/pooltree"
 )
 
 // rootFlag adds to an error about the pool root the flag that names it:
@@ -21,6 +24,20 @@ func rootFlag(c *cli.Context, err error) error {
 		return fmt.Errorf("--root: %w", err)
 	}
 	return fmt.Errorf("%w (or give --root)", err)
+}
+
+// poolRoot finds this host's cgroup mounts and the pool root: --root, or
+// the default of its cgroup mode.
+func poolRoot(c *cli.Context) (cgroupfs.Mounts, string, error) {
+	mounts, err := cgroupfs.Detect("/")
+	if err != nil {
+		return cgroupfs.Mounts{}, "", err
+	}
+	root, err := pooltree.Root(mounts, c.String("root"))
+	if err != nil {
+		return cgroupfs.Mounts{}, "", rootFlag(c, err)
+	}
+	return mounts, root, nil
 }
 
 // asRoot says, of a permission error met by a command run by a user other

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/pooltree"
 )
 
 // teardownCommand is `poolagent teardown`: remove the pool tree that apply
@@ -30,13 +29,9 @@ func teardownCommand() *cli.Command {
 }
 
 func runTeardown(c *cli.Context) error {
-	mounts, err := cgroupfs.Detect("/")
+	mounts, root, err := poolRoot(c)
 	if err != nil {
 		return err
-	}
-	root, err := pooltree.Root(mounts, c.String("root"))
-	if err != nil {
-		return rootFlag(c, err)
 	}
 	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(c.App.Writer, "no pool root at %s: nothing to remove\n", root)

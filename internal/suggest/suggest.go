@@ -1,5 +1,6 @@
 // Package suggest finds the name a mistyped one was probably meant to be,
-// for "did you mean --pools?" in the command lines' errors. It links only
+// for "did you mean --pools?" in the command lines' errors; [Distance] also
+// serves the pool file's "did you mean" (package planner). It links only
 // the standard library, so the slim client uses it too.
 package suggest
 
@@ -18,7 +19,7 @@ func Nearest(word string, names []string) string {
 		if len(n) < 2 {
 			continue
 		}
-		d := distance(word, n)
+		d := Distance(word, n)
 		if strings.HasPrefix(n, word) || strings.HasPrefix(word, n) {
 			d = min(d, 1)
 		}
@@ -32,23 +33,25 @@ func Nearest(word string, names []string) string {
 	return best
 }
 
-// distance is the Levenshtein distance of a and b, in bytes.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// Distance is the Levenshtein distance of a and b, in runes: how many
+// runes must be inserted, deleted or replaced to turn one into the other.
+func Distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
 	for j := range prev {
 		prev[j] = j
 	}
-	for i := 1; i <= len(a); i++ {
+	for i := 1; i <= len(ra); i++ {
 		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 		}
 		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return prev[len(rb)]
 }

@@ -28,3 +28,27 @@ func TestNearest(t *testing.T) {
 		})
 	}
 }
+
+func TestDistance(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "abc", 3},
+		{"abc", "", 3},
+		{"kitten", "sitting", 3},
+		{"RESOURCES_WEIGHT", "RESOURCE_WEIGHT", 1},
+		{"flaw", "lawn", 2},
+		{"µs", "us", 1}, // runes, not bytes: µ is two bytes
+		{"über", "uber", 1},
+	}
+	for _, tc := range tests {
+		if got := Distance(tc.a, tc.b); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := Distance(tc.b, tc.a); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d (it is symmetric)", tc.b, tc.a, got, tc.want)
+		}
+	}
+}

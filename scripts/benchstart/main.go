@@ -6,8 +6,13 @@
 // holds it beside the poolagent binaries): no cgroup, the floor of a Go
 // client. It prints each way's median wall time and its ratio to
 // cgexec's, both as the ratio of the medians and as the median of the
-// ratios within each round. scripts/bench-start.sh builds and runs it on
-// the host and in the cgroup v2 VM; it needs root.
+// ratios within each round. With -base DIR, the poolagent and
+// poolagent-run of another build (the tree before a change) are timed in
+// the same rounds against a daemon of their own, on its own pool root and
+// state directory, and it prints this build's time over the base's, run
+// by run: minimum, median and maximum. scripts/bench-start.sh builds and
+// runs it on the host and in the cgroup v2 VM, scripts/bench-against.sh
+// against an earlier revision; it needs root.
 package main
 
 import (
@@ -30,8 +35,9 @@ func main() {
 	cgexec := flag.String("cgexec", "/usr/bin/cgexec", "libcgroup's cgexec `PATH`")
 	command := flag.String("cmd", "/bin/true", "the short `COMMAND` each way starts")
 	runs := flag.Int("runs", 40, "rounds; each round runs every way once, in a rotating order")
+	base := flag.String("base", "", "`DIR` holding another build's poolagent and poolagent-run, timed beside -bin's (optional)")
 	flag.Parse()
-	if err := run(*bin, *cgexec, *command, *runs); err != nil {
+	if err := run(*bin, *base, *cgexec, *command, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "benchstart:", err)
 		os.Exit(1)
 	}
@@ -44,7 +50,7 @@ type way struct {
 	wall []time.Duration
 }
 
-func run(bin, cgexec, command string, runs int) error {
+func run(bin, base, cgexec, command string, runs int) error {
 	if bin == "" || runs < 1 {
 		return errors.New("give -bin DIR and -runs N >= 1")
 	}
@@ -61,30 +67,17 @@ func run(bin, cgexec, command string, runs int) error {
 	}
 	defer os.RemoveAll(tmp)
 	name := fmt.Sprintf("poolagent-bench-start-%d", os.Getpid())
-	root := filepath.Join(cpu, name)
 	group := name + "-cgexec"
 	if err := os.Mkdir(filepath.Join(cpu, group), 0o755); err != nil {
 		return fmt.Errorf("cgexec's group: %w", err)
 	}
 	defer removeTree(filepath.Join(cpu, group))
 
-	socket := filepath.Join(tmp, "agent.sock")
-	daemon, err := startDaemon(bin, tmp, root, socket)
+	socket, stop, err := startDaemon(bin, filepath.Join(tmp, "this"), cpu, name, v2)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		daemon.Process.Signal(syscall.SIGTERM)
-		daemon.Wait()
-		removeTree(root)
-		if !v2 {
-			removeTree(filepath.Join(filepath.Dir(cpu), "cpuacct", name))
-		}
-	}()
-	if err := waitSocket(socket); err != nil {
-		return err
-	}
-
+	defer stop()
 	ways := []*way{
 		{name: "poolagent-run -- " + command, argv: []string{filepath.Join(bin, "poolagent-run"), "--socket", socket, "--", command}},
 		{name: "poolagent run -- " + command, argv: []string{filepath.Join(bin, "poolagent"), "run", "--socket", socket, "--", command}},
@@ -92,42 +85,24 @@ func run(bin, cgexec, command string, runs int) error {
 		{name: command, argv: []string{command}},
 		{name: "goexec " + command, argv: []string{filepath.Join(bin, "goexec"), command}},
 	}
-	if err := measure(ways, runs); err != nil {
-		return err
+	if base != "" {
+		baseSocket, stopBase, err := startDaemon(base, filepath.Join(tmp, "base"), cpu, name+"-base", v2)
+		if err != nil {
+			return err
+		}
+		defer stopBase()
+		ways = append(ways,
+			&way{name: "base: poolagent-run -- " + command, argv: []string{filepath.Join(base, "poolagent-run"), "--socket", baseSocket, "--", command}},
+			&way{name: "base: poolagent run -- " + command, argv: []string{filepath.Join(base, "poolagent"), "run", "--socket", baseSocket, "--", command}})
 	}
-	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
-	if v2 {
-		mode = "cgroup v2 (" + cpu + ")"
-	}
-	printResults(ways, ways[2], mode, runs)
-	return nil
-}
-
-// startDaemon starts `poolagent daemon` from bin with no pools on a fresh
-// pool root, serving socket; its pool file is in tmp.
-func startDaemon(bin, tmp, root, socket string) (*exec.Cmd, error) {
-	pools := filepath.Join(tmp, "pools.sql")
-	if err := os.WriteFile(pools, nil, 0o644); err != nil {
-		return nil, err
-	}
-	daemon := exec.Command(filepath.Join(bin, "poolagent"), "daemon", "--pools", pools, "--root", root,
-		"--socket", socket, "--cpus", "2", "--memory", "1073741824", "--log-level", "warn")
-	daemon.Stderr = os.Stderr
-	if err := daemon.Start(); err != nil {
-		return nil, err
-	}
-	return daemon, nil
-}
-
-// measure starts each way once to warm up, not counted (page cache, the
-// daemon's first query), then runs rounds: every way once per round, in
-// an order that rotates from round to round.
-func measure(ways []*way, runs int) error {
+	// One warm-up round, not counted: page cache, the daemons' first
+	// query.
 	for _, w := range ways {
 		if _, err := start(w.argv); err != nil {
 			return err
 		}
 	}
+	load := loadAverage()
 	for i := range runs {
 		if i%10 == 0 {
 			fmt.Fprintf(os.Stderr, "benchstart: round %d of %d\n", i+1, runs)
@@ -141,27 +116,81 @@ func measure(ways []*way, runs int) error {
 			w.wall = append(w.wall, d)
 		}
 	}
+
+	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
+	if v2 {
+		mode = "cgroup v2 (" + cpu + ")"
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	fmt.Printf("%s, kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
+		mode, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
+	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
+	cgexecWay := ways[2]
+	fmt.Printf("%-42s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
+	for _, w := range ways {
+		fmt.Printf("%-42s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
+			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
+	}
+	if base != "" {
+		fmt.Println("this build over the base, round by round (< 1: this build starts faster):")
+		fmt.Printf("%-42s %8s %8s %8s\n", "way", "min", "median", "max")
+		for i, w := range ways[:2] {
+			r := ratios(w.wall, ways[5+i].wall)
+			fmt.Printf("%-42s %8.3f %8.3f %8.3f\n", w.name, slices.Min(r), median(r), slices.Max(r))
+		}
+	}
 	return nil
 }
 
-// printResults prints the machine (mode is the cgroup hierarchy), then
-// each way's median and its ratio to base's, both of the medians and the
-// median of the ratios within each round.
-func printResults(ways []*way, base *way, mode string, runs int) {
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("%s, kernel %s, load average %s; %d rounds, each way once per round in rotating order\n",
-		mode, strings.TrimSpace(string(kernel)), strings.Join(strings.Fields(string(load))[:3], " "), runs)
-	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
-	fmt.Printf("%-36s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
-	for _, w := range ways {
-		ratios := make([]time.Duration, len(w.wall)) // ratio × 1e6, to reuse median
-		for i := range w.wall {
-			ratios[i] = time.Duration(float64(w.wall[i]) / float64(base.wall[i]) * 1e6)
-		}
-		fmt.Printf("%-36s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
-			float64(median(w.wall))/float64(median(base.wall)), float64(median(ratios))/1e6)
+// startDaemon starts `poolagent daemon` of the bin directory on a fresh
+// pool root named name below the cpu hierarchy, with an empty pool file,
+// its socket and its state directory in dir; stop ends it and removes the
+// pool root.
+func startDaemon(bin, dir, cpu, name string, v2 bool) (socket string, stop func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
 	}
+	socket = filepath.Join(dir, "agent.sock")
+	pools := filepath.Join(dir, "pools.sql")
+	if err := os.WriteFile(pools, nil, 0o644); err != nil {
+		return "", nil, err
+	}
+	root := filepath.Join(cpu, name)
+	daemon := exec.Command(filepath.Join(bin, "poolagent"), "daemon", "--pools", pools, "--root", root,
+		"--socket", socket, "--state-dir", filepath.Join(dir, "state"), "--create-state-dir",
+		"--cpus", "2", "--memory", "1073741824", "--log-level", "warn")
+	daemon.Stderr = os.Stderr
+	if err := daemon.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		daemon.Process.Signal(syscall.SIGTERM)
+		daemon.Wait()
+		removeTree(root)
+		if !v2 {
+			removeTree(filepath.Join(filepath.Dir(cpu), "cpuacct", name))
+		}
+	}
+	if err := waitSocket(socket); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return socket, stop, nil
+}
+
+// ratios are a[i]/b[i], round by round.
+func ratios(a, b []time.Duration) []float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	return r
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(load))[:3], " ")
 }
 
 // start runs argv with no input or output and returns its wall time from
@@ -254,8 +283,8 @@ func removeTree(dir string) {
 	os.Remove(dir)
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
+func median[T time.Duration | float64](v []T) T {
+	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
 }

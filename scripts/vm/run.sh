@@ -49,6 +49,7 @@
 # (set to v2 when unset) and GOTRACEBACK when set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/finish.sh"
 lab=${POOLAGENT_VM_LAB:-$here/lab}
 die() { echo "vm run: $*" >&2; exit 125; }
 
@@ -240,24 +241,5 @@ for ((n = 1; ; n++)); do
 	fi
 	echo "vm run: booting again ($((n + 1)) of $boots)" >&2
 done
-if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
-	# init logs "booted in Bs" and "exited with status N at Es" (guest uptime)
-	awk -v name="${bin##*/}" -v wall="$(echo "$(date +%s.%N) $started" | awk '{printf "%.1f", $1-$2}')" '
-		/poolagent-vm: booted in/ { b = $4; sub(/s,?$/, "", b) }
-		/poolagent-vm: job exited/ { e = $NF; sub(/s$/, "", e) }
-		END { printf "vm run: %s: boot %.1fs, job %.1fs, wall %ss\n", name, b, e - b, wall }
-	' "$work/console.log" >&2
-fi
-[ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
-if [ "$stopped" = timeout ] && [ -z "$status" ]; then
-	echo "vm run: stopped after ${timeout}s (POOLAGENT_VM_TIMEOUT, or the binary's -test.timeout plus 30 s); console tail:" >&2
-	tail -30 "$work/console.log" >&2
-	exit 124
-fi
-if [ -z "$status" ]; then
-	echo "vm run: the VM ended without an exit status (qemu status $qemu); console tail:" >&2
-	tail -30 "$work/console.log" >&2
-	exit 125
-fi
 [ "$status" = 126 ] && { echo "vm run: the guest could not set up cgroup2; console tail:" >&2; tail -30 "$work/console.log" >&2; }
-exit "$status"
+vm_finish "vm run" "vm run: ${bin##*/}" "POOLAGENT_VM_TIMEOUT, or the binary's -test.timeout plus 30 s" " (qemu status $qemu)"

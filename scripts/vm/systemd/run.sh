@@ -25,6 +25,7 @@
 #   POOLAGENT_VM_LAB       the lab folder (default: scripts/vm/lab)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../finish.sh"
 lab=${POOLAGENT_VM_LAB:-$here/../lab}
 die() { echo "vm systemd run: $*" >&2; exit 125; }
 
@@ -108,22 +109,4 @@ done
 wait "$vm" 2>/dev/null || true
 vm=
 status=$(tr -dc 0-9 <"$work/status")
-if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
-	awk -v wall="$(echo "$(date +%s.%N) $started" | awk '{printf "%.1f", $1-$2}')" '
-		/poolagent-vm: booted in/ { b = $4; sub(/s,?$/, "", b) }
-		/poolagent-vm: job exited/ { e = $NF; sub(/s$/, "", e) }
-		END { printf "vm systemd run: boot %.1fs, job %.1fs, wall %ss\n", b, e - b, wall }
-	' "$work/console.log" >&2
-fi
-[ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
-if [ "$stopped" = timeout ] && [ -z "$status" ]; then
-	echo "vm systemd run: stopped after ${timeout}s (POOLAGENT_VM_TIMEOUT); console tail:" >&2
-	tail -30 "$work/console.log" >&2
-	exit 124
-fi
-if [ -z "$status" ]; then
-	echo "vm systemd run: the VM ended without an exit status; console tail:" >&2
-	tail -30 "$work/console.log" >&2
-	exit 125
-fi
-exit "$status"
+vm_finish "vm systemd run" "vm systemd run" POOLAGENT_VM_TIMEOUT ""
