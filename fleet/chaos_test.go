@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/etcdtest"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/protocol"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -431,6 +433,11 @@ func TestKernelFleetChaos(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		for _, n := range ch.nodes {
+			if run, queued := ch.olapView(n, deadline); run != 0 || queued != 0 {
+				t.Fatalf("%s: node %s's view shows %d running and %d queued in olap with no query left", name, n.name, run, queued)
+			}
+		}
 	}
 	none := func(outcome) bool { return false }
 	cutOff := func(nodes ...*chaosNode) func(outcome) bool {
@@ -439,6 +446,8 @@ func TestKernelFleetChaos(t *testing.T) {
 		}
 	}
 	phase("baseline", 0, none, func() { time.Sleep(time.Second) })
+	phase("racing-admins", 0, none, func() { ch.racingAdmins(12) })
+	phase("killed-clients", 0, none, func() { ch.killedClients(30, 600*time.Millisecond) })
 	for _, f := range []struct {
 		kind string
 		frac float64
@@ -504,6 +513,187 @@ func TestKernelFleetChaos(t *testing.T) {
 	t.Logf("chaos suite: %s", time.Since(began).Round(time.Second))
 }
 
+// admin runs `poolagent sql -e stmt` through node n's daemon and returns
+// its output and error.
+func (c *chaos) admin(n *chaosNode, stmt string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.bin, "sql", "--socket", n.socket, "-e", stmt).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// racingAdmins: two administrators change the definitions at once through
+// two nodes, each pool of its own, rounds changes each, each repeating a
+// change the daemon refused because the other's came in between (as the
+// refusal says). No change reported applied may be lost: the cluster's
+// definitions hold every one (their count and both pools' last values),
+// and every node shows both pools' last values.
+func (c *chaos) racingAdmins(rounds int) {
+	t := c.t
+	t.Helper()
+	for _, p := range []string{"race0", "race1"} {
+		if out, err := c.admin(c.nodes[0], "CREATE RESOURCE POOL "+p+" WITH (CONCURRENT_QUERY_LIMIT = 1);"); err != nil {
+			t.Fatalf("create %s: %v: %s", p, err, out)
+		}
+	}
+	before := c.definitions().Changes
+	var wg sync.WaitGroup
+	conflicts := make([]int, 2)
+	for i, n := range c.nodes[:2] {
+		wg.Go(func() {
+			for r := 1; r <= rounds; r++ {
+				stmt := fmt.Sprintf("ALTER RESOURCE POOL race%d SET (QUEUE_SIZE = %d);", i, r)
+				for try := 0; ; try++ {
+					out, err := c.admin(n, stmt)
+					if err == nil {
+						break
+					}
+					if !strings.Contains(out, "changed concurrently") || try == 20 {
+						t.Errorf("admin on %s, %q: %v: %s", n.name, stmt, err, out)
+						return
+					}
+					conflicts[i]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after := c.definitions().Changes
+	if got := len(after) - len(before); got != 2*rounds {
+		t.Errorf("racing admins: %d changes applied, the definitions gained %d", 2*rounds, got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.nodes {
+		for {
+			sizes := map[string]int64{}
+			for _, p := range c.poolsOf(n) {
+				sizes[p.Name] = p.QueueSize
+			}
+			if sizes["race0"] == int64(rounds) && sizes["race1"] == int64(rounds) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("racing admins: node %s shows QUEUE_SIZE race0 %d, race1 %d; want %d", n.name, sizes["race0"], sizes["race1"], rounds)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	c.t.Logf("racing admins: %d changes each, %d and %d refused as concurrent and repeated", rounds, conflicts[0], conflicts[1])
+	if out, err := c.admin(c.nodes[1], "DROP RESOURCE POOL race0; DROP RESOURCE POOL race1;"); err != nil {
+		t.Fatalf("drop: %v: %s", err, out)
+	}
+}
+
+// definitions reads the cluster's pool definitions from etcd.
+func (c *chaos) definitions() Definitions {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, newKeySpace("chaos").defs())
+	if err != nil || len(resp.Kvs) == 0 {
+		c.t.Fatalf("reading the definitions: %v (%d keys)", err, len(resp.Kvs))
+	}
+	d, err := decodeDefinitions(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d
+}
+
+// poolsOf is `poolagent pools --format json` of node n.
+func (c *chaos) poolsOf(n *chaosNode) []protocol.Pool {
+	c.t.Helper()
+	out, err := exec.Command(c.bin, "pools", "--socket", n.socket, "--format", "json").Output()
+	if err != nil {
+		c.t.Fatalf("pools on %s: %v", n.name, err)
+	}
+	var pools []protocol.Pool
+	if err := json.Unmarshal(out, &pools); err != nil {
+		c.t.Fatalf("pools on %s: %v: %s", n.name, err, out)
+	}
+	return pools
+}
+
+// killedClients: clients clients (in turn on each node) run 5 s queries in
+// the chaos pool, so that C run and the rest queue, and are killed with
+// SIGKILL after d, queued or running. Every node's view of the pool must
+// be back to what it was, and (checked by the phase) no key left in etcd:
+// the daemons are alive, so only their deletes remove keys.
+func (c *chaos) killedClients(clients int, d time.Duration) {
+	t := c.t
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range clients {
+		n := c.nodes[i%len(c.nodes)]
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, c.run, "--socket", n.socket, "--pool", "olap", "--", "/bin/sleep", "5")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { cmd.Wait() }) // killed (SIGKILL) when ctx ends
+	}
+	wg.Wait()
+	// The phase's own clients keep the pool busy: the view must come back
+	// within their bounds, C running and their queue; the phase checks
+	// it reaches zero once they stop.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.nodes {
+		for {
+			run, queued := c.olapView(n, time.Time{})
+			if run <= 4 && run+queued <= 12 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("killed clients: node %s shows %d running and %d queued in olap; the phase's 12 clients hold at most 4 and 12", n.name, run, queued)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// olapView is node n's view of pool olap: running and queued queries,
+// once both are 0 or at until (at once when until is zero).
+func (c *chaos) olapView(n *chaosNode, until time.Time) (run, queued int) {
+	for {
+		run, queued = 0, 0
+		for _, p := range c.poolsOf(n) {
+			if p.Name == "olap" {
+				run, queued = p.RunningQueries, p.QueuedQueries
+			}
+		}
+		if run == 0 && queued == 0 || !time.Now().Before(until) {
+			return run, queued
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// revision is the etcd cluster's revision now: one more for each write
+// transaction.
+func (c *chaos) revision() int64 {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, newKeySpace("chaos").defs())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
 // follower returns a member that is not the cluster's leader.
 func (c *chaos) follower() *etcdtest.Member {
 	c.t.Helper()
@@ -546,7 +736,24 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 	var fleetN, singleN int
 	var fleetT, singleT time.Duration
 	var fleetW, singleW []time.Duration
-	var fleetCPU, singleCPU, etcdCPU time.Duration // of the daemons and etcd members
+	var fleetCPU, singleCPU, etcdCPU time.Duration    // of the daemons and etcd members
+	var fleetClientCPU, singleClientCPU time.Duration // of the clients and their queries
+	var fleetWrites int64                             // etcd write transactions
+	// What the processes use without queries (leases, heartbeats, the
+	// daemons' own sampling), per second, to tell from what each
+	// admission costs.
+	fleetPIDs := []int{}
+	for _, n := range ch.nodes {
+		fleetPIDs = append(fleetPIDs, n.pid())
+	}
+	for _, m := range ch.etcd.Members {
+		fleetPIDs = append(fleetPIDs, m.PID())
+	}
+	idle0, single0, t0 := cpuOf(b, fleetPIDs), cpuOf(b, []int{single.pid()}), time.Now()
+	time.Sleep(3 * time.Second)
+	// Fractions of one CPU.
+	idleFleet := float64(cpuOf(b, fleetPIDs)-idle0) / float64(time.Since(t0))
+	idleSingle := float64(cpuOf(b, []int{single.pid()})-single0) / float64(time.Since(t0))
 	for b.Loop() {
 		for _, fleet := range []bool{true, false} {
 			nodes := ch.nodes
@@ -562,7 +769,8 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 					pids = append(pids, m.PID())
 				}
 			}
-			cpu0, etcd0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):])
+			cpu0, etcd0, client0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):]), childrenCPU(b)
+			rev0 := ch.revision()
 			stop := make(chan struct{})
 			start := time.Now()
 			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
@@ -572,6 +780,8 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 			took := time.Since(start)
 			cpu := cpuOf(b, pids) - cpu0
 			etcdCPU += cpuOf(b, pids[len(nodes):]) - etcd0
+			// Only the clients end, and are waited for, during a phase.
+			clientCPU := childrenCPU(b) - client0
 			var walls []time.Duration
 			for _, o := range outs {
 				if o.err != "" {
@@ -581,8 +791,11 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 			}
 			if fleet {
 				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
+				fleetClientCPU += clientCPU
+				fleetWrites += ch.revision() - rev0
 			} else {
 				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
+				singleClientCPU += clientCPU
 			}
 		}
 	}
@@ -599,6 +812,23 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 	b.ReportMetric(ms(fleetCPU)/float64(fleetN), "fleet-cpu-ms/adm")
 	b.ReportMetric(ms(singleCPU)/float64(singleN), "single-cpu-ms/adm")
 	b.ReportMetric(ms(etcdCPU)/float64(fleetN), "etcd-cpu-ms/adm")
+	b.ReportMetric(ms(time.Duration(float64(fleetCPU)-idleFleet*float64(fleetT)))/float64(fleetN), "fleet-busy-cpu-ms/adm")
+	b.ReportMetric(ms(time.Duration(float64(singleCPU)-idleSingle*float64(singleT)))/float64(singleN), "single-busy-cpu-ms/adm")
+	b.ReportMetric(idleFleet*100, "fleet-idle-cpu-%")
+	b.ReportMetric(ms(fleetClientCPU)/float64(fleetN), "fleet-client-cpu-ms/adm")
+	b.ReportMetric(float64(fleetWrites)/float64(fleetN), "etcd-writes/adm")
+	b.ReportMetric(ms(singleClientCPU)/float64(singleN), "single-client-cpu-ms/adm")
+}
+
+// childrenCPU is the CPU time (user + system) of the children of this
+// process that have ended and been waited for, and of theirs.
+func childrenCPU(b testing.TB) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (n *chaosNode) pid() int {
