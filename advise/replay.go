@@ -1,9 +1,13 @@
 package advise
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/poolagent/poolagent/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
@@ -64,6 +68,8 @@ func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome,
 // already replayed (a workload that repeats itself) takes its outcome.
 // work counts the model's work of the runs it did replay (replayWork).
 type replayer struct {
+	// mu guards runs and work: runs are replayed in parallel (prefetch).
+	mu   sync.Mutex
 	runs map[string]simulate.KernelRun
 	work int64
 	// timeline, when not nil, gathers the replay's CPU time ran and
@@ -141,6 +147,12 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 	p.PeriodPhaseUsec = map[string]int64{replayPool: lim.PeriodUsec - 1}
 	step := lcm(lim.PeriodUsec, t.TickUsec)
 	gap := 2 * lim.PeriodUsec
+	// The runs as the gaps part them are replayed first, in parallel;
+	// the pass below takes their outcomes and replays again, merged,
+	// only a run whose work outlasted its gap.
+	if err := r.prefetch(t, slots, runsOf(t, slots, gap), lim, scale, step, p); err != nil {
+		return Outcome{}, err
+	}
 	var out Outcome
 	for first := 0; first < len(slots); {
 		last := first
@@ -164,6 +176,42 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 		first = last + 1
 	}
 	return out, nil
+}
+
+// runsOf parts slots into runs, [first, last] index pairs: slots less
+// than gap plus an interval apart are one run.
+func runsOf(t *Trace, slots []Slot, gap int64) [][2]int {
+	var runs [][2]int
+	for first := 0; first < len(slots); {
+		last := first
+		for last+1 < len(slots) && slots[last+1].StartUsec-slots[last].StartUsec < gap+t.IntervalUsec {
+			last++
+		}
+		runs = append(runs, [2]int{first, last})
+		first = last + 1
+	}
+	return runs
+}
+
+// prefetch replays the runs of slots (runsOf) into the cache on up to
+// GOMAXPROCS goroutines, each taking every n-th run.
+func (r *replayer) prefetch(t *Trace, slots []Slot, runs [][2]int, lim cpulimit.Limit, scale float64, step int64, p simulate.KernelParams) error {
+	n := min(runtime.GOMAXPROCS(0), len(runs))
+	if n < 2 {
+		return nil
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for k := w; k < len(runs) && errs[w] == nil; k += n {
+				run := slots[runs[k][0] : runs[k][1]+1]
+				_, errs[w] = r.run(t, run, lim, scale, run[0].StartUsec/step*step, p)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
@@ -218,21 +266,29 @@ func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
 	return &cpulimit.Limit{QuotaUsec: max(quota, cpulimit.MinQuotaUsec), PeriodUsec: lim.PeriodUsec}
 }
 
-// run is replayRun, or the outcome of the same run replayed before.
+// run is replayRun, or the outcome of the same run replayed before. It
+// may be called from several goroutines.
 func (r *replayer) run(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
 	key := runKey(slots, lim, scale, shift)
-	if run, ok := r.runs[key]; ok {
+	r.mu.Lock()
+	run, ok := r.runs[key]
+	r.mu.Unlock()
+	if ok {
 		return run, nil
 	}
 	run, err := replayRun(t, slots, lim, scale, shift, p)
 	if err != nil {
 		return simulate.KernelRun{}, err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.runs == nil {
 		r.runs = map[string]simulate.KernelRun{}
 	}
-	r.runs[key] = run
-	r.work += replayWork(t, slots, lim.PeriodUsec)
+	if _, ok := r.runs[key]; !ok {
+		r.runs[key] = run
+		r.work += replayWork(t, slots, lim.PeriodUsec)
+	}
 	return run, nil
 }
 
@@ -245,6 +301,7 @@ func replayRun(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift 
 	// is one query, in a query cgroup of its own made as it starts.
 	ql := queryLimitFor(t, lim)
 	group := replayPool
+	p.PeriodPhaseUsec = maps.Clone(p.PeriodPhaseUsec) // runs are replayed in parallel
 	for i, s := range slots {
 		if ql != nil && (i == 0 || s.StartUsec-slots[i-1].StartUsec > t.IntervalUsec) {
 			group = fmt.Sprintf("q%d", len(h.Groups))

@@ -139,8 +139,9 @@ type Advice struct {
 	// CapRaised is set when no period and burst meet the budget at the
 	// current cap, so Choice raises it.
 	CapRaised bool
-	// Replays counts the model runs the search made (each candidate runs
-	// twice: as reconstructed and with the margin).
+	// Replays counts the model runs the search made (a candidate runs
+	// with the margin, then, when that meets the budget, as
+	// reconstructed).
 	Replays int
 	// Work is the model's work the search spent, in thread-steps
 	// (docs/advise.md, Bounds).
@@ -199,49 +200,13 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 		return nil, &TraceTooLongError{Pool: t.Pool, Work: w, Max: maxWork}
 	}
 	a := &Advice{Pool: t.Pool, Budget: b, Measured: Measured(t)}
-	cur := settingOf(t)
-	current, err := s.evalLimit(cur, t.Limit)
-	if err != nil {
+	if err := s.current(a); err != nil {
 		return nil, err
 	}
-	a.Current = current
-	// A replay that finds less throttled time than was measured, by
-	// more than the class's error, is less sure than that error says:
-	// the margin widens to the shortfall (at most every need x3).
-	if m := a.Measured.ThrottledUsec; m > 0 && t.Limit.QuotaUsec >= 0 {
-		if under := 1 - float64(current.Predicted.ThrottledUsec)/float64(m); under*100 > current.Class.ErrorPercent {
-			a.Shortfall, s.margin = under, 1+min(under, 2)
-			if current, err = s.evalLimit(cur, t.Limit); err != nil {
-				return nil, err
-			}
-			a.Current = current
-		}
-	}
-	if !b.Meets(a.Measured) && current.Meets && t.Limit.QuotaUsec >= 0 {
-		// The model does not reproduce the measured throttling: widen
-		// the margin until it does, or give no advice.
-		a.Disagrees = true
-		s.margin = 0
-		for _, scale := range disagreeScales {
-			o, err := s.rep.replay(t, s.slots, t.Limit, scale)
-			if err != nil {
-				return nil, err
-			}
-			s.replays++
-			if !b.Meets(o) {
-				s.margin = scale
-				break
-			}
-		}
-		if s.margin == 0 {
-			a.Replays = s.replays
-			a.Class = current.Class
-			return a, nil
-		}
-		if current, err = s.evalLimit(cur, t.Limit); err != nil {
-			return nil, err
-		}
-		a.Current = current
+	if a.Disagrees && s.margin == 0 {
+		// Even the widest margin does not reproduce the measurement.
+		a.Replays, a.Class = s.replays, a.Current.Class
+		return a, nil
 	}
 	defer func() {
 		a.Replays, a.Work, a.Margin = s.replays, s.rep.work, s.margin
@@ -250,32 +215,84 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 			a.Class = a.Choice.Class
 		}
 	}()
-	if current.Meets || t.Limit.QuotaUsec < 0 {
+	if a.Current.Meets || t.Limit.QuotaUsec < 0 {
 		a.Choice = &a.Current
 		return a, nil
 	}
-	stop := func(err error) (*Advice, error) {
-		if errors.Is(err, errBudget) {
-			a.Stopped = true
-			return a, nil
-		}
-		return nil, err
+	err := s.search(a)
+	if errors.Is(err, errBudget) {
+		a.Stopped = true
+		return a, nil
 	}
+	return a, err
+}
+
+// current predicts the recorded setting into a.Current and sets the
+// search's margin: the class's error, widened when the replay finds less
+// throttled time than was measured (a.Shortfall) or when it does not
+// reproduce a measurement over the budget at all (a.Disagrees).
+func (s *searcher) current(a *Advice) error {
+	t, cur := s.t, settingOf(s.t)
+	current, err := s.evalLimit(cur, t.Limit)
+	if err != nil {
+		return err
+	}
+	a.Current = current
+	// A replay that finds less throttled time than was measured, by
+	// more than the class's error, is less sure than that error says:
+	// the margin widens to the shortfall (at most every need x3).
+	if m := a.Measured.ThrottledUsec; m > 0 && t.Limit.QuotaUsec >= 0 {
+		if under := 1 - float64(current.Predicted.ThrottledUsec)/float64(m); under*100 > current.Class.ErrorPercent {
+			a.Shortfall, s.margin = under, 1+min(under, 2)
+			if a.Current, err = s.evalLimit(cur, t.Limit); err != nil {
+				return err
+			}
+		}
+	}
+	if s.b.Meets(a.Measured) || !a.Current.Meets || t.Limit.QuotaUsec < 0 {
+		return nil
+	}
+	// The model does not reproduce the measured throttling: widen the
+	// margin until it does, or give no advice (margin 0).
+	a.Disagrees, s.margin = true, 0
+	for _, scale := range disagreeScales {
+		o, err := s.rep.replay(t, s.slots, t.Limit, scale)
+		if err != nil {
+			return err
+		}
+		s.replays++
+		if !s.b.Meets(o) {
+			s.margin = scale
+			break
+		}
+	}
+	if s.margin == 0 {
+		return nil
+	}
+	a.Current, err = s.evalLimit(cur, t.Limit)
+	return err
+}
+
+// search finds a.Choice for a recorded setting over the budget: a burst,
+// then a shorter period, at the current cap; else the smallest cap. An
+// errBudget means it stopped with the best found so far.
+func (s *searcher) search(a *Advice) error {
+	cur := a.Current.Setting
 	periods := periodsFrom(cur.PeriodUsec)
 	for _, p := range periods {
 		c, ok, err := s.smallestBurst(Setting{CapPercent: cur.CapPercent, PeriodUsec: p}, cur)
 		if err != nil {
-			return stop(err)
+			return err
 		}
 		if ok {
 			a.Choice = &c
-			return a, nil
+			return nil
 		}
 	}
 	// Nothing at the current cap: raise it. Only a delay budget gains
 	// from a shorter period at a higher cap.
 	a.CapRaised = true
-	if b.MaxDelayUsec <= 0 {
+	if s.b.MaxDelayUsec <= 0 {
 		periods = periods[:1]
 	}
 	for _, p := range periods {
@@ -284,10 +301,10 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 			a.Choice = &c
 		}
 		if err != nil {
-			return stop(err)
+			return err
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // periodsFrom is the current period, then the grid's shorter ones.
@@ -328,16 +345,25 @@ func (s *searcher) eval(st Setting) (Candidate, error) {
 	return s.evalLimit(st, lim)
 }
 
+// evalLimit predicts setting st, whose limit is lim: as reconstructed
+// and with the margin.
 func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) {
+	c, err := s.marginOf(st, lim)
+	if err != nil {
+		return Candidate{}, err
+	}
+	return s.predict(c)
+}
+
+// marginOf is the candidate st with its class and its margin run alone:
+// the run with more need, which fails the budget first.
+func (s *searcher) marginOf(st Setting, lim cpulimit.Limit) (Candidate, error) {
 	c := Candidate{Setting: st, Limit: lim}
 	if s.rep.work >= s.maxWork {
 		return Candidate{}, errBudget
 	}
 	var err error
 	if c.Class, err = classFor(s.t, s.slots, lim); err != nil {
-		return Candidate{}, err
-	}
-	if c.Predicted, err = s.rep.replay(s.t, s.slots, lim, 1); err != nil {
 		return Candidate{}, err
 	}
 	scale := 1 + c.Class.ErrorPercent/100
@@ -347,21 +373,47 @@ func (s *searcher) evalLimit(st Setting, lim cpulimit.Limit) (Candidate, error) 
 	if c.Margin, err = s.rep.replay(s.t, s.slots, lim, scale); err != nil {
 		return Candidate{}, err
 	}
-	s.replays += 2
+	s.replays++
+	return c, nil
+}
+
+// predict completes c, whose margin run is done, with the run as
+// reconstructed.
+func (s *searcher) predict(c Candidate) (Candidate, error) {
+	var err error
+	if c.Predicted, err = s.rep.replay(s.t, s.slots, c.Limit, 1); err != nil {
+		return Candidate{}, err
+	}
+	s.replays++
 	c.Meets = s.b.Meets(c.Predicted) && s.b.Meets(c.Margin)
 	return c, nil
 }
 
+// try is eval for a search candidate: one that fails the budget with the
+// margin is not run as reconstructed (Predicted is then not set).
+func (s *searcher) try(st Setting) (Candidate, error) {
+	lim, err := st.Limit(s.t.NodeCPUs)
+	if err != nil {
+		return Candidate{}, err
+	}
+	c, err := s.marginOf(st, lim)
+	if err != nil || !s.b.Meets(c.Margin) {
+		return c, err
+	}
+	return s.predict(c)
+}
+
 // smallestBurst tries the grid's bursts in ascending order at st's cap and
 // period, and returns the first that meets the budget. The recorded
-// setting cur is not tried again.
+// setting cur is not tried again. (Throttling need not fall as the burst
+// rises: a larger burst may lengthen the worst period's delay.)
 func (s *searcher) smallestBurst(st Setting, cur Setting) (Candidate, bool, error) {
 	for _, burst := range burstGrid {
 		st.BurstPercent = burst
 		if st == cur {
 			continue
 		}
-		c, err := s.eval(st)
+		c, err := s.try(st)
 		if err != nil {
 			return Candidate{}, false, err
 		}

@@ -231,8 +231,10 @@ func BenchmarkAdviseFullBudget(b *testing.B) {
 }
 
 // hourTrace is an hour of a pool's history at its 100 ms period, as the
-// daemon keeps it: a quota of 40 ms on 2 CPUs, and every 10 s a query
-// whose two threads burn 100 ms each, throttled as the kernel throttles it.
+// daemon keeps it: a quota of 40 ms on 2 CPUs, queries limited like the
+// pool, and every 10 s a query whose two threads burn 100 ms each,
+// throttled as the kernel throttles it at both levels, with the threads
+// the daemon counts in every interval the pool ran.
 func hourTrace(t testing.TB, varied bool) *Trace {
 	q := cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}
 	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
@@ -241,7 +243,9 @@ func hourTrace(t testing.TB, varied bool) *Trace {
 	for i := range 36_000 {
 		s := Sample{Threads: -1, Ran: -1, Runnable: -1}
 		if k := i % 100; k < 5 {
-			s.UsageUsec, s.NrPeriods, s.NrThrottled, s.ThrottledUsec = 40_000, 1, 1, 120_000
+			s.UsageUsec, s.NrPeriods, s.NrThrottled, s.ThrottledUsec = 40_000, 1, 1, 60_000
+			s.QueryNrThrottled, s.QueryThrottledUsec = 1, 60_000
+			s.Threads, s.Ran, s.Runnable = 2, 2, 2
 			if varied { // no two bursts alike, as on a live host
 				s.UsageUsec -= uint64(rng.IntN(3000))
 			}

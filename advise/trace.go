@@ -119,14 +119,19 @@ func (t *Trace) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return err
 	}
+	*t = f.trace()
+	return nil
+}
+
+// trace is the Trace the file's layout holds.
+func (f traceJSON) trace() Trace {
 	var q *cpulimit.Limit
 	if f.QueryLimit != nil {
 		q = &cpulimit.Limit{QuotaUsec: f.QueryLimit.QuotaUsec, PeriodUsec: f.QueryLimit.PeriodUsec, BurstUsec: f.QueryLimit.BurstUsec}
 	}
-	*t = Trace{QueryLimit: q, Format: f.Format, Version: f.Version, Pool: f.Pool, Cgroup: f.Cgroup, CPUs: f.CPUs, NodeCPUs: f.NodeCPUs,
+	return Trace{QueryLimit: q, Format: f.Format, Version: f.Version, Pool: f.Pool, Cgroup: f.Cgroup, CPUs: f.CPUs, NodeCPUs: f.NodeCPUs,
 		SliceUsec: f.SliceUsec, TickUsec: f.TickUsec, Limit: cpulimit.Limit{QuotaUsec: f.Limit.QuotaUsec, PeriodUsec: f.Limit.PeriodUsec, BurstUsec: f.Limit.BurstUsec},
 		IntervalUsec: f.IntervalUsec, StartUnixUsec: f.StartUnixUsec, Samples: f.Samples}
-	return nil
 }
 
 // Sample is what the pool's counters grew by in one interval (the pool's
@@ -239,11 +244,14 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, &TraceError{File: name, Msg: "empty (accepted: a JSON trace written by poolagent record)"}
 	}
-	var t Trace
+	// The file's layout is decoded directly (Trace's UnmarshalJSON
+	// would scan the bytes once more).
+	var f traceJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&t); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return nil, jsonError(name, b, err)
 	}
+	t := f.trace()
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &TraceError{File: name, Where: position(b, int(dec.InputOffset())), Msg: "text after the trace's closing brace (accepted: one JSON object)"}
 	}

@@ -136,79 +136,97 @@ func ReadLimits(mount, cgroup, hier string) ([]observe.CgroupLimit, error) {
 	if cg == "" {
 		cg = "."
 	}
-	var out []observe.CgroupLimit
-	add := func(l observe.CgroupLimit) {
-		l.Cgroup = cgroup
-		out = append(out, l)
-	}
-	cpu := func(v2 bool) error {
-		l, err := readCPULimit(f, cg, v2, mount)
-		if errors.Is(err, fs.ErrNotExist) || err == nil && !l.Limited() {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if v2 {
-			add(observe.CgroupLimit{File: fileCPUMax, Value: l.CPUMax(), CPUs: l.VCPU()})
-		} else {
-			add(observe.CgroupLimit{File: fileCFSQuota, Value: fmt.Sprintf("%s (period %d)", l.CFSQuota(), l.PeriodUsec), CPUs: l.VCPU()})
-		}
-		return nil
-	}
-	memory := func(v2 bool) error {
-		mem, err := readMemoryLimit(f, cg, v2, mount)
-		if mem > 0 {
-			add(observe.CgroupLimit{File: memoryLimitFile(v2), Value: strconv.FormatInt(mem, 10), MemoryBytes: mem})
-		}
-		return err
-	}
-	cpuset := func(rootFile string) error {
-		set, err := readCPUSetLimit(f, cg, rootFile, mount)
-		if err == nil && !set.IsEmpty() {
-			add(observe.CgroupLimit{File: fileCPUSetCPUs, Value: set.String(), CPUs: float64(set.Count()), CPUSet: set})
-		}
-		return err
-	}
-	// demotion adds cpu.idle 1, or else a cpu.weight or cpu.shares below
-	// the default weight.
-	demotion := func(v2 bool) error {
-		idle, err := readIdle(f, cg)
-		if err != nil || idle {
-			if idle {
-				add(observe.CgroupLimit{File: fileCPUIdle, Value: "1", Weight: cpulimit.IdleWeight})
-			}
-			return err
-		}
-		file, perDefault := fileShares, float64(cpulimit.DefaultShares)
-		if v2 {
-			file, perDefault = fileCPUWeight, cpulimit.DefaultWeight
-		}
-		n, err := readValue(f, cg, file, mount, parseCount)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if weight := float64(n) * cpulimit.DefaultWeight / perDefault; err == nil && n > 0 && weight < cpulimit.DefaultWeight {
-			add(observe.CgroupLimit{File: file, Value: strconv.FormatInt(n, 10), Weight: weight})
-		}
-		return err
-	}
+	r := &limitReader{f: f, mount: mount, cgroup: cgroup, cg: cg}
 	switch hier {
 	case HierUnified:
-		err = errors.Join(cpu(true), memory(true), cpuset(fileCPUSetEff), demotion(true))
+		err = errors.Join(r.cpu(true), r.memory(true), r.cpuset(fileCPUSetEff), r.demotion(true))
 	case HierCPU:
-		err = errors.Join(cpu(false), demotion(false))
+		err = errors.Join(r.cpu(false), r.demotion(false))
 	case HierMemory:
-		err = memory(false)
+		err = r.memory(false)
 	case HierCPUSet:
-		err = cpuset(fileCPUSetCPUs)
+		err = r.cpuset(fileCPUSetCPUs)
 	default:
 		err = fmt.Errorf("hierarchy %q: want %q, %q, %q or %q", hier, HierUnified, HierCPU, HierMemory, HierCPUSet)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return r.out, nil
+}
+
+// limitReader collects the limits ReadLimits finds on one cgroup, each
+// controller's by one method; v2 says the hierarchy is cgroup v2's.
+type limitReader struct {
+	f      *Dir   // the hierarchy's mount
+	mount  string // its path, for errors
+	cgroup string // as given, for CgroupLimit.Cgroup
+	cg     string // relative to the mount, "." for its root
+	out    []observe.CgroupLimit
+}
+
+func (r *limitReader) add(l observe.CgroupLimit) {
+	l.Cgroup = r.cgroup
+	r.out = append(r.out, l)
+}
+
+// cpu adds a CPU bandwidth limit: v2 cpu.max, v1 cpu.cfs_quota_us.
+func (r *limitReader) cpu(v2 bool) error {
+	l, err := readCPULimit(r.f, r.cg, v2, r.mount)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !l.Limited() {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if v2 {
+		r.add(observe.CgroupLimit{File: fileCPUMax, Value: l.CPUMax(), CPUs: l.VCPU()})
+	} else {
+		r.add(observe.CgroupLimit{File: fileCFSQuota, Value: fmt.Sprintf("%s (period %d)", l.CFSQuota(), l.PeriodUsec), CPUs: l.VCPU()})
+	}
+	return nil
+}
+
+// memory adds a memory limit: v2 memory.max, v1 memory.limit_in_bytes.
+func (r *limitReader) memory(v2 bool) error {
+	mem, err := readMemoryLimit(r.f, r.cg, v2, r.mount)
+	if mem > 0 {
+		r.add(observe.CgroupLimit{File: memoryLimitFile(v2), Value: strconv.FormatInt(mem, 10), MemoryBytes: mem})
+	}
+	return err
+}
+
+// cpuset adds a cpuset.cpus naming fewer CPUs than the root's rootFile.
+func (r *limitReader) cpuset(rootFile string) error {
+	set, err := readCPUSetLimit(r.f, r.cg, rootFile, r.mount)
+	if err == nil && !set.IsEmpty() {
+		r.add(observe.CgroupLimit{File: fileCPUSetCPUs, Value: set.String(), CPUs: float64(set.Count()), CPUSet: set})
+	}
+	return err
+}
+
+// demotion adds cpu.idle 1, or else a cpu.weight (v2) or cpu.shares (v1)
+// below the default weight.
+func (r *limitReader) demotion(v2 bool) error {
+	idle, err := readIdle(r.f, r.cg)
+	if err != nil || idle {
+		if idle {
+			r.add(observe.CgroupLimit{File: fileCPUIdle, Value: "1", Weight: cpulimit.IdleWeight})
+		}
+		return err
+	}
+	file, perDefault := fileShares, float64(cpulimit.DefaultShares)
+	if v2 {
+		file, perDefault = fileCPUWeight, cpulimit.DefaultWeight
+	}
+	n, err := readValue(r.f, r.cg, file, r.mount, parseCount)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if weight := float64(n) * cpulimit.DefaultWeight / perDefault; err == nil && n > 0 && weight < cpulimit.DefaultWeight {
+		r.add(observe.CgroupLimit{File: file, Value: strconv.FormatInt(n, 10), Weight: weight})
+	}
+	return err
 }
 
 // readCPUSetLimit is cg's cpuset.cpus beneath the mount f when it names

@@ -164,37 +164,14 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 	if n == 0 {
 		return
 	}
-	windowMs := float64(r.WindowUsec) / 1000
-	top := 0.0
-	for _, ws := range [][]Window{predicted, measured} {
-		for _, w := range ws {
-			top = max(top, float64(w.RanUsec+w.ThrottledUsec)/1000)
-		}
-	}
-	if g.QuotaUsec > 0 {
-		top = max(top, float64(g.QuotaUsec)/1000)
-	}
-	yMax, steps := axisOf(max(top, 1))
+	windowMs, quotaMs := float64(r.WindowUsec)/1000, float64(g.QuotaUsec)/1000
+	yMax, steps := axisOf(max(chartTopMs(predicted, measured, quotaMs), 1))
 	y := func(ms float64) float64 { return chartTop + chartPlotH - ms/yMax*chartPlotH }
 	width, height := chartLeft+chartPlotW+chartRight, chartTop+chartPlotH+chartBottom
-	esc := html.EscapeString
 
 	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s: CPU time ran and throttled per period, predicted beside measured\">\n",
-		width, height, width, height, esc(g.Name))
-	// Legend.
-	legend := []struct{ colour, label string }{{colourPredictedRan, "predicted ran"}, {colourPredictedThr, "predicted throttled"}}
-	if len(measured) > 0 {
-		legend = append(legend, struct{ colour, label string }{colourMeasuredRan, "measured ran"}, struct{ colour, label string }{colourMeasuredThr, "measured throttled"})
-	}
-	x := float64(chartLeft)
-	for _, l := range legend {
-		fmt.Fprintf(b, "<rect x=\"%.0f\" y=\"10\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"%.0f\" y=\"22\">%s</text>\n", x, l.colour, x+19, l.label)
-		x += 19 + 7.5*float64(len(l.label)) + 18
-	}
-	if g.QuotaUsec > 0 {
-		fmt.Fprintf(b, "<line x1=\"%.0f\" y1=\"17\" x2=\"%.0f\" y2=\"17\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.0f\" y=\"22\">quota</text>\n",
-			x, x+22, colourQuota, x+27)
-	}
+		width, height, width, height, html.EscapeString(g.Name))
+	writeLegend(b, len(measured) > 0, quotaMs > 0)
 	// Y axis: grid lines and labels in ms.
 	for i := 0; i <= steps; i++ {
 		v := yMax * float64(i) / float64(steps)
@@ -202,7 +179,58 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 			chartLeft, y(v), chartLeft+chartPlotW, y(v), chartLeft-6, y(v)+4, numText(v))
 	}
 	fmt.Fprintf(b, "<text transform=\"translate(14 %d) rotate(-90)\" text-anchor=\"middle\">CPU time per period (ms)</text>\n", chartTop+chartPlotH/2)
-	// Bars, one slot per period, predicted left of measured.
+	writePeriods(b, n, windowMs, predicted, measured, y)
+	fmt.Fprintf(b, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", chartLeft, chartTop+chartPlotH, chartLeft+chartPlotW, chartTop+chartPlotH)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the run's start (ms); one slot per %s ms period</text>\n",
+		chartLeft+chartPlotW/2, chartTop+chartPlotH+38, numText(windowMs))
+	if quotaMs > 0 {
+		qy := y(quotaMs)
+		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%d\" y=\"%.1f\">quota %s ms</text>\n",
+			chartLeft, qy, chartLeft+chartPlotW, qy, colourQuota, chartLeft+chartPlotW+6, qy+4, numText(quotaMs))
+	}
+	b.WriteString("</svg>\n")
+	note := ""
+	if r.Env.Measured && len(measured) == 0 {
+		note = " The measurement was not sampled per period: run compare with --timeline."
+	}
+	fmt.Fprintf(b, "<p><small>Run 1. Throttled time is summed over the CPUs that waited, as cpu.stat counts it, so a bar can rise above one period; the scenario has %d CPU(s). Hover over a period for its values.%s</small></p>\n",
+		r.Env.CPUs, note)
+}
+
+// chartTopMs is the highest value the chart shows, in ms: the tallest
+// bar, or the quota (0 for none) if it is higher.
+func chartTopMs(predicted, measured []Window, quotaMs float64) float64 {
+	top := max(quotaMs, 0)
+	for _, ws := range [][]Window{predicted, measured} {
+		for _, w := range ws {
+			top = max(top, float64(w.RanUsec+w.ThrottledUsec)/1000)
+		}
+	}
+	return top
+}
+
+// writeLegend draws the chart's legend: the predicted bars, the measured
+// ones if there are any, and the quota line if there is one.
+func writeLegend(b *strings.Builder, measured, quota bool) {
+	legend := []struct{ colour, label string }{{colourPredictedRan, "predicted ran"}, {colourPredictedThr, "predicted throttled"}}
+	if measured {
+		legend = append(legend, struct{ colour, label string }{colourMeasuredRan, "measured ran"}, struct{ colour, label string }{colourMeasuredThr, "measured throttled"})
+	}
+	x := float64(chartLeft)
+	for _, l := range legend {
+		fmt.Fprintf(b, "<rect x=\"%.0f\" y=\"10\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"%.0f\" y=\"22\">%s</text>\n", x, l.colour, x+19, l.label)
+		x += 19 + 7.5*float64(len(l.label)) + 18
+	}
+	if quota {
+		fmt.Fprintf(b, "<line x1=\"%.0f\" y1=\"17\" x2=\"%.0f\" y2=\"17\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.0f\" y=\"22\">quota</text>\n",
+			x, x+22, colourQuota, x+27)
+	}
+}
+
+// writePeriods draws the chart's n periods, one slot each with its hover
+// text, the predicted bar left of the measured one, and a time label
+// under every tenth or so.
+func writePeriods(b *strings.Builder, n int, windowMs float64, predicted, measured []Window, y func(float64) float64) {
 	slot := float64(chartPlotW) / float64(n)
 	bar := min(float64(chartBarMax), slot*0.4)
 	labelEvery := (n + 9) / 10
@@ -222,21 +250,6 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 			fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x0, chartTop+chartPlotH+16, numText(windowMs*float64(i)))
 		}
 	}
-	fmt.Fprintf(b, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", chartLeft, chartTop+chartPlotH, chartLeft+chartPlotW, chartTop+chartPlotH)
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the run's start (ms); one slot per %s ms period</text>\n",
-		chartLeft+chartPlotW/2, chartTop+chartPlotH+38, numText(windowMs))
-	if g.QuotaUsec > 0 {
-		qy := y(float64(g.QuotaUsec) / 1000)
-		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%d\" y=\"%.1f\">quota %s ms</text>\n",
-			chartLeft, qy, chartLeft+chartPlotW, qy, colourQuota, chartLeft+chartPlotW+6, qy+4, numText(float64(g.QuotaUsec)/1000))
-	}
-	b.WriteString("</svg>\n")
-	note := ""
-	if r.Env.Measured && len(measured) == 0 {
-		note = " The measurement was not sampled per period: run compare with --timeline."
-	}
-	fmt.Fprintf(b, "<p><small>Run 1. Throttled time is summed over the CPUs that waited, as cpu.stat counts it, so a bar can rise above one period; the scenario has %d CPU(s). Hover over a period for its values.%s</small></p>\n",
-		r.Env.CPUs, note)
 }
 
 // writeBar draws one stacked bar: ran at the bottom, throttled above.

@@ -206,6 +206,14 @@ type Backend struct {
 	// reuses): of queries that ended, and orphans (keys whose registration
 	// is no longer live).
 	deletes map[string]int64
+	// lingerUntil is when the keys to delete go in a transaction of their
+	// own, if no registration has carried them by then (deleteLinger);
+	// zero when none waits.
+	lingerUntil time.Time
+	linger      time.Duration // deleteLinger; tests set their own
+	// deletingKeys are the keys of b.deletes the delete transaction in
+	// flight (b.deleting) deletes.
+	deletingKeys map[string]int64
 	// claims are the slot keys this node's start transactions in flight
 	// put; offset is where an arriving query of this node starts looking
 	// for a free slot, so that the nodes' arrivals spread over the slots.
@@ -252,49 +260,17 @@ type Health struct {
 // request timeout, takes a session lease, publishes the node record and
 // starts watching. pools are the limits in force (see Configure).
 func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*Backend, error) {
-	if err := validNodeName("cluster", cfg.Cluster); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return nil, err
-	}
-	if err := validNodeName("node", cfg.Node); err != nil {
-		return nil, err
-	}
-	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("no etcd endpoints; want https://HOST:2379[,...]")
-	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.TTL < 2*time.Second {
-		return nil, fmt.Errorf("session TTL %s: want at least 2s (etcd leases count whole seconds)", cfg.TTL)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
 	}
 	load, err := admission.NewLoadWindow(cfg.Load)
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            cfg.Endpoints,
-		TLS:                  cfg.TLS,
-		DialTimeout:          cfg.RequestTimeout,
-		DialKeepAliveTime:    cfg.TTL / 3,
-		DialKeepAliveTimeout: cfg.RequestTimeout,
-		// gRPC's default reconnection backoff grows to 120 s: a node back
-		// in touch after a cut could wait that long, and lose a lease
-		// that outlived the cut. At most one renewal interval between
-		// attempts keeps it within the lease's margin (renewInterval).
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
-			MinConnectTimeout: cfg.RequestTimeout,
-		})},
-		Logger: zap.NewNop(),
-	})
+	cli, err := newClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
+		return nil, err
 	}
 	b := &Backend{
 		cfg:       cfg,
@@ -314,6 +290,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		charges:   map[usageKey]admission.Usage{},
 		inherited: map[string][]entry{},
 		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
+		linger:    deleteLinger,
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -340,6 +317,57 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	return b, nil
 }
 
+// withDefaults checks cfg and fills in the defaults of the fields left
+// zero.
+func (cfg Config) withDefaults() (Config, error) {
+	if err := validNodeName("cluster", cfg.Cluster); err != nil {
+		return cfg, err
+	}
+	if err := validNodeName("node", cfg.Node); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Endpoints) == 0 {
+		return cfg, errors.New("no etcd endpoints; want https://HOST:2379[,...]")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.TTL < 2*time.Second {
+		return cfg, fmt.Errorf("session TTL %s: want at least 2s (etcd leases count whole seconds)", cfg.TTL)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return cfg, nil
+}
+
+// newClient is the etcd client of cfg.
+func newClient(cfg Config) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		TLS:                  cfg.TLS,
+		DialTimeout:          cfg.RequestTimeout,
+		DialKeepAliveTime:    cfg.TTL / 3,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		// gRPC's default reconnection backoff grows to 120 s: a node back
+		// in touch after a cut could wait that long, and lose a lease
+		// that outlived the cut. At most one renewal interval between
+		// attempts keeps it within the lease's margin (renewInterval).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
+			MinConnectTimeout: cfg.RequestTimeout,
+		})},
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	return cli, nil
+}
+
 // Close stops the backend. When no query of this node runs, it revokes
 // the session lease so the node leaves the cluster at once; otherwise the
 // lease expires within the TTL and a daemon started meanwhile adopts the
@@ -352,7 +380,15 @@ func (b *Backend) Close() error {
 	for _, q := range b.queries {
 		busy = busy || (q.st == running && !q.local)
 	}
+	dels := b.takeDeletesLocked(maxBatchDeletes)
 	b.mu.Unlock()
+	if lease != 0 && len(dels) > 0 {
+		// The keys of ended queries still waiting (deleteLinger), so that
+		// they hold no slot until the lease expires.
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
+		cancel()
+	}
 	if lease != 0 && !busy {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
 		b.cli.Revoke(ctx, lease)

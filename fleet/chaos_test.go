@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/etcdtest"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/protocol"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -388,49 +390,7 @@ func TestKernelFleetChaos(t *testing.T) {
 	began := time.Now()
 	phase := func(name string, over int, refusable func(outcome) bool, during func()) {
 		t.Helper()
-		began := time.Now()
-		qlog := filepath.Join(ch.dir, name+".log")
-		stop := make(chan struct{})
-		wait := ch.load(12, "olap", qlog, 200, false, stop)
-		time.Sleep(time.Second)
-		during()
-		time.Sleep(time.Second)
-		close(stop)
-		outs := wait()
-		ivs := readIntervals(t, qlog)
-		peak, overNs := maxConcurrent(ivs, c4)
-		var refused, failed []string
-		for _, o := range outs {
-			switch {
-			case o.refused && !refusable(o):
-				refused = append(refused, o.node+": "+o.err)
-			case o.err != "" && !o.refused:
-				failed = append(failed, o.node+": "+o.err)
-			}
-		}
-		t.Logf("%s (%s): %d queries ran, %d client runs; at most %d at once (C = %d), over C for %.2f s; %d refused as the fault explains, %d clients lost their daemon",
-			name, time.Since(began).Round(100*time.Millisecond), len(ivs), len(outs), peak, c4, float64(overNs)/1e9, countRefused(outs), len(failed))
-		for _, f := range failed {
-			if strings.HasPrefix(f[strings.Index(f, ": ")+2:], "client still waiting") {
-				t.Errorf("%s: %s", name, f)
-			}
-		}
-		if peak > c4+over {
-			t.Errorf("%s: %d ran at once; C = %d and the fault may add %d", name, peak, c4, over)
-		}
-		if len(refused) > 0 {
-			t.Errorf("%s: %d false refusals, first: %s", name, len(refused), refused[0])
-		}
-		if len(ivs) == 0 {
-			t.Errorf("%s: no query ran", name)
-		}
-		deadline := time.Now().Add(3*ttl + 5*time.Second)
-		for len(ch.keysLeft()) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: query keys left in etcd: %v", name, ch.keysLeft())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		ch.phase(name, c4, over, refusable, during)
 	}
 	none := func(outcome) bool { return false }
 	cutOff := func(nodes ...*chaosNode) func(outcome) bool {
@@ -439,6 +399,8 @@ func TestKernelFleetChaos(t *testing.T) {
 		}
 	}
 	phase("baseline", 0, none, func() { time.Sleep(time.Second) })
+	phase("racing-admins", 0, none, func() { ch.racingAdmins(12) })
+	phase("killed-clients", 0, none, func() { ch.killedClients(30, 600*time.Millisecond) })
 	for _, f := range []struct {
 		kind string
 		frac float64
@@ -504,6 +466,245 @@ func TestKernelFleetChaos(t *testing.T) {
 	t.Logf("chaos suite: %s", time.Since(began).Round(time.Second))
 }
 
+// admin runs `poolagent sql -e stmt` through node n's daemon and returns
+// its output and error.
+func (c *chaos) admin(n *chaosNode, stmt string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.bin, "sql", "--socket", n.socket, "-e", stmt).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// racingAdmins: two administrators change the definitions at once through
+// two nodes, each pool of its own, rounds changes each, each repeating a
+// change the daemon refused because the other's came in between (as the
+// refusal says). No change reported applied may be lost: the cluster's
+// definitions hold every one (their count and both pools' last values),
+// and every node shows both pools' last values.
+func (c *chaos) racingAdmins(rounds int) {
+	t := c.t
+	t.Helper()
+	for _, p := range []string{"race0", "race1"} {
+		if out, err := c.admin(c.nodes[0], "CREATE RESOURCE POOL "+p+" WITH (CONCURRENT_QUERY_LIMIT = 1);"); err != nil {
+			t.Fatalf("create %s: %v: %s", p, err, out)
+		}
+	}
+	before := c.definitions().Changes
+	var wg sync.WaitGroup
+	conflicts := make([]int, 2)
+	for i, n := range c.nodes[:2] {
+		wg.Go(func() {
+			for r := 1; r <= rounds; r++ {
+				stmt := fmt.Sprintf("ALTER RESOURCE POOL race%d SET (QUEUE_SIZE = %d);", i, r)
+				for try := 0; ; try++ {
+					out, err := c.admin(n, stmt)
+					if err == nil {
+						break
+					}
+					if !strings.Contains(out, "changed concurrently") || try == 20 {
+						t.Errorf("admin on %s, %q: %v: %s", n.name, stmt, err, out)
+						return
+					}
+					conflicts[i]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after := c.definitions().Changes
+	if got := len(after) - len(before); got != 2*rounds {
+		t.Errorf("racing admins: %d changes applied, the definitions gained %d", 2*rounds, got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.nodes {
+		for {
+			sizes := map[string]int64{}
+			for _, p := range c.poolsOf(n) {
+				sizes[p.Name] = p.QueueSize
+			}
+			if sizes["race0"] == int64(rounds) && sizes["race1"] == int64(rounds) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("racing admins: node %s shows QUEUE_SIZE race0 %d, race1 %d; want %d", n.name, sizes["race0"], sizes["race1"], rounds)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	c.t.Logf("racing admins: %d changes each, %d and %d refused as concurrent and repeated", rounds, conflicts[0], conflicts[1])
+	if out, err := c.admin(c.nodes[1], "DROP RESOURCE POOL race0; DROP RESOURCE POOL race1;"); err != nil {
+		t.Fatalf("drop: %v: %s", err, out)
+	}
+}
+
+// definitions reads the cluster's pool definitions from etcd.
+func (c *chaos) definitions() Definitions {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, newKeySpace("chaos").defs())
+	if err != nil || len(resp.Kvs) == 0 {
+		c.t.Fatalf("reading the definitions: %v (%d keys)", err, len(resp.Kvs))
+	}
+	d, err := decodeDefinitions(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d
+}
+
+// poolsOf is `poolagent pools --format json` of node n.
+func (c *chaos) poolsOf(n *chaosNode) []protocol.Pool {
+	c.t.Helper()
+	out, err := exec.Command(c.bin, "pools", "--socket", n.socket, "--format", "json").Output()
+	if err != nil {
+		c.t.Fatalf("pools on %s: %v", n.name, err)
+	}
+	var pools []protocol.Pool
+	if err := json.Unmarshal(out, &pools); err != nil {
+		c.t.Fatalf("pools on %s: %v: %s", n.name, err, out)
+	}
+	return pools
+}
+
+// killedClients: clients clients (in turn on each node) run 5 s queries in
+// the chaos pool, so that C run and the rest queue, and are killed with
+// SIGKILL after d, queued or running. Every node's view of the pool must
+// be back to what it was, and (checked by the phase) no key left in etcd:
+// the daemons are alive, so only their deletes remove keys.
+func (c *chaos) killedClients(clients int, d time.Duration) {
+	t := c.t
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range clients {
+		n := c.nodes[i%len(c.nodes)]
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, c.run, "--socket", n.socket, "--pool", "olap", "--", "/bin/sleep", "5")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { cmd.Wait() }) // killed (SIGKILL) when ctx ends
+	}
+	wg.Wait()
+	// The phase's own clients keep the pool busy: the view must come back
+	// within their bounds, C running and their queue; the phase checks
+	// it reaches zero once they stop.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.nodes {
+		for {
+			run, queued := c.olapView(n, time.Time{})
+			if run <= 4 && run+queued <= 12 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("killed clients: node %s shows %d running and %d queued in olap; the phase's 12 clients hold at most 4 and 12", n.name, run, queued)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// olapView is node n's view of pool olap: running and queued queries,
+// once both are 0 or at until (at once when until is zero).
+func (c *chaos) olapView(n *chaosNode, until time.Time) (run, queued int) {
+	for {
+		run, queued = 0, 0
+		for _, p := range c.poolsOf(n) {
+			if p.Name == "olap" {
+				run, queued = p.RunningQueries, p.QueuedQueries
+			}
+		}
+		if run == 0 && queued == 0 || !time.Now().Before(until) {
+			return run, queued
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// revision is the etcd cluster's revision now: one more for each write
+// transaction.
+func (c *chaos) revision() int64 {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, newKeySpace("chaos").defs())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// phase runs one phase of TestKernelFleetChaos: twelve clients loop 200 ms
+// queries in pool olap (C = c) for a second, through during, and a second
+// more. It asserts from the queries' own logs that at most c + over ran at
+// once, that no client was refused but as refusable says, and that the
+// cluster's query keys and every node's view of olap are back to zero.
+func (c *chaos) phase(name string, limit, over int, refusable func(outcome) bool, during func()) {
+	t := c.t
+	t.Helper()
+	began := time.Now()
+	qlog := filepath.Join(c.dir, name+".log")
+	stop := make(chan struct{})
+	wait := c.load(12, "olap", qlog, 200, false, stop)
+	time.Sleep(time.Second)
+	during()
+	time.Sleep(time.Second)
+	close(stop)
+	outs := wait()
+	ivs := readIntervals(t, qlog)
+	peak, overNs := maxConcurrent(ivs, limit)
+	var refused, failed []string
+	for _, o := range outs {
+		switch {
+		case o.refused && !refusable(o):
+			refused = append(refused, o.node+": "+o.err)
+		case o.err != "" && !o.refused:
+			failed = append(failed, o.node+": "+o.err)
+		}
+	}
+	t.Logf("%s (%s): %d queries ran, %d client runs; at most %d at once (C = %d), over C for %.2f s; %d refused as the fault explains, %d clients lost their daemon",
+		name, time.Since(began).Round(100*time.Millisecond), len(ivs), len(outs), peak, limit, float64(overNs)/1e9, countRefused(outs), len(failed))
+	for _, f := range failed {
+		if strings.HasPrefix(f[strings.Index(f, ": ")+2:], "client still waiting") {
+			t.Errorf("%s: %s", name, f)
+		}
+	}
+	if peak > limit+over {
+		t.Errorf("%s: %d ran at once; C = %d and the fault may add %d", name, peak, limit, over)
+	}
+	if len(refused) > 0 {
+		t.Errorf("%s: %d false refusals, first: %s", name, len(refused), refused[0])
+	}
+	if len(ivs) == 0 {
+		t.Errorf("%s: no query ran", name)
+	}
+	deadline := time.Now().Add(3*c.ttl + 5*time.Second)
+	for len(c.keysLeft()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: query keys left in etcd: %v", name, c.keysLeft())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, n := range c.nodes {
+		if run, queued := c.olapView(n, deadline); run != 0 || queued != 0 {
+			t.Fatalf("%s: node %s's view shows %d running and %d queued in olap with no query left", name, n.name, run, queued)
+		}
+	}
+}
+
 // follower returns a member that is not the cluster's leader.
 func (c *chaos) follower() *etcdtest.Member {
 	c.t.Helper()
@@ -538,67 +739,119 @@ func countRefused(outs []outcome) int {
 // pool with a global limit (C = 1000) through 3 fleet nodes on a 3-member
 // etcd cluster with fsync on, against the same loops through one daemon
 // without etcd, in alternating 5 s phases of one run: admissions per
-// second and each run's wall time (p50, p99) of both, and the ratio.
+// second and each run's wall time (p50, p99) of both, and the ratio; the
+// CPU time per admission of the daemons and members (in all, beyond what
+// they use idle, and the members' alone) and of the clients, and the etcd
+// write transactions per admission.
 func BenchmarkFleetEndToEnd(b *testing.B) {
 	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 1000);\n")
-	single := ch.single()
-	const loops, phase = 30, 5 * time.Second
-	var fleetN, singleN int
-	var fleetT, singleT time.Duration
-	var fleetW, singleW []time.Duration
-	var fleetCPU, singleCPU, etcdCPU time.Duration // of the daemons and etcd members
+	fleet := &e2eSide{nodes: ch.nodes, members: ch.etcd.Members}
+	single := &e2eSide{nodes: []*chaosNode{ch.single()}}
+	// What the processes use without queries (leases, heartbeats, the
+	// daemons' own sampling), to tell from what each admission costs.
+	fleet.idleStart(b)
+	single.idleStart(b)
+	time.Sleep(3 * time.Second)
+	fleet.idleEnd(b)
+	single.idleEnd(b)
 	for b.Loop() {
-		for _, fleet := range []bool{true, false} {
-			nodes := ch.nodes
-			if !fleet {
-				nodes = []*chaosNode{single}
-			}
-			var pids []int
-			for _, n := range nodes {
-				pids = append(pids, n.pid())
-			}
-			if fleet {
-				for _, m := range ch.etcd.Members {
-					pids = append(pids, m.PID())
-				}
-			}
-			cpu0, etcd0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):])
-			stop := make(chan struct{})
-			start := time.Now()
-			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
-			time.Sleep(phase)
-			close(stop)
-			outs := wait()
-			took := time.Since(start)
-			cpu := cpuOf(b, pids) - cpu0
-			etcdCPU += cpuOf(b, pids[len(nodes):]) - etcd0
-			var walls []time.Duration
-			for _, o := range outs {
-				if o.err != "" {
-					b.Fatalf("%s: %s", o.node, o.err)
-				}
-				walls = append(walls, o.wall)
-			}
-			if fleet {
-				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
-			} else {
-				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
-			}
-		}
+		fleet.phase(b, ch)
+		single.phase(b, ch)
 	}
-	fr, sr := float64(fleetN)/fleetT.Seconds(), float64(singleN)/singleT.Seconds()
-	f50, f99 := quantiles(fleetW)
-	s50, s99 := quantiles(singleW)
-	b.ReportMetric(fr, "fleet-adm/s")
-	b.ReportMetric(sr, "single-adm/s")
-	b.ReportMetric(fr/sr, "fleet/single")
+	f50, f99 := quantiles(fleet.walls)
+	s50, s99 := quantiles(single.walls)
+	b.ReportMetric(fleet.rate(), "fleet-adm/s")
+	b.ReportMetric(single.rate(), "single-adm/s")
+	b.ReportMetric(fleet.rate()/single.rate(), "fleet/single")
 	b.ReportMetric(ms(f50), "fleet-p50-ms")
 	b.ReportMetric(ms(f99), "fleet-p99-ms")
 	b.ReportMetric(ms(s50), "single-p50-ms")
 	b.ReportMetric(ms(s99), "single-p99-ms")
-	b.ReportMetric(ms(fleetCPU)/float64(fleetN), "fleet-cpu-ms/adm")
-	b.ReportMetric(ms(singleCPU)/float64(singleN), "single-cpu-ms/adm")
-	b.ReportMetric(ms(etcdCPU)/float64(fleetN), "etcd-cpu-ms/adm")
+	b.ReportMetric(fleet.perAdm(fleet.cpu), "fleet-cpu-ms/adm")
+	b.ReportMetric(single.perAdm(single.cpu), "single-cpu-ms/adm")
+	b.ReportMetric(fleet.perAdm(fleet.etcdCPU), "etcd-cpu-ms/adm")
+	b.ReportMetric(fleet.busy(), "fleet-busy-cpu-ms/adm")
+	b.ReportMetric(single.busy(), "single-busy-cpu-ms/adm")
+	b.ReportMetric(fleet.idle*100, "fleet-idle-cpu-%")
+	b.ReportMetric(fleet.perAdm(fleet.clientCPU), "fleet-client-cpu-ms/adm")
+	b.ReportMetric(single.perAdm(single.clientCPU), "single-client-cpu-ms/adm")
+	b.ReportMetric(float64(fleet.writes)/float64(fleet.n), "etcd-writes/adm")
+}
+
+// e2eSide is one side of BenchmarkFleetEndToEnd: its daemons, its etcd
+// members (none for the single daemon) and what its phases measured.
+type e2eSide struct {
+	nodes   []*chaosNode
+	members []*etcdtest.Member
+	n       int // admissions
+	took    time.Duration
+	walls   []time.Duration
+	// CPU time of the daemons and members, of the members alone, and of
+	// the clients and their queries.
+	cpu, etcdCPU, clientCPU time.Duration
+	writes                  int64 // etcd write transactions
+	idle                    float64
+	idle0                   time.Duration
+	idleAt                  time.Time
+}
+
+// pids are the side's daemons, then its members.
+func (s *e2eSide) pids() []int {
+	var pids []int
+	for _, n := range s.nodes {
+		pids = append(pids, n.pid())
+	}
+	for _, m := range s.members {
+		pids = append(pids, m.PID())
+	}
+	return pids
+}
+
+func (s *e2eSide) idleStart(b *testing.B) { s.idle0, s.idleAt = cpuOf(b, s.pids()), time.Now() }
+
+// idleEnd sets idle, the fraction of one CPU the side used since
+// idleStart.
+func (s *e2eSide) idleEnd(b *testing.B) {
+	s.idle = float64(cpuOf(b, s.pids())-s.idle0) / float64(time.Since(s.idleAt))
+}
+
+// phase runs 30 loops of `poolagent run -- /bin/true` through the side's
+// daemons for 5 s and adds what it measured.
+func (s *e2eSide) phase(b *testing.B, ch *chaos) {
+	pids := s.pids()
+	members := pids[len(s.nodes):]
+	cpu0, etcd0, client0 := cpuOf(b, pids), cpuOf(b, members), childrenCPU(b)
+	rev0 := ch.revision()
+	stop := make(chan struct{})
+	start := time.Now()
+	wait := ch.loadOn(s.nodes, 30, "olap", "", 0, true, stop)
+	time.Sleep(5 * time.Second)
+	close(stop)
+	outs := wait()
+	s.took += time.Since(start)
+	s.cpu += cpuOf(b, pids) - cpu0
+	s.etcdCPU += cpuOf(b, members) - etcd0
+	// Only the clients end, and are waited for, during a phase.
+	s.clientCPU += childrenCPU(b) - client0
+	if len(s.members) > 0 {
+		s.writes += ch.revision() - rev0
+	}
+	for _, o := range outs {
+		if o.err != "" {
+			b.Fatalf("%s: %s", o.node, o.err)
+		}
+		s.walls = append(s.walls, o.wall)
+	}
+	s.n += len(outs)
+}
+
+func (s *e2eSide) rate() float64                  { return float64(s.n) / s.took.Seconds() }
+func (s *e2eSide) perAdm(d time.Duration) float64 { return ms(d) / float64(s.n) }
+
+// busy is the daemons' and members' CPU per admission beyond what they
+// use idle.
+func (s *e2eSide) busy() float64 {
+	return s.perAdm(s.cpu - time.Duration(s.idle*float64(s.took)))
 }
 
 func (n *chaosNode) pid() int {
@@ -676,4 +929,15 @@ func BenchmarkFreePoolBesideEtcd(b *testing.B) {
 	b.ReportMetric(ms(s50), "saturated-p50-ms")
 	b.ReportMetric(ms(s99), "saturated-p99-ms")
 	b.ReportMetric(float64(s50)/float64(i50), "p50-ratio")
+}
+
+// childrenCPU is the CPU time (user + system) of the children of this
+// process that have ended and been waited for, and of theirs.
+func childrenCPU(b testing.TB) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

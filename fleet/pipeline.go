@@ -55,10 +55,6 @@ func (b *Backend) pump() {
 		b.publish, b.publishing = false, true
 		work = append(work, b.publishRecord)
 	}
-	if len(b.deletes) > 0 && !b.deleting && b.lease != 0 {
-		b.deleting = true
-		work = append(work, b.deleteKeys)
-	}
 	if live && len(b.charges) > 0 && !b.charging {
 		b.charging = true
 		work = append(work, b.writeCharges)
@@ -79,6 +75,10 @@ func (b *Backend) pump() {
 		if as := b.startableLocked(); len(as) > 0 {
 			work = append(work, func() { b.emit(b.start(as)) })
 		}
+	}
+	if len(b.deletes) > 0 && !b.deleting && b.lease != 0 && b.deletesDueLocked(now) {
+		b.deleting = true
+		work = append(work, b.deleteKeys)
 	}
 	b.mu.Unlock()
 	for _, w := range work {
@@ -110,6 +110,9 @@ type registration struct {
 	tokens []string
 	qkeys  []string
 	runs   []*attempt // for qs[:len(runs)]
+	// dels are keys of this node to delete (b.deletes) that go with the
+	// registration, by their create revision (see deleteOps).
+	dels map[string]int64
 }
 
 // registrationsLocked makes the registration of every pool with arrivals
@@ -166,51 +169,32 @@ func (b *Backend) registrationsLocked() []*registration {
 			r.runs = append(r.runs, a)
 		}
 	}
+	if len(regs) > 0 && len(b.deletes) > 0 && !b.deleting {
+		// The keys of ended queries not taken over go with the first
+		// registration.
+		b.deleting = true
+		regs[0].dels = b.takeDeletesLocked(maxBatchDeletes)
+	}
 	return regs
 }
 
 // register runs registration r and returns the events it decides; b.mu
 // is not held.
 func (b *Backend) register(r *registration) []admission.Event {
-	reads := []clientv3.Op{
-		clientv3.OpGet(b.keys.slots(r.pool), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(b.keys.extras(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(b.keys.queue(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	}
-	queue := func(from int) []clientv3.Op {
-		var ops []clientv3.Op
-		for i := from; i < len(r.qs); i++ {
-			ops = append(ops, clientv3.OpPut(r.qkeys[i], b.entryOf(r.qs[i]).value(), clientv3.WithLease(r.lease)))
-		}
-		return append(ops, reads...)
-	}
-	ctx, cancel := b.request()
-	start := time.Now()
-	txn := b.cli.Txn(ctx)
-	if len(r.runs) > 0 {
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.queue(r.pool)).WithPrefix(), "=", 0)}
-		var then []clientv3.Op
-		for _, a := range r.runs {
-			cmps = append(cmps, a.cmps...)
-			then = append(then, a.ops...)
-		}
-		txn = txn.If(cmps...).Then(append(then, queue(len(r.runs))...)...).Else(queue(0)...)
-	} else {
-		txn = txn.Then(queue(0)...)
-	}
-	resp, err := txn.Commit()
-	cancel()
-	b.note(start, err)
+	resp, err := b.registerTxn(r)
 	now := time.Now()
 	b.mu.Lock()
 	defer b.poke()
 	defer b.mu.Unlock()
 	b.pools[r.pool].registering = false
+	if r.dels != nil {
+		b.deleting = false
+		b.deletedLocked(r.dels, err == nil)
+	}
 	started := 0
 	if err == nil && resp.Succeeded && len(r.runs) > 0 {
 		started = len(r.runs)
 	}
-	var events []admission.Event
 	var live []int // indexes of the queries still waiting for this registration
 	for i, q := range r.qs {
 		if q.st == pending && q.token == r.tokens[i] {
@@ -221,7 +205,7 @@ func (b *Backend) register(r *registration) []admission.Event {
 		// an orphan.
 		if err == nil {
 			if i < started {
-				b.deletes[r.runs[i].runKey] = resp.Header.Revision
+				b.deletes[r.runs[i].runKey] = r.runs[i].createRev(resp.Header.Revision)
 			} else {
 				b.deletes[r.qkeys[i]] = resp.Header.Revision
 			}
@@ -231,6 +215,7 @@ func (b *Backend) register(r *registration) []admission.Event {
 		// The transaction may still be carried out: its keys then carry
 		// tokens no longer live, and are deleted as orphans. The queries
 		// are tried again at the next pump; the daemon is told they wait.
+		var events []admission.Event
 		for _, a := range r.runs {
 			b.release(a)
 		}
@@ -245,58 +230,85 @@ func (b *Backend) register(r *registration) []admission.Event {
 	for i := started; i < len(r.runs); i++ {
 		b.release(r.runs[i])
 	}
+	return b.registered(r, resp, started, live, now)
+}
+
+// registerTxn is the transaction of registration r (see registration).
+func (b *Backend) registerTxn(r *registration) (*clientv3.TxnResponse, error) {
+	reads := []clientv3.Op{
+		clientv3.OpGet(b.keys.slots(r.pool), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(b.keys.extras(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(b.keys.queue(r.pool), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	}
+	queue := func(from int) []clientv3.Op {
+		ops := deleteOps(r.dels)
+		for i := from; i < len(r.qs); i++ {
+			ops = append(ops, clientv3.OpPut(r.qkeys[i], b.entryOf(r.qs[i]).value(), clientv3.WithLease(r.lease)))
+		}
+		return append(ops, reads...)
+	}
+	ctx, cancel := b.request()
+	defer cancel()
+	start := time.Now()
+	txn := b.cli.Txn(ctx)
+	if len(r.runs) > 0 {
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.queue(r.pool)).WithPrefix(), "=", 0)}
+		var then []clientv3.Op
+		for _, a := range r.runs {
+			cmps = append(cmps, a.cmps...)
+			then = append(then, a.ops...)
+		}
+		if len(r.runs) == len(r.qs) {
+			// All start when the compares hold: nothing to read.
+			then = append(deleteOps(r.dels), then...)
+		} else {
+			then = append(then, queue(len(r.runs))...)
+		}
+		txn = txn.If(cmps...).Then(then...).Else(queue(0)...)
+	} else {
+		txn = txn.Then(queue(0)...)
+	}
+	resp, err := txn.Commit()
+	b.note(start, err)
+	return resp, err
+}
+
+// registered decides, after registration r's transaction succeeded, the
+// queries live still waiting for it: the first started ones run; each
+// other one is refused (the queue is full), starts at once when the
+// transaction's own reading lets it, or waits. b.mu is held.
+func (b *Backend) registered(r *registration, resp *clientv3.TxnResponse, started int, live []int, now time.Time) []admission.Event {
 	p := b.pools[r.pool]
 	l := p.limits
-	reads0 := resp.Responses[len(resp.Responses)-3:]
-	slotKVs := reads0[0].GetResponseRange().Kvs
-	running := len(slotKVs) + int(reads0[1].GetResponseRange().Count)
-	queuedKeys := len(r.qs) - started
-	ahead := int(reads0[2].GetResponseRange().Count) - queuedKeys // queued before this batch
+	var running, ahead int
 	slots := map[string]entry{}
-	for _, kv := range slotKVs {
-		slots[string(kv.Key)] = entry{}
+	if started < len(r.qs) {
+		reads := resp.Responses[len(resp.Responses)-3:]
+		slotKVs := reads[0].GetResponseRange().Kvs
+		running = len(slotKVs) + int(reads[1].GetResponseRange().Count)
+		ahead = int(reads[2].GetResponseRange().Count) - (len(r.qs) - started) // queued before this batch
+		for _, kv := range slotKVs {
+			slots[string(kv.Key)] = entry{}
+		}
 	}
+	var events []admission.Event
 	var as []*attempt
 	for _, i := range live {
 		q := r.qs[i]
 		p.pending--
 		if i < started {
-			q.rev = resp.Header.Revision
+			q.rev = r.runs[i].createRev(resp.Header.Revision)
 			b.started(q, r.runs[i], now)
 			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived)})
 			continue
 		}
 		waiting := ahead + (i - started) // queue keys ahead of this one
 		q.st, q.key, q.rev = queued, r.qkeys[i], resp.Header.Revision
-		if overQueue(running, waiting, l) {
+		if err := b.refusal(r, live, i, running, waiting); err != nil {
 			p.stats.Rejected++
-			n := p.pending + 1 // the requests of this node not registered, and this one
 			b.drop(q)
-			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived),
-				Err: admission.QueueFullError(q.pool, n, held(running, waiting, l), l)})
+			events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived), Err: err})
 			continue
-		}
-		if l.Users.QueueLimited {
-			// The user's queries waiting as the view shows them, other than
-			// this batch's, and this batch's before this one.
-			mine := userCounts(b.view(q.pool))[q.user]
-			for _, e := range b.view(q.pool).queue {
-				if e.User == q.user && slices.Contains(r.tokens, e.Token) {
-					mine[1]--
-				}
-			}
-			for _, j := range live {
-				if j < i && r.qs[j].user == q.user && r.qs[j].st == queued {
-					mine[1]++
-				}
-			}
-			if mine[1]+1 > l.Users.Queue {
-				p.stats.Rejected++
-				b.drop(q)
-				events = append(events, admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived),
-					Err: admission.UserQueueFullError(q.pool, q.user, mine[0], mine[1], held(running, waiting, l), l)})
-				continue
-			}
 		}
 		q.placed = waiting + 1
 		// At position waiting in the queue: start now if the transaction's
@@ -320,6 +332,40 @@ func (b *Backend) register(r *registration) []admission.Event {
 		b.wg.Go(func() { b.emit(b.start(as)) })
 	}
 	return events
+}
+
+// refusal is the error that refuses r.qs[i], just queued behind waiting
+// others with running queries running, when the pool's queue or its
+// user's is full; nil when it may wait. b.mu is held.
+func (b *Backend) refusal(r *registration, live []int, i, running, waiting int) *admission.Error {
+	q := r.qs[i]
+	p := b.pools[q.pool]
+	l := p.limits
+	if overQueue(running, waiting, l) {
+		n := p.pending + 1 // the requests of this node not registered, and this one
+		return admission.QueueFullError(q.pool, n, held(running, waiting, l), l)
+	}
+	if !l.Users.QueueLimited {
+		return nil
+	}
+	// The user's queries waiting as the view shows them, other than this
+	// batch's, and this batch's before this one.
+	v := b.view(q.pool)
+	mine := userCounts(v)[q.user]
+	for _, e := range v.queue {
+		if e.User == q.user && slices.Contains(r.tokens, e.Token) {
+			mine[1]--
+		}
+	}
+	for _, j := range live {
+		if j < i && r.qs[j].user == q.user && r.qs[j].st == queued {
+			mine[1]++
+		}
+	}
+	if mine[1]+1 > l.Users.Queue {
+		return admission.UserQueueFullError(q.pool, q.user, mine[0], mine[1], held(running, waiting, l), l)
+	}
+	return nil
 }
 
 // runLease is the lease of a running query's key: the session's, but
@@ -351,6 +397,19 @@ type attempt struct {
 	cmps     []clientv3.Cmp
 	ops      []clientv3.Op
 	reserved bool
+	// reused is the create revision of runKey when the attempt takes over
+	// the slot key of a query of this node that ended, not yet deleted
+	// (lingering); 0 when it puts a new key.
+	reused int64
+}
+
+// createRev is the create revision of a's run key once a's transaction
+// succeeded at revision rev.
+func (a *attempt) createRev(rev int64) int64 {
+	if a.reused != 0 {
+		return a.reused
+	}
+	return rev
 }
 
 // startAttempt builds the part of a transaction that starts q, the query
@@ -365,32 +424,22 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 		if pos >= l.ConcurrentQueryLimit-running {
 			return nil
 		}
-		var free []string
-		for i := range l.ConcurrentQueryLimit {
-			if k := b.keys.slot(q.pool, i); !hasKey(slots, k) {
-				free = append(free, k)
-			}
+		if arriving {
+			a.runKey, a.reused = b.lingeringSlot(q.pool)
 		}
-		// A queued query takes the pos-th free slot, as every node counts
-		// them, so that the queries ahead of it on other nodes do not
-		// race it for the same one; an arriving query, any free slot from
-		// this node's own offset. Either skips the slots this node's
-		// other attempts have claimed.
-		if !arriving && pos < len(free) && !hasKey(b.claims, free[pos]) {
-			a.runKey = free[pos]
-		}
-		for j := 0; a.runKey == "" && j < len(free); j++ {
-			if k := free[(b.offset+j)%len(free)]; !hasKey(b.claims, k) {
-				a.runKey = k
-			}
+		if a.runKey == "" {
+			a.runKey = b.freeSlot(q.pool, l.ConcurrentQueryLimit, slots, pos, arriving)
 		}
 		if a.runKey == "" {
 			return nil
 		}
 		b.claims[a.runKey] = struct{}{}
 		a.claimed = true
+		if a.reused != 0 {
+			delete(b.deletes, a.runKey) // unless the attempt fails (release)
+		}
 		a.cmps = []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(a.runKey), "=", a.reused),
 			// No extra registered since rev: the count of running
 			// queries is at most the one read at rev.
 			clientv3.Compare(clientv3.ModRevision(b.keys.extras(q.pool)).WithPrefix(), "<", rev+1),
@@ -416,6 +465,61 @@ func (b *Backend) startAttempt(q *query, slots map[string]entry, running int, re
 		a.reserved = true
 	}
 	return a
+}
+
+// freeSlot picks the slot key a query at position pos of pool's queue (or
+// arriving) takes among the c slots, as the view's slots show them; ""
+// when none is free. A queued query takes the pos-th free slot, as every
+// node counts them, so that the queries ahead of it on other nodes do not
+// race it for the same one; an arriving query, the first free slot from
+// this node's own offset. Either skips the slots this node's other
+// attempts have claimed and the keys it is deleting. It looks at the
+// slots one by one from where it starts, not at all c of them. b.mu is
+// held.
+func (b *Backend) freeSlot(pool string, c int, slots map[string]entry, pos int, arriving bool) string {
+	usable := func(k string) bool { return !hasKey(slots, k) && !hasKey(b.claims, k) && !hasKey(b.deletes, k) }
+	if !arriving {
+		seen := 0
+		for i := range c {
+			k := b.keys.slot(pool, i)
+			if hasKey(slots, k) {
+				continue
+			}
+			if seen == pos {
+				if usable(k) {
+					return k
+				}
+				break
+			}
+			seen++
+		}
+	}
+	for j := range c {
+		if k := b.keys.slot(pool, (b.offset+j)%c); usable(k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// lingeringSlot is a slot key of pool that a query of this node held and
+// that waits to be deleted (deleteLinger), with its create revision, for
+// an arrival to take over: one write instead of a delete and a put, and
+// one key event instead of two. "" when there is none. b.mu is held.
+func (b *Backend) lingeringSlot(pool string) (string, int64) {
+	best, rev := "", int64(0)
+	for k, r := range b.deletes {
+		if dir, p := b.keys.parse(k); dir != slotDir || p != pool || r == 0 || hasKey(b.claims, k) || hasKey(b.deletingKeys, k) {
+			continue
+		}
+		if e, ok := b.view(pool).slots[k]; !ok || e.Node != b.cfg.Node || e.rev != r {
+			continue
+		}
+		if best == "" || k < best {
+			best, rev = k, r
+		}
+	}
+	return best, rev
 }
 
 func hasKey[V any](m map[string]V, k string) bool {
@@ -529,6 +633,10 @@ func (b *Backend) settle(a *attempt, ok bool, rev int64, now time.Time) bool {
 
 // release ends a's claims: its slot and its share of the node's CPU.
 func (b *Backend) release(a *attempt) {
+	if a.reused != 0 {
+		b.deletes[a.runKey] = a.reused // still to delete
+		a.reused = 0
+	}
 	if a.claimed {
 		delete(b.claims, a.runKey)
 		a.claimed = false
@@ -544,6 +652,7 @@ func (b *Backend) release(a *attempt) {
 // watch shows it, so that this node's next attempts count it.
 func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	rev := q.rev
+	a.reused = 0 // its key is q's now
 	b.release(a)
 	q.st = running
 	q.key = a.runKey
@@ -559,15 +668,103 @@ func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	p.stats.QueueWait += now.Sub(q.arrived)
 }
 
+// deleteLinger is how long the key of a query that ended may wait for
+// this node's next registration, to be deleted in its transaction rather
+// than in one of its own: at most one etcd write per admission in a
+// steady stream of short queries, instead of two. Only keys that hold
+// nothing another node waits for linger (mayLingerLocked).
+const deleteLinger = 50 * time.Millisecond
+
+// maxBatchDeletes bounds the deletes a registration carries: with its
+// maxBatch puts and 3 reads, within etcd's 128 operations.
+const maxBatchDeletes = 32
+
+// deletesDueLocked reports whether the keys to delete go now in a
+// transaction of their own: the oldest has waited deleteLinger for a
+// registration to carry it, or one of them may hold back another query
+// (mayLingerLocked). b.mu is held.
+func (b *Backend) deletesDueLocked(now time.Time) bool {
+	if b.lingerUntil.IsZero() {
+		b.lingerUntil = now.Add(b.linger)
+		time.AfterFunc(b.linger, b.poke)
+	}
+	if !now.Before(b.lingerUntil) {
+		return true
+	}
+	for k := range b.deletes {
+		if !b.mayLingerLocked(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayLingerLocked reports whether key, to delete, may wait for a
+// registration: a slot or extra key of a pool whose view shows no queue,
+// a free slot, no per-user limit and no strict slots. Such a key holds
+// back no other query (an arrival elsewhere finds a free slot, and with
+// no queue no query is refused for a full one), and the next pump deletes
+// it once one waits. b.mu is held.
+func (b *Backend) mayLingerLocked(key string) bool {
+	dir, pool := b.keys.parse(key)
+	if dir != slotDir && dir != extraDir {
+		return false
+	}
+	p, ok := b.pools[pool]
+	if !ok || p.limits.StrictSlots || p.limits.Users.Running > 0 {
+		return false
+	}
+	v := b.view(pool)
+	c := p.limits.ConcurrentQueryLimit
+	return len(v.queue) == 0 && (c == admission.Unlimited || v.running() < c)
+}
+
+// takeDeletesLocked returns up to n keys of b.deletes, with their create
+// revisions, to delete in a transaction now in flight (b.deletingKeys
+// until it returns: no arrival takes them over). b.mu is held.
+func (b *Backend) takeDeletesLocked(n int) map[string]int64 {
+	b.lingerUntil = time.Time{}
+	out := map[string]int64{}
+	for _, k := range slices.Sorted(maps.Keys(b.deletes))[:min(n, len(b.deletes))] {
+		out[k] = b.deletes[k]
+	}
+	b.deletingKeys = out
+	return out
+}
+
+// deletedLocked ends the delete transaction of the keys dels: when it
+// succeeded (ok), it forgets them, unless a later key of the same name
+// was scheduled meanwhile. b.mu is held.
+func (b *Backend) deletedLocked(dels map[string]int64, ok bool) {
+	b.deletingKeys = nil
+	for k, rev := range dels {
+		if ok && b.deletes[k] == rev {
+			delete(b.deletes, k)
+		}
+	}
+}
+
+// deleteOps are the operations that delete keys: a key known by its
+// create revision goes only if it is still that key (a slot key another
+// node has taken since stays; the watch may show this node's own put
+// after the query left).
+func deleteOps(keys map[string]int64) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if keys[k] == 0 {
+			ops = append(ops, clientv3.OpDelete(k))
+			continue
+		}
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", keys[k])},
+			[]clientv3.Op{clientv3.OpDelete(k)}, nil))
+	}
+	return ops
+}
+
 // deleteKeys deletes the keys of ended queries and orphans, in one
-// transaction per 64. A key known by its create revision goes only if it
-// is still that key: a slot key another node has taken since (the watch
-// may show this node's own put after the query left) stays.
+// transaction per 64.
 func (b *Backend) deleteKeys() {
-	b.mu.Lock()
-	keys := slices.Sorted(maps.Keys(b.deletes))
-	revs := maps.Clone(b.deletes)
-	b.mu.Unlock()
 	var err error
 	defer func() {
 		b.mu.Lock()
@@ -578,33 +775,26 @@ func (b *Backend) deleteKeys() {
 			b.poke() // ended while this ran; on an error, the next pump
 		}
 	}()
-	for len(keys) > 0 {
-		n := min(len(keys), 64)
-		var ops []clientv3.Op
-		for _, k := range keys[:n] {
-			if revs[k] == 0 {
-				ops = append(ops, clientv3.OpDelete(k))
-				continue
-			}
-			ops = append(ops, clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", revs[k])},
-				[]clientv3.Op{clientv3.OpDelete(k)}, nil))
+	for {
+		b.mu.Lock()
+		dels := b.takeDeletesLocked(64)
+		b.mu.Unlock()
+		if len(dels) == 0 {
+			return
 		}
 		ctx, cancel := b.request()
 		start := time.Now()
-		_, err = b.cli.Txn(ctx).Then(ops...).Commit()
+		_, err = b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
 		cancel()
 		b.note(start, err)
+		b.mu.Lock()
+		b.deletedLocked(dels, err == nil)
+		b.mu.Unlock()
 		if err != nil {
 			return // kept for a later pump; the lease expiry removes them at worst
 		}
-		b.mu.Lock()
-		for _, k := range keys[:n] {
-			if b.deletes[k] == revs[k] {
-				delete(b.deletes, k)
-			}
+		if len(dels) < 64 {
+			return
 		}
-		b.mu.Unlock()
-		keys = keys[n:]
 	}
 }

@@ -89,22 +89,10 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 	failed := make(chan error, 1)
 	healthy := d.Healthy
 	if opt.MetricsListen != "" {
-		ln, err := listenMetrics(opt.MetricsListen, r.log)
-		if err != nil {
+		var err error
+		if healthy, err = r.serveMetrics(ctx, &wg, opt.MetricsListen, failed); err != nil {
 			return err
 		}
-		healthy = func() error {
-			if err := ln.Stalled(time.Now()); err != nil {
-				return err
-			}
-			return d.Healthy()
-		}
-		wg.Go(func() {
-			defer ln.DropReserve()
-			if err := metrics.Serve(ctx, ln, d); err != nil {
-				failed <- fmt.Errorf("metrics endpoint: %w", err)
-			}
-		})
 	}
 	wg.Go(func() { d.RunPredictor(ctx, opt.PredictEvery) })
 
@@ -123,6 +111,36 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 			report(err)
 		}
 	})
+	return r.until(ctx, cancel, served, failed, sigs)
+}
+
+// serveMetrics serves the metrics endpoint at addr on wg until ctx ends,
+// sending a failure to failed. The daemon is then healthy only while the
+// endpoint's listener is not stalled too: healthy says so.
+func (r runner) serveMetrics(ctx context.Context, wg *sync.WaitGroup, addr string, failed chan<- error) (healthy func() error, err error) {
+	ln, err := listenMetrics(addr, r.log)
+	if err != nil {
+		return nil, err
+	}
+	wg.Go(func() {
+		defer ln.DropReserve()
+		if err := metrics.Serve(ctx, ln, r.d); err != nil {
+			failed <- fmt.Errorf("metrics endpoint: %w", err)
+		}
+	})
+	return func() error {
+		if err := ln.Stalled(time.Now()); err != nil {
+			return err
+		}
+		return r.d.Healthy()
+	}, nil
+}
+
+// until runs the ready service until the socket's server ends (its result
+// is Run's), the metrics endpoint fails, ctx ends, or SIGTERM or SIGINT
+// stops it (STOPPING=1); SIGHUP reloads. Stopping cancels the server and
+// waits for it.
+func (r runner) until(ctx context.Context, cancel context.CancelFunc, served <-chan error, failed <-chan error, sigs <-chan os.Signal) error {
 	for {
 		select {
 		case err := <-served:
@@ -138,8 +156,8 @@ func Run(ctx context.Context, d Daemon, opt Options) error {
 				r.reload()
 				continue
 			}
-			r.log.Info("stopping", "signal", sig.String(), "status", d.Status())
-			r.notified(r.notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, d.Status())))
+			r.log.Info("stopping", "signal", sig.String(), "status", r.d.Status())
+			r.notified(r.notify.Stopping(fmt.Sprintf("stopping on %v (%s): queued clients are told, running queries keep running", sig, r.d.Status())))
 			cancel()
 			return <-served
 		}

@@ -96,14 +96,30 @@ func run(bin, base, cgexec, command string, runs int) error {
 			&way{name: "base: poolagent-run -- " + command, argv: []string{filepath.Join(base, "poolagent-run"), "--socket", baseSocket, "--", command}},
 			&way{name: "base: poolagent run -- " + command, argv: []string{filepath.Join(base, "poolagent"), "run", "--socket", baseSocket, "--", command}})
 	}
-	// One warm-up round, not counted: page cache, the daemons' first
-	// query.
+	load := loadAverage()
+	if err := measure(ways, runs); err != nil {
+		return err
+	}
+	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
+	if v2 {
+		mode = "cgroup v2 (" + cpu + ")"
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	fmt.Printf("%s, kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
+		mode, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
+	printRatios(ways, base != "")
+	return nil
+}
+
+// measure starts each way once to warm up, not counted (page cache, the
+// daemons' first query), then runs the rounds: every way once per round,
+// in an order that rotates from round to round.
+func measure(ways []*way, runs int) error {
 	for _, w := range ways {
 		if _, err := start(w.argv); err != nil {
 			return err
 		}
 	}
-	load := loadAverage()
 	for i := range runs {
 		if i%10 == 0 {
 			fmt.Fprintf(os.Stderr, "benchstart: round %d of %d\n", i+1, runs)
@@ -117,14 +133,14 @@ func run(bin, base, cgexec, command string, runs int) error {
 			w.wall = append(w.wall, d)
 		}
 	}
+	return nil
+}
 
-	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
-	if v2 {
-		mode = "cgroup v2 (" + cpu + ")"
-	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	fmt.Printf("%s, kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
-		mode, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
+// printRatios prints each way's median and its ratio to cgexec's (ways[2]),
+// of the medians and paired within each round; with a base build (its two
+// ways last), also this build's two ways over the base's: the ratio of
+// the medians, and the ratios round by round.
+func printRatios(ways []*way, base bool) {
 	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
 	cgexecWay := ways[2]
 	fmt.Printf("%-42s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
@@ -132,7 +148,7 @@ func run(bin, base, cgexec, command string, runs int) error {
 		fmt.Printf("%-42s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
 			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
 	}
-	if base != "" {
+	if base {
 		fmt.Println("this build over the base (< 1: this build starts faster): the ratio of the medians, and min, median and max of the ratios round by round:")
 		fmt.Printf("%-42s %8s %8s %8s %8s\n", "way", "medians", "min", "median", "max")
 		for i, w := range ways[:2] {
@@ -141,7 +157,6 @@ func run(bin, base, cgexec, command string, runs int) error {
 			fmt.Printf("%-42s %8.3f %8.3f %8.3f %8.3f\n", w.name, float64(median(w.wall))/float64(median(b)), slices.Min(r), median(r), slices.Max(r))
 		}
 	}
-	return nil
 }
 
 // startDaemon starts `poolagent daemon` of the bin directory on a fresh
