@@ -48,7 +48,9 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	case protocol.OpQueries:
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
 	case protocol.OpHistory:
-		reply = s.serveHistory(req)
+		var release func()
+		reply, release = s.serveHistory(req)
+		defer release()
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)
 	case protocol.OpReleaseNode:

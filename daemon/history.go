@@ -86,7 +86,12 @@ type poolHistory struct {
 	// last read of its threads; nil when not read.
 	prevRun map[int]uint64
 	base    bool
-	due     time.Time
+	// quiet is set when the last read found the pool idle and running
+	// no query of this daemon: it is then read once a
+	// QuietHistoryInterval (readAt is when it was read last).
+	quiet  bool
+	readAt time.Time
+	due    time.Time
 }
 
 // history is the daemon's rolling record of every pool. Its lock is a
@@ -98,10 +103,13 @@ type history struct {
 	// threads reads the threads of a pool and its queries; nil where
 	// they cannot be listed (thread counts are then -1).
 	threads func(pool string) threadRead
+	// replying holds a token while an OpHistory reply is built and
+	// written (serveHistory).
+	replying chan struct{}
 }
 
 func newHistory(cfg HistoryConfig) *history {
-	return &history{cfg: cfg, pools: map[string]*poolHistory{}}
+	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: make(chan struct{}, 1)}
 }
 
 // interval is the interval a pool with limit l is sampled at.
@@ -126,12 +134,23 @@ func (s *Server) historyLoop(ctx context.Context) {
 // sampleHistory reads the pools that are due at now and returns when the
 // next one is due.
 func (s *Server) sampleHistory(now time.Time) time.Time {
-	due, next := s.history.due(s.Desired(), now)
+	running := s.reg.runningQueries()
+	active := map[string]bool{}
+	for _, q := range running {
+		active[q[0]] = true
+	}
+	due, next := s.history.due(s.Desired(), now, active)
 	if len(due) == 0 {
 		return next
 	}
-	return s.history.store(due, s.readHistory(due), now, next)
+	return s.history.store(due, s.readHistory(due, running), now, next)
 }
+
+// QuietHistoryInterval is how often the history reads a quiet pool: one
+// that did not run at its last read and runs no query of this daemon.
+// Such a pool is read each period again as soon as the daemon admits a
+// query to it (the history looks every MinHistoryInterval).
+const QuietHistoryInterval = time.Second
 
 // duePool is a pool whose interval has ended: its name, and whether its
 // threads are to be read (the first read of a segment, or a pool whose
@@ -140,12 +159,14 @@ type duePool struct {
 	name      string
 	base      bool
 	prevUsage uint64
+	// active is whether a query this daemon admitted runs in the pool.
+	active bool
 }
 
 // due starts a segment for every pool whose limit changed, forgets the
 // pools no longer planned, and returns the pools due at now and when the
 // next of the others is.
-func (h *history) due(d planner.Desired, now time.Time) (due []duePool, next time.Time) {
+func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) (due []duePool, next time.Time) {
 	next = now.Add(MinHistoryInterval)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -164,10 +185,14 @@ func (h *history) due(d planner.Desired, now time.Time) (due []duePool, next tim
 			ph.segs = append(ph.segs, &segment{limit: lim, query: query, nodeCPUs: d.Node.CPUs, intervalUsec: iv.Microseconds(), start: now})
 			ph.base, ph.due = false, now
 		}
-		if !ph.due.After(now) {
-			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec})
+		at := ph.due
+		if ph.base && ph.quiet && !active[p.Name] {
+			at = maxTime(at, ph.readAt.Add(QuietHistoryInterval))
+		}
+		if !at.After(now) {
+			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, active: active[p.Name]})
 		} else {
-			next = minTime(next, ph.due)
+			next = minTime(next, at)
 		}
 	}
 	for name := range h.pools {
@@ -206,7 +231,7 @@ type threadLister interface {
 // readHistory reads the due pools' counters, their running queries', and
 // the threads of each pool that ran since its last read (or whose
 // segment starts): a pool idle since then has run no thread.
-func (s *Server) readHistory(due []duePool) historyRead {
+func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
 		names[i] = p.name
@@ -216,7 +241,7 @@ func (s *Server) readHistory(due []duePool) historyRead {
 	if r.stats, err = s.cg.PoolStats(names); err != nil {
 		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
 	}
-	for _, q := range s.reg.runningQueries() {
+	for _, q := range running {
 		if _, ok := r.stats[q[0]]; !ok {
 			continue
 		}
@@ -272,12 +297,20 @@ func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.
 		tr, threadsRead := r.threads[d.name]
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
-			span := int64(missed+1) * seg.intervalUsec
+			n := missed + 1
+			if ph.quiet && d.active {
+				// A quiet pool to which a query came since the last
+				// look: what it ran is the last interval's, the
+				// intervals it was not read in were idle.
+				seg.n += uint32(missed)
+				n = 1
+			}
+			span := int64(n) * seg.intervalUsec
 			p := ph.sample(cur, r.queries[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
 			if tr.run != nil {
 				ph.countThreads(&p, tr, span, seg.intervalUsec)
 			}
-			h.add(seg, p, missed+1)
+			h.add(seg, p, n)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
 		} else {
 			// The first read of a segment is its baseline: the
@@ -288,7 +321,8 @@ func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.prevRun = tr.run
 		}
 		ph.keepQueries(d.name, r)
-		ph.prev, ph.base = cur, true
+		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec && !d.active
+		ph.prev, ph.base, ph.readAt = cur, true, now
 		h.trim(ph, now)
 		next = minTime(next, ph.due)
 	}
@@ -323,6 +357,13 @@ func (ph *poolHistory) countThreads(p *advise.Sample, tr threadRead, spanUsec, i
 	p.Ran = min(ran, advise.MaxThreads)
 	p.Threads = min(max(len(tr.run), p.Ran), advise.MaxThreads)
 	p.Runnable = min(tr.runnable, p.Threads)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -519,41 +560,48 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 	return t
 }
 
-// serveHistory answers OpHistory: the pool's traces, or every pool's.
-func (s *Server) serveHistory(req protocol.Request) protocol.AdminReply {
-	refuse := func(code, format string, args ...any) protocol.AdminReply {
-		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}
+// historyReplyWait is how long an OpHistory request waits for the reply
+// being written before it (one at a time) before it is refused.
+const historyReplyWait = 10 * time.Second
+
+// serveHistory answers OpHistory: the pool's traces. A reply holds up to
+// advise.MaxSamples intervals (about 11 MB of JSON), so only one is built
+// and written at a time in the daemon; release, which the caller calls
+// once the reply is sent, lets the next one be.
+func (s *Server) serveHistory(req protocol.Request) (reply protocol.AdminReply, release func()) {
+	refuse := func(code, format string, args ...any) (protocol.AdminReply, func()) {
+		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}, func() {}
 	}
-	if s.history == nil {
+	switch {
+	case s.history == nil:
 		return refuse(protocol.CodeBadRequest, "this daemon keeps no history of the pools (it was started with --history-window 0)")
-	}
-	if req.SinceUsec < 0 {
+	case req.SinceUsec < 0:
 		return refuse(protocol.CodeBadRequest, "since %d µs: accepted 0 (the whole window) or more", req.SinceUsec)
+	case req.Pool == "":
+		return refuse(protocol.CodeBadRequest, "no pool named (accepted: a pool of poolagent pools; advise --all asks for each in turn)")
 	}
+	select {
+	case s.history.replying <- struct{}{}:
+	case <-time.After(historyReplyWait):
+		return refuse(protocol.CodeLimit, "another history reply has been written for %s; try again (one is written at a time)", historyReplyWait)
+	}
+	release = func() { <-s.history.replying }
 	since := time.Duration(min(req.SinceUsec, int64(MaxHistoryWindow/time.Microsecond))) * time.Microsecond
-	pools := []string{req.Pool}
-	if req.Pool == "" {
-		pools = nil
-		for _, p := range s.Desired().Pools {
-			pools = append(pools, p.Name)
-		}
+	ts, ok := s.history.traces(req.Pool, since, time.Now())
+	if !ok {
+		release()
+		return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(req.Pool))
 	}
-	reply := protocol.AdminReply{Type: protocol.ReplyDone}
-	now := time.Now()
-	for _, pool := range pools {
-		ts, ok := s.history.traces(pool, since, now)
-		if !ok {
-			return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(pool))
+	reply = protocol.AdminReply{Type: protocol.ReplyDone}
+	for _, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			release()
+			return refuse(protocol.CodeInternal, "history of pool %s: %v", req.Pool, err)
 		}
-		for _, t := range ts {
-			b, err := json.Marshal(t)
-			if err != nil {
-				return refuse(protocol.CodeInternal, "history of pool %s: %v", pool, err)
-			}
-			reply.Traces = append(reply.Traces, b)
-		}
+		reply.Traces = append(reply.Traces, b)
 	}
-	return reply
+	return reply, release
 }
 
 // runningQueries lists the queries admitted and placed, as [pool, query

@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -168,9 +171,35 @@ func TestHistory(t *testing.T) {
 		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
 	}
 
-	reply := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	release()
 	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
 		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
+	}
+	if reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
+		t.Errorf("no pool named: %+v", reply)
+	} else {
+		release()
+	}
+	// One reply at a time: the next is built once the first is sent.
+	first, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+	if first.Type != protocol.ReplyDone {
+		t.Fatalf("history of olap: %+v", first)
+	}
+	got := make(chan protocol.AdminReply, 1)
+	go func() {
+		r, done := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+		done()
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a second reply while the first is being written: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if r := <-got; r.Type != protocol.ReplyDone {
+		t.Errorf("the second reply, once the first was sent: %+v", r)
 	}
 }
 
@@ -186,6 +215,9 @@ func TestHistoryThreads(t *testing.T) {
 		procRoot: t.TempDir(), tids: map[string][]int{}}
 	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
 	srv.history.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
 	usage := func(u uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -227,6 +259,67 @@ func TestHistoryThreads(t *testing.T) {
 	}
 }
 
+// countingCgroups is statCgroups that counts the reads of each pool.
+type countingCgroups struct {
+	*statCgroups
+	reads map[string]int
+}
+
+func (c *countingCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	for _, n := range names {
+		c.reads[n]++
+	}
+	return c.statCgroups.PoolStats(names)
+}
+
+// TestHistoryQuiet reads a pool that did not run and runs no query once a
+// second, not once a period; a query admitted to it makes it read at the
+// next look, and what it ran is the last interval's: the intervals not
+// read were idle.
+func TestHistoryQuiet(t *testing.T) {
+	cg := &countingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		reads: map[string]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 1000}}
+	cg.mu.Unlock()
+	for ms := 0; ms <= 1150; ms += 50 {
+		srv.sampleHistory(at(ms))
+	}
+	// The baseline at 0, a read at 100 that finds it idle, the next at
+	// 1100.
+	if got := cg.reads["olap"]; got != 3 {
+		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1100 ms)", got)
+	}
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 41_000, NrPeriods: 1}}
+	cg.mu.Unlock()
+	srv.sampleHistory(at(1150)) // not due: the schedule is at 1200
+	srv.sampleHistory(at(1200))
+	srv.sampleHistory(at(1300))
+	if got := cg.reads["olap"]; got != 5 {
+		t.Errorf("with a query the pool was read %d times, want 5 (each period again)", got)
+	}
+	ts, _ := srv.history.traces("olap", 0, at(1300))
+	if len(ts) != 1 || len(ts[0].Samples) != 13 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, s := range ts[0].Samples {
+		want := uint64(0)
+		if i == 11 {
+			want = 40_000
+		}
+		if s.UsageUsec != want {
+			t.Errorf("interval %d: usage %d µs, want %d", i, s.UsageUsec, want)
+		}
+	}
+}
+
 // BenchmarkHistoryMemory is what the history holds for 100 pools busy in
 // every interval for an hour at the 100 ms default period: the heap it
 // takes, in bytes per pool per hour.
@@ -252,8 +345,13 @@ func BenchmarkHistoryMemory(b *testing.B) {
 }
 
 // BenchmarkKernelHistorySample is what sampling costs the daemon on the
-// real kernel: 100 pools, each with one query cgroup, read once an
-// interval. Reported: CPU time per pool per hour at the 100 ms default.
+// real kernel: 100 pools, each with one query cgroup holding a sleeping
+// process. "quiet": no query of this daemon runs in the pools, which did
+// not run, so each is read once a QuietHistoryInterval; "idle": each runs
+// a query of this daemon and is read once an interval, its query cgroup
+// too, but not its threads (the pool did not run); "ran": its threads are
+// read too, as for a pool that ran in every interval. Reported: CPU time
+// per pool per hour at the 100 ms default period.
 //
 //	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./daemon
 func BenchmarkKernelHistorySample(b *testing.B) {
@@ -270,30 +368,105 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
 	}
 	srv := historyServer(b, cg, pools.String())
+	srv.history.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
 	if err := cg.Apply(srv.Desired()); err != nil {
 		b.Fatal(err)
 	}
 	for _, ps := range srv.Desired().Pools {
+		sleeper := exec.Command("sleep", "600")
+		if err := sleeper.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 		for _, dir := range append([]string{root.Path}, root.Twins...) {
 			if err := os.Mkdir(filepath.Join(dir, ps.Name, "q1"), 0o755); err != nil {
 				b.Fatal(err)
 			}
+			if err := os.WriteFile(filepath.Join(dir, ps.Name, "q1", "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	srv.reg.mu.Lock()
-	for i, ps := range srv.Desired().Pools {
-		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+	// The clock the sampling sees: 100 ms later at every round, across
+	// the runs of every sub-benchmark, so that every pool is due.
+	clock := time.Now()
+	srv.sampleHistory(clock)
+	for _, mode := range []string{"quiet", "idle", "ran"} {
+		if mode == "idle" {
+			// From here every pool runs a query of this daemon.
+			srv.reg.mu.Lock()
+			for i, ps := range srv.Desired().Pools {
+				srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+			}
+			srv.reg.mu.Unlock()
+		}
+		b.Run(mode, func(b *testing.B) {
+			cpu0 := processCPU(b, os.Getpid())
+			for range b.N {
+				clock = clock.Add(100 * time.Millisecond)
+				srv.sampleHistory(clock)
+				if mode == "ran" {
+					for _, ps := range srv.Desired().Pools {
+						if tr := srv.history.threads(ps.Name); len(tr.run) == 0 {
+							b.Fatalf("pool %s: no threads read", ps.Name)
+						}
+					}
+				}
+			}
+			cpu := processCPU(b, os.Getpid()) - cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
+		})
 	}
-	srv.reg.mu.Unlock()
-	now := time.Now()
-	srv.sampleHistory(now)
-	b.ResetTimer()
-	cpu0 := processCPU(b, os.Getpid())
-	for i := range b.N {
-		srv.sampleHistory(now.Add(time.Duration(i+1) * 100 * time.Millisecond))
+}
+
+// countingCgroups is statCgroups that counts the reads of each pool.
+// BenchmarkHistoryRSS is the daemon's resident memory (VmRSS, not only
+// the Go heap) for the history of 100 pools busy in every 100 ms interval
+// for an hour: a server with 100 pools whose segments the sampling path
+// starts, filled with an hour of intervals each (the path a read takes
+// into the store). Reported: the growth of VmRSS, in bytes per pool per
+// hour, and the reply to `advise --pool` for one of them.
+//
+//	go test -run '^$' -bench HistoryRSS -benchtime 1x ./daemon
+func BenchmarkHistoryRSS(b *testing.B) {
+	for range b.N {
+		cg := &statCgroups{fakeCgroups: newFakeCgroups(b), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+		var pools strings.Builder
+		for p := range 100 {
+			fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
+			cg.pools[fmt.Sprintf("p%d", p)] = observe.Sample{}
+		}
+		srv := historyServer(b, cg, pools.String())
+		srv.history.cfg.Window = time.Hour
+		start := time.Now().Add(-time.Hour)
+		srv.sampleHistory(start) // every pool's segment and baseline
+		runtime.GC()
+		debug.FreeOSMemory()
+		before := processRSSMiB(b, os.Getpid())
+		busy := advise.Sample{UsageUsec: 4_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 6_000, QueryNrThrottled: 1, QueryThrottledUsec: 6_000,
+			Threads: 3, Ran: 2, Runnable: 1}
+		srv.history.mu.Lock()
+		for _, ph := range srv.history.pools {
+			for range 36_000 {
+				srv.history.add(ph.last(), busy, 1)
+			}
+		}
+		srv.history.mu.Unlock()
+		runtime.GC()
+		debug.FreeOSMemory()
+		after := processRSSMiB(b, os.Getpid())
+		b.ReportMetric((after-before)*(1<<20)/100, "rss-bytes/pool-hour")
+		b.ReportMetric(after-before, "rss-MiB/100-pool-hours")
+		reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
+		release()
+		if reply.Type != protocol.ReplyDone || len(reply.Traces) != 1 {
+			b.Fatalf("history of p0: %+v", reply.Error)
+		}
+		enc, err := json.Marshal(reply)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(enc)), "reply-bytes/pool-hour")
+		runtime.KeepAlive(srv)
 	}
-	cpu := processCPU(b, os.Getpid()) - cpu0
-	perSample := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 100
-	b.ReportMetric(perSample*36_000/1e6, "ms-wall/pool-hour")
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
 }

@@ -390,54 +390,7 @@ func TestKernelFleetChaos(t *testing.T) {
 	began := time.Now()
 	phase := func(name string, over int, refusable func(outcome) bool, during func()) {
 		t.Helper()
-		began := time.Now()
-		qlog := filepath.Join(ch.dir, name+".log")
-		stop := make(chan struct{})
-		wait := ch.load(12, "olap", qlog, 200, false, stop)
-		time.Sleep(time.Second)
-		during()
-		time.Sleep(time.Second)
-		close(stop)
-		outs := wait()
-		ivs := readIntervals(t, qlog)
-		peak, overNs := maxConcurrent(ivs, c4)
-		var refused, failed []string
-		for _, o := range outs {
-			switch {
-			case o.refused && !refusable(o):
-				refused = append(refused, o.node+": "+o.err)
-			case o.err != "" && !o.refused:
-				failed = append(failed, o.node+": "+o.err)
-			}
-		}
-		t.Logf("%s (%s): %d queries ran, %d client runs; at most %d at once (C = %d), over C for %.2f s; %d refused as the fault explains, %d clients lost their daemon",
-			name, time.Since(began).Round(100*time.Millisecond), len(ivs), len(outs), peak, c4, float64(overNs)/1e9, countRefused(outs), len(failed))
-		for _, f := range failed {
-			if strings.HasPrefix(f[strings.Index(f, ": ")+2:], "client still waiting") {
-				t.Errorf("%s: %s", name, f)
-			}
-		}
-		if peak > c4+over {
-			t.Errorf("%s: %d ran at once; C = %d and the fault may add %d", name, peak, c4, over)
-		}
-		if len(refused) > 0 {
-			t.Errorf("%s: %d false refusals, first: %s", name, len(refused), refused[0])
-		}
-		if len(ivs) == 0 {
-			t.Errorf("%s: no query ran", name)
-		}
-		deadline := time.Now().Add(3*ttl + 5*time.Second)
-		for len(ch.keysLeft()) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: query keys left in etcd: %v", name, ch.keysLeft())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		for _, n := range ch.nodes {
-			if run, queued := ch.olapView(n, deadline); run != 0 || queued != 0 {
-				t.Fatalf("%s: node %s's view shows %d running and %d queued in olap with no query left", name, n.name, run, queued)
-			}
-		}
+		ch.phase(name, c4, over, refusable, during)
 	}
 	none := func(outcome) bool { return false }
 	cutOff := func(nodes ...*chaosNode) func(outcome) bool {
@@ -694,6 +647,64 @@ func (c *chaos) revision() int64 {
 	return resp.Header.Revision
 }
 
+// phase runs one phase of TestKernelFleetChaos: twelve clients loop 200 ms
+// queries in pool olap (C = c) for a second, through during, and a second
+// more. It asserts from the queries' own logs that at most c + over ran at
+// once, that no client was refused but as refusable says, and that the
+// cluster's query keys and every node's view of olap are back to zero.
+func (c *chaos) phase(name string, limit, over int, refusable func(outcome) bool, during func()) {
+	t := c.t
+	t.Helper()
+	began := time.Now()
+	qlog := filepath.Join(c.dir, name+".log")
+	stop := make(chan struct{})
+	wait := c.load(12, "olap", qlog, 200, false, stop)
+	time.Sleep(time.Second)
+	during()
+	time.Sleep(time.Second)
+	close(stop)
+	outs := wait()
+	ivs := readIntervals(t, qlog)
+	peak, overNs := maxConcurrent(ivs, limit)
+	var refused, failed []string
+	for _, o := range outs {
+		switch {
+		case o.refused && !refusable(o):
+			refused = append(refused, o.node+": "+o.err)
+		case o.err != "" && !o.refused:
+			failed = append(failed, o.node+": "+o.err)
+		}
+	}
+	t.Logf("%s (%s): %d queries ran, %d client runs; at most %d at once (C = %d), over C for %.2f s; %d refused as the fault explains, %d clients lost their daemon",
+		name, time.Since(began).Round(100*time.Millisecond), len(ivs), len(outs), peak, limit, float64(overNs)/1e9, countRefused(outs), len(failed))
+	for _, f := range failed {
+		if strings.HasPrefix(f[strings.Index(f, ": ")+2:], "client still waiting") {
+			t.Errorf("%s: %s", name, f)
+		}
+	}
+	if peak > limit+over {
+		t.Errorf("%s: %d ran at once; C = %d and the fault may add %d", name, peak, limit, over)
+	}
+	if len(refused) > 0 {
+		t.Errorf("%s: %d false refusals, first: %s", name, len(refused), refused[0])
+	}
+	if len(ivs) == 0 {
+		t.Errorf("%s: no query ran", name)
+	}
+	deadline := time.Now().Add(3*c.ttl + 5*time.Second)
+	for len(c.keysLeft()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: query keys left in etcd: %v", name, c.keysLeft())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, n := range c.nodes {
+		if run, queued := c.olapView(n, deadline); run != 0 || queued != 0 {
+			t.Fatalf("%s: node %s's view shows %d running and %d queued in olap with no query left", name, n.name, run, queued)
+		}
+	}
+}
+
 // follower returns a member that is not the cluster's leader.
 func (c *chaos) follower() *etcdtest.Member {
 	c.t.Helper()
@@ -728,107 +739,119 @@ func countRefused(outs []outcome) int {
 // pool with a global limit (C = 1000) through 3 fleet nodes on a 3-member
 // etcd cluster with fsync on, against the same loops through one daemon
 // without etcd, in alternating 5 s phases of one run: admissions per
-// second and each run's wall time (p50, p99) of both, and the ratio.
+// second and each run's wall time (p50, p99) of both, and the ratio; the
+// CPU time per admission of the daemons and members (in all, beyond what
+// they use idle, and the members' alone) and of the clients, and the etcd
+// write transactions per admission.
 func BenchmarkFleetEndToEnd(b *testing.B) {
 	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 1000);\n")
-	single := ch.single()
-	const loops, phase = 30, 5 * time.Second
-	var fleetN, singleN int
-	var fleetT, singleT time.Duration
-	var fleetW, singleW []time.Duration
-	var fleetCPU, singleCPU, etcdCPU time.Duration    // of the daemons and etcd members
-	var fleetClientCPU, singleClientCPU time.Duration // of the clients and their queries
-	var fleetWrites int64                             // etcd write transactions
+	fleet := &e2eSide{nodes: ch.nodes, members: ch.etcd.Members}
+	single := &e2eSide{nodes: []*chaosNode{ch.single()}}
 	// What the processes use without queries (leases, heartbeats, the
-	// daemons' own sampling), per second, to tell from what each
-	// admission costs.
-	fleetPIDs := []int{}
-	for _, n := range ch.nodes {
-		fleetPIDs = append(fleetPIDs, n.pid())
-	}
-	for _, m := range ch.etcd.Members {
-		fleetPIDs = append(fleetPIDs, m.PID())
-	}
-	idle0, single0, t0 := cpuOf(b, fleetPIDs), cpuOf(b, []int{single.pid()}), time.Now()
+	// daemons' own sampling), to tell from what each admission costs.
+	fleet.idleStart(b)
+	single.idleStart(b)
 	time.Sleep(3 * time.Second)
-	// Fractions of one CPU.
-	idleFleet := float64(cpuOf(b, fleetPIDs)-idle0) / float64(time.Since(t0))
-	idleSingle := float64(cpuOf(b, []int{single.pid()})-single0) / float64(time.Since(t0))
+	fleet.idleEnd(b)
+	single.idleEnd(b)
 	for b.Loop() {
-		for _, fleet := range []bool{true, false} {
-			nodes := ch.nodes
-			if !fleet {
-				nodes = []*chaosNode{single}
-			}
-			var pids []int
-			for _, n := range nodes {
-				pids = append(pids, n.pid())
-			}
-			if fleet {
-				for _, m := range ch.etcd.Members {
-					pids = append(pids, m.PID())
-				}
-			}
-			cpu0, etcd0, client0 := cpuOf(b, pids), cpuOf(b, pids[len(nodes):]), childrenCPU(b)
-			rev0 := ch.revision()
-			stop := make(chan struct{})
-			start := time.Now()
-			wait := ch.loadOn(nodes, loops, "olap", "", 0, true, stop)
-			time.Sleep(phase)
-			close(stop)
-			outs := wait()
-			took := time.Since(start)
-			cpu := cpuOf(b, pids) - cpu0
-			etcdCPU += cpuOf(b, pids[len(nodes):]) - etcd0
-			// Only the clients end, and are waited for, during a phase.
-			clientCPU := childrenCPU(b) - client0
-			var walls []time.Duration
-			for _, o := range outs {
-				if o.err != "" {
-					b.Fatalf("%s: %s", o.node, o.err)
-				}
-				walls = append(walls, o.wall)
-			}
-			if fleet {
-				fleetN, fleetT, fleetW, fleetCPU = fleetN+len(outs), fleetT+took, append(fleetW, walls...), fleetCPU+cpu
-				fleetClientCPU += clientCPU
-				fleetWrites += ch.revision() - rev0
-			} else {
-				singleN, singleT, singleW, singleCPU = singleN+len(outs), singleT+took, append(singleW, walls...), singleCPU+cpu
-				singleClientCPU += clientCPU
-			}
-		}
+		fleet.phase(b, ch)
+		single.phase(b, ch)
 	}
-	fr, sr := float64(fleetN)/fleetT.Seconds(), float64(singleN)/singleT.Seconds()
-	f50, f99 := quantiles(fleetW)
-	s50, s99 := quantiles(singleW)
-	b.ReportMetric(fr, "fleet-adm/s")
-	b.ReportMetric(sr, "single-adm/s")
-	b.ReportMetric(fr/sr, "fleet/single")
+	f50, f99 := quantiles(fleet.walls)
+	s50, s99 := quantiles(single.walls)
+	b.ReportMetric(fleet.rate(), "fleet-adm/s")
+	b.ReportMetric(single.rate(), "single-adm/s")
+	b.ReportMetric(fleet.rate()/single.rate(), "fleet/single")
 	b.ReportMetric(ms(f50), "fleet-p50-ms")
 	b.ReportMetric(ms(f99), "fleet-p99-ms")
 	b.ReportMetric(ms(s50), "single-p50-ms")
 	b.ReportMetric(ms(s99), "single-p99-ms")
-	b.ReportMetric(ms(fleetCPU)/float64(fleetN), "fleet-cpu-ms/adm")
-	b.ReportMetric(ms(singleCPU)/float64(singleN), "single-cpu-ms/adm")
-	b.ReportMetric(ms(etcdCPU)/float64(fleetN), "etcd-cpu-ms/adm")
-	b.ReportMetric(ms(time.Duration(float64(fleetCPU)-idleFleet*float64(fleetT)))/float64(fleetN), "fleet-busy-cpu-ms/adm")
-	b.ReportMetric(ms(time.Duration(float64(singleCPU)-idleSingle*float64(singleT)))/float64(singleN), "single-busy-cpu-ms/adm")
-	b.ReportMetric(idleFleet*100, "fleet-idle-cpu-%")
-	b.ReportMetric(ms(fleetClientCPU)/float64(fleetN), "fleet-client-cpu-ms/adm")
-	b.ReportMetric(float64(fleetWrites)/float64(fleetN), "etcd-writes/adm")
-	b.ReportMetric(ms(singleClientCPU)/float64(singleN), "single-client-cpu-ms/adm")
+	b.ReportMetric(fleet.perAdm(fleet.cpu), "fleet-cpu-ms/adm")
+	b.ReportMetric(single.perAdm(single.cpu), "single-cpu-ms/adm")
+	b.ReportMetric(fleet.perAdm(fleet.etcdCPU), "etcd-cpu-ms/adm")
+	b.ReportMetric(fleet.busy(), "fleet-busy-cpu-ms/adm")
+	b.ReportMetric(single.busy(), "single-busy-cpu-ms/adm")
+	b.ReportMetric(fleet.idle*100, "fleet-idle-cpu-%")
+	b.ReportMetric(fleet.perAdm(fleet.clientCPU), "fleet-client-cpu-ms/adm")
+	b.ReportMetric(single.perAdm(single.clientCPU), "single-client-cpu-ms/adm")
+	b.ReportMetric(float64(fleet.writes)/float64(fleet.n), "etcd-writes/adm")
 }
 
-// childrenCPU is the CPU time (user + system) of the children of this
-// process that have ended and been waited for, and of theirs.
-func childrenCPU(b testing.TB) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		b.Fatal(err)
+// e2eSide is one side of BenchmarkFleetEndToEnd: its daemons, its etcd
+// members (none for the single daemon) and what its phases measured.
+type e2eSide struct {
+	nodes   []*chaosNode
+	members []*etcdtest.Member
+	n       int // admissions
+	took    time.Duration
+	walls   []time.Duration
+	// CPU time of the daemons and members, of the members alone, and of
+	// the clients and their queries.
+	cpu, etcdCPU, clientCPU time.Duration
+	writes                  int64 // etcd write transactions
+	idle                    float64
+	idle0                   time.Duration
+	idleAt                  time.Time
+}
+
+// pids are the side's daemons, then its members.
+func (s *e2eSide) pids() []int {
+	var pids []int
+	for _, n := range s.nodes {
+		pids = append(pids, n.pid())
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, m := range s.members {
+		pids = append(pids, m.PID())
+	}
+	return pids
+}
+
+func (s *e2eSide) idleStart(b *testing.B) { s.idle0, s.idleAt = cpuOf(b, s.pids()), time.Now() }
+
+// idleEnd sets idle, the fraction of one CPU the side used since
+// idleStart.
+func (s *e2eSide) idleEnd(b *testing.B) {
+	s.idle = float64(cpuOf(b, s.pids())-s.idle0) / float64(time.Since(s.idleAt))
+}
+
+// phase runs 30 loops of `poolagent run -- /bin/true` through the side's
+// daemons for 5 s and adds what it measured.
+func (s *e2eSide) phase(b *testing.B, ch *chaos) {
+	pids := s.pids()
+	members := pids[len(s.nodes):]
+	cpu0, etcd0, client0 := cpuOf(b, pids), cpuOf(b, members), childrenCPU(b)
+	rev0 := ch.revision()
+	stop := make(chan struct{})
+	start := time.Now()
+	wait := ch.loadOn(s.nodes, 30, "olap", "", 0, true, stop)
+	time.Sleep(5 * time.Second)
+	close(stop)
+	outs := wait()
+	s.took += time.Since(start)
+	s.cpu += cpuOf(b, pids) - cpu0
+	s.etcdCPU += cpuOf(b, members) - etcd0
+	// Only the clients end, and are waited for, during a phase.
+	s.clientCPU += childrenCPU(b) - client0
+	if len(s.members) > 0 {
+		s.writes += ch.revision() - rev0
+	}
+	for _, o := range outs {
+		if o.err != "" {
+			b.Fatalf("%s: %s", o.node, o.err)
+		}
+		s.walls = append(s.walls, o.wall)
+	}
+	s.n += len(outs)
+}
+
+func (s *e2eSide) rate() float64                  { return float64(s.n) / s.took.Seconds() }
+func (s *e2eSide) perAdm(d time.Duration) float64 { return ms(d) / float64(s.n) }
+
+// busy is the daemons' and members' CPU per admission beyond what they
+// use idle.
+func (s *e2eSide) busy() float64 {
+	return s.perAdm(s.cpu - time.Duration(s.idle*float64(s.took)))
 }
 
 func (n *chaosNode) pid() int {
@@ -906,4 +929,15 @@ func BenchmarkFreePoolBesideEtcd(b *testing.B) {
 	b.ReportMetric(ms(s50), "saturated-p50-ms")
 	b.ReportMetric(ms(s99), "saturated-p99-ms")
 	b.ReportMetric(float64(s50)/float64(i50), "p50-ratio")
+}
+
+// childrenCPU is the CPU time (user + system) of the children of this
+// process that have ended and been waited for, and of theirs.
+func childrenCPU(b testing.TB) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -107,11 +107,12 @@ const (
 	OpPools       = "pools"
 	OpClassifiers = "classifiers"
 	OpQueries     = "queries"
-	// OpHistory reads the daemon's history of a pool (Request.Pool; all
-	// pools when empty) since Request.SinceUsec ago (the whole window
-	// when 0), as traces of `poolagent record` (AdminReply.Traces). Open
-	// to every local user, like the views: it shows the pools' counters,
-	// which `poolagent stat` shows anyone.
+	// OpHistory reads the daemon's history of a pool (Request.Pool)
+	// since Request.SinceUsec ago (the whole window when 0), as traces of
+	// `poolagent record` (AdminReply.Traces). Open to every local user,
+	// like the views: it shows the pools' counters, which `poolagent
+	// stat` shows anyone. One reply is written at a time in the daemon
+	// (docs/security.md).
 	OpHistory = "history"
 	// OpReleaseNode releases, in fleet mode, the strict slots of the node
 	// named in Request.Node (administrators only; docs/fleet.md).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -22,32 +23,48 @@ func historyFlags() []cli.Flag {
 	}
 }
 
-// daemonTraces asks the daemon for its history of pool (every pool when
-// ""), and returns, per pool in the daemon's order, its latest trace and
-// how many earlier stretches under other limits the window holds.
+// daemonTraces asks the daemon for its history of pool (of every pool of
+// the node, one at a time, when ""), and returns, per pool in the
+// daemon's order, its latest trace and how many earlier stretches under
+// other limits the window holds.
 func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier map[string]int, err error) {
 	since := c.Duration("since")
 	if since < 0 {
 		return nil, nil, usageErr("--since %s is not accepted (accepted: a positive duration such as 30m)", since)
 	}
-	r, err := client.Ask(c.String("socket"), protocol.Request{Op: protocol.OpHistory, Pool: pool, SinceUsec: since.Microseconds()})
-	if err != nil {
-		return nil, nil, err
-	}
-	earlier = map[string]int{}
-	index := map[string]int{}
-	for i, raw := range r.Traces {
-		t, err := advise.ParseTrace(fmt.Sprintf("the daemon's history (trace %d)", i+1), bytes.NewReader(raw))
+	pools := []string{pool}
+	if pool == "" {
+		r, err := client.Ask(c.String("socket"), protocol.Request{Op: protocol.OpPools, Local: true})
 		if err != nil {
 			return nil, nil, err
 		}
-		if k, ok := index[t.Pool]; ok {
-			latest[k] = t
-			earlier[t.Pool]++
-			continue
+		pools = nil
+		for _, p := range r.Pools {
+			pools = append(pools, p.Name)
 		}
-		index[t.Pool] = len(latest)
-		latest = append(latest, t)
+	}
+	earlier = map[string]int{}
+	for _, p := range pools {
+		r, err := client.Ask(c.String("socket"), protocol.Request{Op: protocol.OpHistory, Pool: p, SinceUsec: since.Microseconds()})
+		var refused *client.RefusedError
+		if pool == "" && errors.As(err, &refused) && refused.Code == protocol.CodeUnknownPool {
+			continue // a pool made since the view was read, or one not sampled yet
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, raw := range r.Traces {
+			t, err := advise.ParseTrace(fmt.Sprintf("the daemon's history of pool %s (trace %d)", p, i+1), bytes.NewReader(raw))
+			if err != nil {
+				return nil, nil, err
+			}
+			if i > 0 {
+				latest[len(latest)-1] = t
+				earlier[t.Pool]++
+				continue
+			}
+			latest = append(latest, t)
+		}
 	}
 	if pool != "" && len(latest) == 0 {
 		return nil, nil, fmt.Errorf("--pool %s: the daemon's history holds no whole interval of it yet (it samples each pool once a period, at least every %s)", pool, 100*time.Millisecond)
