@@ -209,57 +209,18 @@ func TestGlobalLimit(t *testing.T) {
 			queue = append(queue, ran{n, id})
 		}
 	}
-	// 46 more at once: all rejected, with the cluster's figures. Submit
-	// decides none of them: each gets its refusal as an event.
-	var wg sync.WaitGroup
-	errs := make(chan error, 46)
-	var submitted [3]int
-	for i := range 46 {
-		submitted[i%3]++
-		wg.Go(func() {
-			if _, started, err := nodes[i%3].Submit("olap", "alice", time.Now()); started || err != nil {
-				errs <- fmt.Errorf("query %d: started %v, %v; want it undecided", i, started, err)
-			}
-		})
-	}
-	wg.Wait()
-	for i, n := range nodes {
-		for range submitted[i] {
-			errs <- n.next(t, 10*time.Second).Err
-		}
-	}
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, admission.ErrQueueFull) {
-			t.Fatalf("want a rejection, got %v", err)
-		}
-		if !strings.Contains(err.Error(), ", number of global delayed/running requests is 14, sum of them is larger than allowed limit 10 (including concurrent query limit 4) for pool olap") {
-			t.Fatalf("rejection without the cluster's figures: %v", err)
-		}
-	}
+	burstRejected(t, nodes, 46)
 	for _, n := range nodes {
 		waitFor(t, func() bool {
 			p := poolStats(n.Backend, "olap")
 			return p.Running == 4 && p.Queued == 10
 		}, "node %s sees 4 running and 10 queued", n.cfg.Node)
 	}
-	// Every node lists the cluster's queries: 4 running, then the queue
-	// in arrival order, each with its node.
-	for _, n := range nodes {
-		qs := n.Queries()
-		if len(qs) != 14 {
-			t.Fatalf("node %s lists %d queries, want 14: %+v", n.cfg.Node, len(qs), qs)
-		}
-		for i, q := range qs {
-			running := i < 4
-			if q.Running != running || q.Token == "" || !strings.HasPrefix(q.Token, q.Node+".") {
-				t.Fatalf("node %s, query %d: %+v", n.cfg.Node, i, q)
-			}
-			if !running && (q.Position != i-3 || q.Node != queue[i-4].n.cfg.Node) {
-				t.Fatalf("node %s, query %d: %+v; want position %d on %s", n.cfg.Node, i, q, i-3, queue[i-4].n.cfg.Node)
-			}
-		}
+	var queued []string
+	for _, r := range queue {
+		queued = append(queued, r.n.cfg.Node)
 	}
+	listsCluster(t, nodes, queued)
 	// Each end starts the oldest queued query, wherever it waits.
 	for len(running) > 0 {
 		r := running[0]
@@ -290,6 +251,62 @@ func TestGlobalLimit(t *testing.T) {
 		}, "node %s sees the pool empty", n.cfg.Node)
 	}
 	log.check(t, 4, 10)
+}
+
+// burstRejected submits n queries at once, in turn on each node, to pool
+// olap (C = 4, Q = 10) holding 4 running and 10 queued: Submit decides
+// none of them, and each gets its refusal, with the cluster's figures, as
+// an event.
+func burstRejected(t *testing.T, nodes []*node, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	submitted := make([]int, len(nodes))
+	for i := range n {
+		submitted[i%len(nodes)]++
+		wg.Go(func() {
+			if _, started, err := nodes[i%len(nodes)].Submit("olap", "alice", time.Now()); started || err != nil {
+				errs <- fmt.Errorf("query %d: started %v, %v; want it undecided", i, started, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, nd := range nodes {
+		for range submitted[i] {
+			errs <- nd.next(t, 10*time.Second).Err
+		}
+	}
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, admission.ErrQueueFull) {
+			t.Fatalf("want a rejection, got %v", err)
+		}
+		if !strings.Contains(err.Error(), ", number of global delayed/running requests is 14, sum of them is larger than allowed limit 10 (including concurrent query limit 4) for pool olap") {
+			t.Fatalf("rejection without the cluster's figures: %v", err)
+		}
+	}
+}
+
+// listsCluster checks that every node lists the cluster's queries: 4
+// running, then the queue in arrival order, each with its node (queued
+// names them).
+func listsCluster(t *testing.T, nodes []*node, queued []string) {
+	t.Helper()
+	for _, n := range nodes {
+		qs := n.Queries()
+		if len(qs) != 4+len(queued) {
+			t.Fatalf("node %s lists %d queries, want %d: %+v", n.cfg.Node, len(qs), 4+len(queued), qs)
+		}
+		for i, q := range qs {
+			running := i < 4
+			if q.Running != running || q.Token == "" || !strings.HasPrefix(q.Token, q.Node+".") {
+				t.Fatalf("node %s, query %d: %+v", n.cfg.Node, i, q)
+			}
+			if !running && (q.Position != i-3 || q.Node != queued[i-4]) {
+				t.Fatalf("node %s, query %d: %+v; want position %d on %s", n.cfg.Node, i, q, i-3, queued[i-4])
+			}
+		}
+	}
 }
 
 // runLog is the start and end times of the queries of one pool as their
