@@ -37,9 +37,13 @@ func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
 // does not reproduce the measurement, or finds less throttled time.
 func writeMarginNotes(b *strings.Builder, a *Advice) {
 	if a.Disagrees {
+		levels := fmt.Sprintf("query-level throttling, %s of it, is not modelled: the trace does not name the query limit", secText(a.Measured.QueryThrottledUsec))
+		if a.QueryLimitKnown {
+			levels = fmt.Sprintf("query-level throttling, %s of it, is modelled with the trace's query limit", secText(a.Measured.QueryThrottledUsec))
+		}
 		fmt.Fprintf(b, "  the model does not reproduce the measurement: %d of %d periods were throttled, over the budget, but the\n"+
-			"  replay of the current setting is within it (the demand is rebuilt from usage and throttled time alone;\n"+
-			"  query-level throttling, %s of it, is not modelled).\n", a.Measured.NrThrottled, a.Measured.NrPeriods, secText(a.Measured.QueryThrottledUsec))
+			"  replay of the current setting is within it (the demand is rebuilt from usage, throttled time and the threads that ran;\n"+
+			"  %s).\n", a.Measured.NrThrottled, a.Measured.NrPeriods, levels)
 		if a.Margin > 0 {
 			fmt.Fprintf(b, "  The margin is widened to every need x%s, the least at which the replay is over the budget too.\n", percentText(roundTo(a.Margin, 2)))
 		}

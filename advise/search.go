@@ -126,6 +126,9 @@ type Advice struct {
 	// recorded setting is over the budget too (Margin), or, when none
 	// is, gives no advice (Choice nil).
 	Disagrees bool
+	// QueryLimitKnown is whether the trace names its query cgroups'
+	// limit, so that the replay models throttling at both levels.
+	QueryLimitKnown bool
 	// Shortfall is how much less throttled time the replay of the
 	// recorded setting found than was measured, as a share of the
 	// measurement, when that is more than the class's error (0
@@ -199,7 +202,7 @@ func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
 	if w := replayWork(t, s.slots, t.Limit.PeriodUsec); w > maxWork/4 {
 		return nil, &TraceTooLongError{Pool: t.Pool, Work: w, Max: maxWork}
 	}
-	a := &Advice{Pool: t.Pool, Budget: b, Measured: Measured(t)}
+	a := &Advice{Pool: t.Pool, Budget: b, Measured: Measured(t), QueryLimitKnown: t.QueryLimit != nil}
 	if err := s.current(a); err != nil {
 		return nil, err
 	}

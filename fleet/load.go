@@ -44,25 +44,24 @@ func (b *Backend) Sample(now time.Time, busyPercent float64) ([]admission.Event,
 	return nil, refreshed
 }
 
-// publishRecord puts the node record when a refresh changed it.
+// publishRecord puts the node record after a refresh changed it (the
+// pump set b.publishing); a failed put is tried again at a later pump.
 func (b *Backend) publishRecord() {
 	b.mu.Lock()
-	lease, publish := b.lease, b.publish
-	b.publish = false
+	lease := b.lease
 	b.mu.Unlock()
-	if !publish || lease == 0 {
-		return
+	var err error
+	if lease != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		start := time.Now()
+		err = b.putRecord(ctx, lease)
+		cancel()
+		b.note(start, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
-	start := time.Now()
-	err := b.putRecord(ctx, lease)
-	cancel()
-	b.note(start, err)
-	if err != nil {
-		b.mu.Lock()
-		b.publish = true
-		b.mu.Unlock()
-	}
+	b.mu.Lock()
+	b.publishing = false
+	b.publish = b.publish || lease == 0 || err != nil
+	b.mu.Unlock()
 }
 
 // Load returns the state of CPU-load admission on this node: the

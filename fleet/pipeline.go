@@ -652,7 +652,8 @@ func (b *Backend) release(a *attempt) {
 // watch shows it, so that this node's next attempts count it.
 func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	rev := q.rev
-	a.reused = 0 // its key is q's now
+	a.reused = 0       // its key is q's now
+	a.reserved = false // its share of the node's CPU stays reserved until the next refresh
 	b.release(a)
 	q.st = running
 	q.key = a.runKey
