@@ -3,7 +3,6 @@ package advise
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"runtime"
 	"strconv"
@@ -141,16 +140,23 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 		}
 		return o, nil
 	}
-	p := simulate.DefaultKernelParams()
-	p.SliceUsec, p.TickUsec = t.SliceUsec, t.TickUsec
-	p.WindowUsec = lim.PeriodUsec
-	p.PeriodPhaseUsec = map[string]int64{replayPool: lim.PeriodUsec - 1}
+	// The model of the whole demand under lim and scale is built and
+	// checked once, when a run is first not in the cache; each run is a
+	// stretch of its tasks.
+	model := sync.OnceValues(func() (*simulate.KernelModel, error) {
+		m, err := simulate.NewKernelModel(replayHost(t, slots, lim, scale))
+		if err != nil {
+			return nil, fmt.Errorf("replay under cpu.max %s: %w", limitText(lim), err)
+		}
+		return m, nil
+	})
+	rs := replaySet{t: t, slots: slots, lim: lim, scale: scale, model: model}
 	step := lcm(lim.PeriodUsec, t.TickUsec)
 	gap := 2 * lim.PeriodUsec
 	// The runs as the gaps part them are replayed first, in parallel;
 	// the pass below takes their outcomes and replays again, merged,
 	// only a run whose work outlasted its gap.
-	if err := r.prefetch(t, slots, runsOf(t, slots, gap), lim, scale, step, p); err != nil {
+	if err := r.prefetch(rs, runsOf(t, slots, gap), step); err != nil {
 		return Outcome{}, err
 	}
 	var out Outcome
@@ -161,7 +167,7 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 				last++
 			}
 			shift := slots[first].StartUsec / step * step
-			run, err := r.run(t, slots[first:last+1], lim, scale, shift, p)
+			run, err := r.run(rs, first, last, shift)
 			if err != nil {
 				return Outcome{}, err
 			}
@@ -193,9 +199,9 @@ func runsOf(t *Trace, slots []Slot, gap int64) [][2]int {
 	return runs
 }
 
-// prefetch replays the runs of slots (runsOf) into the cache on up to
+// prefetch replays the runs of rs (runsOf) into the cache on up to
 // GOMAXPROCS goroutines, each taking every n-th run.
-func (r *replayer) prefetch(t *Trace, slots []Slot, runs [][2]int, lim cpulimit.Limit, scale float64, step int64, p simulate.KernelParams) error {
+func (r *replayer) prefetch(rs replaySet, runs [][2]int, step int64) error {
 	n := min(runtime.GOMAXPROCS(0), len(runs))
 	if n < 2 {
 		return nil
@@ -205,8 +211,8 @@ func (r *replayer) prefetch(t *Trace, slots []Slot, runs [][2]int, lim cpulimit.
 	for w := range n {
 		wg.Go(func() {
 			for k := w; k < len(runs) && errs[w] == nil; k += n {
-				run := slots[runs[k][0] : runs[k][1]+1]
-				_, errs[w] = r.run(t, run, lim, scale, run[0].StartUsec/step*step, p)
+				first, last := runs[k][0], runs[k][1]
+				_, errs[w] = r.run(rs, first, last, rs.slots[first].StartUsec/step*step)
 			}
 		})
 	}
@@ -266,19 +272,36 @@ func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
 	return &cpulimit.Limit{QuotaUsec: max(quota, cpulimit.MinQuotaUsec), PeriodUsec: lim.PeriodUsec}
 }
 
-// run is replayRun, or the outcome of the same run replayed before. It
-// may be called from several goroutines.
-func (r *replayer) run(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
-	key := runKey(slots, lim, scale, shift)
+// replaySet is one replay's demand and setting: the slots, the limit,
+// the margin, and the model of them all (replayHost), built once.
+type replaySet struct {
+	t     *Trace
+	slots []Slot
+	lim   cpulimit.Limit
+	scale float64
+	model func() (*simulate.KernelModel, error)
+}
+
+// run is the kernel-model run of rs.slots[first:last+1], shifted by shift
+// µs (a multiple of the period and the tick, which keeps every phase), or
+// the outcome of the same run replayed before. It may be called from
+// several goroutines.
+func (r *replayer) run(rs replaySet, first, last int, shift int64) (simulate.KernelRun, error) {
+	slots := rs.slots[first : last+1]
+	key := runKey(slots, rs.lim, rs.scale, shift)
 	r.mu.Lock()
 	run, ok := r.runs[key]
 	r.mu.Unlock()
 	if ok {
 		return run, nil
 	}
-	run, err := replayRun(t, slots, lim, scale, shift, p)
+	m, err := rs.model()
 	if err != nil {
 		return simulate.KernelRun{}, err
+	}
+	run, err = m.RunTasks(first, last+1, shift)
+	if err != nil {
+		return simulate.KernelRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(rs.lim), err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -287,37 +310,38 @@ func (r *replayer) run(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64
 	}
 	if _, ok := r.runs[key]; !ok {
 		r.runs[key] = run
-		r.work += replayWork(t, slots, lim.PeriodUsec)
+		r.work += replayWork(rs.t, slots, rs.lim.PeriodUsec)
 	}
 	return run, nil
 }
 
-// replayRun runs the slots as one kernel-model run, shifted by shift µs
-// (a multiple of the period and the tick, which keeps every phase).
-func replayRun(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64, shift int64, p simulate.KernelParams) (simulate.KernelRun, error) {
+// replayHost is the whole demand as one host for the kernel model: the
+// pool under lim, a task per slot arriving at its start with its need
+// times scale, and with a query limit each stretch of work in
+// consecutive intervals one query, in a query cgroup of its own made as
+// it starts. A run is a stretch of its tasks (KernelModel.RunTasks): it
+// starts a query, as every run's first slot follows an idle gap.
+func replayHost(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (simulate.Host, simulate.KernelParams) {
+	p := simulate.DefaultKernelParams()
+	p.SliceUsec, p.TickUsec = t.SliceUsec, t.TickUsec
+	p.WindowUsec = lim.PeriodUsec
+	p.PeriodPhaseUsec = map[string]int64{replayPool: lim.PeriodUsec - 1}
 	h := simulate.Host{CPUs: t.CPUs, TickUsec: 1, Groups: []simulate.Group{{
 		Name: replayPool, Limit: lim}}}
-	// With a query limit, each stretch of work in consecutive intervals
-	// is one query, in a query cgroup of its own made as it starts.
 	ql := queryLimitFor(t, lim)
 	group := replayPool
-	p.PeriodPhaseUsec = maps.Clone(p.PeriodPhaseUsec) // runs are replayed in parallel
 	for i, s := range slots {
 		if ql != nil && (i == 0 || s.StartUsec-slots[i-1].StartUsec > t.IntervalUsec) {
-			group = fmt.Sprintf("q%d", len(h.Groups))
+			group = "q" + strconv.Itoa(len(h.Groups))
 			h.Groups = append(h.Groups, simulate.Group{Name: group, Parent: replayPool, Limit: *ql})
 			// Writing its limit starts its period timer: its periods
 			// run from its start.
-			p.PeriodPhaseUsec[group] = (s.StartUsec - shift) % lim.PeriodUsec
+			p.PeriodPhaseUsec[group] = s.StartUsec % lim.PeriodUsec
 		}
-		h.Tasks = append(h.Tasks, simulate.HostTask{Name: fmt.Sprintf("s%d", i), Group: group,
-			ArriveUsec: s.StartUsec - shift, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})
+		h.Tasks = append(h.Tasks, simulate.HostTask{Name: "s" + strconv.Itoa(i), Group: group,
+			ArriveUsec: s.StartUsec, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})
 	}
-	run, err := simulate.RunKernel(h, p)
-	if err != nil {
-		return simulate.KernelRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(lim), err)
-	}
-	return run, nil
+	return h, p
 }
 
 // replayWork estimates what one replay of slots under a limit of period

@@ -247,7 +247,10 @@ func (h Host) checkGroups() (hostGroups, []error) {
 		if g.Weight < 0 || g.Weight > cpulimit.MaxWeight {
 			bad("weight", "weight %d is out of range (accepted: 1..%d)", g.Weight, cpulimit.MaxWeight)
 		}
-		if off := g.CPUs.Minus(cpulimit.FirstCPUs(h.CPUs)); !off.IsEmpty() && h.CPUs >= 1 {
+		if g.CPUs.IsEmpty() || h.CPUs < 1 {
+			continue // all of them, or the host's error already said
+		}
+		if off := g.CPUs.Minus(cpulimit.FirstCPUs(h.CPUs)); !off.IsEmpty() {
 			bad("cpus", "cpus %s are not on the host (accepted: cpus within 0-%d)", off, h.CPUs-1)
 		}
 	}

@@ -125,20 +125,145 @@ type KernelTaskRun struct {
 // written and its timer went idle: the pool holds quota+burst, no timer
 // runs, every counter is 0.
 func RunKernel(h Host, p KernelParams) (KernelRun, error) {
-	if err := h.Validate(); err != nil {
+	m, err := NewKernelModel(h, p)
+	if err != nil {
 		return KernelRun{}, err
 	}
+	return m.Run()
+}
+
+// KernelModel is a Host with its KernelParams, checked once and ready to
+// run whole ([KernelModel.Run], which is [RunKernel]) or a stretch of its
+// tasks at a time ([KernelModel.RunTasks]): a caller that replays many
+// stretches of one workload under one setting checks the whole once
+// instead of each stretch. It is not changed by running, so several
+// goroutines may run one model at once.
+type KernelModel struct {
+	h  Host
+	p  KernelParams
+	in kernelInput
+}
+
+// NewKernelModel checks h and p as [RunKernel] does and returns the model
+// of them, or the error RunKernel would return.
+func NewKernelModel(h Host, p KernelParams) (*KernelModel, error) {
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
 	if err := p.Validate(); err != nil {
-		return KernelRun{}, err
+		return nil, err
 	}
 	in, err := kernelInputOf(h, p)
 	if err != nil {
-		return KernelRun{}, err
+		return nil, err
 	}
-	out, err := runKernelInput(in, p)
+	return &KernelModel{h: h, p: p, in: in}, nil
+}
+
+// Run simulates the whole host: [RunKernel] of the model's Host and
+// KernelParams.
+func (m *KernelModel) Run() (KernelRun, error) {
+	groups := make([]int, len(m.in.groups))
+	for i := range groups {
+		groups[i] = i
+	}
+	out, err := runKernelInput(m.in, m.p)
 	if err != nil {
 		return KernelRun{}, err
 	}
+	return m.runOf(out, groups, 0, 0), nil
+}
+
+// RunTasks simulates the tasks Host.Tasks[from:to] alone, each arriving
+// shiftUsec earlier than the Host says, in the groups on their paths
+// (their own and every ancestor), as the Host has them, and with the
+// model's KernelParams. It is what [RunKernel] returns for the Host cut
+// down to those tasks and groups with every ArriveUsec less shiftUsec,
+// and needs no check: a part of a valid host is valid. shiftUsec must be
+// from 0 to the earliest of the tasks' arrivals, and a multiple of both
+// ticks (Host.TickUsec, KernelParams.TickUsec), of the period of every
+// group of the part and of KernelParams.WindowUsec, so that every tick,
+// period timer and window keeps its phase; otherwise RunTasks returns an
+// [*InputError].
+//
+// The outcome's times are from the part's time 0, shiftUsec of the
+// Host's; KernelRun.Groups has one entry per group of the part, in the
+// order of Host.Groups, KernelRun.Tasks one per task of the part.
+func (m *KernelModel) RunTasks(from, to int, shiftUsec int64) (KernelRun, error) {
+	switch {
+	case to < 0 || to > len(m.h.Tasks):
+		return KernelRun{}, &InputError{Field: "RunTasks to", Value: to, Want: fmt.Sprintf("in [0, %d] (the Host's tasks)", len(m.h.Tasks))}
+	case from < 0 || from > to:
+		return KernelRun{}, &InputError{Field: "RunTasks from", Value: from, Want: fmt.Sprintf("in [0, %d] (to)", to)}
+	}
+	// The groups on the tasks' paths, in the Host's order.
+	var groups []int
+	for _, t := range m.in.tasks[from:to] {
+		for g := t.group; g >= 0; g = m.in.groups[g].parent {
+			if !slices.Contains(groups, g) {
+				groups = append(groups, g)
+			}
+		}
+	}
+	slices.Sort(groups)
+	if err := m.checkShift(from, to, groups, shiftUsec); err != nil {
+		return KernelRun{}, err
+	}
+	part := kernelInput{ncpu: m.in.ncpu, groups: make([]kernelGroupSpec, len(groups)), tasks: make([]kernelTaskSpec, 0, to-from)}
+	newIndex := func(g int) int {
+		i, _ := slices.BinarySearch(groups, g)
+		return i
+	}
+	for i, g := range groups {
+		part.groups[i] = m.in.groups[g]
+		if parent := m.in.groups[g].parent; parent >= 0 {
+			part.groups[i].parent = newIndex(parent)
+		}
+	}
+	for i, t := range m.in.tasks[from:to] {
+		t.group = newIndex(t.group)
+		t.arriveUsec = float64(m.h.Tasks[from+i].ArriveUsec - shiftUsec)
+		part.tasks = append(part.tasks, t)
+	}
+	out, err := runKernelInput(part, m.p)
+	if err != nil {
+		return KernelRun{}, err
+	}
+	return m.runOf(out, groups, from, shiftUsec), nil
+}
+
+// checkShift is RunTasks' rule for shiftUsec.
+func (m *KernelModel) checkShift(from, to int, groups []int, shiftUsec int64) error {
+	earliest := int64(math.MaxInt64)
+	for _, t := range m.h.Tasks[from:to] {
+		earliest = min(earliest, t.ArriveUsec)
+	}
+	if shiftUsec < 0 || shiftUsec > earliest {
+		return &InputError{Field: "RunTasks shiftUsec", Value: int(shiftUsec), Want: fmt.Sprintf("in [0, %d] (the part's earliest arrival)", earliest)}
+	}
+	type step struct {
+		what string
+		usec int64
+	}
+	steps := []step{{"Host.TickUsec", m.h.TickUsec}, {"KernelParams.TickUsec", m.p.TickUsec}}
+	if m.p.WindowUsec > 0 {
+		steps = append(steps, step{"KernelParams.WindowUsec", m.p.WindowUsec})
+	}
+	for _, g := range groups {
+		steps = append(steps, step{fmt.Sprintf("the period of group %q", m.h.Groups[g].Name), m.h.Groups[g].PeriodUsec})
+	}
+	for _, s := range steps {
+		if shiftUsec%s.usec != 0 {
+			return &InputError{Field: "RunTasks shiftUsec", Value: int(shiftUsec), Want: fmt.Sprintf("a multiple of %s, %d µs, which keeps every phase", s.what, s.usec)}
+		}
+	}
+	return nil
+}
+
+// runOf is the KernelRun of the engine's output out for the Host's groups
+// groups and its tasks from from on, shifted by shiftUsec.
+func (m *KernelModel) runOf(out kernelOutput, groups []int, from int, shiftUsec int64) KernelRun {
+	p := m.p
 	run := KernelRun{EndUsec: roundUsec(out.endUsec)}
 	for i, g := range out.groups {
 		st := observe.CPUStat{
@@ -149,7 +274,7 @@ func RunKernel(h Host, p KernelParams) (KernelRun, error) {
 			NrBursts:      uint64(g.nrBursts),
 			BurstUsec:     uint64(roundUsec(g.burstUsec)),
 		}
-		gr := KernelGroupRun{Name: h.Groups[i].Name, Stat: st}
+		gr := KernelGroupRun{Name: m.h.Groups[groups[i]].Name, Stat: st}
 		if p.WindowUsec > 0 {
 			n := int((out.endUsec + float64(p.WindowUsec) - 1) / float64(p.WindowUsec))
 			gr.Windows = make([]KernelWindow, max(n, len(g.windows)))
@@ -160,10 +285,11 @@ func RunKernel(h Host, p KernelParams) (KernelRun, error) {
 		run.Groups = append(run.Groups, gr)
 	}
 	for i, t := range out.tasks {
-		run.Tasks = append(run.Tasks, KernelTaskRun{Name: h.Tasks[i].Name, Group: h.Tasks[i].Group,
-			ArriveUsec: h.Tasks[i].ArriveUsec, DoneUsec: roundUsec(t.doneUsec)})
+		ht := m.h.Tasks[from+i]
+		run.Tasks = append(run.Tasks, KernelTaskRun{Name: ht.Name, Group: ht.Group,
+			ArriveUsec: ht.ArriveUsec - shiftUsec, DoneUsec: roundUsec(t.doneUsec)})
 	}
-	return run, nil
+	return run
 }
 
 func roundUsec(v float64) int64 { return int64(math.Round(v)) }

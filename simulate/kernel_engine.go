@@ -389,8 +389,31 @@ func (e *engine) nextTick() float64 {
 }
 
 // onGrid reports whether time t is (within rounding) on the grid
-// phase + k*step.
-func onGrid(t, phase, step float64) bool {
+// phaseUsec + k*stepUsec: whether t-phaseUsec is less than 1e-6 above or
+// below a multiple of stepUsec (stepUsec >= 1).
+//
+// It is onGridMod, the same test with the floating-point remainder,
+// without math.Mod's cost: for x = t-phaseUsec >= 0 the remainder is
+// (floor(x) mod stepUsec) + (x - floor(x)), both parts exact, so it is
+// under 1e-6 only when the integer part is 0 and the fraction is, and
+// within 1e-6 below stepUsec only when the integer part is stepUsec-1
+// and 1 minus the fraction is (stepUsec minus the remainder is then
+// exactly 1 minus the fraction). Before the grid's first point, or
+// beyond 2^53 µs where floor(x) no longer fits the arithmetic, it asks
+// onGridMod.
+func onGrid(t float64, phaseUsec, stepUsec int64) bool {
+	x := t - float64(phaseUsec)
+	if x < 0 || x >= 1<<53 {
+		return onGridMod(t, float64(phaseUsec), float64(stepUsec))
+	}
+	whole := math.Floor(x)
+	frac := x - whole
+	r := int64(whole) % stepUsec
+	return (r == 0 && frac < 1e-6) || (r == stepUsec-1 && 1-frac < 1e-6)
+}
+
+// onGridMod is onGrid with math.Mod.
+func onGridMod(t, phase, step float64) bool {
 	r := math.Mod(t-phase, step)
 	if r < 0 {
 		r += step
@@ -479,7 +502,7 @@ func (e *engine) fire() {
 		e.arrive(e.order[e.nextArr])
 		e.nextArr++
 	}
-	if onGrid(e.now, float64(e.p.TickPhaseUsec), float64(e.p.TickUsec)) {
+	if onGrid(e.now, e.p.TickPhaseUsec, e.p.TickUsec) {
 		e.tick()
 	}
 	e.settle()
