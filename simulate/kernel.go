@@ -167,11 +167,9 @@ func (m *KernelModel) Run() (KernelRun, error) {
 	for i := range groups {
 		groups[i] = i
 	}
-	out, err := runKernelInput(m.in, m.p)
-	if err != nil {
-		return KernelRun{}, err
-	}
-	return m.runOf(out, groups, 0, 0), nil
+	var run KernelRun
+	err := runKernelInput(m.in, m.p, func(out kernelOutput) { run = m.runOf(out, groups, 0, 0) })
+	return run, err
 }
 
 // RunTasks simulates the tasks Host.Tasks[from:to] alone, each arriving
@@ -225,11 +223,9 @@ func (m *KernelModel) RunTasks(from, to int, shiftUsec int64) (KernelRun, error)
 		t.arriveUsec = float64(m.h.Tasks[from+i].ArriveUsec - shiftUsec)
 		part.tasks = append(part.tasks, t)
 	}
-	out, err := runKernelInput(part, m.p)
-	if err != nil {
-		return KernelRun{}, err
-	}
-	return m.runOf(out, groups, from, shiftUsec), nil
+	var run KernelRun
+	err := runKernelInput(part, m.p, func(out kernelOutput) { run = m.runOf(out, groups, from, shiftUsec) })
+	return run, err
 }
 
 // checkShift is RunTasks' rule for shiftUsec.
@@ -241,20 +237,20 @@ func (m *KernelModel) checkShift(from, to int, groups []int, shiftUsec int64) er
 	if shiftUsec < 0 || shiftUsec > earliest {
 		return &InputError{Field: "RunTasks shiftUsec", Value: int(shiftUsec), Want: fmt.Sprintf("in [0, %d] (the part's earliest arrival)", earliest)}
 	}
-	type step struct {
-		what string
-		usec int64
+	bad := func(what string, usec int64) error {
+		return &InputError{Field: "RunTasks shiftUsec", Value: int(shiftUsec), Want: fmt.Sprintf("a multiple of %s, %d µs, which keeps every phase", what, usec)}
 	}
-	steps := []step{{"Host.TickUsec", m.h.TickUsec}, {"KernelParams.TickUsec", m.p.TickUsec}}
-	if m.p.WindowUsec > 0 {
-		steps = append(steps, step{"KernelParams.WindowUsec", m.p.WindowUsec})
+	switch {
+	case shiftUsec%m.h.TickUsec != 0:
+		return bad("Host.TickUsec", m.h.TickUsec)
+	case shiftUsec%m.p.TickUsec != 0:
+		return bad("KernelParams.TickUsec", m.p.TickUsec)
+	case m.p.WindowUsec > 0 && shiftUsec%m.p.WindowUsec != 0:
+		return bad("KernelParams.WindowUsec", m.p.WindowUsec)
 	}
 	for _, g := range groups {
-		steps = append(steps, step{fmt.Sprintf("the period of group %q", m.h.Groups[g].Name), m.h.Groups[g].PeriodUsec})
-	}
-	for _, s := range steps {
-		if shiftUsec%s.usec != 0 {
-			return &InputError{Field: "RunTasks shiftUsec", Value: int(shiftUsec), Want: fmt.Sprintf("a multiple of %s, %d µs, which keeps every phase", s.what, s.usec)}
+		if period := m.h.Groups[g].PeriodUsec; shiftUsec%period != 0 {
+			return bad(fmt.Sprintf("the period of group %q", m.h.Groups[g].Name), period)
 		}
 	}
 	return nil

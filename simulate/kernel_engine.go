@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Kernel constants of CFS bandwidth control (kernel/sched/fair.c, 6.8),
@@ -181,14 +182,18 @@ type engine struct {
 	gen     int     // share's generation counter
 
 	// Buffers reused from one event to the next.
-	onCPU   [][]int // live threads per CPU, in index order (bucketLive)
-	due     []int   // fire: groups or tasks due now
-	levels  []int   // tick, settleCPU: groups to process on one CPU
-	counted []int   // computeRates: groups with a runnable count
-	ths     []int   // computeRates: runnable threads of one CPU
-	perCPU  []int   // leastLoaded, idleBalance: counts per CPU
-	ents    []entity
-	subs    []int // share: threads below each entity, a stack like ents
+	onCPU        [][]int // live threads per CPU, in index order (bucketLive)
+	due          []int   // fire: groups or tasks due now
+	distributing []int   // distribute: the throttled runqueues' CPUs
+	levels       []int   // tick, settleCPU: groups to process on one CPU
+	counted      []int   // computeRates: groups with a runnable count
+	ths          []int   // computeRates: runnable threads of one CPU
+	perCPU       []int   // leastLoaded, idleBalance: counts per CPU
+	ents         []entity
+	subs         []int // share: threads below each entity, a stack like ents
+	// noWindow is what windowOf returns without a timeline: an account
+	// nothing reads.
+	noWindow windowAccount
 }
 
 // entity is what share divides a CPU among: a group or a thread.
@@ -198,26 +203,34 @@ type entity struct {
 	weight float64
 }
 
-// runKernelInput simulates in and returns the counters. It assumes in
-// and p were validated.
-func runKernelInput(in kernelInput, p KernelParams) (kernelOutput, error) {
+// runKernelInput simulates in and hands the counters to read, which
+// must not keep the groups' windows: those lists are the engine's, and
+// the engine serves the next run. It assumes in and p were validated.
+func runKernelInput(in kernelInput, p KernelParams, read func(kernelOutput)) error {
 	e := newEngine(in, p)
+	defer engines.Put(e)
 	limit := e.timeLimit()
 	fired := false
 	for !e.finished() {
 		next := e.nextEvent()
 		if next > limit {
-			return kernelOutput{}, fmt.Errorf("simulate: kernel model did not finish by %.0f µs: %w", limit, ErrInvalidInput)
+			return fmt.Errorf("simulate: kernel model did not finish by %.0f µs: %w", limit, ErrInvalidInput)
 		}
 		if fired && next <= e.now && !e.endUnresolved() {
-			return kernelOutput{}, fmt.Errorf("simulate: kernel model stopped making progress at %.3f µs: %w", e.now, ErrInvalidInput)
+			return fmt.Errorf("simulate: kernel model stopped making progress at %.3f µs: %w", e.now, ErrInvalidInput)
 		}
 		e.advance(next)
 		e.fire()
 		fired = true
 	}
-	return e.output(), nil
+	read(e.output())
+	return nil
 }
+
+// engines keeps engines between runs, so that one run's lists serve the
+// next instead of being allocated again: a replay makes thousands of
+// short runs.
+var engines = sync.Pool{New: func() any { return new(engine) }}
 
 // endUnresolved finishes, at the next fire, every running task whose
 // completion is due sooner than the clock can tell from now: need left
@@ -246,21 +259,26 @@ func (e *engine) taskRate(t *task) float64 {
 	return rate
 }
 
+// newEngine is an engine at time 0 of in, from the pool: every field as
+// a new engine has it, with the lists of its last run emptied for reuse.
 func newEngine(in kernelInput, p KernelParams) *engine {
-	e := &engine{p: p, ncpu: in.ncpu, settled: -1, shared: -1}
-	e.busy = make([][]int, in.ncpu)
-	e.dirty = make([]bool, in.ncpu)
-	e.onCPU = make([][]int, in.ncpu)
-	e.groups = make([]group, len(in.groups))
+	e := engines.Get().(*engine)
+	old := *e
+	*e = engine{p: p, ncpu: in.ncpu, settled: -1, shared: -1,
+		threads: old.threads[:0], order: old.order[:0], live: old.live[:0], running: old.running[:0], timed: old.timed[:0],
+		due: old.due[:0], levels: old.levels[:0], counted: old.counted[:0], ths: old.ths[:0], perCPU: old.perCPU[:0],
+		ents: old.ents[:0], subs: old.subs[:0]}
+	e.busy = emptied(old.busy, in.ncpu)
+	e.onCPU = emptied(old.onCPU, in.ncpu)
+	e.dirty = zeroed(old.dirty, in.ncpu)
+	e.groups = slices.Grow(old.groups[:0], len(in.groups))[:len(in.groups)]
 	for i, s := range in.groups {
 		g := &e.groups[i]
-		g.spec = s
-		g.limited = s.quotaUsec > 0
+		*g = group{spec: s, limited: s.quotaUsec > 0, rqs: zeroed(g.rqs, in.ncpu), slackAt: -1,
+			throttled: g.throttled[:0], acct: groupAccount{windows: g.acct.windows[:0]}}
 		if s.parent >= 0 {
 			g.depth = e.groups[s.parent].depth + 1
 		}
-		g.rqs = make([]rq, in.ncpu)
-		g.slackAt = -1
 		// Writing the limit refilled the pool, and the two expiries
 		// before the timer went idle refilled it again, each capped at
 		// quota+burst (tg_set_cfs_bandwidth, do_sched_cfs_period_timer).
@@ -268,11 +286,10 @@ func newEngine(in kernelInput, p KernelParams) *engine {
 		g.snap = g.pool
 		g.idle = true
 	}
-	e.tasks = make([]task, len(in.tasks))
+	e.tasks = slices.Grow(old.tasks[:0], len(in.tasks))[:len(in.tasks)]
 	for i, s := range in.tasks {
 		t := &e.tasks[i]
-		t.spec = s
-		t.left = s.needUsec
+		*t = task{spec: s, left: s.needUsec, levels: t.levels[:0], threads: t.threads[:0]}
 		for g := s.group; g >= 0; g = in.groups[g].parent {
 			t.levels = append(t.levels, g)
 		}
@@ -283,6 +300,22 @@ func newEngine(in kernelInput, p KernelParams) *engine {
 	})
 	e.left = len(in.tasks)
 	return e
+}
+
+// zeroed is s as n zero values, reusing its array when it is long enough.
+func zeroed[T any](s []T, n int) []T {
+	s = slices.Grow(s[:0], n)[:n]
+	clear(s)
+	return s
+}
+
+// emptied is s as n empty lists, reusing s and each list's array.
+func emptied(s [][]int, n int) [][]int {
+	s = slices.Grow(s[:0], n)[:n]
+	for i := range s {
+		s[i] = s[i][:0]
+	}
+	return s
 }
 
 func cmpFloat(a, b float64) int {
@@ -455,7 +488,8 @@ func (e *engine) advance(t float64) {
 // windowOf returns g's account for the current window, growing the list.
 func (e *engine) windowOf(g *group) *windowAccount {
 	if e.p.WindowUsec <= 0 {
-		return &windowAccount{}
+		e.noWindow = windowAccount{}
+		return &e.noWindow
 	}
 	for len(g.acct.windows) <= e.window {
 		g.acct.windows = append(g.acct.windows, windowAccount{})
@@ -550,7 +584,9 @@ func (e *engine) refill(g *group) {
 func (e *engine) distribute(gi int) bool {
 	g := &e.groups[gi]
 	still := false
-	for _, cpu := range slices.Clone(g.throttled) {
+	// unthrottle takes runqueues off g.throttled: walk a copy.
+	e.distributing = append(e.distributing[:0], g.throttled...)
+	for _, cpu := range e.distributing {
 		if g.pool <= 0 {
 			return true
 		}

@@ -16,8 +16,8 @@ const ms = 1000.0
 
 func checkKernel(t *testing.T, in kernelInput, p KernelParams, groups []wantGroup, done []float64) {
 	t.Helper()
-	out, err := runKernelInput(in, p)
-	if err != nil {
+	var out kernelOutput
+	if err := runKernelInput(in, p, func(o kernelOutput) { out = o }); err != nil {
 		t.Fatal(err)
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 0.01 }
