@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +83,30 @@ func TestSlotTakenOver(t *testing.T) {
 	a.mu.Unlock()
 	a.Leave(second, time.Now())
 	waitFor(t, func() bool { c, _, _ := slotKey(t, a, key); return c == 0 }, "the ended query's slot key deleted")
+}
+
+// TestQueueDeadline: QUERY_CANCEL_AFTER_SECONDS across nodes: a query
+// queued on b behind a's running one fails with YDB's "Delay deadline
+// exceeded" once its time is up, counted from its arrival on b (the node
+// ticks every 100 ms), and its queue key leaves the cluster.
+func TestQueueDeadline(t *testing.T) {
+	eps := sharedCluster(t)
+	l := limits(1, 10)
+	l.CancelAfter = time.Second
+	pools := map[string]admission.Limits{"olap": l}
+	a := openNode(t, eps, "deadline", "a", pools, 0)
+	b := openNode(t, eps, "deadline", "b", pools, 0)
+	held := admit(t, a, "olap", 10*time.Second)
+	arrived := time.Now()
+	waiting := queue(t, b, "olap")
+	ev := b.final(t, 10*time.Second)
+	waited := time.Since(arrived)
+	if ev.ID != waiting || !errors.Is(ev.Err, admission.ErrDelayDeadline) || !strings.Contains(ev.Err.Error(), "Delay deadline exceeded") {
+		t.Fatalf("b got %+v; want query %d to fail with the delay deadline", ev, waiting)
+	}
+	if waited < time.Second || waited > 5*time.Second { // 1 s, and a tick, on a loaded machine
+		t.Errorf("the deadline of 1 s came after %s", waited.Round(time.Millisecond))
+	}
+	waitFor(t, func() bool { return len(queryKeys(t, eps, "deadline")) == 1 }, "only a's slot key left")
+	a.Leave(held, time.Now())
 }

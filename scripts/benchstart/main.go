@@ -9,8 +9,9 @@
 // ratios within each round. With -base DIR, the poolagent and
 // poolagent-run of another build (the tree before a change) are timed in
 // the same rounds against a daemon of their own, on its own pool root and
-// state directory, and it prints this build's time over the base's, run
-// by run: minimum, median and maximum. scripts/bench-start.sh builds and
+// state directory, and it prints this build's time over the base's: the
+// ratio of the medians, and the minimum, median and maximum of the ratios
+// round by round. scripts/bench-start.sh builds and
 // runs it on the host and in the cgroup v2 VM, scripts/bench-against.sh
 // against an earlier revision; it needs root.
 package main
@@ -137,7 +138,8 @@ func measure(ways []*way, runs int) error {
 
 // printRatios prints each way's median and its ratio to cgexec's (ways[2]),
 // of the medians and paired within each round; with a base build (its two
-// ways last), also this build's two ways over the base's, round by round.
+// ways last), also this build's two ways over the base's: the ratio of
+// the medians, and the ratios round by round.
 func printRatios(ways []*way, base bool) {
 	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
 	cgexecWay := ways[2]
@@ -147,11 +149,12 @@ func printRatios(ways []*way, base bool) {
 			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
 	}
 	if base {
-		fmt.Println("this build over the base, round by round (< 1: this build starts faster):")
-		fmt.Printf("%-42s %8s %8s %8s\n", "way", "min", "median", "max")
+		fmt.Println("this build over the base (< 1: this build starts faster): the ratio of the medians, and min, median and max of the ratios round by round:")
+		fmt.Printf("%-42s %8s %8s %8s %8s\n", "way", "medians", "min", "median", "max")
 		for i, w := range ways[:2] {
-			r := ratios(w.wall, ways[5+i].wall)
-			fmt.Printf("%-42s %8.3f %8.3f %8.3f\n", w.name, slices.Min(r), median(r), slices.Max(r))
+			b := ways[5+i].wall
+			r := ratios(w.wall, b)
+			fmt.Printf("%-42s %8.3f %8.3f %8.3f %8.3f\n", w.name, float64(median(w.wall))/float64(median(b)), slices.Min(r), median(r), slices.Max(r))
 		}
 	}
 }
