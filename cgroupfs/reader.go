@@ -202,27 +202,44 @@ func (r *Reader) Groups() ([]string, error) {
 	return groups, nil
 }
 
-// Read reads one group's counters: CPU accounting and throttling, CPU
+// Read reads one group's counters: CPU accounting and throttling
+// ([Reader.ReadCPU]), the throttled time of the group's own tasks, CPU
 // pressure, and memory where the controller is there ([Reader.Memory]).
 func (r *Reader) Read(group string) (observe.Sample, error) {
-	s := observe.Sample{Group: group}
-	var err error
-	if s.CPU, err = r.CPUStat(group); err != nil {
+	s, err := r.ReadCPU(group)
+	if err != nil {
 		return observe.Sample{}, err
 	}
 	if s.LocalThrottledUsec, err = r.localThrottled(group); err != nil {
 		return observe.Sample{}, err
 	}
 	if r.v2 {
-		s.UsageKnown = true
 		if s.Pressure, err = r.pressure(group, fileCPUPressure); err != nil {
 			return observe.Sample{}, err
 		}
-	} else if err := r.usageV1(group, &s); err != nil {
-		return observe.Sample{}, err
 	}
 	if s.Memory, err = r.Memory(group); err != nil {
 		return observe.Sample{}, err
+	}
+	return s, nil
+}
+
+// ReadCPU reads one group's CPU accounting and throttling alone, the
+// sample's CPU and UsageKnown: cpu.stat, and on v1 cpuacct.usage and
+// cpuacct.stat (v1's cpu.stat has no usage). It is [Reader.Read] for a
+// consumer of those counters only, such as the throttling prediction
+// each second: one file on v2, where Read reads eleven with the memory
+// controller there. The sample's other fields are left empty.
+func (r *Reader) ReadCPU(group string) (observe.Sample, error) {
+	s := observe.Sample{Group: group, UsageKnown: r.v2}
+	var err error
+	if s.CPU, err = r.CPUStat(group); err != nil {
+		return observe.Sample{}, err
+	}
+	if !r.v2 {
+		if err := r.usageV1(group, &s); err != nil {
+			return observe.Sample{}, err
+		}
 	}
 	return s, nil
 }

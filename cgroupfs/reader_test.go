@@ -120,6 +120,68 @@ func TestReaderReadAllV1(t *testing.T) {
 	}
 }
 
+// countingFS is an FS that lists the files read through it.
+type countingFS struct {
+	FS
+	read *[]string
+}
+
+func (c countingFS) ReadFile(name string) ([]byte, error) {
+	*c.read = append(*c.read, name)
+	return c.FS.ReadFile(name)
+}
+
+// TestReaderReadCPU: ReadCPU is Read's CPU accounting alone, read from
+// cpu.stat (and on v1 cpuacct's usage) without the other files.
+func TestReaderReadCPU(t *testing.T) {
+	tests := []struct {
+		name string
+		dirs [3]string // cpu, cpuacct, memory
+		v2   bool
+		want []string // files ReadCPU reads of olap
+	}{
+		{name: "v2", v2: true, dirs: [3]string{"/v2/poolagent"}, want: []string{"olap/cpu.stat"}},
+		{name: "v1", dirs: [3]string{"/v1/cpu/poolagent", "/v1/cpuacct/poolagent", "/v1/memory/poolagent"},
+			want: []string{"olap/cpu.stat", "olap/cpuacct.usage", "olap/cpuacct.stat"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var read []string
+			open := func(dir string) (FS, error) {
+				d, err := OpenDir(dir)
+				return countingFS{FS: d, read: &read}, err
+			}
+			r := NewReader(tt.v2, readerFixtures+tt.dirs[0], readerFixtures+tt.dirs[1], readerFixtures+tt.dirs[2], open)
+			defer r.Close()
+			groups, err := r.Groups()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range groups {
+				full, err := r.Read(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := r.ReadCPU(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := observe.Sample{Group: g, CPU: full.CPU, UsageKnown: full.UsageKnown}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("ReadCPU(%s) = %s, want %s", g, dump([]observe.Sample{got}), dump([]observe.Sample{want}))
+				}
+			}
+			read = nil
+			if _, err := r.ReadCPU("olap"); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(read, tt.want) {
+				t.Errorf("ReadCPU(olap) read %q, want %q", read, tt.want)
+			}
+		})
+	}
+}
+
 func TestReaderErrors(t *testing.T) {
 	bad := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bad, "cpu.stat"), []byte("nr_periods x\n"), 0o644); err != nil {

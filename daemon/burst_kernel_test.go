@@ -68,7 +68,8 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 			q := olapState(d).Pool.CPU.QuotaUsec
 			return q < 150000 && poolQuotaUsec(t, cg, "olap") == q
 		})
-		t.Logf("olap held to a quota of %d µs", poolQuotaUsec(t, cg, "olap"))
+		held := olapState(d)
+		t.Logf("olap held to a quota of %d µs, its queries to %d µs", held.Pool.CPU.QuotaUsec, held.Query.CPU.QuotaUsec)
 		checkBursts(t, d, cg, root.Path, 1)
 		// The second query forgets the demand: the plan lifts the pool's
 		// and both queries' quotas and bursts.
@@ -76,6 +77,9 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 		waitFor(t, "the second query to start", c2.isStarted)
 		waitFor(t, "olap at its cap again", func() bool { return poolQuotaUsec(t, cg, "olap") == 150000 })
 		checkBursts(t, d, cg, root.Path, 2)
+		if lifted := olapState(d).Query.CPU.BurstUsec; lifted > held.Query.CPU.QuotaUsec {
+			t.Logf("the first query's burst grew to %d µs, above its held quota of %d µs: written again after the quota", lifted, held.Query.CPU.QuotaUsec)
+		}
 		endInProc(t, c1)
 		endInProc(t, c2)
 	})

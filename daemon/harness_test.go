@@ -360,7 +360,17 @@ func (f *fakeCgroups) PoolStats(names []string) (map[string]observe.Sample, erro
 	return out, nil
 }
 
-// statReads returns how many times PoolStats read stats and the most
+// PoolCPUStats is PoolStats without the pressure.
+func (f *fakeCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
+	out, err := f.PoolStats(names)
+	for name, s := range out {
+		s.Pressure = nil
+		out[name] = s
+	}
+	return out, err
+}
+
+// statReads returns how many times PoolStats or PoolCPUStats read stats and the most
 // reads under way at once.
 func (f *fakeCgroups) statReads() (calls, mostAtOnce int64) {
 	return f.statCalls.Load(), f.statsMost.Load()

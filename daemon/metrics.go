@@ -100,7 +100,7 @@ func (s *Server) closePredictionInterval() {
 	for i, p := range d.Pools {
 		names[i] = p.Name
 	}
-	stats, err := s.cg.PoolStats(names)
+	stats, err := s.cg.PoolCPUStats(names)
 	if err != nil {
 		s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
 		return

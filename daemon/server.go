@@ -67,8 +67,13 @@ type Cgroups interface {
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
 	Queries() ([][2]string, error)
 	// PoolStats reads the counters of the named pools' cgroups: CPU
-	// accounting and, where the kernel keeps it, CPU pressure.
+	// accounting and, where the kernel keeps them, CPU pressure and
+	// memory.
 	PoolStats(pools []string) (map[string]observe.Sample, error)
+	// PoolCPUStats is PoolStats of CPU accounting and throttling alone
+	// (the samples' CPU and UsageKnown), for a reader of those counters
+	// only.
+	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
 }
 
 // emptyNotifier is a Cgroups that can say when a query cgroup may have

@@ -400,7 +400,7 @@ func TestKernelFleetChaos(t *testing.T) {
 	}
 	phase("baseline", 0, none, func() { time.Sleep(time.Second) })
 	phase("racing-admins", 0, none, func() { ch.racingAdmins(12) })
-	phase("killed-clients", 0, none, func() { ch.killedClients(30, 600*time.Millisecond) })
+	phase("killed-clients", 0, none, func() { ch.killedClients(30) })
 	for _, f := range []struct {
 		kind string
 		frac float64
@@ -573,39 +573,83 @@ func (c *chaos) poolsOf(n *chaosNode) []protocol.Pool {
 	return pools
 }
 
-// killedClients: clients clients (in turn on each node) run 5 s queries in
-// the chaos pool, so that C run and the rest queue, and are killed with
-// SIGKILL after d, queued or running. Every node's view of the pool must
-// be back to what it was, and (checked by the phase) no key left in etcd:
-// the daemons are alive, so only their deletes remove keys.
-func (c *chaos) killedClients(clients int, d time.Duration) {
+// killedClients: clients clients (in turn on each node) run 30 s queries
+// in a pool of their own with C = 2, beside the phase's load; once every
+// node shows 2 running and the rest queued, all are killed with SIGKILL
+// (the client is its query once it runs: it execs it in place). The
+// daemons are alive and renew their leases, so only their own deletes can
+// remove the keys: the pool's keys in etcd and every node's view of it
+// must be back to zero within 10 s.
+func (c *chaos) killedClients(clients int) {
 	t := c.t
 	t.Helper()
+	if out, err := c.admin(c.nodes[0], "CREATE RESOURCE POOL doomed WITH (CONCURRENT_QUERY_LIMIT = 2, QUEUE_SIZE = 100);"); err != nil {
+		t.Fatalf("create doomed: %v: %s", err, out)
+	}
+	for _, n := range c.nodes { // every node has the definitions
+		for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(c.poolsOf(n), func(p protocol.Pool) bool { return p.Name == "doomed" }); {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s has no pool doomed 10 s after it was created", n.name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ctx, kill := context.WithCancel(context.Background())
+	defer kill()
 	var wg sync.WaitGroup
 	for i := range clients {
 		n := c.nodes[i%len(c.nodes)]
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, c.run, "--socket", n.socket, "--pool", "olap", "--", "/bin/sleep", "5")
+		cmd := exec.CommandContext(ctx, c.run, "--socket", n.socket, "--pool", "doomed", "--", "/bin/sleep", "30")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() { cmd.Wait() }) // killed (SIGKILL) when ctx ends
 	}
+	want := [2]int{2, clients - 2}
+	c.waitView("doomed", want, 20*time.Second)
+	kill()
 	wg.Wait()
-	// The phase's own clients keep the pool busy: the view must come back
-	// within their bounds, C running and their queue; the phase checks
-	// it reaches zero once they stop.
 	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, k := range c.keysLeft() {
+			if _, pool := newKeySpace("chaos").parse(k); pool == "doomed" {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("killed clients: their keys left in etcd: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.waitView("doomed", [2]int{}, 10*time.Second)
+	t.Logf("killed clients: %d running and %d queued killed; keys and views back to zero", want[0], want[1])
+	if out, err := c.admin(c.nodes[1], "DROP RESOURCE POOL doomed;"); err != nil {
+		t.Fatalf("drop doomed: %v: %s", err, out)
+	}
+}
+
+// waitView waits until every node shows want (running, queued) in pool,
+// for at most d.
+func (c *chaos) waitView(pool string, want [2]int, d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for _, n := range c.nodes {
 		for {
-			run, queued := c.olapView(n, time.Time{})
-			if run <= 4 && run+queued <= 12 {
+			var got [2]int
+			for _, p := range c.poolsOf(n) {
+				if p.Name == pool {
+					got = [2]int{p.RunningQueries, p.QueuedQueries}
+				}
+			}
+			if got == want {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("killed clients: node %s shows %d running and %d queued in olap; the phase's 12 clients hold at most 4 and 12", n.name, run, queued)
-				break
+				c.t.Fatalf("node %s shows %d running and %d queued in %s; want %d and %d", n.name, got[0], got[1], pool, want[0], want[1])
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

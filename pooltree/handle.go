@@ -117,13 +117,25 @@ func (h *Handle) Repair(d planner.Desired) (int, error) {
 	return res.Writes, err
 }
 
-// PoolStats reads the counters of the named pools' cgroups: CPU accounting
-// and, where the kernel keeps it, CPU pressure. A pool without a cgroup is
-// left out.
+// PoolStats reads the counters of the named pools' cgroups
+// ([cgroupfs.Reader.Read]): CPU accounting and, where the kernel keeps
+// them, CPU pressure and memory. A pool without a cgroup is left out.
 func (h *Handle) PoolStats(pools []string) (map[string]observe.Sample, error) {
+	return h.poolStats(pools, h.reader.Read)
+}
+
+// PoolCPUStats is PoolStats of CPU accounting and throttling alone
+// ([cgroupfs.Reader.ReadCPU]), for a reader of those counters only.
+func (h *Handle) PoolCPUStats(pools []string) (map[string]observe.Sample, error) {
+	return h.poolStats(pools, h.reader.ReadCPU)
+}
+
+// poolStats reads each pool's cgroup with read, leaving out a pool
+// without a cgroup.
+func (h *Handle) poolStats(pools []string, read func(group string) (observe.Sample, error)) (map[string]observe.Sample, error) {
 	out := map[string]observe.Sample{}
 	for _, p := range pools {
-		s, err := h.reader.Read(p)
+		s, err := read(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -62,6 +62,9 @@ func TestKernelQueryCgroup(t *testing.T) {
 	if stats, err := h.PoolStats([]string{"olap", "gone"}); err != nil || len(stats) != 1 {
 		t.Errorf("PoolStats(olap, gone) = %v, %v; want olap only", stats, err)
 	}
+	if stats, err := h.PoolCPUStats([]string{"olap", "gone"}); err != nil || len(stats) != 1 || stats["olap"].Group != "olap" || !stats["olap"].UsageKnown && k.Mode == kerneltest.V2 {
+		t.Errorf("PoolCPUStats(olap, gone) = %+v, %v; want olap only, with its usage on v2", stats, err)
+	}
 
 	wake := make(chan struct{}, 1)
 	stop, err := h.NotifyEmpty("olap", query, wake)

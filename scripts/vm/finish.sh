@@ -6,9 +6,9 @@
 # "poolagent-vm: booted in Bs" and "job exited ... at Es" console lines)
 # and the console log (POOLAGENT_VM_CONSOLE=1), then exits with the job's
 # status: 124 when the VM was stopped at its time limit before it reported
-# one, 125 when it ended without one, each with the console tail. It reads
-# the caller's $work (console.log), $started, $stopped, $timeout and
-# $status.
+# one, 125 when it ended without one (on ttyS2 or the console), each with
+# the console tail. It reads the caller's $work (console.log), $started,
+# $stopped, $timeout and $status.
 vm_finish() {
 	local label=$1 timing=$2 timeout_note=$3 no_status_note=$4
 	if [ "${POOLAGENT_VM_TIMING:-0}" = 1 ]; then
@@ -19,6 +19,10 @@ vm_finish() {
 		' "$work/console.log" >&2
 	fi
 	[ "${POOLAGENT_VM_CONSOLE:-0}" = 1 ] && cat "$work/console.log" >&2
+	# The status line on ttyS2 can be lost when the guest powers off
+	# before the emulated UART has passed it on; the console's "job exited
+	# with status N" line, written just before it, then stands in.
+	[ -n "$status" ] || status=$(sed -n 's/^poolagent-vm: job exited with status \([0-9]*\) .*/\1/p' "$work/console.log" | tail -1)
 	if [ "$stopped" = timeout ] && [ -z "$status" ]; then
 		echo "$label: stopped after ${timeout}s ($timeout_note); console tail:" >&2
 		tail -30 "$work/console.log" >&2
