@@ -69,7 +69,7 @@ func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome,
 type replayer struct {
 	// mu guards runs and work: runs are replayed in parallel (prefetch).
 	mu   sync.Mutex
-	runs map[string]simulate.KernelRun
+	runs map[string]ranRun
 	work int64
 	// timeline, when not nil, gathers the replay's CPU time ran and
 	// throttled (both levels) per sample interval of the trace.
@@ -167,16 +167,18 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 				last++
 			}
 			shift := slots[first].StartUsec / step * step
-			run, err := r.run(rs, first, last, shift)
+			ran, err := r.run(rs, first, last, shift)
 			if err != nil {
 				return Outcome{}, err
 			}
-			if last+1 < len(slots) && shift+run.EndUsec > slots[last+1].StartUsec {
+			if last+1 < len(slots) && shift+ran.endUsec > slots[last+1].StartUsec {
 				last++ // the work outlasted the gap: replay with the next
 				continue
 			}
-			out.add(run, lim)
-			r.addTimeline(t, run, lim, shift)
+			out.plus(ran.outcome)
+			if ran.run != nil {
+				r.addTimeline(t, *ran.run, lim, shift)
+			}
 			break
 		}
 		first = last + 1
@@ -220,7 +222,33 @@ func (r *replayer) prefetch(rs replaySet, runs [][2]int, step int64) error {
 	return errors.Join(errs...)
 }
 
-func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
+// ranRun is what a replayer keeps of one model run: when its last timer
+// stopped, what it adds to the outcome, and only when a timeline is
+// gathered the run itself (its windows are most of its memory, and a
+// search keeps tens of thousands of runs).
+type ranRun struct {
+	endUsec int64
+	outcome Outcome
+	run     *simulate.KernelRun
+}
+
+// plus adds the counters of c to o and takes the worse delay.
+func (o *Outcome) plus(c Outcome) {
+	o.UsageUsec += c.UsageUsec
+	o.NrPeriods += c.NrPeriods
+	o.NrThrottled += c.NrThrottled
+	o.ThrottledUsec += c.ThrottledUsec
+	o.NrBursts += c.NrBursts
+	o.BurstUsec += c.BurstUsec
+	o.QueryNrThrottled += c.QueryNrThrottled
+	o.QueryThrottledUsec += c.QueryThrottledUsec
+	o.MaxDelayUsec = max(o.MaxDelayUsec, c.MaxDelayUsec)
+}
+
+// outcomeOf is the pool's outcome of one model run: the pool's counters,
+// its queries' throttling, and the worst period's delay.
+func outcomeOf(run simulate.KernelRun) Outcome {
+	var o Outcome
 	g := run.Groups[0]
 	st := g.Stat
 	o.UsageUsec += st.UsageUsec
@@ -255,6 +283,7 @@ func (o *Outcome) add(run simulate.KernelRun, lim cpulimit.Limit) {
 			o.MaxDelayUsec = max(o.MaxDelayUsec, int64(usec)/int64(cpus))
 		}
 	}
+	return o
 }
 
 // queryLimitFor is the limit of the replay's query cgroups under pool
@@ -286,33 +315,37 @@ type replaySet struct {
 // µs (a multiple of the period and the tick, which keeps every phase), or
 // the outcome of the same run replayed before. It may be called from
 // several goroutines.
-func (r *replayer) run(rs replaySet, first, last int, shift int64) (simulate.KernelRun, error) {
+func (r *replayer) run(rs replaySet, first, last int, shift int64) (ranRun, error) {
 	slots := rs.slots[first : last+1]
 	key := runKey(slots, rs.lim, rs.scale, shift)
 	r.mu.Lock()
-	run, ok := r.runs[key]
+	ran, ok := r.runs[key]
 	r.mu.Unlock()
 	if ok {
-		return run, nil
+		return ran, nil
 	}
 	m, err := rs.model()
 	if err != nil {
-		return simulate.KernelRun{}, err
+		return ranRun{}, err
 	}
-	run, err = m.RunTasks(first, last+1, shift)
+	run, err := m.RunTasks(first, last+1, shift)
 	if err != nil {
-		return simulate.KernelRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(rs.lim), err)
+		return ranRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(rs.lim), err)
+	}
+	ran = ranRun{endUsec: run.EndUsec, outcome: outcomeOf(run)}
+	if r.timeline != nil {
+		ran.run = &run
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.runs == nil {
-		r.runs = map[string]simulate.KernelRun{}
+		r.runs = map[string]ranRun{}
 	}
 	if _, ok := r.runs[key]; !ok {
-		r.runs[key] = run
+		r.runs[key] = ran
 		r.work += replayWork(rs.t, slots, rs.lim.PeriodUsec)
 	}
-	return run, nil
+	return ran, nil
 }
 
 // replayHost is the whole demand as one host for the kernel model: the
