@@ -1,9 +1,13 @@
 package advise
 
 import (
+	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -256,6 +260,33 @@ func hourTrace(t testing.TB, varied bool) *Trace {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// hourTraceFile is where TestHourTrace also writes the hour of
+// BenchmarkAdviseHour with no two bursts alike, for timing `poolagent
+// advise --trace` on it (docs/advise.md, Bounds).
+var hourTraceFile = flag.String("hour-trace", "", "also write BenchmarkAdviseHour's hour, no two bursts alike, to this trace file")
+
+// TestHourTrace: the hour BenchmarkAdviseHour advises on is a trace file
+// like any other: written and read back, it is the same trace.
+func TestHourTrace(t *testing.T) {
+	tr := hourTrace(t, true)
+	var b bytes.Buffer
+	if err := WriteTrace(&b, tr); err != nil {
+		t.Fatal(err)
+	}
+	if *hourTraceFile != "" {
+		if err := os.WriteFile(*hourTraceFile, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ParseTrace("hour", &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, tr) {
+		t.Errorf("read back, the hour is another trace: %d samples, header %+v", len(got.Samples), *got)
+	}
 }
 
 // BenchmarkAdviseHour is `advise --pool` on an hour of history: bursts
