@@ -140,22 +140,12 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 		}
 		return o, nil
 	}
-	// The model of the whole demand under lim and scale is built and
-	// checked once, when a run is first not in the cache; each run is a
-	// stretch of its tasks.
-	model := sync.OnceValues(func() (*simulate.KernelModel, error) {
-		m, err := simulate.NewKernelModel(replayHost(t, slots, lim, scale))
-		if err != nil {
-			return nil, fmt.Errorf("replay under cpu.max %s: %w", limitText(lim), err)
-		}
-		return m, nil
-	})
-	rs := replaySet{t: t, slots: slots, lim: lim, scale: scale, model: model}
+	rs := replaySet{t: t, slots: slots, lim: lim, scale: scale}
 	step := lcm(lim.PeriodUsec, t.TickUsec)
 	gap := 2 * lim.PeriodUsec
-	// The runs as the gaps part them are replayed first, in parallel;
-	// the pass below takes their outcomes and replays again, merged,
-	// only a run whose work outlasted its gap.
+	// The runs as the gaps part them are replayed first, in parallel,
+	// those not replayed before; the pass below takes their outcomes and
+	// replays again, merged, only a run whose work outlasted its gap.
 	if err := r.prefetch(rs, runsOf(t, slots, gap), step); err != nil {
 		return Outcome{}, err
 	}
@@ -201,20 +191,50 @@ func runsOf(t *Trace, slots []Slot, gap int64) [][2]int {
 	return runs
 }
 
-// prefetch replays the runs of rs (runsOf) into the cache on up to
-// GOMAXPROCS goroutines, each taking every n-th run.
+// prefetch replays the runs of rs (runsOf) that are not in the cache,
+// each distinct one once, as stretches of one kernel model of them all,
+// checked once (replaySet.model), on up to GOMAXPROCS goroutines, each
+// taking every n-th run.
 func (r *replayer) prefetch(rs replaySet, runs [][2]int, step int64) error {
-	n := min(runtime.GOMAXPROCS(0), len(runs))
-	if n < 2 {
+	type job struct {
+		first, last int
+		from        int // the run's first task in the model
+		shift       int64
+		key         string
+	}
+	var jobs []job
+	var todo [][2]int
+	seen := map[string]bool{}
+	tasks := 0
+	for _, run := range runs {
+		shift := rs.slots[run[0]].StartUsec / step * step
+		key := runKey(rs.slots[run[0]:run[1]+1], rs.lim, rs.scale, shift)
+		if _, ok := r.cached(key); ok || seen[key] {
+			continue
+		}
+		seen[key] = true
+		jobs = append(jobs, job{first: run[0], last: run[1], from: tasks, shift: shift, key: key})
+		todo = append(todo, run)
+		tasks += run[1] - run[0] + 1
+	}
+	if len(jobs) == 0 {
 		return nil
 	}
+	m, err := rs.model(todo)
+	if err != nil {
+		return err
+	}
+	n := min(runtime.GOMAXPROCS(0), len(jobs))
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for w := range n {
 		wg.Go(func() {
-			for k := w; k < len(runs) && errs[w] == nil; k += n {
-				first, last := runs[k][0], runs[k][1]
-				_, errs[w] = r.run(rs, first, last, rs.slots[first].StartUsec/step*step)
+			for k := w; k < len(jobs) && errs[w] == nil; k += n {
+				j := jobs[k]
+				var ran ranRun
+				if ran, errs[w] = r.ranOf(rs, m, j.from, j.from+j.last-j.first+1, j.shift); errs[w] == nil {
+					r.keep(rs, j.key, ran, rs.slots[j.first:j.last+1])
+				}
 			}
 		})
 	}
@@ -301,14 +321,24 @@ func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
 	return &cpulimit.Limit{QuotaUsec: max(quota, cpulimit.MinQuotaUsec), PeriodUsec: lim.PeriodUsec}
 }
 
-// replaySet is one replay's demand and setting: the slots, the limit,
-// the margin, and the model of them all (replayHost), built once.
+// replaySet is one replay's demand and setting: the slots, the limit
+// and the margin.
 type replaySet struct {
 	t     *Trace
 	slots []Slot
 	lim   cpulimit.Limit
 	scale float64
-	model func() (*simulate.KernelModel, error)
+}
+
+// model is the kernel model of the runs of rs, [first, last] slot index
+// pairs (replayHost), checked once: each run is a stretch of its tasks,
+// from the sum of the earlier runs' lengths.
+func (rs replaySet) model(runs [][2]int) (*simulate.KernelModel, error) {
+	m, err := simulate.NewKernelModel(replayHost(rs, runs))
+	if err != nil {
+		return nil, fmt.Errorf("replay under cpu.max %s: %w", limitText(rs.lim), err)
+	}
+	return m, nil
 }
 
 // run is the kernel-model run of rs.slots[first:last+1], shifted by shift
@@ -318,24 +348,46 @@ type replaySet struct {
 func (r *replayer) run(rs replaySet, first, last int, shift int64) (ranRun, error) {
 	slots := rs.slots[first : last+1]
 	key := runKey(slots, rs.lim, rs.scale, shift)
-	r.mu.Lock()
-	ran, ok := r.runs[key]
-	r.mu.Unlock()
-	if ok {
+	if ran, ok := r.cached(key); ok {
 		return ran, nil
 	}
-	m, err := rs.model()
+	m, err := rs.model([][2]int{{first, last}})
 	if err != nil {
 		return ranRun{}, err
 	}
-	run, err := m.RunTasks(first, last+1, shift)
+	ran, err := r.ranOf(rs, m, 0, len(slots), shift)
+	if err != nil {
+		return ranRun{}, err
+	}
+	r.keep(rs, key, ran, slots)
+	return ran, nil
+}
+
+// ranOf runs the tasks [from, to) of m, shifted by shift µs, and keeps
+// what the replayer needs of the run.
+func (r *replayer) ranOf(rs replaySet, m *simulate.KernelModel, from, to int, shift int64) (ranRun, error) {
+	run, err := m.RunTasks(from, to, shift)
 	if err != nil {
 		return ranRun{}, fmt.Errorf("replay under cpu.max %s: %w", limitText(rs.lim), err)
 	}
-	ran = ranRun{endUsec: run.EndUsec, outcome: outcomeOf(run)}
+	ran := ranRun{endUsec: run.EndUsec, outcome: outcomeOf(run)}
 	if r.timeline != nil {
 		ran.run = &run
 	}
+	return ran, nil
+}
+
+// cached is the run of key replayed before, if any.
+func (r *replayer) cached(key string) (ranRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ran, ok := r.runs[key]
+	return ran, ok
+}
+
+// keep stores ran, the run of slots of rs under key, counting its work
+// (replayWork) once.
+func (r *replayer) keep(rs replaySet, key string, ran ranRun, slots []Slot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.runs == nil {
@@ -345,16 +397,16 @@ func (r *replayer) run(rs replaySet, first, last int, shift int64) (ranRun, erro
 		r.runs[key] = ran
 		r.work += replayWork(rs.t, slots, rs.lim.PeriodUsec)
 	}
-	return ran, nil
 }
 
-// replayHost is the whole demand as one host for the kernel model: the
-// pool under lim, a task per slot arriving at its start with its need
-// times scale, and with a query limit each stretch of work in
-// consecutive intervals one query, in a query cgroup of its own made as
-// it starts. A run is a stretch of its tasks (KernelModel.RunTasks): it
-// starts a query, as every run's first slot follows an idle gap.
-func replayHost(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (simulate.Host, simulate.KernelParams) {
+// replayHost is the demand of the runs of rs, [first, last] slot index
+// pairs, as one host for the kernel model: the pool under rs.lim, a task
+// per slot arriving at its start with its need times rs.scale, and with
+// a query limit each stretch of work in consecutive intervals one query,
+// in a query cgroup of its own made as it starts (a run's first slot
+// follows an idle gap, so it starts one).
+func replayHost(rs replaySet, runs [][2]int) (simulate.Host, simulate.KernelParams) {
+	t, slots, lim := rs.t, rs.slots, rs.lim
 	p := simulate.DefaultKernelParams()
 	p.SliceUsec, p.TickUsec = t.SliceUsec, t.TickUsec
 	p.WindowUsec = lim.PeriodUsec
@@ -363,16 +415,19 @@ func replayHost(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (simu
 		Name: replayPool, Limit: lim}}}
 	ql := queryLimitFor(t, lim)
 	group := replayPool
-	for i, s := range slots {
-		if ql != nil && (i == 0 || s.StartUsec-slots[i-1].StartUsec > t.IntervalUsec) {
-			group = "q" + strconv.Itoa(len(h.Groups))
-			h.Groups = append(h.Groups, simulate.Group{Name: group, Parent: replayPool, Limit: *ql})
-			// Writing its limit starts its period timer: its periods
-			// run from its start.
-			p.PeriodPhaseUsec[group] = s.StartUsec % lim.PeriodUsec
+	for _, run := range runs {
+		for i := run[0]; i <= run[1]; i++ {
+			s := slots[i]
+			if ql != nil && (i == run[0] || s.StartUsec-slots[i-1].StartUsec > t.IntervalUsec) {
+				group = "q" + strconv.Itoa(len(h.Groups))
+				h.Groups = append(h.Groups, simulate.Group{Name: group, Parent: replayPool, Limit: *ql})
+				// Writing its limit starts its period timer: its periods
+				// run from its start.
+				p.PeriodPhaseUsec[group] = s.StartUsec % lim.PeriodUsec
+			}
+			h.Tasks = append(h.Tasks, simulate.HostTask{Name: "s" + strconv.Itoa(i), Group: group,
+				ArriveUsec: s.StartUsec, NeedUsec: int64(math.Round(float64(s.NeedUsec) * rs.scale)), Threads: s.Threads})
 		}
-		h.Tasks = append(h.Tasks, simulate.HostTask{Name: "s" + strconv.Itoa(i), Group: group,
-			ArriveUsec: s.StartUsec, NeedUsec: int64(math.Round(float64(s.NeedUsec) * scale)), Threads: s.Threads})
 	}
 	return h, p
 }
