@@ -219,9 +219,9 @@ func TestAdviseBoundsItsWork(t *testing.T) {
 	}
 }
 
-// BenchmarkAdviseFullBudget is a search that spends nearly its whole work
-// budget (docs/advise.md, Bounds): about the longest advise takes on any
-// trace.
+// BenchmarkAdviseFullBudget is a heavy search, 64 threads busy for 20 s
+// (docs/advise.md, Bounds): its time per thread-step, times the work
+// budget, bounds how long advise takes on any trace.
 func BenchmarkAdviseFullBudget(b *testing.B) {
 	t := &testing.T{}
 	tr := busyTrace(t, 20, 64, 1_000_000, 1000)
