@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -346,10 +347,20 @@ func TestKernelDelegation(t *testing.T) {
 		return l
 	}
 	l := run()
-	// Registered after NewRoot, so it runs first: the keeper is gone
-	// before the test cgroups are removed.
-	t.Cleanup(func() { unix.Kill(l.Keeper, unix.SIGKILL) })
 	scope := filepath.Join(slice, "poolagent-pools.scope")
+	// Registered after NewRoot, so it runs first: the keeper is gone
+	// before the test cgroups are removed. kill returns before the keeper
+	// has exited, and its cgroup cannot be removed until it has.
+	t.Cleanup(func() {
+		unix.Kill(l.Keeper, unix.SIGKILL)
+		keep := filepath.Join(scope, KeepLeaf, "cgroup.procs")
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			b, err := os.ReadFile(keep)
+			if err != nil || !slices.Contains(strings.Fields(string(b)), strconv.Itoa(l.Keeper)) {
+				return
+			}
+		}
+	})
 	want := Layout{Scope: "poolagent-pools.scope", Dir: scope, Keeper: l.Keeper, PoolRoot: filepath.Join(scope, PoolsDir), Created: true}
 	if l != want || l.Keeper == 0 {
 		t.Fatalf("layout %+v, want %+v", l, want)
