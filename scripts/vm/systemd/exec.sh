@@ -48,4 +48,20 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 	echo
 } >"$stage/delegated.sh"
 chmod 755 "$stage/delegated.sh"
-"$here/run.sh" "$stage" systemd-run --scope --quiet --unit=poolagent-tests.scope --property=Delegate=yes -- /job/delegated.sh
+# go test stops a runner that outlives its -timeout with SIGQUIT: run.sh
+# then stops the VM and says what the guest was doing, so the signal is
+# passed on rather than leaving it running, as SIGTERM (a command started
+# with & ignores SIGINT and SIGQUIT, and cannot trap them).
+"$here/run.sh" "$stage" systemd-run --scope --quiet --unit=poolagent-tests.scope --property=Delegate=yes -- /job/delegated.sh &
+child=$!
+for sig in INT TERM QUIT; do
+	trap "kill -TERM $child 2>/dev/null" "$sig"
+done
+set +e
+wait "$child"
+rc=$?
+while kill -0 "$child" 2>/dev/null; do
+	wait "$child"
+	rc=$?
+done
+exit "$rc"

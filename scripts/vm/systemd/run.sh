@@ -12,12 +12,22 @@
 #   ttyS0  the kernel's and systemd's console (a log file on the host)
 #   ttyS1  the job's stdout and stderr (run.sh's stdout)
 #   ttyS2  the job's exit status, one decimal line
+#   ttyS3  the guest's uptime every second, its heartbeat
 #
-# Exit status: the command's; 124 the VM hit its time limit; 125 the VM
+# A guest whose heartbeat, once begun (systemd starts it early in the
+# boot), stops for POOLAGENT_VM_STALL seconds before the job has reported
+# a status has frozen: the VM is stopped, its console tail
+# printed, and it is booted again, POOLAGENT_VM_BOOTS times in all.
+#
+# Exit status: the command's; 124 the VM hit its time limit, froze on its
+# last boot, or was stopped by SIGINT, SIGTERM or SIGQUIT; 125 the VM
 # ended without reporting a status (the console tail is printed).
 #
 # Env:
 #   POOLAGENT_VM_TIMEOUT   seconds before the VM is stopped (default 900)
+#   POOLAGENT_VM_STALL     seconds without a heartbeat that mean the guest
+#                          froze (default 60)
+#   POOLAGENT_VM_BOOTS     boots in all when the guest freezes (default 2)
 #   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
 #   POOLAGENT_VM_MEM_MIB   guest memory (default 2048)
 #   POOLAGENT_VM_CONSOLE=1 print the guest's console log to stderr afterwards
@@ -45,6 +55,21 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# go test stops a runner that outlives its -timeout with SIGQUIT (exec.sh
+# passes it on as SIGTERM): say what the guest was doing, and stop it.
+interrupted() {
+	if [ -n "$vm" ]; then
+		kill -KILL "$vm" 2>/dev/null
+		wait "$vm" 2>/dev/null || true
+	fi
+	vm=
+	echo "vm systemd run: stopped by SIG$1; console tail:" >&2
+	tail -30 "$work/console.log" >&2 2>/dev/null
+	exit 124
+}
+for sig in INT TERM QUIT; do
+	trap "interrupted $sig" "$sig"
+done
 root=$work/root
 mkdir -p "$root/job" "$root/etc/systemd/system/multi-user.target.wants"
 cp -a "$stage/." "$root/job/"
@@ -78,35 +103,76 @@ StandardOutput=journal
 StandardError=journal
 UNIT
 ln -s ../poolagent-vm-job.service "$root/etc/systemd/system/multi-user.target.wants/poolagent-vm-job.service"
+# The heartbeat: the guest's uptime on ttyS3 every second from early in
+# the boot, so a guest that froze (an emulator hiccup on a loaded host) is
+# told from a job that runs long.
+mkdir -p "$root/etc/systemd/system/sysinit.target.wants"
+cat >"$root/etc/systemd/system/poolagent-vm-heartbeat.service" <<'UNIT'
+[Unit]
+Description=poolagent VM heartbeat (scripts/vm/systemd/run.sh)
+DefaultDependencies=no
+
+[Service]
+ExecStart=/bin/sh -c 'while :; do cut -d" " -f1 /proc/uptime >/dev/ttyS3; sleep 1; done'
+UNIT
+ln -s ../poolagent-vm-heartbeat.service "$root/etc/systemd/system/sysinit.target.wants/poolagent-vm-heartbeat.service"
 # The job's archive follows the base: the kernel unpacks both into one
 # root file system, later files over earlier ones.
 cp "$base" "$work/initrd"
 (cd "$root" && find . | cpio -o -H newc --quiet) >>"$work/initrd"
 
 timeout=${POOLAGENT_VM_TIMEOUT:-900}
+stall=${POOLAGENT_VM_STALL:-60}
+boots=${POOLAGENT_VM_BOOTS:-2}
 started=$(date +%s.%N)
-: >"$work/status"
-# No udev in the image: without the mask systemd waits 90 s for
-# dev-ttyS0.device before the console's getty.
-qemu-system-x86_64 \
-	-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
-	-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-2048}" \
-	-kernel "$kernel" -initrd "$work/initrd" \
-	-append "console=ttyS0 loglevel=3 rdinit=/sbin/init panic=-1 tsc=reliable mitigations=off systemd.show_status=0 systemd.mask=serial-getty@ttyS0.service" \
-	-display none -monitor none -no-reboot \
-	-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
-	</dev/null &
-vm=$!
-stopped=
-while kill -0 "$vm" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$vm/stat" 2>/dev/null)" != Z ]; do
-	sleep 0.5
-	if [ "$(date +%s)" -ge "$(printf '%.0f' "$started")" ] && (($(date +%s) - ${started%.*} >= timeout)); then
-		stopped=timeout
-		kill -KILL "$vm" 2>/dev/null
+
+# boot runs the VM once and sets stopped ("timeout", "froze" or empty) and
+# status (the job's, or empty). No udev in the image: without the mask
+# systemd waits 90 s for dev-ttyS0.device before the console's getty.
+boot() {
+	: >"$work/status"
+	: >"$work/heartbeat"
+	: >"$work/console.log"
+	qemu-system-x86_64 \
+		-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
+		-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-2048}" \
+		-kernel "$kernel" -initrd "$work/initrd" \
+		-append "console=ttyS0 loglevel=3 rdinit=/sbin/init panic=-1 tsc=reliable mitigations=off systemd.show_status=0 systemd.mask=serial-getty@ttyS0.service" \
+		-display none -monitor none -no-reboot \
+		-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
+		-serial "file:$work/heartbeat" \
+		</dev/null &
+	vm=$!
+	local begun=$SECONDS beat=$SECONDS last=0 size state
+	stopped=
+	while read -r _ _ state _ 2>/dev/null <"/proc/$vm/stat" && [ "$state" != Z ]; do
+		sleep 0.5
+		size=$(stat -c %s "$work/heartbeat")
+		if [ "$size" -gt "$last" ]; then
+			last=$size beat=$SECONDS
+		elif [ "$last" -gt 0 ] && ((SECONDS - beat >= stall)); then
+			stopped=froze
+		fi
+		((SECONDS - begun < timeout)) || stopped=timeout
+		if [ -n "$stopped" ]; then
+			kill -KILL "$vm" 2>/dev/null
+			break
+		fi
+	done
+	wait "$vm" 2>/dev/null || true
+	vm=
+	status=$(tr -dc 0-9 <"$work/status")
+}
+
+
+for ((n = 1; ; n++)); do
+	boot
+	if [ "$stopped" != froze ] || [ -n "$status" ]; then
 		break
 	fi
+	echo "vm systemd run: the guest froze: no heartbeat for ${stall}s (last guest uptime: $(tail -1 "$work/heartbeat" | tr -dc 0-9.)s); console tail:" >&2
+	tail -30 "$work/console.log" >&2
+	[ "$n" -lt "$boots" ] || exit 124
+	echo "vm systemd run: booting again ($((n + 1)) of $boots)" >&2
 done
-wait "$vm" 2>/dev/null || true
-vm=
-status=$(tr -dc 0-9 <"$work/status")
 vm_finish "vm systemd run" "vm systemd run" POOLAGENT_VM_TIMEOUT ""
