@@ -49,7 +49,7 @@
 # (set to v2 when unset) and GOTRACEBACK when set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/finish.sh"
+. "$here/lib.sh"
 lab=${POOLAGENT_VM_LAB:-$here/lab}
 die() { echo "vm run: $*" >&2; exit 125; }
 
@@ -141,8 +141,7 @@ stall=${POOLAGENT_VM_STALL:-60}
 pausing=${POOLAGENT_VM_PAUSE:-5}
 boots=${POOLAGENT_VM_BOOTS:-2}
 
-# boot runs the VM once and sets qemu (its exit status), stopped
-# ("timeout", "froze" or empty) and status (the job's, or empty).
+# boot runs the VM once (vm_boot).
 #
 # tsc=reliable: TCG's TSC follows the host clock and is the same on every
 # vCPU; without it the guest falls back to a slow clocksource and every
@@ -151,49 +150,7 @@ boots=${POOLAGENT_VM_BOOTS:-2}
 # panic=-1 with -no-reboot: a kernel panic ends qemu at once.
 vm=
 boot() {
-	: >"$work/status"
-	: >"$work/heartbeat"
-	qemu-system-x86_64 \
-		-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
-		-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-1024}" \
-		-kernel "$kernel" -initrd "$work/initrd" \
-		-append "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}" \
-		-display none -monitor none -no-reboot \
-		-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
-		-serial "file:$work/heartbeat" \
-		</dev/null &
-	vm=$!
-	local begun=$SECONDS beat=$SECONDS last=0 size
-	stopped=
-	while running "$vm"; do
-		sleep 0.2
-		size=$(stat -c %s "$work/heartbeat")
-		if [ "$size" -gt "$last" ]; then
-			last=$size beat=$SECONDS
-		elif ((SECONDS - beat >= stall)); then
-			stopped=froze
-		fi
-		if ((SECONDS - begun >= timeout)); then
-			stopped=timeout
-		fi
-		if [ -n "$stopped" ]; then
-			kill -KILL "$vm" 2>/dev/null
-			break
-		fi
-	done
-	set +e
-	{ wait "$vm"; } 2>/dev/null # not bash's own "Killed" line
-	qemu=$?
-	set -e
-	vm=
-	status=$(tr -dc 0-9 <"$work/status")
-}
-
-# running PID: the process is there and not a zombie (kill -0 cannot
-# tell an exited child that is not yet waited for).
-running() {
-	local state
-	read -r _ _ state _ 2>/dev/null <"/proc/$1/stat" && [ "$state" != Z ]
+	vm_boot 1024 "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}"
 }
 
 # go test stops a runner that outlives its -timeout with SIGQUIT: say what

@@ -35,7 +35,7 @@
 #   POOLAGENT_VM_LAB       the lab folder (default: scripts/vm/lab)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../finish.sh"
+. "$here/../lib.sh"
 lab=${POOLAGENT_VM_LAB:-$here/../lab}
 die() { echo "vm systemd run: $*" >&2; exit 125; }
 
@@ -126,42 +126,11 @@ stall=${POOLAGENT_VM_STALL:-60}
 boots=${POOLAGENT_VM_BOOTS:-2}
 started=$(date +%s.%N)
 
-# boot runs the VM once and sets stopped ("timeout", "froze" or empty) and
-# status (the job's, or empty). No udev in the image: without the mask
-# systemd waits 90 s for dev-ttyS0.device before the console's getty.
+# boot runs the VM once (vm_boot); the heartbeat starts with systemd's
+# units, some seconds into the boot. No udev in the image: without the
+# mask systemd waits 90 s for dev-ttyS0.device before the console's getty.
 boot() {
-	: >"$work/status"
-	: >"$work/heartbeat"
-	: >"$work/console.log"
-	qemu-system-x86_64 \
-		-nodefaults -no-user-config -machine pc -accel tcg,thread=multi -cpu max \
-		-smp "${POOLAGENT_VM_CPUS:-2}" -m "${POOLAGENT_VM_MEM_MIB:-2048}" \
-		-kernel "$kernel" -initrd "$work/initrd" \
-		-append "console=ttyS0 loglevel=3 rdinit=/sbin/init panic=-1 tsc=reliable mitigations=off systemd.show_status=0 systemd.mask=serial-getty@ttyS0.service" \
-		-display none -monitor none -no-reboot \
-		-serial "file:$work/console.log" -serial stdio -serial "file:$work/status" \
-		-serial "file:$work/heartbeat" \
-		</dev/null &
-	vm=$!
-	local begun=$SECONDS beat=$SECONDS last=0 size state
-	stopped=
-	while read -r _ _ state _ 2>/dev/null <"/proc/$vm/stat" && [ "$state" != Z ]; do
-		sleep 0.5
-		size=$(stat -c %s "$work/heartbeat")
-		if [ "$size" -gt "$last" ]; then
-			last=$size beat=$SECONDS
-		elif [ "$last" -gt 0 ] && ((SECONDS - beat >= stall)); then
-			stopped=froze
-		fi
-		((SECONDS - begun < timeout)) || stopped=timeout
-		if [ -n "$stopped" ]; then
-			kill -KILL "$vm" 2>/dev/null
-			break
-		fi
-	done
-	wait "$vm" 2>/dev/null || true
-	vm=
-	status=$(tr -dc 0-9 <"$work/status")
+	vm_boot 2048 "console=ttyS0 loglevel=3 rdinit=/sbin/init panic=-1 tsc=reliable mitigations=off systemd.show_status=0 systemd.mask=serial-getty@ttyS0.service" first-beat
 }
 
 
