@@ -117,8 +117,11 @@ func TestKernelQueryCgroup(t *testing.T) {
 		t.Fatal("no statistics")
 	}
 	t.Logf("stats %+v", *st)
-	if st.ResourcePoolID != "olap" || st.UsageUsec < 80000 || st.NrThrottled == 0 || st.ThrottledUsec == 0 || st.NrPeriods < st.NrThrottled {
-		t.Errorf("stats %+v: want pool olap, usage >= 80 ms, throttled in some periods", *st)
+	// The command spins 100 ms of its own CPU time; what its runtime spent
+	// before it was moved into the query cgroup is charged elsewhere (up to
+	// 21 ms in the systemd VM under emulation), so half is the floor.
+	if st.ResourcePoolID != "olap" || st.UsageUsec < 50000 || st.NrThrottled == 0 || st.ThrottledUsec == 0 || st.NrPeriods < st.NrThrottled {
+		t.Errorf("stats %+v: want pool olap, usage >= 50 ms, throttled in some periods", *st)
 	}
 	if n := queriesLeft(t, cg)(); n != 0 {
 		t.Errorf("%d query cgroups left", n)
