@@ -64,9 +64,11 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 		// its demand (under the 1.5 vCPU cap; the VM's slow emulation
 		// may count more than the 1 ms minimum), which shrinks every
 		// burst.
+		// The query cgroups are written after their pool: wait for both.
 		waitFor(t, "olap held to its idle demand", func() bool {
-			q := olapState(d).Pool.CPU.QuotaUsec
-			return q < 150000 && poolQuotaUsec(t, cg, "olap") == q
+			ps := olapState(d)
+			q := ps.Pool.CPU.QuotaUsec
+			return q < 150000 && poolQuotaUsec(t, cg, "olap") == q && queryBurstsAre(t, cg, root.Path, ps.Query.CPU.BurstUsec)
 		})
 		held := olapState(d)
 		t.Logf("olap held to a quota of %d µs, its queries to %d µs", held.Pool.CPU.QuotaUsec, held.Query.CPU.QuotaUsec)
@@ -147,4 +149,25 @@ func endInProc(t *testing.T, c *inProcClient) {
 	if c.err != nil {
 		t.Fatalf("query: %v", c.err)
 	}
+}
+
+// queryBurstsAre reports whether every query cgroup of olap holds the
+// burst want.
+func queryBurstsAre(t *testing.T, cg *pooltree.Handle, root string, want int64) bool {
+	t.Helper()
+	file := "cpu.cfs_burst_us"
+	if cg.Reader().V2() {
+		file = "cpu.max.burst"
+	}
+	qs, err := cg.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		b, err := os.ReadFile(filepath.Join(root, q[0], q[1], file))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(want, 10) {
+			return false
+		}
+	}
+	return true
 }
