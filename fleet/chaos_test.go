@@ -786,11 +786,20 @@ func countRefused(outs []outcome) int {
 // second and each run's wall time (p50, p99) of both, and the ratio; the
 // CPU time per admission of the daemons and members (in all, beyond what
 // they use idle, and the members' alone) and of the clients, and the etcd
-// write transactions per admission.
+// write transactions per admission. The clients are `poolagent run`
+// (client=full) or the slim `poolagent-run` (client=slim), whose start
+// costs a fraction of the full binary's: with it the daemons' and
+// members' share of the CPU is larger, and so is the ratio's distance
+// from 1.
 func BenchmarkFleetEndToEnd(b *testing.B) {
+	b.Run("client=full", func(b *testing.B) { fleetEndToEnd(b, true) })
+	b.Run("client=slim", func(b *testing.B) { fleetEndToEnd(b, false) })
+}
+
+func fleetEndToEnd(b *testing.B, full bool) {
 	ch := newChaos(b, 3, true, 10*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 1000);\n")
-	fleet := &e2eSide{nodes: ch.nodes, members: ch.etcd.Members}
-	single := &e2eSide{nodes: []*chaosNode{ch.single()}}
+	fleet := &e2eSide{nodes: ch.nodes, members: ch.etcd.Members, full: full}
+	single := &e2eSide{nodes: []*chaosNode{ch.single()}, full: full}
 	// What the processes use without queries (leases, heartbeats, the
 	// daemons' own sampling), to tell from what each admission costs.
 	fleet.idleStart(b)
@@ -827,7 +836,8 @@ func BenchmarkFleetEndToEnd(b *testing.B) {
 type e2eSide struct {
 	nodes   []*chaosNode
 	members []*etcdtest.Member
-	n       int // admissions
+	full    bool // the clients are `poolagent run`, not poolagent-run
+	n       int  // admissions
 	took    time.Duration
 	walls   []time.Duration
 	// CPU time of the daemons and members, of the members alone, and of
@@ -868,7 +878,7 @@ func (s *e2eSide) phase(b *testing.B, ch *chaos) {
 	rev0 := ch.revision()
 	stop := make(chan struct{})
 	start := time.Now()
-	wait := ch.loadOn(s.nodes, 30, "olap", "", 0, true, stop)
+	wait := ch.loadOn(s.nodes, 30, "olap", "", 0, s.full, stop)
 	time.Sleep(5 * time.Second)
 	close(stop)
 	outs := wait()
