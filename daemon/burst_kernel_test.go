@@ -91,10 +91,7 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 // n query cgroups below root with the plan's.
 func checkBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n int) {
 	t.Helper()
-	file := "cpu.cfs_burst_us"
-	if cg.Reader().V2() {
-		file = "cpu.max.burst"
-	}
+	file := burstFile(cg)
 	readBurst := func(cgroup string) int64 {
 		t.Helper()
 		name := filepath.Join(root, cgroup, file)
@@ -155,10 +152,7 @@ func endInProc(t *testing.T, c *inProcClient) {
 // burst want.
 func queryBurstsAre(t *testing.T, cg *pooltree.Handle, root string, want int64) bool {
 	t.Helper()
-	file := "cpu.cfs_burst_us"
-	if cg.Reader().V2() {
-		file = "cpu.max.burst"
-	}
+	file := burstFile(cg)
 	qs, err := cg.Queries()
 	if err != nil {
 		t.Fatal(err)
@@ -170,4 +164,13 @@ func queryBurstsAre(t *testing.T, cg *pooltree.Handle, root string, want int64) 
 		}
 	}
 	return true
+}
+
+// burstFile is the file of a cgroup's burst under cg's hierarchy, in
+// microseconds on both.
+func burstFile(cg *pooltree.Handle) string {
+	if cg.Reader().V2() {
+		return "cpu.max.burst"
+	}
+	return "cpu.cfs_burst_us"
 }

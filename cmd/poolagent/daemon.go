@@ -71,10 +71,10 @@ func daemonCommand() *cli.Command {
 }
 
 func runDaemon(c *cli.Context) error {
-	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
+	if err := checkDaemonFlags(c); err != nil {
 		return err
 	}
-	if err := checkDaemonFlags(c); err != nil {
+	if err := needRoot("daemon", "it writes the pool cgroups and moves every user's queries into them"); err != nil {
 		return err
 	}
 	node, err := applyNode(c)
@@ -144,8 +144,12 @@ func runDaemon(c *cli.Context) error {
 }
 
 // checkDaemonFlags refuses the daemon's numeric flags outside their
-// accepted ranges, before anything is read or written.
+// accepted ranges and fleet flags that cannot work, before anything is
+// read or written.
 func checkDaemonFlags(c *cli.Context) error {
+	if err := checkFleetFlags(c); err != nil {
+		return err
+	}
 	for _, f := range []string{"max-conns-per-user", "max-unstarted-per-user"} {
 		if n := c.Int(f); n < 1 || n > 1<<20 {
 			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)

@@ -33,6 +33,41 @@ func fleetFlags() []cli.Flag {
 	}
 }
 
+// checkFleetFlags refuses a fleet flag without --etcd (it would be
+// ignored), an --etcd that names no endpoint, a client certificate
+// without its key or the other way round, and a TTL etcd cannot keep.
+func checkFleetFlags(c *cli.Context) error {
+	if !c.IsSet("etcd") {
+		for _, f := range []string{"cluster", "node", "etcd-ttl", "etcd-cacert", "etcd-cert", "etcd-key"} {
+			if c.IsSet(f) {
+				return usageErr("--%s is a fleet mode flag and needs --etcd (accepted: --etcd ENDPOINTS with it, or no fleet flag)", f)
+			}
+		}
+		return nil
+	}
+	if len(etcdEndpoints(c)) == 0 {
+		return usageErr("--etcd %q names no endpoint (accepted: comma-separated URLs, such as https://10.0.0.1:2379,https://10.0.0.2:2379)", c.String("etcd"))
+	}
+	if (c.String("etcd-cert") == "") != (c.String("etcd-key") == "") {
+		return usageErr("--etcd-cert %q and --etcd-key %q go together (accepted: both, or neither)", c.String("etcd-cert"), c.String("etcd-key"))
+	}
+	if ttl := c.Duration("etcd-ttl"); ttl < 2*time.Second {
+		return usageErr("--etcd-ttl %s is not accepted (accepted: 2s or more; etcd leases count whole seconds)", ttl)
+	}
+	return nil
+}
+
+// etcdEndpoints are the endpoints --etcd names.
+func etcdEndpoints(c *cli.Context) []string {
+	var endpoints []string
+	for e := range strings.SplitSeq(c.String("etcd"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	return endpoints
+}
+
 // joinFleet makes the daemon a node of the cluster its flags name
 // (fleet.Join); reload is called when the cluster's definitions change.
 func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *planner.Model, cpus float64, load admission.LoadConfig, reload func()) (*fleet.Backend, *planner.Model, error) {
@@ -50,12 +85,7 @@ func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *pla
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
 	}
-	var endpoints []string
-	for e := range strings.SplitSeq(c.String("etcd"), ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
-		}
-	}
+	endpoints := etcdEndpoints(c)
 	var changes []state.Change
 	if src.Store != nil {
 		changes = src.Store.Changes()

@@ -71,6 +71,14 @@ func TestUsageErrors(t *testing.T) {
 			"poolagent compare: --repeat 0 is not accepted (accepted: 1 or more)"},
 		{"format the command refuses", []string{"simulate", "--format", "xml"},
 			`poolagent simulate: --format "xml" is not accepted (accepted: text, json)`},
+		{"fleet flag without --etcd", []string{"daemon", "--pools", "x.sql", "--cluster", "analytics"},
+			"poolagent daemon: --cluster is a fleet mode flag and needs --etcd (accepted: --etcd ENDPOINTS with it, or no fleet flag)"},
+		{"--etcd without an endpoint", []string{"daemon", "--pools", "x.sql", "--etcd", " , "},
+			`poolagent daemon: --etcd " , " names no endpoint (accepted: comma-separated URLs, such as https://10.0.0.1:2379,https://10.0.0.2:2379)`},
+		{"client certificate without its key", []string{"daemon", "--pools", "x.sql", "--etcd", "https://e:2379", "--etcd-cert", "c.pem"},
+			`poolagent daemon: --etcd-cert "c.pem" and --etcd-key "" go together (accepted: both, or neither)`},
+		{"lease TTL etcd cannot keep", []string{"daemon", "--pools", "x.sql", "--etcd", "https://e:2379", "--etcd-ttl", "1500ms"},
+			"poolagent daemon: --etcd-ttl 1.5s is not accepted (accepted: 2s or more; etcd leases count whole seconds)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
