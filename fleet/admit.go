@@ -243,11 +243,27 @@ func (b *Backend) Leave(id admission.QueryID, now time.Time) []admission.Event {
 	return nil
 }
 
-// tickLoop fails waiting queries past their deadline, every 100 ms.
+// tickInterval is how often the tick loop looks for waiting queries past
+// their deadline.
+const tickInterval = 100 * time.Millisecond
+
+// tickLoop fails waiting queries past their deadline, every tickInterval
+// while this node has a query waiting; with none it sleeps until poked, so
+// an idle node does not wake ten times a second.
 func (b *Backend) tickLoop(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(tickInterval)
 	defer t.Stop()
 	for {
+		if !b.anyWaiting() {
+			t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.wake:
+			}
+			t.Reset(tickInterval)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -255,6 +271,19 @@ func (b *Backend) tickLoop(ctx context.Context) {
 			b.emit(b.Tick(now))
 		}
 	}
+}
+
+// anyWaiting reports whether a query of this node waits for a slot: not
+// yet registered, queued, or starting (a lost session sends it back).
+func (b *Backend) anyWaiting() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, q := range b.queries {
+		if q.st == pending || q.st == queued || q.st == starting {
+			return true
+		}
+	}
+	return false
 }
 
 // Tick fails this node's waiting queries whose deadline is at or before

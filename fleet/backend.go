@@ -183,6 +183,8 @@ type Backend struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
+	// wake tells an idle tick loop that a query may be waiting (poke).
+	wake   chan struct{}
 	events chan admission.Event
 
 	// mu guards everything below. It is never held during an etcd request
@@ -278,6 +280,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		keys:      newKeySpace(cfg.Cluster),
 		log:       cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
 		kick:      make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		events:    make(chan admission.Event, 256),
 		views:     map[string]*view{},
 		nodes:     map[string]NodeRecord{},
@@ -453,11 +456,13 @@ func (b *Backend) forgetToken(q *query) {
 	q.token, q.key, q.rev = "", "", 0
 }
 
-// poke wakes the pump.
+// poke wakes the pump, and the tick loop if it idles.
 func (b *Backend) poke() {
-	select {
-	case b.kick <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{b.kick, b.wake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 
