@@ -28,10 +28,13 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/admission"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultTTL is the session lease's time to live: a node that stops
@@ -297,21 +300,24 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	}
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	if err := b.newSession(ctx); err != nil {
+	err = b.newSession(ctx)
+	if err == nil {
+		err = b.loadViews(ctx)
+	}
+	switch {
+	case err != nil && !transient(err):
+		if b.lease != 0 {
+			cli.Revoke(context.Background(), b.lease)
+		}
 		b.cancel()
 		cli.Close()
 		return nil, err
+	case err != nil:
+		// The session loop takes the lease and the watch loop reads the
+		// cluster when etcd answers; meanwhile pools without a global
+		// limit admit and the others wait (Submit), as after a cut.
+		b.log.Warn("etcd unreachable at start: pools without a global limit admit, globally limited pools wait until it answers", "err", err)
 	}
-	if err := b.loadViews(ctx); err != nil {
-		cli.Revoke(context.Background(), b.lease)
-		b.cancel()
-		cli.Close()
-		return nil, err
-	}
-	b.mu.Lock()
-	b.inheritLocked(time.Now())
-	b.mu.Unlock()
-	time.AfterFunc(cfg.TTL, b.poke) // releaseInheritedLocked
 	run := b.ctx
 	b.wg.Go(func() { b.sessionLoop(run) })
 	b.wg.Go(func() { b.watchLoop(run) })
@@ -419,6 +425,23 @@ func (b *Backend) note(start time.Time, err error) {
 
 func (b *Backend) unreachable(err error) error {
 	return fmt.Errorf("%w: etcd at %v: %w", ErrClusterUnreachable, b.cfg.Endpoints, err)
+}
+
+// transient reports whether err is etcd not answering (no connection, no
+// leader, a request timed out), which passes, rather than a refusal
+// (authentication, permission, a bad request), which does not.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code := codes.OK
+	var ee rpctypes.EtcdError
+	if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }
 
 func (b *Backend) record() NodeRecord {

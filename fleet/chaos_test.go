@@ -110,20 +110,8 @@ func newChaos(t testing.TB, nodes int, fsync bool, ttl time.Duration, pools stri
 	if err := os.WriteFile(file, []byte(pools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range nodes {
-		n := &chaosNode{name: fmt.Sprintf("n%d", i), socket: filepath.Join(c.dir, fmt.Sprintf("n%d.sock", i))}
-		var eps []string
-		for _, m := range c.etcd.Members {
-			p := startProxy(t, m.ClientURL)
-			n.links = append(n.links, p)
-			eps = append(eps, p.url())
-		}
-		state := filepath.Join(c.dir, "state-"+n.name)
-		n.args = []string{"daemon", "--pools", file, "--root", filepath.Join(c.root.Path, n.name), "--socket", n.socket,
-			"--state-dir", state, "--create-state-dir", "--cpus", "2", "--log-level", "info",
-			"--etcd", strings.Join(eps, ","), "--cluster", "chaos", "--node", n.name, "--etcd-ttl", ttl.String()}
-		c.nodes = append(c.nodes, n)
-		c.start(n)
+	for range nodes {
+		c.start(c.addNode())
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -136,6 +124,26 @@ func newChaos(t testing.TB, nodes int, fsync bool, ttl time.Duration, pools stri
 		}
 	})
 	return c
+}
+
+// addNode makes the next node, its links to the members and its daemon's
+// arguments; c.start starts it.
+func (c *chaos) addNode() *chaosNode {
+	c.t.Helper()
+	i := len(c.nodes)
+	n := &chaosNode{name: fmt.Sprintf("n%d", i), socket: filepath.Join(c.dir, fmt.Sprintf("n%d.sock", i))}
+	var eps []string
+	for _, m := range c.etcd.Members {
+		p := startProxy(c.t, m.ClientURL)
+		n.links = append(n.links, p)
+		eps = append(eps, p.url())
+	}
+	state := filepath.Join(c.dir, "state-"+n.name)
+	n.args = []string{"daemon", "--pools", filepath.Join(c.dir, "pools.sql"), "--root", filepath.Join(c.root.Path, n.name), "--socket", n.socket,
+		"--state-dir", state, "--create-state-dir", "--cpus", "2", "--log-level", "info",
+		"--etcd", strings.Join(eps, ","), "--cluster", "chaos", "--node", n.name, "--etcd-ttl", c.ttl.String()}
+	c.nodes = append(c.nodes, n)
+	return n
 }
 
 // single starts a daemon of the same pools without etcd (a cluster of
@@ -434,6 +442,18 @@ func TestKernelFleetChaos(t *testing.T) {
 			ch.start(n1)
 		})
 	}
+	// A daemon killed and started again while it cannot reach etcd: it
+	// serves at once (pools without a global limit admit, the olap queries
+	// sent to it are refused as cut off), its lease expires meanwhile and
+	// its queries run on beside the slots given away, as in kill9-late.
+	phase("restart-cut-off", c4, cutOff(n1), func() {
+		ch.stop(n1, syscall.SIGKILL)
+		n1.fault("sever")
+		ch.start(n1)
+		time.Sleep(2 * ttl)
+		n1.fault("restore")
+		time.Sleep(ttl)
+	})
 	// Members: one follower of three down changes nothing (the leader's
 	// loss is an election, which the quorum phase covers); two down stop
 	// every admission (refused as cut off) and nothing over-admits; back,
@@ -464,6 +484,36 @@ func TestKernelFleetChaos(t *testing.T) {
 	})
 	phase("after-quorum", 0, none, func() { time.Sleep(time.Second) })
 	t.Logf("chaos suite: %s", time.Since(began).Round(time.Second))
+}
+
+// TestKernelFleetStartCutOff: a node whose first start finds etcd
+// unreachable serves at once from its pool file: a pool without a global
+// limit admits, a globally limited one refuses as cut off. When etcd
+// answers, the node seeds the empty cluster from its file and the limited
+// pool admits.
+func TestKernelFleetStartCutOff(t *testing.T) {
+	ch := newChaos(t, 0, false, 2*time.Second, "CREATE RESOURCE POOL olap WITH (CONCURRENT_QUERY_LIMIT = 2);\n")
+	n := ch.addNode()
+	n.fault("sever")
+	began := time.Now()
+	ch.start(n)
+	t.Logf("started with etcd unreachable in %s", time.Since(began).Round(time.Millisecond))
+	if o := ch.query(n, "default", "", 0, false); o.err != "" {
+		t.Fatalf("cut off, pool without a global limit: %s; want it run", o.err)
+	}
+	if o := ch.query(n, "olap", "", 0, false); !strings.Contains(o.err, "cannot reach the cluster") {
+		t.Fatalf("cut off, pool olap: %q; want the cut-off refusal", o.err)
+	}
+	n.fault("restore")
+	back := time.Now()
+	waitFor(t, func() bool { return ch.query(n, "olap", "", 0, false).err == "" }, "pool olap admitting once etcd answers")
+	t.Logf("etcd answering: pool olap admitted %s later", time.Since(back).Round(time.Millisecond))
+	n.mu.Lock()
+	logs := n.logs.String()
+	n.mu.Unlock()
+	if !strings.Contains(logs, "the node joined the cluster") || !strings.Contains(logs, "seeded from") {
+		t.Fatalf("the node's log does not say it joined and seeded the cluster:\n%s", logs)
+	}
 }
 
 // admin runs `poolagent sql -e stmt` through node n's daemon and returns

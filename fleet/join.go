@@ -55,7 +55,8 @@ func (f TLSFiles) Config() (*tls.Config, error) {
 // definitions the model. An empty cluster is seeded with the pool file
 // (and the run-time changes made to it on this host); a cluster that has
 // definitions keeps them, and the returned Shared's Note says so when they
-// differ from the file. It warns, in cfg.Log, about a connection to etcd
+// differ from the file. When etcd does not answer, the node starts on the
+// local model and joins once it does (seedLater). It warns, in cfg.Log, about a connection to etcd
 // that anyone on its network could use: an endpoint without TLS, no
 // client certificate, or a cluster without authentication.
 func Join(ctx context.Context, cfg Config, local *planner.Model, poolFile string, changes []state.Change) (*Backend, *Shared, *planner.Model, []planner.Warning, error) {
@@ -63,15 +64,27 @@ func Join(ctx context.Context, cfg Config, local *planner.Model, poolFile string
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	b.warnInsecure(ctx)
+	reached := b.read()
+	b.warnInsecure(ctx, reached)
 	data, err := os.ReadFile(poolFile)
 	if err != nil {
 		b.Close()
 		return nil, nil, nil, nil, fmt.Errorf("read pool file: %w", err)
 	}
 	shared := &Shared{Backend: b}
-	model, warns, err := shared.Seed(poolFile, data, changes)
-	if err != nil {
+	var model *planner.Model
+	var warns []planner.Warning
+	if reached {
+		model, warns, err = shared.Seed(poolFile, data, changes)
+	}
+	switch {
+	case !reached || err != nil && transient(err):
+		// etcd did not answer (Open): the pool file is in force until it
+		// does.
+		shared.setNote("etcd unreachable at start: %s in force until the cluster answers, then the cluster's definitions", poolFile)
+		b.wg.Go(func() { shared.seedLater(poolFile, data, changes) })
+		return b, shared, local, nil, nil
+	case err != nil:
 		b.Close()
 		return nil, nil, nil, nil, fmt.Errorf("cluster pool definitions: %w", err)
 	}
@@ -80,8 +93,8 @@ func Join(ctx context.Context, cfg Config, local *planner.Model, poolFile string
 
 // warnInsecure logs, loudly, what lets someone other than the cluster's
 // nodes and administrators read or rewrite its keys (docs/security.md,
-// "etcd").
-func (b *Backend) warnInsecure(ctx context.Context) {
+// "etcd"); whether authentication is on only when etcd answers (reached).
+func (b *Backend) warnInsecure(ctx context.Context, reached bool) {
 	for _, e := range b.cfg.Endpoints {
 		if u, err := url.Parse(e); err == nil && u.Scheme != "https" {
 			b.log.Warn("etcd endpoint without TLS: anyone who can reach it can read and rewrite the cluster's pool definitions (and grant themselves administration) and its admission keys; use https:// with --etcd-cacert/--etcd-cert/--etcd-key (docs/fleet.md, \"Securing etcd\")", "endpoint", e)
@@ -89,6 +102,9 @@ func (b *Backend) warnInsecure(ctx context.Context) {
 	}
 	if b.cfg.TLS == nil || len(b.cfg.TLS.Certificates) == 0 {
 		b.log.Warn("no etcd client certificate: etcd cannot tell this node from any other client; give --etcd-cert and --etcd-key and enable client certificate authentication (docs/fleet.md, \"Securing etcd\")")
+	}
+	if !reached {
+		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
 	defer cancel()

@@ -49,7 +49,9 @@ func (b *Backend) pump() {
 	now := time.Now()
 	b.mu.Lock()
 	var work []func()
-	live := b.connectedLocked(now)
+	// Nothing is decided on views not yet read (a start while etcd was
+	// unreachable).
+	live := b.connectedLocked(now) && b.rev != 0
 	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {
 		b.publish, b.publishing = false, true

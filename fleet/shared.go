@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/poolagent/poolagent/planner"
@@ -13,9 +14,23 @@ import (
 // reloads read them, run-time changes go into them (daemon.Sources.Shared).
 type Shared struct {
 	Backend *Backend
-	// Note says how the definitions came to be in force at start, for
-	// STATUS= and the log (see Seed).
-	Note string
+	// note says how the definitions came to be in force, for STATUS= and
+	// the log (see Seed); it changes when a node that started while etcd
+	// was unreachable joins (seedLater).
+	note atomic.Pointer[string]
+}
+
+// Note says how the definitions in force came to be.
+func (s *Shared) Note() string {
+	if n := s.note.Load(); n != nil {
+		return *n
+	}
+	return ""
+}
+
+func (s *Shared) setNote(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	s.note.Store(&n)
 }
 
 // Status says where the definitions in force come from, and whether this
@@ -23,9 +38,9 @@ type Shared struct {
 func (s *Shared) Status() string {
 	h := s.Backend.Health()
 	if !h.Connected {
-		return s.Note + "; etcd unreachable: globally limited pools do not admit on this node"
+		return s.Note() + "; etcd unreachable: globally limited pools do not admit on this node"
 	}
-	return s.Note
+	return s.Note()
 }
 
 // Where names where a change is saved.
@@ -87,12 +102,41 @@ func (s *Shared) Seed(source string, src []byte, changes []state.Change) (*plann
 	}
 	switch {
 	case seeded:
-		s.Note = fmt.Sprintf("cluster %s seeded from %s", s.Backend.cfg.Cluster, source)
+		s.setNote("cluster %s seeded from %s", s.Backend.cfg.Cluster, source)
 	case d.PoolFile != string(src) || len(d.Changes) != len(changes):
-		s.Note = fmt.Sprintf("cluster %s definitions in force (seeded by %s, %d run-time changes); they differ from %s, which is not used",
+		s.setNote("cluster %s definitions in force (seeded by %s, %d run-time changes); they differ from %s, which is not used",
 			s.Backend.cfg.Cluster, d.Seed, len(d.Changes), source)
 	default:
-		s.Note = fmt.Sprintf("cluster %s definitions in force, as %s", s.Backend.cfg.Cluster, source)
+		s.setNote("cluster %s definitions in force, as %s", s.Backend.cfg.Cluster, source)
 	}
 	return d.Model()
+}
+
+// seedLater is Seed for a node that started while etcd was unreachable:
+// it tries again every renewal interval until etcd answers (or the backend
+// closes), then hands the cluster's definitions to cfg.Definitions, as a
+// change of them would be, so that the daemon reloads from the cluster.
+func (s *Shared) seedLater(source string, src []byte, changes []state.Change) {
+	b := s.Backend
+	t := time.NewTicker(renewInterval(b.cfg.TTL))
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, _, err := s.Seed(source, src, changes); err != nil {
+			if !transient(err) {
+				b.log.Error("cluster pool definitions", "err", err)
+			}
+			continue
+		}
+		b.log.Info("etcd answers: the node joined the cluster", "definitions", s.Note())
+		d, ok, err := b.Definitions(b.ctx)
+		if err == nil && ok && b.cfg.Definitions != nil {
+			b.cfg.Definitions(d)
+		}
+		return
+	}
 }

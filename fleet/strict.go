@@ -13,7 +13,8 @@ import (
 // that vanishes keeps its slots. When it comes back under the same name,
 // the daemon adopts the queries still running in their cgroups (Adopt):
 // each takes one of the node's keys left from its earlier run; the keys
-// left over once the daemon has adopted (one TTL after Open) are of
+// left over once the daemon has adopted (one TTL after the node first
+// read the cluster) are of
 // queries that ended meanwhile, and go. A node that does not come back
 // keeps its slots until an administrator releases them (ReleaseNode).
 
@@ -30,6 +31,13 @@ func (b *Backend) inheritLocked(now time.Time) {
 		}
 	}
 	b.inheritedUntil = now.Add(b.cfg.TTL)
+	// Queries adopted before the cluster could be read (a start while
+	// etcd was unreachable) take their keys now.
+	for _, q := range b.sortedQueries() {
+		if q.st == running && q.lost && q.token == "" && b.pools[q.pool].limits.StrictSlots && b.inheritedKey(q) {
+			q.lost = false
+		}
+	}
 }
 
 // inheritedKey hands an adopted query of a pool with strict slots one of

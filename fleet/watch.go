@@ -22,6 +22,7 @@ func (b *Backend) loadViews(ctx context.Context) error {
 		return b.unreachable(err)
 	}
 	b.mu.Lock()
+	first := b.rev == 0
 	b.views = map[string]*view{}
 	b.nodes = map[string]NodeRecord{}
 	for _, kv := range resp.Kvs {
@@ -29,15 +30,38 @@ func (b *Backend) loadViews(ctx context.Context) error {
 	}
 	b.rev = resp.Header.Revision
 	b.health.WatchAt = time.Now()
+	if first {
+		b.inheritLocked(time.Now())
+		time.AfterFunc(b.cfg.TTL, b.poke) // releaseInheritedLocked
+	}
 	b.mu.Unlock()
 	b.poke()
 	return nil
+}
+
+// read reports whether the node has read the cluster: false from a start
+// while etcd was unreachable until it answers.
+func (b *Backend) read() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rev != 0
 }
 
 // watchLoop keeps the views current from a watch on the cluster prefix,
 // reading the prefix again whenever the watch breaks (a member without a
 // leader, a compacted revision).
 func (b *Backend) watchLoop(ctx context.Context) {
+	read := b.read()
+	for !read && ctx.Err() == nil {
+		// Started while etcd was unreachable: the views come first.
+		read = b.loadViews(ctx) == nil
+		if !read {
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
 	for ctx.Err() == nil {
 		b.mu.Lock()
 		from := b.rev + 1

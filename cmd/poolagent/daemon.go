@@ -120,7 +120,7 @@ func runDaemon(c *cli.Context) error {
 		return err
 	}
 	cfg := daemonConfig(c, log, activated, node, cg)
-	var fleetReload reloader
+	fleetReload := reloader{log: log}
 	if c.String("etcd") != "" {
 		backend, shared, err := joinFleet(c, log, &src, model, node.CPUs, cfg.Load, fleetReload.reload)
 		if err != nil {
@@ -134,7 +134,7 @@ func runDaemon(c *cli.Context) error {
 		return err
 	}
 	srv.Operate(src)
-	fleetReload.srv.Store(srv)
+	fleetReload.serve(srv)
 	log.Info("serving", "socket", cfg.Socket, "root", root, "pools", c.String("pools"), "cpus", node.CPUs)
 	err = service.Run(c.Context, srv, service.Options{Log: log, MetricsListen: c.String("metrics-listen")})
 	if errors.Is(err, daemon.ErrNotSocket) {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -101,17 +101,50 @@ func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *pla
 	for _, w := range warns {
 		log.Warn("cluster pool definitions", "warning", w.String())
 	}
-	log.Info("fleet mode", "cluster", c.String("cluster"), "node", name, "etcd", endpoints, "definitions", shared.Note)
+	log.Info("fleet mode", "cluster", c.String("cluster"), "node", name, "etcd", endpoints, "definitions", shared.Note())
 	src.Shared = shared
 	return b, model, nil
 }
 
-// reloader calls Reload on the server once it exists.
-type reloader struct{ srv atomic.Pointer[daemon.Server] }
+// reloader reloads the server when the cluster's definitions change; a
+// change that comes before the server exists (a node that started while
+// etcd was unreachable and joined at once) is reloaded when it does.
+type reloader struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	srv     *daemon.Server
+	pending bool
+}
 
 func (r *reloader) reload() {
-	if s := r.srv.Load(); s != nil {
-		s.Reload()
+	r.mu.Lock()
+	s := r.srv
+	r.pending = s == nil
+	r.mu.Unlock()
+	if s != nil {
+		r.run(s)
+	}
+}
+
+// serve hands the reloader the server, and reloads it if a change came
+// before.
+func (r *reloader) serve(s *daemon.Server) {
+	r.mu.Lock()
+	r.srv = s
+	pending := r.pending
+	r.mu.Unlock()
+	if pending {
+		r.run(s)
+	}
+}
+
+func (r *reloader) run(s *daemon.Server) {
+	warns, err := s.Reload()
+	for _, w := range warns {
+		r.log.Warn("cluster pool definitions", "warning", w.String())
+	}
+	if err != nil {
+		r.log.Error("cluster pool definitions changed; reload refused, the running pools are kept", "err", err)
 	}
 }
 
