@@ -56,9 +56,10 @@ func (f TLSFiles) Config() (*tls.Config, error) {
 // (and the run-time changes made to it on this host); a cluster that has
 // definitions keeps them, and the returned Shared's Note says so when they
 // differ from the file. When etcd does not answer, the node starts on the
-// local model and joins once it does (seedLater). It warns, in cfg.Log, about a connection to etcd
-// that anyone on its network could use: an endpoint without TLS, no
-// client certificate, or a cluster without authentication.
+// local model and joins once it does (seedLater). It warns, in cfg.Log,
+// about a connection to etcd that anyone on its network could use: an
+// endpoint without TLS, no client certificate, or a cluster without
+// authentication.
 func Join(ctx context.Context, cfg Config, local *planner.Model, poolFile string, changes []state.Change) (*Backend, *Shared, *planner.Model, []planner.Warning, error) {
 	b, err := Open(ctx, cfg, admission.LimitsFromModel(local))
 	if err != nil {
