@@ -544,3 +544,30 @@ func TestPartition(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(queryKeys(t, eps, cluster)) == 0 }, "no query key left: %v", queryKeys(t, eps, cluster))
 }
+
+// TestStartOutcomeUnknown: a start transaction that etcd applies after the
+// node stopped waiting for its answer (the node's traffic delayed past its
+// request timeout, as when a quorum comes back with the request in its
+// log) is found to have started: the query starts on its own slot key
+// rather than wait for ever with its queue key gone.
+func TestStartOutcomeUnknown(t *testing.T) {
+	eps := sharedCluster(t)
+	const cluster = "unknown"
+	pools := map[string]admission.Limits{"olap": limits(1, 10)}
+	px := startProxy(t, eps[0])
+	c := openNodeConfig(t, Config{Endpoints: []string{px.url()}, Cluster: cluster, Node: "c", TTL: 10 * time.Second, RequestTimeout: time.Second}, pools)
+	a := openNode(t, eps, cluster, "a", pools, 0)
+	a1 := admit(t, a, "olap", 10*time.Second)
+	c1 := queue(t, c, "olap")
+	// 1.5 s each way: c sees a1's end, and its start of c1 reaches etcd
+	// and is applied, but the answer comes after c's 1 s timeout.
+	px.setDelay(1500 * time.Millisecond)
+	a.Leave(a1, time.Now())
+	time.Sleep(5 * time.Second)
+	px.setDelay(0)
+	if ev := c.final(t, 15*time.Second); ev.ID != c1 || ev.Err != nil {
+		t.Fatalf("c got %+v; want query %d to start", ev, c1)
+	}
+	c.Leave(c1, time.Now())
+	waitFor(t, func() bool { return len(queryKeys(t, eps, cluster)) == 0 }, "no query key left: %v", queryKeys(t, eps, cluster))
+}

@@ -590,13 +590,24 @@ func (b *Backend) start(as []*attempt) []admission.Event {
 		resp, err := b.cli.Txn(ctx).Then(ops...).Commit()
 		cancel()
 		b.note(start, err)
+		var revs []int64 // each start's revision, 0 when it did not start
+		if err == nil {
+			revs = make([]int64, n)
+			for i := range n {
+				if resp.Responses[i].GetResponseTxn().Succeeded {
+					revs[i] = resp.Header.Revision
+				}
+			}
+		} else {
+			revs = b.startedAfterAll(as[:n])
+		}
 		now := time.Now()
 		b.mu.Lock()
 		for i, a := range as[:n] {
-			ok := err == nil && resp.Responses[i].GetResponseTxn().Succeeded
+			ok := revs != nil && revs[i] != 0
 			var rev int64
 			if ok {
-				rev = resp.Header.Revision
+				rev = revs[i]
 			}
 			if b.settle(a, ok, rev, now) {
 				events = append(events, admission.Event{ID: a.q.id, Pool: a.q.pool, QueuedFor: now.Sub(a.q.arrived)})
@@ -608,6 +619,46 @@ func (b *Backend) start(as []*attempt) []admission.Event {
 		as = as[n:]
 	}
 	return events
+}
+
+// startedAfterAll finds out, for start transactions whose outcome etcd
+// did not tell (a timeout, a connection lost after the request left: etcd
+// may have applied it, as after a quorum comes back), which took place: a
+// start took place when its run key holds its token. It reads until etcd
+// answers and returns each one's revision, 0 when it did not start; nil
+// when the backend closed first. Taking the transactions for failed would
+// leave a query queued whose queue key is gone, waiting for ever, beside
+// its own slot key.
+func (b *Backend) startedAfterAll(as []*attempt) []int64 {
+	gets := make([]clientv3.Op, len(as))
+	for i, a := range as {
+		gets[i] = clientv3.OpGet(a.runKey)
+	}
+	for {
+		ctx, cancel := b.request()
+		start := time.Now()
+		resp, err := b.cli.Txn(ctx).Then(gets...).Commit()
+		cancel()
+		b.note(start, err)
+		if err == nil {
+			revs := make([]int64, len(as))
+			for i, a := range as {
+				for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
+					dir, pool := b.keys.parse(a.runKey)
+					e, err := decodeEntry(dir, a.runKey[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
+					if err == nil && e.Token == a.token {
+						revs[i] = kv.ModRevision
+					}
+				}
+			}
+			return revs
+		}
+		select {
+		case <-b.ctx.Done():
+			return nil
+		case <-time.After(renewInterval(b.cfg.TTL)):
+		}
+	}
 }
 
 // settle records the outcome of a queued query's start (rev: the
