@@ -51,7 +51,7 @@ func TestNodeHTMLInChromium(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--hide-scrollbars", "--window-size=1400,900",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--hide-scrollbars", "--window-size=1400,1800",
 		"--screenshot="+shot, "file://"+file)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)
