@@ -75,7 +75,12 @@ func (b *Backend) sessionLoop(ctx context.Context) {
 		b.mu.Unlock()
 		if lease == 0 {
 			if err := b.newSession(ctx); err == nil {
-				b.log.Info("etcd session back: a new lease; running queries are registered again", "lease", fmt.Sprintf("%x", b.Health().Lease))
+				h := b.Health()
+				if h.Sessions == 1 {
+					b.log.Info("etcd answers: the node's first session, taken after a start while etcd was unreachable; running queries are registered", "lease", fmt.Sprintf("%x", h.Lease))
+				} else {
+					b.log.Info("etcd session back: a new lease; running queries are registered again", "lease", fmt.Sprintf("%x", h.Lease))
+				}
 				warned = false
 				b.poke()
 			}

@@ -96,7 +96,11 @@ func (s *Shared) Change(c state.Change, apply func(*planner.Model) (*planner.Mod
 // node whatever the file says. It returns the model in force and sets Note
 // when the file and the cluster disagree.
 func (s *Shared) Seed(source string, src []byte, changes []state.Change) (*planner.Model, []planner.Warning, error) {
-	d, seeded, err := s.Backend.Seed(context.Background(), source, src, changes)
+	return s.seed(context.Background(), source, src, changes)
+}
+
+func (s *Shared) seed(ctx context.Context, source string, src []byte, changes []state.Change) (*planner.Model, []planner.Warning, error) {
+	d, seeded, err := s.Backend.Seed(ctx, source, src, changes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,7 +130,10 @@ func (s *Shared) seedLater(source string, src []byte, changes []state.Change) {
 			return
 		case <-t.C:
 		}
-		if _, _, err := s.Seed(source, src, changes); err != nil {
+		if _, _, err := s.seed(b.ctx, source, src, changes); err != nil {
+			if b.ctx.Err() != nil {
+				return
+			}
 			if !transient(err) {
 				b.log.Error("cluster pool definitions", "err", err)
 			}
