@@ -189,6 +189,17 @@ func TestUserLimitsAcrossNodes(t *testing.T) {
 	waitAll(t, nodes, "shared", "one of alice's queries queued with the pool half empty", func(p admission.PoolStats) bool {
 		return p.Running == 2 && p.Queued == 1
 	})
+	// The views can show both slots taken before the node whose start
+	// took one has its answer: wait until just one query of alice's waits.
+	waitFor(t, func() bool {
+		waiting := 0
+		for _, q := range alice {
+			if _, queued := q.n.Place(q.id, time.Now()); queued {
+				waiting++
+			}
+		}
+		return waiting == 1
+	}, "one of alice's queries waiting, two started")
 	drainStarts(t, nodes)
 	for i, q := range alice {
 		if _, queued := q.n.Place(q.id, time.Now()); queued {
