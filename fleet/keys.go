@@ -114,6 +114,12 @@ func (k keySpace) parse(key string) (dir, pool string) {
 	return "", ""
 }
 
+// name is the last segment of a query or usage key that parse split into
+// dir and pool: the token, or the escaped user.
+func (k keySpace) name(key, dir, pool string) string {
+	return key[len(k.prefix)+len(dir)+len(pool)+1:]
+}
+
 // validNodeName is the rule for --node and --cluster: they become key
 // segments and parts of tokens.
 func validNodeName(what, name string) error {

@@ -645,7 +645,7 @@ func (b *Backend) startedAfterAll(as []*attempt) []int64 {
 			for i, a := range as {
 				for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
 					dir, pool := b.keys.parse(a.runKey)
-					e, err := decodeEntry(dir, a.runKey[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
+					e, err := decodeEntry(dir, b.keys.name(a.runKey, dir, pool), kv.Value)
 					if err == nil && e.Token == a.token {
 						revs[i] = kv.ModRevision
 					}

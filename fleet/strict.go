@@ -109,7 +109,7 @@ func (b *Backend) ReleaseNode(ctx context.Context, node string) (int, error) {
 			if d != dir || kv.Lease != 0 {
 				continue
 			}
-			e, err := decodeEntry(dir, key[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
+			e, err := decodeEntry(dir, b.keys.name(key, dir, pool), kv.Value)
 			if err != nil || e.Node != node {
 				continue
 			}

@@ -51,16 +51,9 @@ func (b *Backend) read() bool {
 // reading the prefix again whenever the watch breaks (a member without a
 // leader, a compacted revision).
 func (b *Backend) watchLoop(ctx context.Context) {
-	read := b.read()
-	for !read && ctx.Err() == nil {
+	if !b.read() {
 		// Started while etcd was unreachable: the views come first.
-		read = b.loadViews(ctx) == nil
-		if !read {
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
+		b.readCluster(ctx)
 	}
 	for ctx.Err() == nil {
 		b.mu.Lock()
@@ -76,14 +69,20 @@ func (b *Backend) watchLoop(ctx context.Context) {
 			b.applyWatch(wr)
 		}
 		cancel()
-		for ctx.Err() == nil {
-			if err := b.loadViews(ctx); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
+		b.readCluster(ctx)
+	}
+}
+
+// readCluster reads the cluster prefix (loadViews) until it succeeds or
+// ctx ends, every 250 ms.
+func (b *Backend) readCluster(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := b.loadViews(ctx); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
@@ -149,7 +148,7 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 	case "":
 		return nil
 	case usageDir:
-		user, err := url.PathUnescape(key[len(b.keys.prefix)+len(dir)+len(pool)+1:])
+		user, err := url.PathUnescape(b.keys.name(key, dir, pool))
 		if err == nil {
 			var u admission.Usage
 			if u, err = decodeUsage(kv.Value); err == nil {
@@ -160,7 +159,7 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 		b.invalid(key, err)
 		return nil
 	}
-	e, err := decodeEntry(dir, key[len(b.keys.prefix)+len(dir)+len(pool)+1:], kv.Value)
+	e, err := decodeEntry(dir, b.keys.name(key, dir, pool), kv.Value)
 	if err != nil {
 		b.invalid(key, err)
 		if dir == queueDir {
@@ -203,7 +202,7 @@ func (b *Backend) applyDelete(kv *mvccpb.KeyValue) {
 		delete(b.nodes, key[len(b.keys.node("")):])
 		return
 	case usageDir:
-		if user, err := url.PathUnescape(key[len(b.keys.prefix)+len(dir)+len(pool)+1:]); err == nil {
+		if user, err := url.PathUnescape(b.keys.name(key, dir, pool)); err == nil {
 			delete(b.view(pool).usage, user)
 		}
 		return
