@@ -1,17 +1,24 @@
 // Package poolagent is the map of this repository: which package owns which
 // idea. The code lives in the packages below; this one holds nothing else.
 //
+// The top level is the library, importable by other programs: cgroupfs (the
+// kernel's door), planner (pools to cgroup state), simulate (the models) and
+// observe (what the kernel reports). cmd/ holds the programs, scripts/ what
+// runs around them and testdata/ what the tests read. Everything else is
+// the program's machinery, under internal/, where no other module can
+// import it.
+//
 // # Kernel: the cgroups poolagent writes and the processes it moves
 //
-//   - cpulimit: a cgroup's CPU limit as one value (quota, period, burst,
+//   - internal/cpulimit: a cgroup's CPU limit as one value (quota, period, burst,
 //     weight, idle, CPUs) and the kernel's encodings of it, v2 and v1.
 //   - cgroupfs: the one door to the cgroup filesystem, to read and to write,
 //     one file per controller (cpu, cpuset, memory); opens beneath the root
 //     (openat2), finds the mounts, diffs a plan against the tree and applies
 //     it in the kernel's order; owns a pool root while a writer runs.
-//   - pooltree: poolagent's pool tree on this host as one handle: the root
+//   - internal/pooltree: poolagent's pool tree on this host as one handle: the root
 //     found from the mounts, its queries' cgroups from creation to removal.
-//   - peer: which process is at the other end of the socket (peer
+//   - internal/peer: which process is at the other end of the socket (peer
 //     credentials, pidfd, /proc status), and holding it still while it moves.
 //
 // # Admission: who may run, where, and when
@@ -19,45 +26,45 @@
 //   - planner: YDB's resource pool DDL parsed into a pool model, and the
 //     model divided over a node (weighted max-min) into the desired cgroup
 //     state. Pure.
-//   - admission: a pool's concurrency limit, queue, queue-wait deadline and
+//   - internal/admission: a pool's concurrency limit, queue, queue-wait deadline and
 //     CPU-load threshold, per user where asked. Pure.
-//   - state: the journal of run-time DDL changes (`poolagent sql`) in the
+//   - internal/state: the journal of run-time DDL changes (`poolagent sql`) in the
 //     state directory, applied over the pool file at every start and reload.
-//   - fleet: admission across many hosts, the global limits kept in etcd.
-//   - daemon: the admission service: the socket, a query's life from
+//   - internal/fleet: admission across many hosts, the global limits kept in etcd.
+//   - internal/daemon: the admission service: the socket, a query's life from
 //     request to release, replanning when the active pools change.
-//   - protocol: the messages on the daemon's socket, shared by both ends.
-//   - client: the client side, what `poolagent run` and poolagent-run run.
+//   - internal/protocol: the messages on the daemon's socket, shared by both ends.
+//   - internal/client: the client side, what `poolagent run` and poolagent-run run.
 //
 // # Prediction: what the kernel will report before it does
 //
 //   - simulate: the models, pure and deterministic: the chapter's (one
 //     group, in ticks, the book chapter on cpu.max throttling), the simple
 //     host model, and the kernel-faithful model.
-//   - compare: a scenario run for real under poolagent's cgroups, its
+//   - internal/compare: a scenario run for real under poolagent's cgroups, its
 //     measured counters beside the models' predictions (text, JSON, HTML).
-//   - accuracy: the workload classes and the kernel-faithful model's
-//     measured error for each; accuracy/gen writes it, and the table of
+//   - internal/accuracy: the workload classes and the kernel-faithful model's
+//     measured error for each; internal/accuracy/gen writes it, and the table of
 //     docs/accuracy.md, from an accuracy run's reports.
-//   - advise: a recorded pool diagnosed, and the smallest change of its limit
+//   - internal/advise: a recorded pool diagnosed, and the smallest change of its limit
 //     that meets a throttle budget.
 //
 // # Observation: what the kernel and the daemon report
 //
 //   - observe: parsers of what the kernel reports (cpu.stat, PSI, memory,
 //     /proc/stat), as values; it never writes.
-//   - sysview: the host's version of YDB's system views (pools, classifiers,
+//   - internal/sysview: the host's version of YDB's system views (pools, classifiers,
 //     queries) as tables and JSON.
-//   - metrics: the daemon's pools for Prometheus.
+//   - internal/metrics: the daemon's pools for Prometheus.
 //
 // # Service: the programs and how they run
 //
 //   - cmd/poolagent: the command-line interface, one file per command, the
 //     only place flags are declared.
 //   - cmd/poolagent-run: the slim client.
-//   - service: the daemon as a system service: signals, reloads, the
+//   - internal/service: the daemon as a system service: signals, reloads, the
 //     metrics endpoint, readiness and the watchdog.
-//   - systemd: the notify protocol and the delegated cgroup layout.
+//   - internal/systemd: the notify protocol and the delegated cgroup layout.
 //   - internal/guard, internal/handover, internal/version, internal/suggest:
 //     an accept loop that survives running out of descriptors, `poolagent
 //     run` handed over to poolagent-run, the build's version, the nearest

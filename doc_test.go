@@ -37,3 +37,30 @@ func TestMapNamesEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopLevelIsTheLibrary keeps the design card's layout: at the top only
+// the library (cgroupfs, planner, simulate, observe), the programs in cmd/
+// and what runs around them in scripts/; every other package is internal.
+func TestTopLevelIsTheLibrary(t *testing.T) {
+	library := map[string]bool{"cgroupfs": true, "planner": true, "simulate": true, "observe": true,
+		"cmd": true, "scripts": true, "internal": true}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		top, _, nested := strings.Cut(filepath.ToSlash(path), "/")
+		if nested && !library[top] {
+			t.Errorf("%s: package %s is at the top level; only the library (cgroupfs, planner, simulate, observe), cmd/ and scripts/ are, the rest lives under internal/", path, top)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/planner"
 )

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 

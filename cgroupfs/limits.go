@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 

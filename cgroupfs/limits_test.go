@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"strconv"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // FavourRoot gives the pool root the largest CPU weight against its

@@ -1,7 +1,7 @@
 package cgroupfs
 
 import (
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 

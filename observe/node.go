@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // NodeCapacity is the CPU and memory this process may use on its host:

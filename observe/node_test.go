@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 func TestNodeParsers(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // Desired is the cgroup state the planner wants below the pool root. It is

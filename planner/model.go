@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // Pool is one resource pool with YDB's parameters and poolagent's

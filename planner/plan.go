@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // Activity is what the planner knows about the pools' current use.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // loadFiles applies pool files in order, as the daemon applies its file

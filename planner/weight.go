@@ -1,6 +1,6 @@
 package planner
 
-import "github.com/poolagent/poolagent/cpulimit"
+import "github.com/poolagent/poolagent/internal/cpulimit"
 
 // CPUWeight maps a RESOURCES_WEIGHT to cgroup v2 cpu.weight (1..10000):
 // -1 (the pool takes no part in the division) becomes the kernel's

@@ -6,12 +6,12 @@
 # cgroup cpu controller (v1 on the hybrid development host) and in the
 # project's cgroup v2 VM (scripts/vm/run.sh). Keeps each scenario's JSON
 # report (in OUT with -o) and prints the accuracy table of
-# docs/accuracy.md from them (go run ./accuracy/gen -md): one markdown row
+# docs/accuracy.md from them (go run ./internal/accuracy/gen -md): one markdown row
 # per pool or query with a quota, the kernel model's mean prediction
 # beside the measured mean and the runs' range, the error, the target and
 # whether it was met, or met only within the runs' range; then a summary
 # and the model's error per workload class. With -w, the error per class
-# is also written to accuracy/measured.go, the table `poolagent advise`
+# is also written to internal/accuracy/measured.go, the table `poolagent advise`
 # takes its margin from.
 #
 # Usage: scripts/accuracy.sh [-n RUNS] [-o OUT] [-w] [host|vm|both]
@@ -46,7 +46,7 @@ json=${out:-$tmp/json}
 mkdir -p "$json"
 bin=$tmp/poolagent
 CGO_ENABLED=0 go build -o "$bin" ./cmd/poolagent
-go build -o "$tmp/gen" ./accuracy/gen
+go build -o "$tmp/gen" ./internal/accuracy/gen
 
 echo "host: $(uname -r), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "runs per scenario: $runs"
@@ -64,9 +64,9 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 reports=("$json"/*.json)
 if [ -n "$write" ]; then
-	"$tmp/gen" -md -o accuracy/measured.go "${reports[@]}"
+	"$tmp/gen" -md -o internal/accuracy/measured.go "${reports[@]}"
 	echo
-	echo "wrote accuracy/measured.go"
+	echo "wrote internal/accuracy/measured.go"
 else
 	"$tmp/gen" -md "${reports[@]}"
 fi

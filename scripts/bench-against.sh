@@ -43,7 +43,7 @@ build() {
 	mkdir -p "$1"
 	(cd "$2" && CGO_ENABLED=0 go build -o "$1/poolagent" ./cmd/poolagent &&
 		CGO_ENABLED=0 go build -o "$1/poolagent-run" ./cmd/poolagent-run &&
-		go test -c -o "$1/daemon.test" ./daemon)
+		go test -c -o "$1/daemon.test" ./internal/daemon)
 }
 build "$tmp/this" "$PWD"
 build "$tmp/base" "$tmp/tree"

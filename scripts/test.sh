@@ -64,11 +64,11 @@ aptget() {
 failed=()
 
 # Tools the tests run that a fresh machine may lack: systemd-analyze
-# checks the unit (systemd/unit_test.go), curl scrapes the metrics
-# endpoint as an operator would (metrics/metrics_test.go), chromium
+# checks the unit (internal/systemd/unit_test.go), curl scrapes the metrics
+# endpoint as an operator would (internal/metrics/metrics_test.go), chromium
 # renders compare's HTML report for a screenshot
-# (compare/html_browser_test.go), promtool (package prometheus) checks the
-# exposition and the rules in monitoring/ (metrics/promtool_test.go), zsh
+# (internal/compare/html_browser_test.go), promtool (package prometheus) checks the
+# exposition and the rules in monitoring/ (internal/metrics/promtool_test.go), zsh
 # checks its completion script and groff renders the manual pages
 # (cmd/poolagent/completion_test.go). Only what is missing is installed.
 tools=()
@@ -131,8 +131,8 @@ if scripts/vm/setup.sh; then
 	# With 2 vCPUs Go's floor of 2 hides GOMAXPROCS following a query's
 	# limit; 4 vCPUs show it change (docs/pools.md, "Per query").
 	echo "== a Go program's GOMAXPROCS in a query, cgroup v2 VM with 4 vCPUs"
-	(cd daemon && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_CPUS=4 \
-		go test -count=1 -v -timeout 5m -exec "$PWD/../scripts/vm/run.sh" -run '^TestKernelQueryCPULimitVisible$' . 2>&1) |
+	(cd internal/daemon && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_CPUS=4 \
+		go test -count=1 -v -timeout 5m -exec "$PWD/../../scripts/vm/run.sh" -run '^TestKernelQueryCPULimitVisible$' . 2>&1) |
 		terse || failed+=("GOMAXPROCS in a 4-vCPU VM")
 else
 	failed+=("VM setup")
@@ -170,7 +170,7 @@ if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"
 	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
 		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" \
-		./daemon ./cgroupfs ./pooltree ./systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
+		./internal/daemon ./cgroupfs ./internal/pooltree ./internal/systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
 else
 	failed+=("systemd VM setup")
 fi

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // benchHost is a busy node: 16 CPUs, 4 pools of 3 query groups each,

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 

@@ -3,7 +3,7 @@ package simulate
 import (
 	"github.com/poolagent/poolagent/observe"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // strideScale is the virtual time one CPU-tick costs a group of weight 1;

@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // modelHost is a node with a pool of two query groups (one on CPUs 2-3),

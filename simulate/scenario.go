@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/planner"
 )
 

@@ -3,7 +3,7 @@ package simulate
 import (
 	"fmt"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // BuiltinScenario is the chapter's parallelism experiment, what

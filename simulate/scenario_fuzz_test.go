@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poolagent/poolagent/cpulimit"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 )
 
 // formatScenario writes h in the scenario format, every setting explicit.

@@ -10,7 +10,7 @@ package main
 import (
 	"os"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/client"
 )
 
 func main() {

@@ -40,8 +40,8 @@ func TestSlimDependencies(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		switch {
 		case pkg == "github.com/poolagent/poolagent/cmd/poolagent-run",
-			pkg == "github.com/poolagent/poolagent/client",
-			pkg == "github.com/poolagent/poolagent/protocol",
+			pkg == "github.com/poolagent/poolagent/internal/client",
+			pkg == "github.com/poolagent/poolagent/internal/protocol",
 			pkg == "github.com/poolagent/poolagent/internal/version",
 			pkg == "github.com/poolagent/poolagent/internal/suggest",
 			pkg == "golang.org/x/sys" || strings.HasPrefix(pkg, "golang.org/x/sys/"):

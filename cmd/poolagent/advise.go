@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/internal/advise"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and

@@ -9,9 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/advise"
-	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/protocol"
 )
 
 // historyFlags are the flags that read the daemon's history instead of a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/poolagent/poolagent/advise"
+	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 

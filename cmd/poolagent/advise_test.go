@@ -9,18 +9,18 @@ import (
 // TestAdviseCommand checks that the command prints advise's golden
 // output for a trace and budget, and refuses bad flags and traces.
 func TestAdviseCommand(t *testing.T) {
-	stdout, stderr, err := runApp(t, "advise", "--trace", "../../advise/testdata/traces/chapter-burst.json", "--max-delay", "30ms")
+	stdout, stderr, err := runApp(t, "advise", "--trace", "../../internal/advise/testdata/traces/chapter-burst.json", "--max-delay", "30ms")
 	if err != nil || stderr != "" {
 		t.Fatalf("err %v, stderr %q", err, stderr)
 	}
-	want, err := os.ReadFile("../../advise/testdata/golden/chapter-burst.txt")
+	want, err := os.ReadFile("../../internal/advise/testdata/golden/chapter-burst.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stdout != string(want) {
 		t.Errorf("got\n%s\nwant\n%s", stdout, want)
 	}
-	stdout, _, err = runApp(t, "advise", "--trace", "../../advise/testdata/traces/chapter-burst.json")
+	stdout, _, err = runApp(t, "advise", "--trace", "../../internal/advise/testdata/traces/chapter-burst.json")
 	if err != nil || !strings.Contains(stdout, "advice for at most 10% of periods throttled") {
 		t.Errorf("without a budget flag: err %v, stdout\n%s", err, stdout)
 	}
@@ -39,7 +39,7 @@ func TestAdviseCommand(t *testing.T) {
 		{[]string{"--pool", "olap"}, "give one of --trace FILE, --pool POOL or --all"},
 		{[]string{"--report", "x.html"}, "--report writes the page of --all (accepted: --all --report FILE)"},
 	} {
-		args := append([]string{"advise", "--trace", "../../advise/testdata/traces/chapter-burst.json"}, c.args...)
+		args := append([]string{"advise", "--trace", "../../internal/advise/testdata/traces/chapter-burst.json"}, c.args...)
 		_, _, err := runApp(t, args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)

@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/protocol"
-	"github.com/poolagent/poolagent/sysview"
+	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/sysview"
 )
 
 // classifiersCommand is `poolagent classifiers`: the host's

@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/internal/compare"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -30,7 +30,7 @@ func compareCommand() *cli.Command {
 			"model's (docs/kernel-model.md) and the simple model's predictions and the error. Needs root and\n" +
 			"a cpu controller (cgroup v1 or v2); without them it prints the simulation alone.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in, see compare/default.scn)"},
+			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in, see internal/compare/default.scn)"},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` to create for the run, which must not exist (default: a unique directory below the cpu controller's mount)"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the scenario `N` times"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, json, or markdown (the accuracy table's rows, measured runs only)"},

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/compare"
+	"github.com/poolagent/poolagent/internal/compare"
 )
 
 // compareWorkerName is the hidden subcommand `poolagent compare` starts

@@ -12,18 +12,18 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/admission"
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/cpulimit"
-	"github.com/poolagent/poolagent/daemon"
+	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/daemon"
+	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/service"
+	"github.com/poolagent/poolagent/internal/state"
+	"github.com/poolagent/poolagent/internal/systemd"
 	"github.com/poolagent/poolagent/observe"
-	"github.com/poolagent/poolagent/peer"
 	"github.com/poolagent/poolagent/planner"
-	"github.com/poolagent/poolagent/pooltree"
-	"github.com/poolagent/poolagent/protocol"
-	"github.com/poolagent/poolagent/service"
-	"github.com/poolagent/poolagent/state"
-	"github.com/poolagent/poolagent/systemd"
 )
 
 // daemonCommand is `poolagent daemon`: the admission service.

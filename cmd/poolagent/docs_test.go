@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/client"
 )
 
 // docFiles are the documents whose examples TestDocsCommands checks: the

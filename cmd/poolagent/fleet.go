@@ -13,11 +13,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/admission"
-	"github.com/poolagent/poolagent/daemon"
-	"github.com/poolagent/poolagent/fleet"
+	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/daemon"
+	"github.com/poolagent/poolagent/internal/fleet"
+	"github.com/poolagent/poolagent/internal/state"
 	"github.com/poolagent/poolagent/planner"
-	"github.com/poolagent/poolagent/state"
 )
 
 // fleetFlags are `poolagent daemon`'s fleet mode flags (docs/fleet.md).

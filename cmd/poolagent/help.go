@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/client"
 )
 
 // runHelpTemplate is `poolagent help run`: its description already lists

@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/protocol"
-	"github.com/poolagent/poolagent/sysview"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/sysview"
 )
 
 // poolsCommand is `poolagent pools`: the host's .sys/resource_pools.

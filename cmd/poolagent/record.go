@@ -13,10 +13,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/advise"
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/observe"
-	"github.com/poolagent/poolagent/pooltree"
 )
 
 // recordCommand is `poolagent record`: sample one pool's counters and

@@ -5,8 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/protocol"
 )
 
 // fleetCommand is `poolagent fleet`: what an administrator does to the

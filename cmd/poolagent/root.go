@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/pooltree"
+	"github.com/poolagent/poolagent/internal/pooltree"
 )
 
 // rootFlag adds to an error about the pool root the flag that names it:

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/client"
 )
 
 // runCommand is `poolagent run`: run a command as a query in a pool. The

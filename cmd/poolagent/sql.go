@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/poolagent/poolagent/client"
-	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/protocol"
 )
 
 // sqlCommand is `poolagent sql`: run-time DDL sent to the daemon.

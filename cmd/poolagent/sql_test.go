@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
-	"github.com/poolagent/poolagent/protocol"
+	"github.com/poolagent/poolagent/internal/protocol"
 )
 
 // envAsMain makes this test binary run poolagent's main, so tests can

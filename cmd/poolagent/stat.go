@@ -15,8 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/observe"
-	"github.com/poolagent/poolagent/pooltree"
 )
 
 // statCommand is `poolagent stat`: the kernel's CPU counters of every pool

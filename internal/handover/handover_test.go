@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/poolagent/poolagent/client"
+	"github.com/poolagent/poolagent/internal/client"
 )
 
 func TestArgv0IsClients(t *testing.T) {

@@ -5,7 +5,7 @@
 # meet cgroup v2 as a service does under systemd, not with the whole
 # hierarchy to themselves. Made to be a go test runner:
 #
-#	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -exec "$PWD/scripts/vm/systemd/exec.sh" -run '^TestKernel' ./daemon
+#	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -exec "$PWD/scripts/vm/systemd/exec.sh" -run '^TestKernel' ./internal/daemon
 #
 # The binary runs in the guest's copy of the package's folder, so testdata
 # resolves as on the host. Exit status: the binary's, or run.sh's.

@@ -1,0 +1,619 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// HistoryConfig is what the daemon keeps of each pool's recent CPU
+// counters for `poolagent advise --pool` (docs/advise.md): the samples
+// `poolagent record` takes, one per interval, for a window of time.
+type HistoryConfig struct {
+	// Window is how long the samples are kept; 0 keeps none.
+	Window time.Duration
+	// Interval is the shortest interval a pool is sampled at: a pool
+	// is sampled once a period, or once an Interval when that is longer;
+	// MinHistoryInterval when less.
+	Interval time.Duration
+	// Cgroup ("v1" or "v2"), CPUs (online), SliceUsec and TickUsec are
+	// the host facts a trace holds (advise.Trace).
+	Cgroup    string
+	CPUs      int
+	SliceUsec int64
+	TickUsec  int64
+}
+
+// MinHistoryInterval is the shortest interval the history samples a pool
+// at: its period, or this when the period is shorter.
+const MinHistoryInterval = 100 * time.Millisecond
+
+// MaxHistoryWindow is the longest window: a trace holds at most
+// advise.MaxSamples intervals of MinHistoryInterval.
+const MaxHistoryWindow = advise.MaxSamples * MinHistoryInterval
+
+// histSample is one interval of a pool's history in which something
+// happened, in 40 bytes: an idle interval is not stored. Counters are
+// saturated at their type's maximum (an interval is at most 1 s on at
+// most 1024 CPUs, so µs fit in 32 bits).
+type histSample struct {
+	// at is the interval's index in its segment.
+	at                                                 uint32
+	usageUsec, throttledUsec, burstUsec, queryThrUsec  uint32
+	pressureUsec                                       uint32 // math.MaxUint32: none
+	nrPeriods, nrThrottled, nrBursts, queryNrThrottled uint16
+	// threads, ran and runnable are the sample's thread counts
+	// (advise.Sample), unknownThreads for -1.
+	threads, ran, runnable uint16
+}
+
+// unknownThreads is a thread count of -1 in a histSample.
+const unknownThreads = math.MaxUint16
+
+// HistorySampleBytes is the size of one stored interval.
+const HistorySampleBytes = 40
+
+// segment is a pool's history under one limit: intervals 0..n-1 from
+// start.
+type segment struct {
+	limit, query cpulimit.Limit
+	nodeCPUs     float64
+	intervalUsec int64
+	start        time.Time
+	n            uint32
+	samples      []histSample
+}
+
+// poolHistory is one pool's segments, oldest first, and the counters of
+// the last read.
+type poolHistory struct {
+	segs []*segment
+	// prev is the pool's counters at the last read, prevQueries each of
+	// its query cgroups'; base is false until the first read of a
+	// segment.
+	prev        observe.Sample
+	prevQueries map[string]observe.CPUStat
+	// prevRun is the run time (µs) of every thread of the pool at the
+	// last read of its threads; nil when not read.
+	prevRun map[int]uint64
+	base    bool
+	// quiet is set when the last read found the pool idle and running
+	// no query of this daemon: it is then read once a
+	// QuietHistoryInterval (readAt is when it was read last).
+	quiet  bool
+	readAt time.Time
+	due    time.Time
+}
+
+// history is the daemon's rolling record of every pool. Its lock is a
+// leaf: nothing is called while it is held.
+type history struct {
+	cfg   HistoryConfig
+	mu    sync.Mutex
+	pools map[string]*poolHistory
+	// threads reads the threads of a pool and its queries; nil where
+	// they cannot be listed (thread counts are then -1).
+	threads func(pool string) threadRead
+	// replying holds a token while an OpHistory reply is built and
+	// written (serveHistory).
+	replying chan struct{}
+}
+
+func newHistory(cfg HistoryConfig) *history {
+	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: make(chan struct{}, 1)}
+}
+
+// interval is the interval a pool with limit l is sampled at.
+func (h *history) interval(l cpulimit.Limit) time.Duration {
+	return max(time.Duration(l.PeriodUsec)*time.Microsecond, h.cfg.Interval, MinHistoryInterval)
+}
+
+// historyLoop samples the pools when each is due until ctx ends.
+func (s *Server) historyLoop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-timer.C:
+			timer.Reset(time.Until(s.sampleHistory(now)))
+		}
+	}
+}
+
+// sampleHistory reads the pools that are due at now and returns when the
+// next one is due.
+func (s *Server) sampleHistory(now time.Time) time.Time {
+	running := s.reg.runningQueries()
+	active := map[string]bool{}
+	for _, q := range running {
+		active[q[0]] = true
+	}
+	due, next := s.history.due(s.Desired(), now, active)
+	if len(due) == 0 {
+		return next
+	}
+	return s.history.store(due, s.readHistory(due, running), now, next)
+}
+
+// QuietHistoryInterval is how often the history reads a quiet pool: one
+// that did not run at its last read and runs no query of this daemon.
+// Such a pool is read each period again as soon as the daemon admits a
+// query to it (the history looks every MinHistoryInterval).
+const QuietHistoryInterval = time.Second
+
+// duePool is a pool whose interval has ended: its name, and whether its
+// threads are to be read (the first read of a segment, or a pool whose
+// usage may have grown: one not read before).
+type duePool struct {
+	name      string
+	base      bool
+	prevUsage uint64
+	// active is whether a query this daemon admitted runs in the pool.
+	active bool
+}
+
+// due starts a segment for every pool whose limit changed, forgets the
+// pools no longer planned, and returns the pools due at now and when the
+// next of the others is.
+func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) (due []duePool, next time.Time) {
+	next = now.Add(MinHistoryInterval)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	planned := map[string]bool{}
+	for _, p := range d.Pools {
+		planned[p.Name] = true
+		lim := cpulimit.Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}
+		query := cpulimit.Limit{QuotaUsec: p.Query.CPU.QuotaUsec, PeriodUsec: p.Query.CPU.PeriodUsec, BurstUsec: p.Query.CPU.BurstUsec}
+		ph := h.pools[p.Name]
+		if ph == nil {
+			ph = &poolHistory{due: now}
+			h.pools[p.Name] = ph
+		}
+		if last := ph.last(); last == nil || last.limit != lim || last.query != query || last.nodeCPUs != d.Node.CPUs {
+			iv := h.interval(lim)
+			ph.segs = append(ph.segs, &segment{limit: lim, query: query, nodeCPUs: d.Node.CPUs, intervalUsec: iv.Microseconds(), start: now})
+			ph.base, ph.due = false, now
+		}
+		at := ph.due
+		if ph.base && ph.quiet && !active[p.Name] {
+			at = maxTime(at, ph.readAt.Add(QuietHistoryInterval))
+		}
+		if !at.After(now) {
+			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, active: active[p.Name]})
+		} else {
+			next = minTime(next, at)
+		}
+	}
+	for name := range h.pools {
+		if !planned[name] {
+			delete(h.pools, name)
+		}
+	}
+	return due, next
+}
+
+// historyRead is what one round of sampling read, outside the history's
+// lock: the due pools' counters, their queries' (the queries this daemon
+// admitted: its own list, no walk of the tree), which queries are
+// running, and the threads of the pools that ran.
+type historyRead struct {
+	stats   map[string]observe.Sample
+	queries map[string]map[string]observe.CPUStat
+	listed  map[[2]string]bool
+	threads map[string]threadRead
+}
+
+// threadRead is the run time (µs) of every thread of a pool and its
+// queries, and how many were runnable; run is nil when they could not be
+// read.
+type threadRead struct {
+	run      map[int]uint64
+	runnable int
+}
+
+// threadLister lists the threads of a pool and its queries:
+// *pooltree.Handle.
+type threadLister interface {
+	Threads(pool string, limit int) (tids []int, truncated bool, err error)
+}
+
+// readHistory reads the due pools' counters, their running queries', and
+// the threads of each pool that ran since its last read (or whose
+// segment starts): a pool idle since then has run no thread.
+func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
+	names := make([]string, len(due))
+	for i, p := range due {
+		names[i] = p.name
+	}
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[[2]string]bool{}, threads: map[string]threadRead{}}
+	var err error
+	if r.stats, err = s.cg.PoolStats(names); err != nil {
+		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
+	}
+	for _, q := range running {
+		if _, ok := r.stats[q[0]]; !ok {
+			continue
+		}
+		r.listed[q] = true
+		if st, err := s.cg.QueryStat(q[0], q[1]); err == nil {
+			if r.queries[q[0]] == nil {
+				r.queries[q[0]] = map[string]observe.CPUStat{}
+			}
+			r.queries[q[0]][q[1]] = st.CPU
+		}
+	}
+	for _, p := range due {
+		if cur, read := r.stats[p.name]; s.history.threads != nil && read && (!p.base || cur.CPU.UsageUsec != p.prevUsage) {
+			r.threads[p.name] = s.history.threads(p.name)
+		}
+	}
+	return r
+}
+
+// readThreads reads the threads of pool and its queries, at most
+// advise.MaxThreads; unknown (run nil) when they cannot be read.
+func readThreads(tl threadLister, procRoot, pool string) threadRead {
+	tids, _, err := tl.Threads(pool, advise.MaxThreads)
+	if err != nil {
+		return threadRead{}
+	}
+	run, runnable, err := advise.ThreadTimes(procRoot, tids)
+	if err != nil {
+		return threadRead{}
+	}
+	return threadRead{run: run, runnable: runnable}
+}
+
+// store adds what r read to the history of the due pools at now and
+// returns when the next pool is due (next, or sooner).
+func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range due {
+		ph := h.pools[d.name]
+		if ph == nil {
+			continue
+		}
+		seg := ph.last()
+		iv := time.Duration(seg.intervalUsec) * time.Microsecond
+		cur, ok := r.stats[d.name]
+		if !ok {
+			// Not read: the next read is a new baseline.
+			ph.base, ph.due = false, now.Add(iv)
+			next = minTime(next, ph.due)
+			continue
+		}
+		tr, threadsRead := r.threads[d.name]
+		if ph.base {
+			missed := max(int(now.Sub(ph.due)/iv), 0)
+			n := missed + 1
+			if ph.quiet && d.active {
+				// A quiet pool to which a query came since the last
+				// look: what it ran is the last interval's, the
+				// intervals it was not read in were idle.
+				seg.n += uint32(missed)
+				n = 1
+			}
+			span := int64(n) * seg.intervalUsec
+			p := ph.sample(cur, r.queries[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
+			if tr.run != nil {
+				ph.countThreads(&p, tr, span, seg.intervalUsec)
+			}
+			h.add(seg, p, n)
+			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
+		} else {
+			// The first read of a segment is its baseline: the
+			// segment's intervals start here.
+			seg.start, ph.due = now, now.Add(iv)
+		}
+		if threadsRead {
+			ph.prevRun = tr.run
+		}
+		ph.keepQueries(d.name, r)
+		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec && !d.active
+		ph.prev, ph.base, ph.readAt = cur, true, now
+		h.trim(ph, now)
+		next = minTime(next, ph.due)
+	}
+	return next
+}
+
+// keepQueries makes the pool's query counters of r the baseline of its
+// next read. A query that runs but whose cgroup was not read this time
+// keeps its last counters; one that ended is forgotten.
+func (ph *poolHistory) keepQueries(pool string, r historyRead) {
+	queries := r.queries[pool]
+	for q, st := range ph.prevQueries {
+		if _, ok := queries[q]; !ok && r.listed[[2]string{pool, q}] {
+			if queries == nil {
+				queries = map[string]observe.CPUStat{}
+			}
+			queries[q] = st
+		}
+	}
+	ph.prevQueries = queries
+}
+
+// countThreads sets p's thread counts from the threads read at its end:
+// Ran is the threads whose run time grew by 1% of an interval since the
+// last read (advise.RanSince), and at least the CPUs' worth of the
+// usage (no thread runs more than the span), so that threads that
+// started and ended between two reads still count; Threads those read,
+// or Ran if more.
+func (ph *poolHistory) countThreads(p *advise.Sample, tr threadRead, spanUsec, intervalUsec int64) {
+	ran := advise.RanSince(ph.prevRun, tr.run, intervalUsec)
+	ran = max(ran, int((p.UsageUsec+uint64(spanUsec)-1)/uint64(spanUsec)))
+	p.Ran = min(ran, advise.MaxThreads)
+	p.Threads = min(max(len(tr.run), p.Ran), advise.MaxThreads)
+	p.Runnable = min(tr.runnable, p.Threads)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (ph *poolHistory) last() *segment {
+	if len(ph.segs) == 0 {
+		return nil
+	}
+	return ph.segs[len(ph.segs)-1]
+}
+
+// sample is what the pool's counters and its queries' grew by since the
+// last read: throttling at both levels (docs/advise.md, Levels).
+//
+// A query cgroup first seen counts with all its counters; what one query
+// adds is held to what spanUsec can hold (periods of periodUsec, and
+// throttled time on cpus CPUs), so that a query whose earlier counters
+// were missed cannot make an interval impossible.
+func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPUStat, spanUsec, periodUsec int64, cpus int) advise.Sample {
+	d := cur.CPU.Sub(ph.prev.CPU)
+	s := advise.Sample{UsageUsec: d.UsageUsec, NrPeriods: d.NrPeriods, NrThrottled: d.NrThrottled, ThrottledUsec: d.ThrottledUsec,
+		NrBursts: d.NrBursts, BurstUsec: d.BurstUsec, Threads: -1, Ran: -1, Runnable: -1}
+	if cur.Pressure != nil && ph.prev.Pressure != nil && cur.Pressure.Some.TotalUsec >= ph.prev.Pressure.Some.TotalUsec {
+		v := cur.Pressure.Some.TotalUsec - ph.prev.Pressure.Some.TotalUsec
+		s.PressureSomeUsec = &v
+	}
+	for q, st := range queries {
+		qd := st.Sub(ph.prevQueries[q]) // a new query: all it ran
+		s.QueryNrThrottled = max(s.QueryNrThrottled, min(qd.NrThrottled, uint64(spanUsec/periodUsec+1)))
+		s.QueryThrottledUsec += min(qd.ThrottledUsec, uint64(spanUsec)*uint64(cpus))
+	}
+	s.QueryThrottledUsec = min(s.QueryThrottledUsec, uint64(spanUsec+periodUsec)*uint64(cpus))
+	return s
+}
+
+// add appends s, which covers n intervals, to seg: shared evenly among
+// them (advise.Spread); idle shares are not stored.
+func (h *history) add(seg *segment, s advise.Sample, n int) {
+	for _, p := range advise.Spread(s, n) {
+		if !idle(p) {
+			seg.samples = append(seg.samples, compact(seg.n, h.clamp(seg, p)))
+		}
+		seg.n++
+	}
+}
+
+// clamp holds p to what a trace's interval can hold (advise.Trace's
+// Validate): a host or VM that stalls books a long throttle, or many
+// periods, in one read, which the trace would refuse.
+func (h *history) clamp(seg *segment, p advise.Sample) advise.Sample {
+	span, cpus := uint64(2*seg.intervalUsec), uint64(max(h.cfg.CPUs, 1))
+	periods := span/uint64(seg.limit.PeriodUsec) + 2
+	throttled := span*cpus + uint64(seg.limit.PeriodUsec)*cpus
+	p.UsageUsec = min(p.UsageUsec, span*cpus)
+	p.NrPeriods = min(p.NrPeriods, periods)
+	p.NrThrottled = min(p.NrThrottled, p.NrPeriods)
+	p.ThrottledUsec = min(p.ThrottledUsec, throttled)
+	p.QueryNrThrottled = min(p.QueryNrThrottled, periods)
+	p.QueryThrottledUsec = min(p.QueryThrottledUsec, throttled)
+	if p.PressureSomeUsec != nil {
+		v := min(*p.PressureSomeUsec, span)
+		p.PressureSomeUsec = &v
+	}
+	return p
+}
+
+// idle reports whether p holds no growth at all, pressure included.
+func idle(p advise.Sample) bool {
+	q := p
+	q.PressureSomeUsec = nil
+	return q == advise.Sample{Threads: -1, Ran: -1, Runnable: -1} && (p.PressureSomeUsec == nil || *p.PressureSomeUsec == 0)
+}
+
+func sat32(v uint64) uint32 { return uint32(min(v, math.MaxUint32)) }
+func sat16(v uint64) uint16 { return uint16(min(v, math.MaxUint16)) }
+
+func compact(at uint32, p advise.Sample) histSample {
+	c := histSample{at: at, usageUsec: sat32(p.UsageUsec), throttledUsec: sat32(p.ThrottledUsec), burstUsec: sat32(p.BurstUsec),
+		queryThrUsec: sat32(p.QueryThrottledUsec), pressureUsec: math.MaxUint32,
+		nrPeriods: sat16(p.NrPeriods), nrThrottled: sat16(p.NrThrottled), nrBursts: sat16(p.NrBursts), queryNrThrottled: sat16(p.QueryNrThrottled)}
+	if p.PressureSomeUsec != nil {
+		c.pressureUsec = sat32(min(*p.PressureSomeUsec, math.MaxUint32-1))
+	}
+	c.threads, c.ran, c.runnable = threadCount(p.Threads), threadCount(p.Ran), threadCount(p.Runnable)
+	return c
+}
+
+// threadCount stores a thread count (-1 unknown, at most
+// advise.MaxThreads); count reads it back.
+func threadCount(n int) uint16 {
+	if n < 0 {
+		return unknownThreads
+	}
+	return uint16(min(n, advise.MaxThreads))
+}
+
+func count(n uint16) int {
+	if n == unknownThreads {
+		return -1
+	}
+	return int(n)
+}
+
+// trim drops what is older than the window: whole segments that ended
+// before it, and the first intervals of the oldest one left.
+func (h *history) trim(ph *poolHistory, now time.Time) {
+	cutoff := now.Add(-h.cfg.Window)
+	for len(ph.segs) > 1 && ph.segs[0].end().Before(cutoff) {
+		ph.segs = ph.segs[1:]
+	}
+	seg := ph.segs[0]
+	k := 0
+	for k < len(seg.samples) && seg.timeOf(seg.samples[k].at).Before(cutoff) {
+		k++
+	}
+	if k > 0 {
+		seg.samples = seg.samples[k:]
+	}
+}
+
+func (seg *segment) timeOf(at uint32) time.Time {
+	return seg.start.Add(time.Duration(int64(at)*seg.intervalUsec) * time.Microsecond)
+}
+
+func (seg *segment) end() time.Time { return seg.timeOf(seg.n) }
+
+// traces returns the pool's history since now-since (all of the window
+// for since 0) as traces, one per segment, oldest first; a segment with
+// no whole interval in the span is left out. ok is false for a pool the
+// history does not know.
+func (h *history) traces(pool string, since time.Duration, now time.Time) (ts []*advise.Trace, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ph := h.pools[pool]
+	if ph == nil {
+		return nil, false
+	}
+	from := now.Add(-h.cfg.Window)
+	if since > 0 && since < h.cfg.Window {
+		from = now.Add(-since)
+	}
+	for _, seg := range ph.segs {
+		if t := h.trace(pool, seg, from); t != nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts, true
+}
+
+// trace is seg's intervals from time from as a trace, idle intervals
+// filled in; nil when none.
+func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace {
+	first := uint32(0)
+	if from.After(seg.start) {
+		first = uint32((from.Sub(seg.start).Microseconds() + seg.intervalUsec - 1) / seg.intervalUsec)
+	}
+	if first >= seg.n {
+		return nil
+	}
+	n := min(seg.n-first, advise.MaxSamples)
+	first = seg.n - n
+	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: h.cfg.Cgroup,
+		CPUs: h.cfg.CPUs, NodeCPUs: seg.nodeCPUs, SliceUsec: h.cfg.SliceUsec, TickUsec: h.cfg.TickUsec,
+		Limit: seg.limit, QueryLimit: &seg.query, IntervalUsec: seg.intervalUsec, Samples: make([]advise.Sample, n),
+		StartUnixUsec: seg.timeOf(first).UnixMicro()}
+	psi := h.cfg.Cgroup == "v2"
+	for i := range t.Samples {
+		t.Samples[i] = advise.Sample{Threads: -1, Ran: -1, Runnable: -1}
+		if psi {
+			t.Samples[i].PressureSomeUsec = new(uint64)
+		}
+	}
+	for _, c := range seg.samples {
+		if c.at < first || c.at >= seg.n {
+			continue
+		}
+		p := &t.Samples[c.at-first]
+		p.UsageUsec, p.NrPeriods, p.NrThrottled, p.ThrottledUsec = uint64(c.usageUsec), uint64(c.nrPeriods), uint64(c.nrThrottled), uint64(c.throttledUsec)
+		p.NrBursts, p.BurstUsec = uint64(c.nrBursts), uint64(c.burstUsec)
+		p.QueryNrThrottled, p.QueryThrottledUsec = uint64(c.queryNrThrottled), uint64(c.queryThrUsec)
+		p.Threads, p.Ran, p.Runnable = count(c.threads), count(c.ran), count(c.runnable)
+		if c.pressureUsec != math.MaxUint32 {
+			v := uint64(c.pressureUsec)
+			p.PressureSomeUsec = &v
+		} else {
+			p.PressureSomeUsec = nil
+		}
+	}
+	return t
+}
+
+// historyReplyWait is how long an OpHistory request waits for the reply
+// being written before it (one at a time) before it is refused.
+const historyReplyWait = 10 * time.Second
+
+// serveHistory answers OpHistory: the pool's traces. A reply holds up to
+// advise.MaxSamples intervals (about 11 MB of JSON), so only one is built
+// and written at a time in the daemon; release, which the caller calls
+// once the reply is sent, lets the next one be.
+func (s *Server) serveHistory(req protocol.Request) (reply protocol.AdminReply, release func()) {
+	refuse := func(code, format string, args ...any) (protocol.AdminReply, func()) {
+		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}, func() {}
+	}
+	switch {
+	case s.history == nil:
+		return refuse(protocol.CodeBadRequest, "this daemon keeps no history of the pools (it was started with --history-window 0)")
+	case req.SinceUsec < 0:
+		return refuse(protocol.CodeBadRequest, "since %d µs: accepted 0 (the whole window) or more", req.SinceUsec)
+	case req.Pool == "":
+		return refuse(protocol.CodeBadRequest, "no pool named (accepted: a pool of poolagent pools; advise --all asks for each in turn)")
+	}
+	select {
+	case s.history.replying <- struct{}{}:
+	case <-time.After(historyReplyWait):
+		return refuse(protocol.CodeLimit, "another history reply has been written for %s; try again (one is written at a time)", historyReplyWait)
+	}
+	release = func() { <-s.history.replying }
+	since := time.Duration(min(req.SinceUsec, int64(MaxHistoryWindow/time.Microsecond))) * time.Microsecond
+	ts, ok := s.history.traces(req.Pool, since, time.Now())
+	if !ok {
+		release()
+		return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(req.Pool))
+	}
+	reply = protocol.AdminReply{Type: protocol.ReplyDone}
+	for _, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			release()
+			return refuse(protocol.CodeInternal, "history of pool %s: %v", req.Pool, err)
+		}
+		reply.Traces = append(reply.Traces, b)
+	}
+	return reply, release
+}
+
+// runningQueries lists the queries admitted and placed, as [pool, query
+// cgroup] pairs.
+func (r *registry) runningQueries() [][2]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out [][2]string
+	for q := range r.clients {
+		if q.qid != 0 && q.name != "" {
+			out = append(out, [2]string{q.pool, q.name})
+		}
+	}
+	return out
+}

@@ -1,0 +1,472 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/internal/pooltree"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// statCgroups is fakeCgroups whose pools and query cgroups have counters
+// the test sets.
+type statCgroups struct {
+	*fakeCgroups
+	mu      sync.Mutex
+	pools   map[string]observe.Sample
+	queries map[[2]string]observe.CPUStat
+}
+
+func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]observe.Sample{}
+	for _, n := range names {
+		if s, ok := c.pools[n]; ok {
+			out[n] = s
+		}
+	}
+	return out, nil
+}
+
+func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
+}
+
+// threadCgroups is statCgroups whose pools hold threads: their run time
+// is in a /proc tree the test writes.
+type threadCgroups struct {
+	*statCgroups
+	procRoot string
+	tids     map[string][]int
+}
+
+func (c *threadCgroups) Threads(pool string, limit int) ([]int, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tids[pool], false, nil
+}
+
+// setThread writes thread tid's /proc files: its run time and state.
+func (c *threadCgroups) setThread(t *testing.T, tid int, runUsec uint64, state byte) {
+	dir := filepath.Join(c.procRoot, fmt.Sprint(tid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schedstat"), fmt.Appendf(nil, "%d 0 1\n", runUsec*1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stat"), fmt.Appendf(nil, "%d (sh) %c 1 1\n", tid, state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
+	cfg := Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		History: HistoryConfig{Window: time.Minute, Cgroup: "v2", CPUs: 2, SliceUsec: 5000, TickUsec: 4000}}
+	srv, err := New(cfg, policyOf(t, pools), cg, rootIdentity, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// TestHistory samples a pool on its schedule: a sample is what the pool's
+// counters and its queries' grew by, a late read is shared among the
+// intervals it covers, idle intervals come back as zeros, a limit change
+// starts a new trace, and the window and --since bound what is returned.
+func TestHistory(t *testing.T) {
+	cg := &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	set := func(usage, periods, throttled, throttledUsec, queryThrottled, queryThrottledUsec uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage, NrPeriods: periods, NrThrottled: throttled, ThrottledUsec: throttledUsec},
+			Pressure: &observe.Pressure{}}
+		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{NrThrottled: queryThrottled, ThrottledUsec: queryThrottledUsec}
+	}
+	// A query the daemon admitted, whose cgroup the history reads.
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	set(0, 0, 0, 0, 0, 0)
+	srv.sampleHistory(at(0)) // the baseline
+	set(40_000, 1, 1, 60_000, 1, 20_000)
+	if next := srv.sampleHistory(at(100)); !next.Equal(at(200)) {
+		t.Errorf("next due %v, want %v", next, at(200))
+	}
+	srv.sampleHistory(at(200)) // idle
+	set(100_000, 4, 1, 60_000, 1, 20_000)
+	srv.sampleHistory(at(520)) // two intervals late: shared among three
+	ts, ok := srv.history.traces("olap", 0, at(520))
+	if !ok || len(ts) != 1 {
+		t.Fatalf("traces %v, %v", ts, ok)
+	}
+	tr := ts[0]
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Limit.QuotaUsec != 40_000 || tr.IntervalUsec != 100_000 || tr.StartUnixUsec != t0.UnixMicro() || len(tr.Samples) != 5 {
+		t.Fatalf("trace %+v", tr)
+	}
+	want := []advise.Sample{
+		{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, QueryNrThrottled: 1, QueryThrottledUsec: 20_000},
+		{}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1},
+	}
+	for i, w := range want {
+		w.Threads, w.Ran, w.Runnable = -1, -1, -1
+		got := tr.Samples[i]
+		if got.PressureSomeUsec == nil {
+			t.Errorf("sample %d has no pressure on a v2 host", i)
+		}
+		got.PressureSomeUsec = nil
+		if got != w {
+			t.Errorf("sample %d %+v\nwant      %+v", i, got, w)
+		}
+	}
+	if ts, _ := srv.history.traces("olap", 250*time.Millisecond, at(520)); len(ts) != 1 || len(ts[0].Samples) != 2 {
+		t.Errorf("since 250ms: %d samples, want the 2 whole intervals", len(ts[0].Samples))
+	}
+	if _, ok := srv.history.traces("nosuch", 0, at(520)); ok {
+		t.Error("a pool that does not exist has a history")
+	}
+
+	// A limit change starts a new trace; the old one stays in the window
+	// until it has passed.
+	srv.SetPolicy(policyOf(t, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30);"))
+	if err := srv.rp.plan(); err != nil {
+		t.Fatal(err)
+	}
+	srv.sampleHistory(at(600))
+	set(130_000, 5, 1, 60_000, 1, 20_000)
+	srv.sampleHistory(at(700))
+	ts, _ = srv.history.traces("olap", 0, at(700))
+	if len(ts) != 2 || ts[1].Limit.QuotaUsec != 60_000 || len(ts[1].Samples) != 1 || ts[1].Samples[0].UsageUsec != 30_000 {
+		t.Fatalf("after the change: %d traces, the last %+v", len(ts), ts[len(ts)-1])
+	}
+	srv.sampleHistory(at(700).Add(time.Minute))
+	if ts, _ = srv.history.traces("olap", 0, at(700).Add(time.Minute)); len(ts) != 1 {
+		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
+	}
+
+	reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	release()
+	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
+		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
+	}
+	if reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
+		t.Errorf("no pool named: %+v", reply)
+	} else {
+		release()
+	}
+	// One reply at a time: the next is built once the first is sent.
+	first, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+	if first.Type != protocol.ReplyDone {
+		t.Fatalf("history of olap: %+v", first)
+	}
+	got := make(chan protocol.AdminReply, 1)
+	go func() {
+		r, done := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+		done()
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a second reply while the first is being written: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if r := <-got; r.Type != protocol.ReplyDone {
+		t.Errorf("the second reply, once the first was sent: %+v", r)
+	}
+}
+
+// TestHistoryThreads counts a pool's threads in every interval it ran:
+// threads whose run time grew by 1% of the interval, at least the CPUs'
+// worth of its usage (threads that started and ended between two reads),
+// and none read in an interval in which the pool did not run.
+func TestHistoryThreads(t *testing.T) {
+	if unsafe.Sizeof(histSample{}) != HistorySampleBytes {
+		t.Errorf("a stored interval takes %d bytes, HistorySampleBytes says %d", unsafe.Sizeof(histSample{}), HistorySampleBytes)
+	}
+	cg := &threadCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		procRoot: t.TempDir(), tids: map[string][]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	srv.history.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	usage := func(u uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: u, NrPeriods: 1}}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cg.tids["olap"] = []int{10}
+	cg.setThread(t, 10, 5_000, 'S') // a thread that ran before: not this interval's
+	usage(0)
+	srv.sampleHistory(at(0))
+	// Two threads run 30 ms each, a third runs 500 µs (< 1%: a runtime
+	// thread), and the first sleeps on.
+	cg.tids["olap"] = []int{10, 11, 12, 13}
+	cg.setThread(t, 11, 30_000, 'R')
+	cg.setThread(t, 12, 30_000, 'S')
+	cg.setThread(t, 13, 500, 'S')
+	usage(60_500)
+	srv.sampleHistory(at(100))
+	usage(60_500) // idle: the threads are not read
+	cg.tids["olap"] = nil
+	srv.sampleHistory(at(200))
+	// 150 ms of usage by threads that ended before the read: at least two.
+	usage(210_500)
+	srv.sampleHistory(at(300))
+	ts, _ := srv.history.traces("olap", 0, at(300))
+	if len(ts) != 1 || len(ts[0].Samples) != 3 {
+		t.Fatalf("traces %+v", ts)
+	}
+	want := [][3]int{{4, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
+	for i, w := range want {
+		s := ts[0].Samples[i]
+		if got := [3]int{s.Threads, s.Ran, s.Runnable}; got != w {
+			t.Errorf("sample %d: threads, ran, runnable %v, want %v", i, got, w)
+		}
+	}
+	if err := ts[0].Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// countingCgroups is statCgroups that counts the reads of each pool.
+type countingCgroups struct {
+	*statCgroups
+	reads map[string]int
+}
+
+func (c *countingCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	for _, n := range names {
+		c.reads[n]++
+	}
+	return c.statCgroups.PoolStats(names)
+}
+
+// TestHistoryQuiet reads a pool that did not run and runs no query once a
+// second, not once a period; a query admitted to it makes it read at the
+// next look, and what it ran is the last interval's: the intervals not
+// read were idle.
+func TestHistoryQuiet(t *testing.T) {
+	cg := &countingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		reads: map[string]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 1000}}
+	cg.mu.Unlock()
+	for ms := 0; ms <= 1150; ms += 50 {
+		srv.sampleHistory(at(ms))
+	}
+	// The baseline at 0, a read at 100 that finds it idle, the next at
+	// 1100.
+	if got := cg.reads["olap"]; got != 3 {
+		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1100 ms)", got)
+	}
+	srv.reg.mu.Lock()
+	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
+	srv.reg.mu.Unlock()
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 41_000, NrPeriods: 1}}
+	cg.mu.Unlock()
+	srv.sampleHistory(at(1150)) // not due: the schedule is at 1200
+	srv.sampleHistory(at(1200))
+	srv.sampleHistory(at(1300))
+	if got := cg.reads["olap"]; got != 5 {
+		t.Errorf("with a query the pool was read %d times, want 5 (each period again)", got)
+	}
+	ts, _ := srv.history.traces("olap", 0, at(1300))
+	if len(ts) != 1 || len(ts[0].Samples) != 13 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, s := range ts[0].Samples {
+		want := uint64(0)
+		if i == 11 {
+			want = 40_000
+		}
+		if s.UsageUsec != want {
+			t.Errorf("interval %d: usage %d µs, want %d", i, s.UsageUsec, want)
+		}
+	}
+}
+
+// BenchmarkHistoryMemory is what the history holds for 100 pools busy in
+// every interval for an hour at the 100 ms default period: the heap it
+// takes, in bytes per pool per hour.
+func BenchmarkHistoryMemory(b *testing.B) {
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		h := newHistory(HistoryConfig{Window: time.Hour, CPUs: 2})
+		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: 2, Ran: 2, Runnable: 1}
+		for p := range 100 {
+			seg := &segment{limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, intervalUsec: 100_000, start: time.Now()}
+			h.pools[fmt.Sprintf("pool%d", p)] = &poolHistory{segs: []*segment{seg}}
+			for range 36_000 {
+				h.add(seg, busy, 1)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/100, "bytes/pool-hour")
+		runtime.KeepAlive(h)
+	}
+}
+
+// BenchmarkKernelHistorySample is what sampling costs the daemon on the
+// real kernel: 100 pools, each with one query cgroup holding a sleeping
+// process. "quiet": no query of this daemon runs in the pools, which did
+// not run, so each is read once a QuietHistoryInterval; "idle": each runs
+// a query of this daemon and is read once an interval, its query cgroup
+// too, but not its threads (the pool did not run); "ran": its threads are
+// read too, as for a pool that ran in every interval. Reported: CPU time
+// per pool per hour at the 100 ms default period.
+//
+//	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./internal/daemon
+func BenchmarkKernelHistorySample(b *testing.B) {
+	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
+	h := kerneltest.Require(b, need)
+	root := h.NewRoot(b, need)
+	cg, err := pooltree.Open(h.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cg.Close() })
+	var pools strings.Builder
+	for p := range 100 {
+		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
+	}
+	srv := historyServer(b, cg, pools.String())
+	srv.history.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
+	if err := cg.Apply(srv.Desired()); err != nil {
+		b.Fatal(err)
+	}
+	for _, ps := range srv.Desired().Pools {
+		sleeper := exec.Command("sleep", "600")
+		if err := sleeper.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+		for _, dir := range append([]string{root.Path}, root.Twins...) {
+			if err := os.Mkdir(filepath.Join(dir, ps.Name, "q1"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, ps.Name, "q1", "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// The clock the sampling sees: 100 ms later at every round, across
+	// the runs of every sub-benchmark, so that every pool is due.
+	clock := time.Now()
+	srv.sampleHistory(clock)
+	for _, mode := range []string{"quiet", "idle", "ran"} {
+		if mode == "idle" {
+			// From here every pool runs a query of this daemon.
+			srv.reg.mu.Lock()
+			for i, ps := range srv.Desired().Pools {
+				srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+			}
+			srv.reg.mu.Unlock()
+		}
+		b.Run(mode, func(b *testing.B) {
+			cpu0 := processCPU(b, os.Getpid())
+			for range b.N {
+				clock = clock.Add(100 * time.Millisecond)
+				srv.sampleHistory(clock)
+				if mode == "ran" {
+					for _, ps := range srv.Desired().Pools {
+						if tr := srv.history.threads(ps.Name); len(tr.run) == 0 {
+							b.Fatalf("pool %s: no threads read", ps.Name)
+						}
+					}
+				}
+			}
+			cpu := processCPU(b, os.Getpid()) - cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
+		})
+	}
+}
+
+// countingCgroups is statCgroups that counts the reads of each pool.
+// BenchmarkHistoryRSS is the daemon's resident memory (VmRSS, not only
+// the Go heap) for the history of 100 pools busy in every 100 ms interval
+// for an hour: a server with 100 pools whose segments the sampling path
+// starts, filled with an hour of intervals each (the path a read takes
+// into the store). Reported: the growth of VmRSS, in bytes per pool per
+// hour, and the reply to `advise --pool` for one of them.
+//
+//	go test -run '^$' -bench HistoryRSS -benchtime 1x ./internal/daemon
+func BenchmarkHistoryRSS(b *testing.B) {
+	for range b.N {
+		cg := &statCgroups{fakeCgroups: newFakeCgroups(b), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+		var pools strings.Builder
+		for p := range 100 {
+			fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
+			cg.pools[fmt.Sprintf("p%d", p)] = observe.Sample{}
+		}
+		srv := historyServer(b, cg, pools.String())
+		srv.history.cfg.Window = time.Hour
+		start := time.Now().Add(-time.Hour)
+		srv.sampleHistory(start) // every pool's segment and baseline
+		runtime.GC()
+		debug.FreeOSMemory()
+		before := processRSSMiB(b, os.Getpid())
+		busy := advise.Sample{UsageUsec: 4_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 6_000, QueryNrThrottled: 1, QueryThrottledUsec: 6_000,
+			Threads: 3, Ran: 2, Runnable: 1}
+		srv.history.mu.Lock()
+		for _, ph := range srv.history.pools {
+			for range 36_000 {
+				srv.history.add(ph.last(), busy, 1)
+			}
+		}
+		srv.history.mu.Unlock()
+		runtime.GC()
+		debug.FreeOSMemory()
+		after := processRSSMiB(b, os.Getpid())
+		b.ReportMetric((after-before)*(1<<20)/100, "rss-bytes/pool-hour")
+		b.ReportMetric(after-before, "rss-MiB/100-pool-hours")
+		reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
+		release()
+		if reply.Type != protocol.ReplyDone || len(reply.Traces) != 1 {
+			b.Fatalf("history of p0: %+v", reply.Error)
+		}
+		enc, err := json.Marshal(reply)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(enc)), "reply-bytes/pool-hour")
+		runtime.KeepAlive(srv)
+	}
+}

@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// A query's memory at its end: the figures of its Stats and, when the
+// kernel's OOM killer enforced the query's own memory limit or its
+// pool's on one of its processes, which limit (protocol.OOMKill), for
+// the client to tell the user. Nothing is watched while the query runs:
+// the query cgroup's memory.events keep the counts until it is removed,
+// and the pool's are read once after the start, off the start path, to
+// tell a kill by the pool's limit from one by the host's. An in-place
+// client's command is waited for on its pidfd (tellInPlace).
+
+// poolMemoryBefore reads the pool's memory when a query starts, the
+// baseline of its OOM events; nil when it has no memory limit (no kill
+// can be its) or cannot be read.
+func (s *Server) poolMemoryBefore(pool string) *observe.Memory {
+	ps, ok := s.rp.poolState(pool)
+	if !ok || ps.Pool.MemoryBytes < 0 {
+		return nil
+	}
+	m, err := s.cg.PoolMemory(pool)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// queryMemory fills st's memory figures from the query cgroup's memory m
+// (nil without the memory controller) and, for an OOM kill that enforced
+// the query's or the pool's limit, st.OOM; the daemon's log has a line
+// for every kill.
+func (s *Server) queryMemory(st *protocol.Stats, pool, query string, m, poolBefore *observe.Memory) {
+	if m == nil {
+		return
+	}
+	if m.PeakBytes != nil {
+		st.PeakMemoryBytes = *m.PeakBytes
+	}
+	st.MemoryHighEvents, st.MemoryMaxEvents, st.OOMKills = m.Events.High, m.Events.Max, m.Events.OOMKill
+	if m.Events.OOMKill == 0 {
+		return
+	}
+	st.OOM = s.oomKill(pool, m, poolBefore)
+	if st.OOM == nil {
+		s.cfg.Log.Info("query had processes killed by an OOM killer, not at a limit of poolagent's", "pool", pool, "query", query, "oom_kills", m.Events.OOMKill)
+		return
+	}
+	s.cfg.Log.Warn("query killed by the kernel's OOM killer at a memory limit", "pool", pool, "query", query, "limit", st.OOM.Limit,
+		"limit_bytes", st.OOM.LimitBytes, "parameter", st.OOM.Parameter, "oom_kills", m.Events.OOMKill)
+}
+
+// oomKill is the limit of poolagent's an OOM kill in the query (its
+// memory m) enforced ([observe.OOMLimit]), named as the pool file sets
+// it; nil when none did.
+func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.OOMKill {
+	var poolAfter *observe.Memory
+	if poolBefore != nil && m != nil && m.Events.OOMKill > 0 && m.Events.OOM == 0 {
+		poolAfter, _ = s.cg.PoolMemory(pool)
+	}
+	limit := observe.OOMLimit(m, poolBefore, poolAfter)
+	d := s.rp.desired()
+	ps, ok := d.Pool(pool)
+	if limit == "" || !ok || d.Node.MemoryBytes <= 0 {
+		return nil
+	}
+	o := protocol.OOMKill{Limit: limit, NodeBytes: d.Node.MemoryBytes}
+	if limit == protocol.OOMLimitQuery {
+		o.Parameter, o.LimitBytes = "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE", ps.Query.MemoryBytes
+	} else {
+		o.Parameter, o.LimitBytes = "TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE", ps.Pool.MemoryBytes
+	}
+	if o.LimitBytes < 0 {
+		return nil // the limit was dropped since: it is no longer the pool's to name
+	}
+	// The pool file's percents are integers: the limit is one of the
+	// node's memory, rounded to a byte.
+	o.Percent = int64(math.Round(float64(o.LimitBytes) * 100 / float64(d.Node.MemoryBytes)))
+	return &o
+}
+
+// tellInPlace serves an in-place query's stderr (fd, which the client
+// sent with its request and which this closes): once the command (the
+// client process, which exited is watching) has exited, it reads the
+// query cgroup's memory and, when the command's end was an OOM kill at a
+// limit of poolagent's, writes the message there. The descriptor is held
+// only while the command runs, so whoever reads that pipe sees its end
+// when the command exits, as without poolagent. When the query's end
+// came first (the command was its last process, and the cgroup is gone
+// by the time it is read, or empty and about to go), the kill is the one
+// the end's statistics found (ended).
+func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, pool, query string, poolBefore *observe.Memory) {
+	defer unix.Close(fd)
+	defer exited.Close()
+	if err := awaitExit(ctx, exited); err != nil {
+		return
+	}
+	var o *protocol.OOMKill
+	st, err := s.cg.QueryStat(pool, query)
+	switch busy, perr := s.cg.Populated(pool, query); {
+	case err == nil && st.Memory != nil:
+		o = s.oomKill(pool, st.Memory, poolBefore)
+	case perr == nil && !busy:
+		// Empty or gone: the query's end reads (or read) it at once.
+		select {
+		case stats := <-ended:
+			o = stats.OOM
+		case <-ctx.Done():
+		}
+	}
+	if o != nil {
+		tellOOM(fd, o.Message("poolagent", query, pool))
+	}
+}
+
+// watchExit returns a copy of pidfd that [awaitExit] waits on; the caller
+// closes it.
+func watchExit(pidfd int) (*os.File, error) {
+	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return nil, err
+	}
+	return os.NewFile(uintptr(dup), "pidfd"), nil
+}
+
+// awaitExit returns once the process of the pidfd f (from [watchExit])
+// has exited, or with an error when ctx is done first. Waiting costs no
+// thread: the runtime's poller watches the pidfd, which polls readable
+// once its process has exited.
+func awaitExit(ctx context.Context, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
+	exited := func(fd uintptr) bool {
+		n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return n > 0
+	}
+	if err := rc.Read(exited); err != nil {
+		return errors.Join(err, ctx.Err())
+	}
+	return nil
+}
+
+// tellOOM writes msg and a newline to fd, a client's standard error. It
+// waits at most a second for room and makes one short write(2), so a
+// stopped reader cannot hold the daemon.
+func tellOOM(fd int, msg string) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := unix.Poll(pfd, int(time.Until(deadline).Milliseconds()))
+		if err == unix.EINTR && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil || n == 0 || pfd[0].Revents&unix.POLLOUT == 0 {
+			return
+		}
+		break
+	}
+	unix.Write(fd, []byte(msg+"\n"))
+}

@@ -1,0 +1,254 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/internal/protocol"
+)
+
+// Real-kernel tests of memory: only in the cgroup v2 VM, never in the
+// host's memory hierarchy (kerneltest refuses v1 memory).
+
+// envTestAlloc, set to "MIB" or "MIB,HOLD", makes this test binary a
+// command that allocates and touches MIB MiB, in 4 MiB steps, then
+// holds it for the duration HOLD and exits 0.
+const envTestAlloc = "POOLAGENT_TEST_ALLOC"
+
+// memoryNeed is what the memory tests need: cgroup v2 with the memory
+// controller.
+var memoryNeed = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}, Controllers: []string{"memory"}}
+
+func allocMain(spec string) int {
+	mib, hold, _ := strings.Cut(spec, ",")
+	n, err := strconv.Atoi(mib)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var held [][]byte
+	for i := 0; i < n; i += 4 {
+		b := make([]byte, 4<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		held = append(held, b)
+	}
+	if d, err := time.ParseDuration(hold); err == nil {
+		time.Sleep(d)
+	}
+	fmt.Println("allocated", len(held)*4, "MiB")
+	return 0
+}
+
+// allocCommand is the command line that runs this binary as an
+// allocating command (spec as envTestAlloc).
+func allocCommand(t *testing.T, spec string) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"/bin/sh", "-c", envTestAlloc + "=" + spec + ` exec "$0"`, exe}
+}
+
+// memoryRun runs allocCommand(spec) as `poolagent-run` in pool olap: in
+// place, or with stats (the client stays the command's parent).
+func memoryRun(t *testing.T, socket, spec, stats string) *execProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, stdinW, stdoutR, stderrR := spawnClient(t, exe, clientSpec{Socket: socket, Pool: "olap", Argv: allocCommand(t, spec), Exec: true, Stats: stats}, nil, 2)
+	c := &execProc{proc: p, stdout: stdoutR, release: stdinW, stderr: captureAll(stderrR)}
+	go io.Copy(io.Discard, stdoutR)
+	t.Cleanup(func() {
+		stdinW.Close()
+		p.Kill()
+		c.wait()
+	})
+	return c
+}
+
+// oomLine is the line of the client's stderr that tells an OOM kill.
+func oomLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "was killed by the kernel's OOM killer") {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestKernelQueryOOM: a query allocating past its memory.max is killed,
+// and its client says so, naming the query's limit, in place and with
+// --stats; the statistics count the kill and a peak near the limit.
+func TestKernelQueryOOM(t *testing.T) {
+	// 5% of the test node's 1 GiB: 51.2 MiB per query.
+	pools := olapPool(2, 5, ", QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5")
+	d, cg := kernelDaemon(t, memoryNeed, Config{}, pools, rootIdentity)
+	left := queriesLeft(t, cg)
+	for _, stats := range []string{"", "json"} {
+		t.Run("stats="+stats, func(t *testing.T) {
+			c := memoryRun(t, d.socket, "200", stats)
+			st, stderr := c.wait()
+			line := oomLine(stderr)
+			t.Logf("status %d, stderr:\n%s", status(st), stderr)
+			if status(st) != 137 {
+				t.Errorf("status %d, want 137 (SIGKILL)", status(st))
+			}
+			want := "poolagent: query q"
+			if !strings.HasPrefix(line, want) || !strings.Contains(line, " in pool olap was killed by the kernel's OOM killer: the query's memory limit 51.2 MiB (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5 of 1 GiB) was reached") {
+				t.Errorf("OOM line %q, want the query's limit named", line)
+			}
+			if stats == "json" {
+				var s protocol.Stats
+				if err := jsonLine(stderr, &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.OOMKills != 1 || s.OOM == nil || s.OOM.Limit != protocol.OOMLimitQuery || s.PeakMemoryBytes < 40<<20 || s.PeakMemoryBytes > 53687091+1<<20 {
+					t.Errorf("stats %+v (oom %+v): want one kill at the query's limit and a peak near 51.2 MiB (the kernel may charge a few pages past the limit before it kills)", s, s.OOM)
+				}
+			}
+			waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+		})
+	}
+	// The pool's memory.events count its queries' kills: the metrics and
+	// poolagent stat's reader show them, with the pool's usage and peak.
+	snap, err := d.srv.MetricsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range snap.Pools {
+		if p.Name != "olap" {
+			continue
+		}
+		if m := p.Memory; m == nil || m.Events.OOMKill != 2 || m.PeakBytes == nil || *m.PeakBytes < 40<<20 || m.LimitBytes != -1 {
+			t.Errorf("metrics of pool olap: memory %+v, want 2 OOM kills, a peak of 40 MiB or more and no pool limit", m)
+		}
+	}
+	samples, err := cg.Reader().ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if s.Group == "olap" && (s.Memory == nil || s.Memory.Events.OOMKill != 2) {
+			t.Errorf("stat of pool olap: memory %+v, want 2 OOM kills", s.Memory)
+		}
+	}
+}
+
+// TestKernelPoolOOM: two queries that together pass their pool's
+// memory.max: the kernel kills one, whose client names the pool's limit;
+// a client whose command was not killed says nothing of it.
+func TestKernelPoolOOM(t *testing.T) {
+	// 10% of 1 GiB: 102.4 MiB for the pool, two queries of 80 MiB.
+	pools := olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=10")
+	d, cg := kernelDaemon(t, memoryNeed, Config{}, pools, rootIdentity)
+	left := queriesLeft(t, cg)
+	a := memoryRun(t, d.socket, "80,3s", "text")
+	waitFor(t, "the first query to run", func() bool { return d.pool(t, "olap").Running == 1 })
+	time.Sleep(500 * time.Millisecond) // it holds its 80 MiB
+	b := memoryRun(t, d.socket, "80,3s", "text")
+	killed := 0
+	for _, c := range []*execProc{a, b} {
+		st, stderr := c.wait()
+		line := oomLine(stderr)
+		t.Logf("status %d, stderr:\n%s", status(st), stderr)
+		if status(st) == 137 {
+			killed++
+			if !strings.Contains(line, " in pool olap was killed by the kernel's OOM killer: the pool's memory limit 102.4 MiB (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=10 of 1 GiB) was reached") {
+				t.Errorf("OOM line %q, want the pool's limit named", line)
+			}
+		} else if line != "" {
+			t.Errorf("status %d, yet told %q", status(st), line)
+		}
+	}
+	if killed == 0 {
+		t.Error("no query was killed at the pool's limit")
+	}
+	waitFor(t, "the queries to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+}
+
+// TestKernelKillIsNotOOM: a query's command killed with SIGKILL by
+// someone else is not told as an OOM kill, though it ran under a memory
+// limit.
+func TestKernelKillIsNotOOM(t *testing.T) {
+	pools := olapPool(2, 5, ", QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5")
+	d, cg := kernelDaemon(t, memoryNeed, Config{}, pools, rootIdentity)
+	left := queriesLeft(t, cg)
+	for _, stats := range []string{"", "json"} {
+		t.Run("stats="+stats, func(t *testing.T) {
+			c := memoryRun(t, d.socket, "8,1h", stats)
+			var tids []int
+			waitFor(t, "the command to hold its memory", func() bool {
+				qs, _ := cg.Queries()
+				for _, q := range qs {
+					if m, err := cg.Reader().Memory(q[0] + "/" + q[1]); err == nil && m != nil && m.CurrentBytes >= 8<<20 {
+						tids, _, _ = cg.Reader().Threads(q[0]+"/"+q[1], 1000)
+					}
+				}
+				return len(tids) > 0
+			})
+			for _, tid := range tids {
+				syscall.Kill(tid, syscall.SIGKILL)
+			}
+			st, stderr := c.wait()
+			t.Logf("status %d, stderr:\n%s", status(st), stderr)
+			if status(st) != 137 || oomLine(stderr) != "" {
+				t.Errorf("status %d, told %q; want 137 and no OOM line", status(st), oomLine(stderr))
+			}
+			if stats == "json" {
+				var s protocol.Stats
+				if err := jsonLine(stderr, &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.OOMKills != 0 || s.OOM != nil || s.PeakMemoryBytes < 8<<20 {
+					t.Errorf("stats %+v: want no OOM kill and a peak of 8 MiB or more", s)
+				}
+			}
+			waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+		})
+	}
+}
+
+// jsonLine decodes the line of text that is a JSON object into v.
+func jsonLine(text string, v any) error {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "{") {
+			return json.Unmarshal([]byte(l), v)
+		}
+	}
+	return fmt.Errorf("no JSON line in %q", text)
+}
+
+// TestKernelMemoryHigh: a query past its soft limit (memory.high) is
+// slowed by reclaim, which memory.events' high counts, and completes; no
+// OOM kill, nothing told.
+func TestKernelMemoryHigh(t *testing.T) {
+	// Soft 3% (30.7 MiB), hard 20% (204.8 MiB) of the test node's 1 GiB:
+	// a command of 40 MiB goes past the first and stays under the second.
+	pools := olapPool(2, 5, ", QUERY_MEMORY_HIGH_PERCENT_PER_NODE=3, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=20")
+	d, cg := kernelDaemon(t, memoryNeed, Config{}, pools, rootIdentity)
+	left := queriesLeft(t, cg)
+	c := memoryRun(t, d.socket, "40", "json")
+	st, stderr := c.wait()
+	t.Logf("status %d, stderr:\n%s", status(st), stderr)
+	var s protocol.Stats
+	if err := jsonLine(stderr, &s); err != nil {
+		t.Fatal(err)
+	}
+	if status(st) != 0 || oomLine(stderr) != "" || s.OOMKills != 0 || s.MemoryHighEvents == 0 {
+		t.Errorf("status %d, stats %+v: want 0, no OOM kill and memory.high events", status(st), s)
+	}
+	waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+}

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/metrics"
+)
+
+// MetricsSnapshot implements metrics.Source: admission state and counters,
+// the pool cgroups as last planned, and each pool cgroup's cpu.stat read
+// now.
+func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
+	pools := s.Pools()
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = p.Name
+	}
+	stats, err := s.cg.PoolStats(names)
+	if err != nil {
+		return metrics.Snapshot{}, err
+	}
+	d := s.Desired()
+	load := s.Load()
+	snap := metrics.Snapshot{Host: metrics.Host{
+		CPUs:          d.Node.CPUs,
+		LoadRatio:     load.AveragePercent / 100,
+		ReservedRatio: load.ReservedPercent / 100,
+		RepairWrites:  s.rp.repairs.Load(),
+	}}
+	planned := map[string]int{}
+	for i, p := range d.Pools {
+		planned[p.Name] = i
+	}
+	var local map[string][2]int
+	if c := s.cfg.Cluster; c != nil {
+		// Fleet mode: the pool series count this node's queries, the
+		// cluster series the whole cluster's.
+		local = s.localCounts()
+		h := c.Health()
+		snap.Cluster = &metrics.Cluster{
+			Connected: h.Connected, RoundTripSeconds: h.RoundTrip.Seconds(),
+			WatchLagSeconds: h.WatchLag.Seconds(), Sessions: h.Sessions,
+		}
+		for _, p := range pools {
+			if p.Limits.Global() {
+				snap.Cluster.Pools = append(snap.Cluster.Pools, metrics.ClusterPool{Name: p.Name, Running: p.Running, Queued: p.Queued})
+			}
+		}
+	}
+	for _, p := range pools {
+		if local != nil {
+			p.Running, p.Queued = local[p.Name][0], local[p.Name][1]
+		}
+		mp := metrics.Pool{
+			Name: p.Name, Running: p.Running, Queued: p.Queued,
+			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,
+			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
+			QueueWait:              s.waits(p.Name).Snapshot(),
+			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
+			Starved:                s.starvation.Starved(p.Name),
+			UsersRunning:           p.UsersRunning, UsersQueued: p.UsersQueued,
+		}
+		if s.cfg.MetricsPerUser {
+			for _, u := range p.Users {
+				mp.Users = append(mp.Users, metrics.User{Name: u.User, Running: u.Running, Queued: u.Queued})
+			}
+		}
+		if i, ok := planned[p.Name]; ok {
+			mp.CPULimitCores = d.Pools[i].Pool.CPU.VCPU()
+			mp.CPUWeight = d.Pools[i].Pool.CPU.Weight
+			mp.CPUIdle = d.Pools[i].Pool.CPU.Idle
+			mp.CPUs = d.Pools[i].Pool.CPU.CPUs.Count()
+		}
+		if st, ok := stats[p.Name]; ok {
+			mp.CPU, mp.Pressure, mp.Memory = &st.CPU, st.Pressure, st.Memory
+		}
+		snap.Pools = append(snap.Pools, mp)
+	}
+	return snap, nil
+}
+
+// RunPredictor closes a prediction interval every period until ctx ends:
+// each pool's measured usage over the interval is run through the
+// simulator under the pool's cpu.max (metrics.Predictor), so the predicted
+// throttled seconds accumulate beside the measured ones; the same
+// intervals count each pool's starved time (metrics.Starvation).
+func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
+	everyTick(ctx, every, func(time.Time) { s.closePredictionInterval() })
+}
+
+// closePredictionInterval is one step of RunPredictor.
+func (s *Server) closePredictionInterval() {
+	d := s.Desired()
+	running := map[string]int{}
+	for _, p := range s.Pools() {
+		running[p.Name] = p.Running
+	}
+	names := make([]string, len(d.Pools))
+	for i, p := range d.Pools {
+		names[i] = p.Name
+	}
+	stats, err := s.cg.PoolCPUStats(names)
+	if err != nil {
+		s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
+		return
+	}
+	var samples []metrics.PoolSample
+	for _, p := range d.Pools {
+		st, ok := stats[p.Name]
+		if !ok {
+			continue
+		}
+		samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
+	}
+	s.starvation.Step(time.Now(), samples)
+	if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
+		s.cfg.Log.Warn("throttling prediction", "err", err)
+	}
+}

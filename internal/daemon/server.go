@@ -1,0 +1,576 @@
+// Package daemon is poolagent's admission service: it listens on a Unix
+// socket, identifies each caller by the kernel's peer credentials
+// (package peer), classifies and admits their queries (package
+// admission), places each admitted query's process in its own cgroup
+// <root>/<pool>/<query>, holds the slot until that cgroup is empty, and
+// re-plans the pools' CPU shares (weighted max-min) as pools become active
+// or idle. The messages are package protocol, the client side package
+// client; package service runs a Server as a system service.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/guard"
+	"github.com/poolagent/poolagent/internal/metrics"
+	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// Cgroups is the cgroup work the daemon needs. The production
+// implementation, *pooltree.Handle, writes and reads through package
+// cgroupfs; tests may use a fake. Pool and query names are
+// plain names, never paths. A query cgroup that no longer exists (its pool
+// was dropped and its processes moved to default) reads as empty.
+type Cgroups interface {
+	// Apply makes the pool cgroups match d, writing only what differs.
+	Apply(d planner.Desired) error
+	// Repair is Apply that also says how many writes it made: none when
+	// the tree still matched d.
+	Repair(d planner.Desired) (writes int, err error)
+	// MakeQuery creates the query cgroup <pool>/<query> with the pool's
+	// query template. It stays, empty, through Apply and Repair until
+	// RemoveQuery.
+	MakeQuery(ps planner.PoolState, query string) error
+	// MoveToQuery moves process pid into the query cgroup MakeQuery made
+	// with ps.
+	MoveToQuery(ps planner.PoolState, query string, pid int) error
+	// LimitsLeft returns the CPU and memory limits, set outside the query
+	// cgroup's own path, that process pid would leave by being placed in
+	// <pool>/<query>.
+	LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error)
+	// Populated reports whether the query cgroup still holds a process.
+	Populated(pool, query string) (bool, error)
+	// QueryStat reads the query cgroup's CPU accounting and memory (nil
+	// where the memory controller is not there).
+	QueryStat(pool, query string) (observe.Sample, error)
+	// PoolMemory reads the pool cgroup's memory; nil where the memory
+	// controller is not there.
+	PoolMemory(pool string) (*observe.Memory, error)
+	// RemoveQuery removes the (empty) query cgroup.
+	RemoveQuery(pool, query string) error
+	// Queries lists the query cgroups that exist, as [pool, query] pairs.
+	Queries() ([][2]string, error)
+	// PoolStats reads the counters of the named pools' cgroups: CPU
+	// accounting and, where the kernel keeps them, CPU pressure and
+	// memory.
+	PoolStats(pools []string) (map[string]observe.Sample, error)
+	// PoolCPUStats is PoolStats of CPU accounting and throttling alone
+	// (the samples' CPU and UsageKnown), for a reader of those counters
+	// only.
+	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
+}
+
+// emptyNotifier is a Cgroups that can say when a query cgroup may have
+// emptied, so the daemon need not poll it: *pooltree.Handle on cgroup v2.
+type emptyNotifier interface {
+	// NotifyEmpty sends on wake, without blocking, whenever the query
+	// cgroup <pool>/<query> may have changed from populated to empty,
+	// until stop is called. An error means no notice will come (the
+	// caller polls).
+	NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error)
+}
+
+// rootWatcher is a Cgroups that can say its pool root was removed while
+// it was open: *pooltree.Handle.
+type rootWatcher interface {
+	RootInPlace() error
+}
+
+// LoadSource measures the host's CPU load: the busy fraction (0..1) of
+// all CPUs since the previous call. *observe.LoadSampler is one.
+type LoadSource interface {
+	Sample() (float64, error)
+}
+
+// Policy is what the daemon serves: the pool model (pools, classifiers,
+// grants), the node it plans for, and the host's admin group.
+type Policy struct {
+	Model *planner.Model
+	Node  planner.Node
+	// AdminGroup is a Unix group whose members administer the pools
+	// besides root; "" for none.
+	AdminGroup string
+}
+
+// Config tunes the daemon.
+type Config struct {
+	// Socket is the Unix socket's path; DefaultSocket when empty. Its
+	// directory is created if missing, and the socket is made
+	// world-writable (0666) so that every local user may connect.
+	Socket string
+	// Listener, when set, is Socket already listening, passed by systemd's
+	// socket activation (poolagent.socket): Serve accepts on it instead of
+	// creating the socket, and leaves the socket file to systemd, so
+	// clients that connect while the daemon restarts wait in its backlog.
+	Listener *net.UnixListener
+	// LoadSample is the host load sampling interval;
+	// admission.DefaultSampleInterval when 0.
+	LoadSample time.Duration
+	// Load tunes CPU-load admission (refresh interval, reservation) of
+	// the single-host admission.Controller.
+	Load admission.LoadConfig
+	// Admission is the admission state; nil makes a single-host
+	// admission.Controller with Load. New configures it with the
+	// policy's limits.
+	Admission admission.Backend
+	// Cluster, in fleet mode, is the cluster's side of the views and
+	// metrics; nil on a single host.
+	Cluster ClusterView
+	// Progress is how often a queued client that asked for progress is
+	// told its position if it changed; 1 s when 0.
+	Progress time.Duration
+	// ProcRoot is the proc filesystem used to check the processes clients
+	// name; "/proc" when empty.
+	ProcRoot string
+	// Log receives the daemon's own events; slog.Default() when nil.
+	Log *slog.Logger
+	// MayLeave lists cgroups ("/"-rooted, as /proc/PID/cgroup names them)
+	// whose CPU and memory limits a query's process may leave: a process
+	// held by a limit set on any other cgroup that the query cgroup is not
+	// below is refused (ErrConfined). A cgroup allows its descendants.
+	MayLeave []string
+	// Reconcile is how often the pool tree is compared with the plan and
+	// drift repaired (also on every Reload); DefaultReconcile when 0.
+	Reconcile time.Duration
+	// Limits bound what local users can make the daemon hold; zero
+	// fields take their defaults (docs/security.md).
+	Limits Limits
+	// History is what the daemon keeps of each pool's recent counters
+	// for `poolagent advise --pool`; a zero Window keeps none.
+	History HistoryConfig
+	// MetricsPerUser exports each user's running and queued queries per
+	// pool, with a user label; off, only the counts of distinct users.
+	MetricsPerUser bool
+
+	// beforeMove, when set (tests), runs while a process is held and
+	// checked, just before its pid is written to cgroup.procs: the window
+	// in which a reaped process's pid could pass to another.
+	beforeMove func(pid int)
+}
+
+// DefaultReconcile is how often a daemon compares the pool tree with its
+// plan unless told otherwise.
+const DefaultReconcile = 30 * time.Second
+
+// Server is a running admission service, made of parts that each own one
+// lock and one job:
+//
+//   - changes: reloads and run-time DDL, and the policy in force;
+//   - replanner: dividing the CPU among the pools and applying it;
+//   - registry: the admission backend and the queries of connected
+//     clients;
+//   - the cgroups (Cgroups; pooltree.Handle serialises its writes).
+//
+// Lock order: ops → plan → state → cgroups, that is changes.mu, then
+// replanner.mu, then registry.mu, then the Cgroups' own lock. A part holding
+// its lock may call into a part after it in this order, never into one
+// before it, and no lock is held while waiting on a client or a channel.
+// The socket service (Serve, the sessions) holds none of these while it
+// talks to a client; its own count of what each user holds (perUser) has a
+// lock that is a leaf: nothing is called while it is held.
+type Server struct {
+	cfg    Config
+	limits Limits
+	peers  *perUser
+	// loops are the accept loops running, for the health check.
+	loops sync.Map // *guard.Listener -> struct{}
+	// listening is closed once Serve accepts clients.
+	listening     chan struct{}
+	listeningOnce sync.Once
+	cg            Cgroups
+	users         peer.Users
+	load          LoadSource
+	procs         peer.Checker
+	changes       *changes
+	rp            *replanner
+	reg           *registry
+	// start names this run of the daemon in query ids (its start time in
+	// seconds, base 36, after every earlier daemon's whose query cgroups
+	// remain: see avoidNames), so ids do not repeat across restarts.
+	start string
+	// predictor, starvation and waitHists feed the metrics (metrics.go).
+	predictor  *metrics.Predictor
+	starvation *metrics.Starvation
+	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
+	// history is each pool's recent counters; nil when kept for no
+	// window.
+	history *history
+}
+
+// New checks the configuration and applies the initial plan (no pool
+// active), so that every pool cgroup exists before the first query.
+func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSource) (*Server, error) {
+	if cfg.Socket == "" {
+		cfg.Socket = protocol.DefaultSocket
+	}
+	if cfg.LoadSample == 0 {
+		cfg.LoadSample = admission.DefaultSampleInterval
+	}
+	if cfg.LoadSample < 0 {
+		return nil, fmt.Errorf("load sample interval %s: want a positive duration", cfg.LoadSample)
+	}
+	if cfg.Progress == 0 {
+		cfg.Progress = time.Second
+	}
+	if cfg.Reconcile == 0 {
+		cfg.Reconcile = DefaultReconcile
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
+	if w := cfg.History.Window; w < 0 || w > MaxHistoryWindow {
+		return nil, fmt.Errorf("history window %s: accepted 0 (none) to %s", w, MaxHistoryWindow)
+	}
+	if iv := cfg.History.Interval; iv < 0 || iv > time.Minute || (cfg.History.Window > 0 && cfg.History.Window/max(iv, MinHistoryInterval) > advise.MaxSamples) {
+		return nil, fmt.Errorf("history interval %s: accepted 0 (the period) to 1m, and at most %d intervals in the window", iv, advise.MaxSamples)
+	}
+	limits := cfg.Limits.withDefaults()
+	backend := cfg.Admission
+	if backend == nil {
+		ctl, err := admission.NewController(cfg.Load, admission.LimitsFromModel(policy.Model))
+		if err != nil {
+			return nil, err
+		}
+		backend = ctl
+	}
+	procs, err := peer.NewChecker(cfg.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:       cfg,
+		limits:    limits,
+		peers:     newPerUser(limits),
+		cg:        cg,
+		users:     users,
+		load:      load,
+		procs:     procs,
+		listening: make(chan struct{}),
+		start:     strconv.FormatInt(time.Now().Unix(), 36),
+		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
+	}
+	if cfg.History.Window > 0 {
+		s.history = newHistory(cfg.History)
+		if tl, ok := cg.(threadLister); ok {
+			s.history.threads = func(pool string) threadRead { return readThreads(tl, cfg.ProcRoot, pool) }
+		}
+	}
+	s.reg = newRegistry(backend, policy)
+	s.changes = &changes{log: cfg.Log, reg: s.reg}
+	s.rp = newReplanner(cg, cfg.Log, s.reg, s.changes.current)
+	s.changes.rp = s.rp
+	s.changes.set(policy)
+	if err := s.rp.plan(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Access returns the classification and access rules in force, for
+// administrative requests (IsAdmin).
+func (s *Server) Access() admission.Access { return s.reg.rules() }
+
+// Pools returns every pool's admission state.
+func (s *Server) Pools() []admission.PoolStats { return s.reg.pools() }
+
+// Load returns the state of CPU-load admission.
+func (s *Server) Load() admission.LoadStats { return s.reg.load() }
+
+// Desired returns the plan last applied to the cgroups.
+func (s *Server) Desired() planner.Desired { return s.rp.desired() }
+
+// Demand returns the demand per pool (vCPUs) observed at the last load
+// refresh.
+func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
+
+// Listening is closed once Serve accepts clients.
+func (s *Server) Listening() <-chan struct{} { return s.listening }
+
+// Serve listens on the socket and serves clients until ctx ends. Query
+// cgroups that still hold processes when it starts (queries of an earlier
+// daemon) keep their slots until they are empty. Queries still running
+// when it ends keep their cgroups for the next daemon. It returns once
+// every goroutine it started has ended: the reads of every connection end
+// with ctx, and a reply still being written within Limits.Write.
+func (s *Server) Serve(ctx context.Context) error {
+	sock := s.cfg.Listener
+	if sock == nil {
+		var err error
+		var madeDir string
+		if sock, madeDir, err = listen(s.cfg.Socket); err != nil {
+			return err
+		}
+		if madeDir != "" {
+			// Runs last, once the socket is closed (and so unlinked): a
+			// daemon leaves no directory it made behind. Only an empty
+			// directory is removed.
+			defer os.Remove(madeDir)
+		}
+	}
+	refusal, _ := json.Marshal(protocol.Reply{Type: protocol.ReplyError, Code: protocol.CodeLimit,
+		Error: "the poolagent daemon is out of file descriptors: try again in a few seconds"})
+	ln, err := guard.New(sock, "socket "+s.cfg.Socket, s.cfg.Log, append(refusal, '\n'))
+	if err != nil {
+		sock.Close()
+		return err
+	}
+	defer ln.DropReserve()
+	// Deferred calls run last first: the goroutines are told to end
+	// (cancel) before Serve waits for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := s.adoptRunning(ctx, &wg); err != nil {
+		ln.Close()
+		return err
+	}
+	wg.Go(func() { s.sampleLoop(ctx) })
+	if s.history != nil {
+		wg.Go(func() { s.historyLoop(ctx) })
+	}
+	wg.Go(func() { s.rp.loop(ctx) })
+	wg.Go(func() { s.rp.reconcileLoop(ctx, s.cfg.Reconcile) })
+	wg.Go(func() { s.reg.deliver(ctx) })
+	wg.Go(func() {
+		<-ctx.Done()
+		ln.Close()
+		s.peers.stop()
+	})
+	s.loops.Store(ln, struct{}{})
+	defer s.loops.Delete(ln)
+	s.listeningOnce.Do(func() { close(s.listening) })
+	s.cfg.Log.Info("listening", "socket", s.cfg.Socket)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept on %s: %w", s.cfg.Socket, err)
+		}
+		wg.Go(func() { s.serveConn(ctx, conn.(*net.UnixConn)) })
+	}
+}
+
+// adoptRunning counts the populated query cgroups found at start as
+// running queries and frees each slot when its cgroup empties. Empty ones
+// (an earlier daemon died before removing them) are removed at once; one
+// that cannot be read is logged and left alone.
+func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
+	queries, err := s.cg.Queries()
+	if err != nil {
+		return fmt.Errorf("list running queries: %w", err)
+	}
+	s.avoidNames(queries)
+	for _, c := range queries {
+		pool, name := c[0], c[1]
+		busy, err := s.cg.Populated(pool, name)
+		if err != nil {
+			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
+			continue
+		}
+		if !busy {
+			if err := s.cg.RemoveQuery(pool, name); err != nil {
+				s.cfg.Log.Error("remove empty query cgroup of an earlier daemon", "pool", pool, "query", name, "err", err)
+			}
+			continue
+		}
+		q := s.adoptQuery(pool, name)
+		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
+		wg.Go(func() {
+			defer q.Release()
+			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
+				if ctx.Err() != nil {
+					q.keep()
+					return
+				}
+				// As for a query of this daemon: a cgroup that cannot be
+				// read frees its slot rather than hold it for ever.
+				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
+				return
+			}
+			if err := s.cg.RemoveQuery(pool, name); err != nil {
+				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
+			}
+		})
+	}
+	if len(queries) > 0 {
+		s.rp.request()
+	}
+	return nil
+}
+
+// avoidNames makes the names of this daemon's queries differ from those of
+// the query cgroups found at start. A daemon restarted within the second an
+// earlier one started in would otherwise name its queries like the earlier
+// one's still running, and place new processes in their cgroups; it takes
+// a start after the latest one found instead. Called before serving.
+func (s *Server) avoidNames(queries [][2]string) {
+	start, err := strconv.ParseInt(s.start, 36, 64)
+	if err != nil {
+		return
+	}
+	latest := start - 1
+	for _, q := range queries {
+		rest, ok := strings.CutPrefix(q[1], "q")
+		prefix, _, cut := strings.Cut(rest, "-")
+		if v, err := strconv.ParseInt(prefix, 36, 64); ok && cut && err == nil {
+			latest = max(latest, v)
+		}
+	}
+	if latest >= start {
+		s.start = strconv.FormatInt(latest+1, 36)
+	}
+}
+
+// ErrNotSocket: the socket's path names a file that exists and is not a
+// socket, which the daemon does not replace.
+var ErrNotSocket = errors.New("exists and is not a socket")
+
+// listen creates the socket, replacing a stale one left by a daemon that
+// died, and opens it to every local user. madeDir is the socket's
+// directory when listen made it, for the daemon to remove at exit.
+func listen(path string) (ln *net.UnixListener, madeDir string, err error) {
+	defer func() {
+		if err != nil && madeDir != "" {
+			os.Remove(madeDir)
+			madeDir = ""
+		}
+	}()
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
+		}
+		// 0755 whatever the umask: every user must reach the socket.
+		madeDir = dir
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, madeDir, fmt.Errorf("socket directory: %w", err)
+		}
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, madeDir, fmt.Errorf("socket %s: another daemon is listening on it", path)
+	}
+	// Only a socket is replaced: --socket naming a file by mistake must
+	// not delete it.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
+		return nil, madeDir, fmt.Errorf("socket %s: %w (%s); give a path that is free or a stale socket", path, ErrNotSocket, fileKind(fi.Mode()))
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, madeDir, fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, madeDir, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// NOTE: connecting to a Unix socket needs write permission on it; the
+	// caller's identity comes from SO_PEERCRED, so anyone may connect.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, madeDir, fmt.Errorf("socket mode: %w", err)
+	}
+	return ln, madeDir, nil
+}
+
+// fileKind names a file's type for an error.
+func fileKind(m os.FileMode) string {
+	switch m.Type() {
+	case 0:
+		return "a regular file"
+	case os.ModeDir:
+		return "a directory"
+	case os.ModeSymlink:
+		return "a symbolic link"
+	case os.ModeNamedPipe:
+		return "a named pipe"
+	case os.ModeDevice, os.ModeDevice | os.ModeCharDevice:
+		return "a device"
+	}
+	return "not a socket"
+}
+
+func (s *Server) sampleLoop(ctx context.Context) {
+	everyTick(ctx, s.cfg.LoadSample, func(now time.Time) {
+		busy, err := s.load.Sample()
+		if errors.Is(err, observe.ErrNoElapsed) {
+			return
+		}
+		if err != nil {
+			s.cfg.Log.Error("host load sample", "err", err)
+			return
+		}
+		if s.reg.sample(now, 100*busy) {
+			s.rp.observeDemand(now)
+			s.rp.request()
+		}
+	})
+}
+
+// Polling intervals of waitEmpty for long queries: with the kernel's
+// notice of an emptied cgroup the poll is only a safety net.
+const (
+	maxPoll         = 100 * time.Millisecond
+	maxPollNotified = 2 * time.Second
+)
+
+// waitEmpty returns once the query cgroup holds no process, or with ctx's
+// error. It looks at once on a value from wake (the client saw its child
+// exit) and on the kernel's notice that the cgroup may have emptied
+// (cgroup v2), and otherwise polls, every millisecond at first and then
+// less often, up to every maxPoll (maxPollNotified with the notice).
+func (s *Server) waitEmpty(ctx context.Context, pool, query string, wake <-chan struct{}) error {
+	longest := maxPoll
+	emptied := make(chan struct{}, 1)
+	if n, ok := s.cg.(emptyNotifier); ok {
+		// Watch before the first look, so no change falls in between.
+		if stop, err := n.NotifyEmpty(pool, query, emptied); err == nil {
+			defer stop()
+			longest = maxPollNotified
+		}
+	}
+	poll := time.Millisecond
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	for {
+		busy, err := s.cg.Populated(pool, query)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-emptied:
+		case <-t.C:
+			poll = min(2*poll, longest)
+			t.Reset(poll)
+		}
+	}
+}

@@ -1,0 +1,460 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
+)
+
+// session is one client connection: one query.
+type session struct {
+	s    *Server
+	conn *net.UnixConn
+	enc  *json.Encoder
+	// msgs carries the client's requests after the first; it is closed
+	// when the client hangs up.
+	msgs chan protocol.Request
+	done chan struct{}
+}
+
+// send writes r within Limits.Write. A reply the client does not read in
+// time closes the connection: the session then sees the client gone.
+func (se *session) send(r any) error {
+	se.conn.SetWriteDeadline(time.Now().Add(se.s.limits.Write))
+	err := se.enc.Encode(r)
+	if err != nil {
+		se.conn.Close()
+	}
+	return err
+}
+
+func (se *session) fail(code string, err error) {
+	se.send(protocol.Reply{Type: protocol.ReplyError, Code: code, Error: err.Error()})
+}
+
+func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
+	defer conn.Close()
+	se := &session{s: s, conn: conn, enc: json.NewEncoder(conn), msgs: make(chan protocol.Request, 4), done: make(chan struct{})}
+	defer close(se.done)
+	cred, err := peer.Cred(conn)
+	if err != nil {
+		se.fail(protocol.CodeInternal, err)
+		return
+	}
+	forget, err := s.peers.connect(cred.Uid, conn)
+	if err != nil {
+		se.fail(protocol.CodeLimit, err)
+		return
+	}
+	defer forget()
+	in := newMsgReader(conn, s.limits)
+	defer in.fds.close()
+	var req protocol.Request
+	err = in.first(&req)
+	s.peers.firstRead(conn)
+	if err != nil {
+		se.fail(readErrorCode(err), err)
+		return
+	}
+	if isAdminOp(req.Op) {
+		s.serveAdmin(se, cred, req)
+		return
+	}
+	if req.Op != protocol.OpRun && req.Op != protocol.OpExec {
+		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q or %q", req.Op, protocol.OpRun, protocol.OpExec))
+		return
+	}
+	go se.read(in)
+	id, err := s.users.Identity(cred)
+	if err != nil {
+		se.fail(protocol.CodeInternal, err)
+		return
+	}
+	place, err := s.Access().Classify(id, req.Pool, req.App)
+	if err != nil {
+		s.decided(req.Pool, 0, "refused", 0, err)
+		se.fail(errorCode(err), err)
+		return
+	}
+	client, err := peer.OfConn(conn, cred, s.cfg.ProcRoot)
+	if err != nil {
+		se.fail(protocol.CodeInternal, err)
+		return
+	}
+	defer client.Close()
+	q := s.newQuery(id, int(cred.Pid), place)
+	defer q.Release()
+	se.run(ctx, q, client, in.fds, req)
+}
+
+// read forwards the client's requests until it hangs up or a message
+// breaks a limit.
+func (se *session) read(in *msgReader) {
+	defer close(se.msgs)
+	for {
+		var r protocol.Request
+		if err := in.next(&r, se.done); err != nil {
+			return
+		}
+		select {
+		case se.msgs <- r:
+		case <-se.done:
+			return
+		}
+	}
+}
+
+func errorCode(err error) string {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{admission.ErrQueueFull, protocol.CodeQueueFull},
+		{admission.ErrPoolDisabled, protocol.CodePoolDisabled},
+		{admission.ErrDelayDeadline, protocol.CodeDelayDeadline},
+		{admission.ErrPoolDropped, protocol.CodePoolDropped},
+		{admission.ErrUnknownPool, protocol.CodeUnknownPool},
+		{admission.ErrAccessDenied, protocol.CodeAccessDenied},
+		{admission.ErrRejected, protocol.CodeRejected},
+		{peer.ErrNotYourChild, protocol.CodeBadRequest},
+		{peer.ErrCannotHold, protocol.CodeBadRequest},
+		{ErrConfined, protocol.CodeConfined},
+	} {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return protocol.CodeInternal
+}
+
+// end ends q and then tells the client why (code, err): the slot goes
+// back before a reply the client may be slow to read.
+func (se *session) end(q *query, code string, err error) {
+	q.Release()
+	se.fail(code, err)
+}
+
+// errPoolDropped: the query's pool was dropped after it was admitted,
+// before its process was placed.
+var errPoolDropped = errors.New("dropped before the query started")
+
+// dropped is the error for a query whose pool was dropped before it
+// started.
+func dropped(pool string) error {
+	return fmt.Errorf("resource pool %s was %w", pool, errPoolDropped)
+}
+
+// run takes a classified query through admission, start and end: req is
+// its OpRun or OpExec request.
+func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *fdReader, req protocol.Request) {
+	s := se.s
+	queuedFor, ok := se.admit(ctx, q, req.Progress)
+	if !ok {
+		return
+	}
+	ps, ok := s.rp.poolState(q.pool)
+	if !ok {
+		se.end(q, protocol.CodePoolDropped, dropped(q.pool))
+		return
+	}
+	limit := ps.Query.CPU.VCPU()
+	notStarted, err := s.peers.admitted(q.id.UID)
+	if err != nil {
+		se.end(q, protocol.CodeLimit, err)
+		return
+	}
+	defer notStarted()
+	name := s.queryName(q.qid)
+	s.reg.admitted(q, name, queuedFor, limit)
+	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
+	if req.Op == protocol.OpExec {
+		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
+		return
+	}
+	admitted.Type = protocol.ReplyAdmitted
+	se.send(admitted)
+	r, ok := se.awaitStart(ctx, q)
+	if !ok {
+		return
+	}
+	target, err := startTarget(s.cfg.ProcRoot, client, fds.take(), r.PID)
+	if err == nil {
+		defer target.Close()
+		_, err = s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: target, Rel: peer.ChildOfPeer})
+	}
+	// Counted until placed, so that one user holds at most
+	// Limits.NotStartedPerUID processes (and the daemon's threads) at once.
+	notStarted()
+	if !se.placed(ctx, q, err, protocol.Reply{Type: protocol.ReplyStarted}) {
+		return
+	}
+	stats, err := se.finish(ctx, q, s.poolMemoryBefore(q.pool))
+	if err != nil && ctx.Err() != nil {
+		// The daemon stops: the query runs on, and the next daemon
+		// adopts its cgroup.
+		return
+	}
+	if err != nil {
+		se.fail(protocol.CodeInternal, err)
+		return
+	}
+	se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: q.pool, Query: name, Stats: &stats})
+}
+
+// awaitStart waits for the start request of admitted query q. It reports
+// false when none came (the client went away, Limits.Start passed, or the
+// daemon stops), having ended q and told the client.
+func (se *session) awaitStart(ctx context.Context, q *query) (protocol.Request, bool) {
+	s := se.s
+	startBy := time.NewTimer(s.limits.Start)
+	defer startBy.Stop()
+	for {
+		select {
+		case r, open := <-se.msgs:
+			if !open {
+				return r, false
+			}
+			if r.Op == protocol.OpStart {
+				return r, true
+			}
+		case <-startBy.C:
+			s.cfg.Log.Info("admitted query not started in time; slot freed", "pool", q.pool, "query", q.name, "uid", q.id.UID, "within", s.limits.Start)
+			se.end(q, protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", q.name, protocol.OpStart, s.limits.Start, q.pool))
+			return protocol.Request{}, false
+		case <-ctx.Done():
+			// Nothing runs yet: the client is told, as a queued one is,
+			// rather than holding up the daemon's stop.
+			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			return protocol.Request{}, false
+		}
+	}
+}
+
+// placed tells the client how the placement of its query's process went
+// (err) and reports whether it was placed, sending started if so. A
+// placement that failed after its cgroup was made may have moved a
+// process (a check failed afterwards): the query then holds its slot
+// until the cgroup is empty.
+func (se *session) placed(ctx context.Context, q *query, err error, started protocol.Reply) bool {
+	switch {
+	case errors.Is(err, errPoolDropped):
+		// A cgroup made before the drop went with its pool: removing it
+		// again only forgets it (Cgroups.MakeQuery).
+		if rerr := se.s.cg.RemoveQuery(q.pool, q.name); rerr != nil {
+			se.s.cfg.Log.Warn("remove the query cgroup of a dropped pool", "pool", q.pool, "query", q.name, "err", rerr)
+		}
+		se.end(q, protocol.CodePoolDropped, err)
+		return false
+	case err != nil:
+		se.fail(errorCode(err), err)
+		se.finish(ctx, q, nil)
+		return false
+	}
+	se.send(started)
+	return true
+}
+
+// startTarget is the process a start request names: the pidfd sent with
+// it (fd, -1 when none came) or, from a client that sends none, a pidfd
+// opened for its pid. The caller closes the process.
+func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Process, error) {
+	if fd >= 0 {
+		p, err := peer.FromPidfd(procRoot, fd)
+		if err != nil {
+			unix.Close(fd)
+			return peer.Process{}, err
+		}
+		return p, nil
+	}
+	p, err := peer.FromPID(procRoot, client, pid)
+	if errors.Is(err, peer.ErrOwnPIDNamespace) {
+		return p, fmt.Errorf("%w, and it sent no pidfd with %q; poolagent run and poolagent-run of this version send one", err, protocol.OpStart)
+	}
+	return p, err
+}
+
+// runInPlace starts an OpExec query: it moves the client itself (client)
+// into the query cgroup, tells it so (the client then execs the command),
+// and holds the slot until the cgroup is empty. The client's socket closes
+// when it execs (close-on-exec), so the connection's end says nothing
+// about the query's: only the cgroup does, and the command's children and
+// grandchildren keep the slot as they do on the OpRun path. notStarted
+// ends the query's count among its user's admitted, not started ones.
+// stderr is the client's standard error, sent with its request (-1 when
+// none came): where an OOM kill at a memory limit is told
+// ([Server.tellInPlace]).
+func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, stderr int, started protocol.Reply, notStarted func()) {
+	s := se.s
+	defer func() {
+		if stderr >= 0 {
+			unix.Close(stderr)
+		}
+	}()
+	// As for a start, with the limits its pool has when its cgroup is
+	// made (the cap the command is told included).
+	ps, err := s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: client, Rel: peer.PeerItself})
+	notStarted()
+	started.Type, started.CPULimit = protocol.ReplyStarted, ps.Query.CPU.VCPU()
+	if !se.placed(ctx, q, err, started) {
+		return
+	}
+	poolBefore := s.poolMemoryBefore(q.pool)
+	ended := make(chan protocol.Stats, 1)
+	if stderr >= 0 {
+		if exited, err := watchExit(client.FD); err == nil {
+			go s.tellInPlace(ctx, stderr, exited, ended, q.pool, q.name, poolBefore)
+			stderr = -1
+		}
+	}
+	stats, err := se.finish(ctx, q, poolBefore)
+	ended <- stats
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
+	}
+}
+
+// admit submits q and waits for its start. It reports false when the
+// query was refused or the client went away (having told the client), and
+// otherwise how long it was queued.
+func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Duration, bool) {
+	s := se.s
+	sub, err := s.reg.submit(q, q.arrived)
+	position, why := sub.position, sub.why
+	if err != nil {
+		s.decided(q.pool, 0, "rejected", 0, err)
+		se.fail(errorCode(err), err)
+		return 0, false
+	}
+	if sub.started {
+		s.decided(q.pool, q.qid, "started", 0, nil)
+		s.rp.started(q.pool)
+		return 0, true
+	}
+	if sub.cancelAfter > 0 {
+		deadline := time.AfterFunc(sub.cancelAfter, s.reg.tick)
+		defer deadline.Stop()
+	}
+	// Position 0: the backend has not decided yet (fleet mode's etcd
+	// transaction is under way); the client is told it is queued once the
+	// backend says so, and not at all if it starts or is refused first.
+	told := position > 0
+	if told {
+		s.decided(q.pool, q.qid, "queued", 0, nil)
+		se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
+	}
+	var tick <-chan time.Time
+	if progress {
+		t := time.NewTicker(s.cfg.Progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case ev := <-q.wait:
+			if ev.Queued {
+				if !told {
+					told = true
+					position, why = s.reg.queued(q.qid, q.pool)
+					s.decided(q.pool, q.qid, "queued", 0, nil)
+					se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: position, Wait: &why})
+				}
+				continue
+			}
+			if ev.Err != nil {
+				outcome := "failed"
+				if !told {
+					outcome = "rejected"
+				}
+				s.decided(q.pool, q.qid, outcome, ev.QueuedFor, ev.Err)
+				se.fail(errorCode(ev.Err), ev.Err)
+				return 0, false
+			}
+			s.decided(q.pool, q.qid, "started", ev.QueuedFor, nil)
+			s.rp.started(q.pool)
+			return ev.QueuedFor, true
+		case <-tick:
+			p, w := s.reg.queued(q.qid, q.pool)
+			if told && p > 0 && (p != position || w != why) {
+				position, why = p, w
+				se.send(protocol.Reply{Type: protocol.ReplyQueued, Pool: q.pool, Position: p, Wait: &w})
+			}
+		case _, open := <-se.msgs:
+			if !open {
+				return 0, false
+			}
+		case <-ctx.Done():
+			s.decided(q.pool, q.qid, "failed", time.Since(q.arrived), protocol.ErrStopping)
+			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			return 0, false
+		}
+	}
+}
+
+// finish holds q until its cgroup is empty, then reads its accounting,
+// removes the cgroup and releases q. The client's OpExited makes it look
+// at once; the client hanging up does not end the query while processes
+// remain in its cgroup. When the daemon stops first, q is kept: it runs
+// on, and the next daemon adopts it.
+func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
+	s := se.s
+	wake := make(chan struct{}, 1)
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for {
+			select {
+			case r, open := <-se.msgs:
+				if !open {
+					return
+				}
+				if r.Op == protocol.OpExited {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			case <-waitCtx.Done():
+				return
+			}
+		}
+	}()
+	err := s.waitEmpty(waitCtx, q.pool, q.name, wake)
+	if err != nil && ctx.Err() != nil {
+		q.keep()
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
+	}
+	// A cgroup that cannot be read frees the slot rather than hold it for
+	// ever.
+	var st observe.Sample
+	if err == nil {
+		var statErr error
+		st, statErr = s.cg.QueryStat(q.pool, q.name)
+		err = errors.Join(statErr, s.cg.RemoveQuery(q.pool, q.name))
+	}
+	q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond
+	q.Release()
+	if err != nil {
+		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
+	}
+	stats := protocol.Stats{
+		ResourcePoolID:  q.pool,
+		QueuedTimeUs:    q.queuedFor.Microseconds(),
+		TotalDurationUs: time.Since(q.arrived).Microseconds(),
+		UsageUsec:       st.CPU.UsageUsec,
+		NrPeriods:       st.CPU.NrPeriods,
+		NrThrottled:     st.CPU.NrThrottled,
+		ThrottledUsec:   st.CPU.ThrottledUsec,
+	}
+	s.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
+	return stats, nil
+}

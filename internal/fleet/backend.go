@@ -1,0 +1,539 @@
+// Package fleet is poolagent's admission across many hosts: the
+// database-wide limits of YDB's resource pools (CONCURRENT_QUERY_LIMIT,
+// QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, QUERY_CANCEL_AFTER_SECONDS) kept
+// in an etcd cluster, so that every daemon of a cluster admits against the
+// same running set and the same FIFO queue. It implements the rules of
+// package admission, which stays the single-host reference: with every
+// client on one node the two decide alike.
+//
+// Each daemon holds a session lease; its node record and every key of its
+// queries are attached to it, so a node that dies frees its slots when the
+// lease expires. Queued queries wake through a watch on the cluster's
+// prefix. docs/fleet.md states the key layout, the failure semantics and
+// what over-admission is possible.
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/poolagent/poolagent/internal/admission"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultTTL is the session lease's time to live: a node that stops
+// renewing it (it died, or lost etcd) has its slots freed this long after
+// its last renewal. The node renews every TTL/20 (renewInterval).
+const DefaultTTL = 10 * time.Second
+
+// DefaultRequestTimeout bounds each etcd request.
+const DefaultRequestTimeout = 2 * time.Second
+
+// ErrClusterUnreachable: a query of a globally limited pool could not be
+// admitted because this node cannot reach etcd.
+var ErrClusterUnreachable = errors.New("cluster unreachable")
+
+// ErrConflict: the pool definitions changed in the cluster between reading
+// them and writing the change.
+var ErrConflict = errors.New("pool definitions changed concurrently")
+
+// Config says which cluster to join and as which node.
+type Config struct {
+	// Endpoints are the etcd client URLs.
+	Endpoints []string
+	// TLS, when set, is the client's TLS configuration (client certificate
+	// and the CA that signed the members').
+	TLS *tls.Config
+	// Cluster names the cluster: its keys live under /poolagent/<Cluster>/.
+	Cluster string
+	// Node names this daemon in the cluster; unique per cluster.
+	Node string
+	// TTL is the session lease's time to live; DefaultTTL when 0.
+	TTL time.Duration
+	// RequestTimeout bounds each etcd request; DefaultRequestTimeout when 0.
+	RequestTimeout time.Duration
+	// Load tunes CPU-load admission (refresh interval, reservation).
+	Load admission.LoadConfig
+	// VCPUs and Version go into the node record.
+	VCPUs   int
+	Version string
+	// Definitions, when set, is called with the cluster's pool definitions
+	// each time they change (not for the first reading: see Definitions).
+	Definitions func(Definitions)
+	// Log receives the backend's own events; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// NodeRecord is what each node publishes under nodes/<node>.
+type NodeRecord struct {
+	Node  string `json:"node"`
+	VCPUs int    `json:"vcpus"`
+	// LoadPercent is the node's measured CPU load at its last refresh,
+	// percent of the node: the moving average DATABASE_LOAD_CPU_THRESHOLD
+	// is checked against, averaged over the live nodes.
+	LoadPercent float64 `json:"load_percent"`
+	Version     string  `json:"version"`
+	// UpdatedUnix is when the node last wrote the record, seconds.
+	UpdatedUnix int64 `json:"updated"`
+}
+
+type phase int
+
+const (
+	pending  phase = iota // not registered in the cluster (yet)
+	queued                // its queue key exists
+	starting              // a start transaction is in flight
+	running               // its slot or extra key exists (or it runs locally)
+)
+
+type query struct {
+	id       admission.QueryID
+	pool     string
+	user     string // "" when not known (adopted)
+	local    bool   // a pool without global limits: never in etcd
+	st       phase
+	token    string // the current registration; "" when none
+	key      string // the queue, slot or extra key that holds it
+	rev      int64  // create revision of the queue key
+	arrived  time.Time
+	deadline time.Time // for waiting; zero: none
+	// unreachableBy is when a query that cannot be registered because etcd
+	// is unreachable gives up, if it has no deadline of its own.
+	unreachableBy time.Time
+	// lost: a running query whose key went with an expired lease (or an
+	// adopted one); it is registered again as an extra by the pump.
+	lost bool
+	// seq is the number of its current token: it orders the queue keys
+	// one transaction puts, which share a create revision.
+	seq uint64
+	// told: the daemon knows the query waits (Submit's Position was not
+	// 0, or an Event with Queued was sent); placed is its place in the
+	// queue as its registration read it, until the watch shows its key.
+	told   bool
+	placed int
+}
+
+// view is the cluster's state of one pool, as the watch last showed it.
+type view struct {
+	queue  []entry                    // by create revision
+	slots  map[string]entry           // slot key -> entry
+	extras map[string]entry           // extra key -> entry
+	byNode map[string][2]int          // node -> running, queued
+	usage  map[string]admission.Usage // user -> CPU time in the pool
+}
+
+func newView() *view {
+	return &view{slots: map[string]entry{}, extras: map[string]entry{}, usage: map[string]admission.Usage{}}
+}
+
+func (v *view) running() int { return len(v.slots) + len(v.extras) }
+
+// position is the place of the queue key with create revision rev and
+// token number seq, 0 for the head; -1 when the watch has not shown it
+// yet.
+func (v *view) position(rev int64, seq uint64) int {
+	i, ok := slices.BinarySearchFunc(v.queue, entry{rev: rev, seq: seq}, queueOrder)
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// queueOrder is the FIFO order of queue keys: by create revision, then,
+// for the keys one transaction put, by token number.
+func queueOrder(a, b entry) int {
+	if c := cmp.Compare(a.rev, b.rev); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+type poolState struct {
+	limits  admission.Limits
+	dropped bool
+	stats   admission.PoolStats // local counters
+	local   int                 // running queries of a local pool
+	pending int                 // queries of this node not registered yet
+	// registering: a registration transaction of the pool is in flight.
+	registering bool
+}
+
+// Backend is one node's view of, and its part in, the cluster's admission.
+// Its methods are safe for concurrent use.
+type Backend struct {
+	cfg  Config
+	cli  *clientv3.Client
+	keys keySpace
+	log  *slog.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+	// wake tells an idle tick loop that a query may be waiting (poke).
+	wake   chan struct{}
+	events chan admission.Event
+
+	// mu guards everything below. It is never held during an etcd request
+	// or a call of cfg.Events or cfg.Definitions.
+	mu    sync.Mutex
+	lease clientv3.LeaseID // 0 while the node has no session
+	// aliveUntil is when the lease expires at the earliest: a TTL after
+	// the last answered renewal was sent (see connectedLocked).
+	aliveUntil time.Time
+	seq        uint64
+	rev        int64 // revision the views reflect
+	views      map[string]*view
+	nodes      map[string]NodeRecord
+	pools      map[string]*poolState
+	queries    map[admission.QueryID]*query
+	tokens     map[string]*query
+	lastID     admission.QueryID
+	load       admission.LoadWindow
+	// deletes are keys of this node to delete, with their create
+	// revision (0: a key named by its token, which no other registration
+	// reuses): of queries that ended, and orphans (keys whose registration
+	// is no longer live).
+	deletes map[string]int64
+	// lingerUntil is when the keys to delete go in a transaction of their
+	// own, if no registration has carried them by then (deleteLinger);
+	// zero when none waits.
+	lingerUntil time.Time
+	linger      time.Duration // deleteLinger; tests set their own
+	// deletingKeys are the keys of b.deletes the delete transaction in
+	// flight (b.deleting) deletes.
+	deletingKeys map[string]int64
+	// claims are the slot keys this node's start transactions in flight
+	// put; offset is where an arriving query of this node starts looking
+	// for a free slot, so that the nodes' arrivals spread over the slots.
+	claims map[string]struct{}
+	offset int
+	// inherited are this node's keys without a lease (strict slots) left
+	// by its earlier run, by pool, for the queries it adopts until
+	// inheritedUntil (strict.go).
+	inherited      map[string][]entry
+	inheritedUntil time.Time
+	// publish: the node record changed (a load refresh) and is to be put.
+	publish bool
+	// invalidAt is when a refused value was last logged; invalidQuiet
+	// counts those refused since (invalid).
+	invalidAt    time.Time
+	invalidQuiet int
+	// charges are the CPU time this node's queries used, by pool and
+	// user, not yet added to the cluster's usage keys (users.go).
+	charges map[usageKey]admission.Usage
+	// The pipeline's transactions in flight (pipeline.go).
+	publishing, deleting, reregistering, charging bool
+	health                                        Health
+}
+
+// Health is the backend's connection to etcd, for metrics and views.
+type Health struct {
+	// Connected: the node's session lease is certainly alive (renewed
+	// less than a TTL ago).
+	Connected bool
+	Lease     int64
+	// LastRoundTrip is the duration of the latest successful request.
+	LastRoundTrip time.Duration
+	// LastError is the latest failed request's error; "" after a success.
+	LastError string
+	// WatchRevision is the revision the node's view of the cluster
+	// reflects; WatchLag is how long ago the watch last delivered.
+	WatchRevision int64
+	WatchAt       time.Time
+	// Sessions counts the leases the node has held (1 + re-registrations).
+	Sessions int
+}
+
+// Open connects to etcd, checks that the cluster answers within the
+// request timeout, takes a session lease, publishes the node record and
+// starts watching. pools are the limits in force (see Configure).
+func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	load, err := admission.NewLoadWindow(cfg.Load)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg:       cfg,
+		cli:       cli,
+		keys:      newKeySpace(cfg.Cluster),
+		log:       cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
+		kick:      make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+		events:    make(chan admission.Event, 256),
+		views:     map[string]*view{},
+		nodes:     map[string]NodeRecord{},
+		pools:     map[string]*poolState{},
+		queries:   map[admission.QueryID]*query{},
+		tokens:    map[string]*query{},
+		load:      load,
+		deletes:   map[string]int64{},
+		claims:    map[string]struct{}{},
+		charges:   map[usageKey]admission.Usage{},
+		inherited: map[string][]entry{},
+		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
+		linger:    deleteLinger,
+	}
+	b.Configure(pools, time.Now())
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	err = b.newSession(ctx)
+	if err == nil {
+		err = b.loadViews(ctx)
+	}
+	switch {
+	case err != nil && !transient(err):
+		if b.lease != 0 {
+			cli.Revoke(context.Background(), b.lease)
+		}
+		b.cancel()
+		cli.Close()
+		return nil, err
+	case err != nil:
+		// The session loop takes the lease and the watch loop reads the
+		// cluster when etcd answers; meanwhile pools without a global
+		// limit admit and the others wait (Submit), as after a cut.
+		b.log.Warn("etcd unreachable at start: pools without a global limit admit, globally limited pools wait until it answers", "err", err)
+	}
+	run := b.ctx
+	b.wg.Go(func() { b.sessionLoop(run) })
+	b.wg.Go(func() { b.watchLoop(run) })
+	b.wg.Go(func() { b.pumpLoop(run) })
+	b.wg.Go(func() { b.tickLoop(run) })
+	return b, nil
+}
+
+// withDefaults checks cfg and fills in the defaults of the fields left
+// zero.
+func (cfg Config) withDefaults() (Config, error) {
+	if err := validNodeName("cluster", cfg.Cluster); err != nil {
+		return cfg, err
+	}
+	if err := validNodeName("node", cfg.Node); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Endpoints) == 0 {
+		return cfg, errors.New("no etcd endpoints; want https://HOST:2379[,...]")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.TTL < 2*time.Second {
+		return cfg, fmt.Errorf("session TTL %s: want at least 2s (etcd leases count whole seconds)", cfg.TTL)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return cfg, nil
+}
+
+// newClient is the etcd client of cfg.
+func newClient(cfg Config) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		TLS:                  cfg.TLS,
+		DialTimeout:          cfg.RequestTimeout,
+		DialKeepAliveTime:    cfg.TTL / 3,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		// gRPC's default reconnection backoff grows to 120 s: a node back
+		// in touch after a cut could wait that long, and lose a lease
+		// that outlived the cut. At most one renewal interval between
+		// attempts keeps it within the lease's margin (renewInterval).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: renewInterval(cfg.TTL), Multiplier: 1.6, Jitter: 0.2, MaxDelay: renewInterval(cfg.TTL)},
+			MinConnectTimeout: cfg.RequestTimeout,
+		})},
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	return cli, nil
+}
+
+// Close stops the backend. When no query of this node runs, it revokes
+// the session lease so the node leaves the cluster at once; otherwise the
+// lease expires within the TTL and a daemon started meanwhile adopts the
+// running queries and registers them again.
+func (b *Backend) Close() error {
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	lease, busy := b.lease, false
+	for _, q := range b.queries {
+		busy = busy || (q.st == running && !q.local)
+	}
+	dels := b.takeDeletesLocked(maxBatchDeletes)
+	b.mu.Unlock()
+	if lease != 0 && len(dels) > 0 {
+		// The keys of ended queries still waiting (deleteLinger), so that
+		// they hold no slot until the lease expires.
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
+		cancel()
+	}
+	if lease != 0 && !busy {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
+		b.cli.Revoke(ctx, lease)
+		cancel()
+	}
+	return b.cli.Close()
+}
+
+// request bounds one etcd request; Close ends it.
+func (b *Backend) request() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(clientv3.WithRequireLeader(b.ctx), b.cfg.RequestTimeout)
+}
+
+// note records a request's outcome for Health.
+func (b *Backend) note(start time.Time, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.health.LastError = err.Error()
+		return
+	}
+	b.health.LastRoundTrip = time.Since(start)
+	b.health.LastError = ""
+}
+
+func (b *Backend) unreachable(err error) error {
+	return fmt.Errorf("%w: etcd at %v: %w", ErrClusterUnreachable, b.cfg.Endpoints, err)
+}
+
+// transient reports whether err is etcd not answering (no connection, no
+// leader, a request timed out), which passes, rather than a refusal
+// (authentication, permission, a bad request), which does not.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code := codes.OK
+	var ee rpctypes.EtcdError
+	if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
+}
+
+func (b *Backend) record() NodeRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return NodeRecord{
+		Node: b.cfg.Node, VCPUs: b.cfg.VCPUs, Version: b.cfg.Version,
+		LoadPercent: b.load.Stats().AveragePercent, UpdatedUnix: time.Now().Unix(),
+	}
+}
+
+func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
+	v, _ := json.Marshal(b.record())
+	_, err := b.cli.Put(ctx, b.keys.node(b.cfg.Node), string(v), clientv3.WithLease(lease))
+	return err
+}
+
+// entryOf is the value of q's keys.
+func (b *Backend) entryOf(q *query) entry {
+	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
+}
+
+// newToken names a new registration; b.mu is held and b.lease is set.
+func (b *Backend) newToken() string {
+	b.seq++
+	return b.cfg.Node + "." + strconv.FormatInt(int64(b.lease), 16) + "." + strconv.FormatUint(b.seq, 10)
+}
+
+// forgetToken ends q's registration; a key that still carries it becomes
+// an orphan the pump deletes. b.mu is held.
+func (b *Backend) forgetToken(q *query) {
+	if q.token != "" {
+		delete(b.tokens, q.token)
+	}
+	q.token, q.key, q.rev = "", "", 0
+}
+
+// poke wakes the pump, and the tick loop if it idles.
+func (b *Backend) poke() {
+	for _, c := range []chan struct{}{b.kick, b.wake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// emit sends events no call returned; b.mu is not held.
+func (b *Backend) emit(events []admission.Event) {
+	for _, ev := range events {
+		select {
+		case b.events <- ev:
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+// Events implements admission.Backend: queued queries of this node that
+// started or failed without a call of the daemon (another node freed a
+// slot, a lease expired, the backend's own tick).
+func (b *Backend) Events() <-chan admission.Event { return b.events }
+
+// Health returns the state of the connection to etcd.
+func (b *Backend) Health() Health {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.health
+	h.Connected = b.connectedLocked(time.Now())
+	h.WatchRevision = b.rev
+	return h
+}
+
+// Nodes returns the live nodes' records (those whose lease is alive), by
+// name.
+func (b *Backend) Nodes() []NodeRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]NodeRecord, 0, len(b.nodes))
+	for _, n := range b.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b NodeRecord) int {
+		switch {
+		case a.Node < b.Node:
+			return -1
+		case a.Node > b.Node:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+var _ admission.Backend = (*Backend)(nil)

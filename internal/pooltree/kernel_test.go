@@ -1,0 +1,154 @@
+package pooltree
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/planner"
+)
+
+func TestMain(m *testing.M) { kerneltest.Main(m) }
+
+var bothModes = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
+
+// TestKernelQueryCgroup goes through a query cgroup's life on the real
+// kernel: the pool applied, a process placed in its query cgroup, the
+// query listed and populated, its CPU accounting read, on cgroup v2 the
+// kernel's notice that it emptied once the process exited, and the cgroup
+// removed.
+func TestKernelQueryCgroup(t *testing.T) {
+	h, k, _ := openTestRoot(t)
+	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
+	olap := planner.PoolState{Name: "olap",
+		Pool:  planner.Cgroup{CPU: cpulimit.Limit{QuotaUsec: 200000, PeriodUsec: 100000, Weight: 100}, MemoryBytes: -1},
+		Query: planner.Cgroup{CPU: cpulimit.Limit{QuotaUsec: 100000, PeriodUsec: 100000, Weight: 100}, MemoryBytes: -1}}
+	d := planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}, olap}}
+	if err := h.Apply(d); err != nil {
+		t.Fatal(err)
+	}
+
+	held := exec.Command("cat")
+	stdin, err := held.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	end := func() error { stdin.Close(); return held.Wait() }
+	t.Cleanup(func() { end() })
+	const query = "q1"
+	if err := h.PlaceQuery(olap, query, held.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.RemoveQuery("olap", query) })
+
+	if qs, err := h.Queries(); err != nil || !slices.Equal(qs, [][2]string{{"olap", query}}) {
+		t.Errorf("Queries = %v, %v; want [[olap %s]]", qs, err, query)
+	}
+	if busy, err := h.Populated("olap", query); err != nil || !busy {
+		t.Errorf("Populated with the process inside = %v, %v; want true", busy, err)
+	}
+	if _, err := h.QueryStat("olap", query); err != nil {
+		t.Errorf("QueryStat: %v", err)
+	}
+	if stats, err := h.PoolStats([]string{"olap", "gone"}); err != nil || len(stats) != 1 {
+		t.Errorf("PoolStats(olap, gone) = %v, %v; want olap only", stats, err)
+	}
+	if stats, err := h.PoolCPUStats([]string{"olap", "gone"}); err != nil || len(stats) != 1 || stats["olap"].Group != "olap" || !stats["olap"].UsageKnown && k.Mode == kerneltest.V2 {
+		t.Errorf("PoolCPUStats(olap, gone) = %+v, %v; want olap only, with its usage on v2", stats, err)
+	}
+
+	wake := make(chan struct{}, 1)
+	stop, err := h.NotifyEmpty("olap", query, wake)
+	if k.Mode == kerneltest.V1 {
+		if err == nil {
+			t.Error("NotifyEmpty on cgroup v1: no error, but v1 raises no event")
+		}
+	} else {
+		if err != nil {
+			t.Fatalf("NotifyEmpty on cgroup v2: %v", err)
+		}
+		defer stop()
+		// The kernel delays a notice that comes within 10 ms of the
+		// file's last one (CGROUP_FILE_NOTIFY_MIN_INTV), so the notice of
+		// the placement may still arrive: let it, and drop it.
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-wake:
+		default:
+		}
+	}
+	if err := end(); err != nil {
+		t.Fatalf("query process: %v", err)
+	}
+	if k.Mode == kerneltest.V2 {
+		select {
+		case <-wake:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notice within 10 s of the query's last process exiting")
+		}
+	}
+	if busy, err := h.Populated("olap", query); err != nil || busy {
+		t.Errorf("after the process exited: populated %v, %v; want empty", busy, err)
+	}
+	if err := h.RemoveQuery("olap", query); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := h.Queries(); err != nil || len(qs) != 0 {
+		t.Errorf("Queries after RemoveQuery = %v, %v; want none", qs, err)
+	}
+	if busy, err := h.Populated("olap", query); err != nil || busy {
+		t.Errorf("Populated of a removed query = %v, %v; want false, nil", busy, err)
+	}
+}
+
+// TestKernelRootRemoved: a pool root removed from under an open handle
+// (its pools empty, so the kernel allows it) is reported gone, and stays
+// gone once a cgroup is made again at its path, which the handle's
+// descriptors do not reach.
+func TestKernelRootRemoved(t *testing.T) {
+	h, _, root := openTestRoot(t)
+	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
+	if err := h.Apply(planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RootInPlace(); err != nil {
+		t.Fatalf("RootInPlace after apply: %v", err)
+	}
+	root.Remove(t)
+	if err := h.RootInPlace(); !errors.Is(err, cgroupfs.ErrRootGone) {
+		t.Fatalf("RootInPlace with the root removed: %v, want ErrRootGone", err)
+	}
+	for _, dir := range append([]string{root.Path}, root.Twins...) {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := h.RootInPlace()
+	if !errors.Is(err, cgroupfs.ErrRootGone) {
+		t.Fatalf("RootInPlace with a cgroup made again at the root's path: %v, want ErrRootGone", err)
+	}
+	t.Logf("reported: %v", err)
+}
+
+// openTestRoot opens a handle on a new test root of the test's own,
+// closed when the test ends, on host k.
+func openTestRoot(t *testing.T) (*Handle, kerneltest.Host, kerneltest.Root) {
+	t.Helper()
+	k := kerneltest.Require(t, bothModes)
+	root := k.NewRoot(t, bothModes)
+	h, err := Open(k.Mounts, root.Path, cgroupfs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, k, root
+}
