@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/poolagent/poolagent/internal/daemon"
 	"github.com/poolagent/poolagent/internal/fleet"
 	"github.com/poolagent/poolagent/internal/state"
+	"github.com/poolagent/poolagent/internal/version"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -81,10 +81,6 @@ func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *pla
 			return nil, nil, fmt.Errorf("--node not given and the host name cannot be read: %w", err)
 		}
 	}
-	version := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-	}
 	endpoints := etcdEndpoints(c)
 	var changes []state.Change
 	if src.Store != nil {
@@ -92,7 +88,7 @@ func joinFleet(c *cli.Context, log *slog.Logger, src *daemon.Sources, local *pla
 	}
 	b, shared, model, warns, err := fleet.Join(context.Background(), fleet.Config{
 		Endpoints: endpoints, TLS: tlsCfg, Cluster: c.String("cluster"), Node: name,
-		TTL: c.Duration("etcd-ttl"), Load: load, VCPUs: int(math.Ceil(cpus)), Version: version,
+		TTL: c.Duration("etcd-ttl"), Load: load, VCPUs: int(math.Ceil(cpus)), Version: version.Current().Version,
 		Definitions: func(fleet.Definitions) { reload() }, Log: log,
 	}, local, src.PoolFile, changes)
 	if err != nil {

@@ -201,7 +201,7 @@ func (c *Controller) Configure(pools map[string]Limits, now time.Time) []Event {
 				events = c.fail(q, now, UserQueueFullError(name, u.name, u.running, u.queue.Len(), p.stats.Running+p.queued, l), events)
 			}
 		}
-		for i := len(queued) - 1; i >= 0 && p.queued > 0 && overQueue(p.stats.Running, p.queued-1, l); i-- {
+		for i := len(queued) - 1; i >= 0 && p.queued > 0 && l.OverQueue(p.stats.Running, p.queued-1); i-- {
 			if q := queued[i]; q.elem != nil {
 				c.unqueue(q)
 				events = c.fail(q, now, queueFullError(name, p.stats.Running, p.queued, l), events)
@@ -244,7 +244,7 @@ func (c *Controller) Submit(poolName, userName string, now time.Time) (QueryID, 
 		c.start(q)
 		return q.id, true, nil
 	}
-	if overQueue(p.stats.Running, p.queued, l) {
+	if l.OverQueue(p.stats.Running, p.queued) {
 		p.stats.Rejected++
 		c.forgetIfIdle(p, u, now)
 		return 0, false, queueFullError(poolName, p.stats.Running, p.queued, l)
@@ -278,10 +278,11 @@ func (c *Controller) forgetIfIdle(p *pool, u *userQueue, now time.Time) {
 	}
 }
 
-// overQueue reports whether one more arriving query is one too many: YDB's
+// OverQueue reports whether one more arriving query is one too many: YDB's
 // rule that running + queued + the new one may exceed the concurrency limit
 // by at most QUEUE_SIZE. With no concurrency limit only the queue counts.
-func overQueue(running, queued int, l Limits) bool {
+// The fleet applies the same rule to a pool's cluster-wide counts.
+func (l Limits) OverQueue(running, queued int) bool {
 	switch {
 	case l.QueueSize == Unlimited:
 		return false

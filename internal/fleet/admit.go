@@ -56,7 +56,7 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 			err = admission.DisabledError(q.pool)
 		case q.st == queued:
 			v := b.view(q.pool)
-			if pos := v.position(q.rev, q.seq); pos >= 0 && overQueue(v.running(), pos, p.limits) {
+			if pos := v.position(q.rev, q.seq); pos >= 0 && p.limits.OverQueue(v.running(), pos) {
 				err = admission.QueueFullError(q.pool, 1, v.running()+pos, p.limits)
 			}
 		}
@@ -68,19 +68,6 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 	b.mu.Unlock()
 	b.poke()
 	return events
-}
-
-// overQueue is YDB's rule (admission's): one more arriving query is one too
-// many when running + queued + 1 − C > QUEUE_SIZE.
-func overQueue(running, queued int, l admission.Limits) bool {
-	switch {
-	case l.QueueSize == admission.Unlimited:
-		return false
-	case l.ConcurrentQueryLimit == admission.Unlimited:
-		return queued+1 > l.QueueSize
-	default:
-		return running+queued+1-l.ConcurrentQueryLimit > l.QueueSize
-	}
 }
 
 // held is the "global delayed/running" figure of a rejection: the queries

@@ -343,7 +343,7 @@ func (b *Backend) refusal(r *registration, live []int, i, running, waiting int) 
 	q := r.qs[i]
 	p := b.pools[q.pool]
 	l := p.limits
-	if overQueue(running, waiting, l) {
+	if l.OverQueue(running, waiting) {
 		n := p.pending + 1 // the requests of this node not registered, and this one
 		return admission.QueueFullError(q.pool, n, held(running, waiting, l), l)
 	}
