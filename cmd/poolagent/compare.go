@@ -27,8 +27,9 @@ func compareCommand() *cli.Command {
 		Description: "Applies the scenario's pools (docs/scenario.md) under a fresh pool root, starts one CPU-burning\n" +
 			"worker per task in its query cgroup at its arrival time, reads cpu.stat of every pool and query,\n" +
 			"removes everything again, and prints per group the measured counters, the kernel-faithful\n" +
-			"model's (docs/kernel-model.md) and the simple model's predictions and the error. Needs root and\n" +
-			"a cpu controller (cgroup v1 or v2); without them it prints the simulation alone.",
+			"model's (docs/kernel-model.md) and the simple model's predictions and the error. The last line\n" +
+			"is the verdict over every group and every counter judged. Needs root and a cpu controller\n" +
+			"(cgroup v1 or v2); without them it prints the simulation alone.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Aliases: []string{"s"}, Usage: "scenario `FILE` (default: built-in, see internal/compare/default.scn)"},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` to create for the run, which must not exist (default: a unique directory below the cpu controller's mount)"},
@@ -39,6 +40,7 @@ func compareCommand() *cli.Command {
 			&cli.BoolFlag{Name: "timeline", Usage: "sample cpu.stat every period for the measured timeline (on with --report, whose charts show it)"},
 			&cli.IntFlag{Name: "periods", Value: 8, Usage: "periods shown in the text timeline"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
+			&cli.BoolFlag{Name: "strict", Usage: fmt.Sprintf("exit with status %d unless the verdict is within target on every group (also when nothing could be measured)", exitMissed)},
 		},
 		Action: runCompare,
 	}
@@ -94,12 +96,29 @@ func runCompare(c *cli.Context) error {
 		if err := writeFile(path, func(w io.Writer) error { return compare.WriteHTML(w, report) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(c.App.ErrWriter, "poolagent compare: wrote the HTML report to %s\n", path)
 	}
 	if path := c.String("json"); path != "" {
 		if err := writeFile(path, func(w io.Writer) error { return compare.WriteJSON(w, report) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(c.App.ErrWriter, "poolagent compare: wrote the JSON report to %s\n", path)
 	}
+	if err := writeCompare(c, format, report); err != nil {
+		return err
+	}
+	if sum := report.Summarize(); c.Bool("strict") && !sum.OK {
+		return cli.Exit("", exitMissed)
+	}
+	return nil
+}
+
+// exitMissed is compare's exit status under --strict when the kernel
+// model missed its target on a group, or nothing was measured.
+const exitMissed = 3
+
+// writeCompare prints report on standard output in format.
+func writeCompare(c *cli.Context, format string, report *compare.Report) error {
 	switch format {
 	case "json":
 		return compare.WriteJSON(c.App.Writer, report)
@@ -117,8 +136,7 @@ func runCompare(c *cli.Context) error {
 		_, err := io.WriteString(c.App.Writer, compare.MarkdownHeader+rows.String())
 		return err
 	}
-	periods := c.Int("periods")
-	return compare.WriteText(c.App.Writer, report, periods)
+	return compare.WriteText(c.App.Writer, report, c.Int("periods"))
 }
 
 // cannotMeasure says why this process cannot run a scenario for real, or

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -30,6 +31,8 @@ const (
 	colourMeasuredRan  = "#b35806"
 	colourMeasuredThr  = "#fdb863"
 	colourQuota        = "#c00000"
+	// colourMiss marks a group or a period that misses the target.
+	colourMiss = "#d4006a"
 )
 
 // WriteHTML renders r as one self-contained HTML page: a one-line verdict
@@ -51,6 +54,7 @@ td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}
 .miss{color:#b00020}.ok{color:#1b5e20}
+.missmark{background:` + colourMiss + `;color:#fff;padding:0 5px;border-radius:3px;font-weight:bold}
 ul.verdicts{padding-left:1.2em}
 svg{display:block;margin:.5em 0;width:100%;height:auto}
 svg text{font:12px system-ui,sans-serif;fill:#333}
@@ -72,6 +76,18 @@ svg .hover:hover{fill:rgba(0,0,0,.06)}
 		fmt.Fprintf(&b, "<p>Simulation only, the scenario's %d CPU(s): %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			e.CPUs, esc(e.Why), e.SliceUsec, e.TickUsec, esc(e.TickSource))
 	}
+	if e.Scheduler != "" {
+		fmt.Fprintf(&b, "<p class=\"miss\">Scheduler: %s.</p>\n", esc(e.Scheduler))
+	}
+	if e.Measured {
+		sum := r.Summarize()
+		class := "ok"
+		if !sum.OK {
+			class = "miss"
+		}
+		fmt.Fprintf(&b, "<p class=\"%s\"><b>%s</b></p>\n", class, esc(sum.Line))
+	}
+	b.WriteString("<p>Predicted is the kernel-faithful model (docs/kernel-model.md), run with the phases of the period timers and the tick measured in each run; the simple model, the book chapter's fixed window (docs/simulator.md), is in the tables only.</p>\n")
 	b.WriteString("<ul class=\"verdicts\">\n")
 	for _, g := range r.Groups {
 		fmt.Fprintf(&b, "<li>%s</li>\n", verdictHTML(r, g))
@@ -85,6 +101,9 @@ svg .hover:hover{fill:rgba(0,0,0,.06)}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// missMark marks a group that missed its target.
+const missMark = "<span class=\"missmark\">✗ missed</span>"
 
 // verdictHTML is the one-line verdict of g: whether the kernel model met
 // its target, with the throttled time (or, for a group without a quota of
@@ -115,14 +134,10 @@ func verdictHTML(r *Report, g GroupResult) string {
 	verdict := ""
 	switch {
 	case !r.Env.Measured:
-	case len(g.Misses) == 0 && g.Tie != "":
-		verdict = "<span class=\"ok\">kernel model within target on usage_usec</span> — "
 	case len(g.Misses) == 0:
-		verdict = "<span class=\"ok\">kernel model within target</span> — "
-	case len(g.OutsideSpread) == 0:
-		verdict = "<span class=\"ok\">kernel model within the measured runs' range, not the target: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
+		verdict = "<span class=\"ok\">" + esc(groupVerdict(g)) + "</span> — "
 	default:
-		verdict = "<span class=\"miss\">kernel model missed: " + esc(strings.Join(g.Misses, "; ")) + "</span> — "
+		verdict = missMark + " <span class=\"miss\">" + esc(groupVerdict(g)) + "</span> — "
 	}
 	if g.Tie != "" && r.Env.Measured {
 		verdict += esc(g.Tie) + " — "
@@ -132,7 +147,11 @@ func verdictHTML(r *Report, g GroupResult) string {
 
 func writeGroupHTML(b *strings.Builder, r *Report, g GroupResult) {
 	esc := html.EscapeString
-	fmt.Fprintf(b, "<h2>%s <small>(%s, cpu.max %s)</small></h2>\n", esc(g.Name), esc(g.Path), esc(g.Limit))
+	mark := ""
+	if len(g.Misses) > 0 {
+		mark = " " + missMark
+	}
+	fmt.Fprintf(b, "<h2>%s <small>(%s, cpu.max %s)</small>%s</h2>\n", esc(g.Name), esc(g.Path), esc(g.Limit), mark)
 	if r.WindowUsec > 0 && len(g.Runs) > 0 {
 		writeChart(b, r, g)
 	}
@@ -179,7 +198,8 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 			chartLeft, y(v), chartLeft+chartPlotW, y(v), chartLeft-6, y(v)+4, numText(v))
 	}
 	fmt.Fprintf(b, "<text transform=\"translate(14 %d) rotate(-90)\" text-anchor=\"middle\">CPU time per period (ms)</text>\n", chartTop+chartPlotH/2)
-	writePeriods(b, n, windowMs, predicted, measured, y)
+	misses := periodMisses(r, g)
+	writePeriods(b, n, windowMs, predicted, measured, misses, y)
 	fmt.Fprintf(b, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", chartLeft, chartTop+chartPlotH, chartLeft+chartPlotW, chartTop+chartPlotH)
 	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the run's start (ms); one slot per %s ms period</text>\n",
 		chartLeft+chartPlotW/2, chartTop+chartPlotH+38, numText(windowMs))
@@ -193,8 +213,18 @@ func writeChart(b *strings.Builder, r *Report, g GroupResult) {
 	if r.Env.Measured && len(measured) == 0 {
 		note = " The measurement was not sampled per period: run compare with --timeline."
 	}
-	fmt.Fprintf(b, "<p><small>Run 1. Throttled time is summed over the CPUs that waited, as cpu.stat counts it, so a bar can rise above one period; the scenario has %d CPU(s). Hover over a period for its values.%s</small></p>\n",
-		r.Env.CPUs, note)
+	if slices.Contains(misses, true) {
+		note += fmt.Sprintf(" A %s mark above a period: the predicted throttled time misses the target there (%s).", "<span class=\"missmark\">&nbsp;</span>", html.EscapeString(r.Target.Text()))
+	}
+	aboveQuota := ""
+	if quotaMs > 0 {
+		aboveQuota = fmt.Sprintf("A ran bar can rise above the quota line: a period here is a window from the run's start, not the kernel's own period, so it can hold the end of one and the start of the next; "+
+			"the kernel hands out quota in slices of %d µs and stops a group only at its next tick (%d µs), so a group can run past its quota by up to a slice or a tick; and cpu.max.burst lets it spend quota saved from earlier periods. ",
+			r.Env.SliceUsec, r.Env.TickUsec)
+	}
+	fmt.Fprintf(b, "<p><small>Run 1; predicted by the kernel-faithful model. Throttled time is summed over the CPUs that waited, as cpu.stat counts it, so a bar can rise above one period; the scenario has %d CPU(s). %s"+
+		"Hover over a period for its values.%s</small></p>\n",
+		r.Env.CPUs, aboveQuota, note)
 }
 
 // chartTopMs is the highest value the chart shows, in ms: the tallest
@@ -213,6 +243,8 @@ func chartTopMs(predicted, measured []Window, quotaMs float64) float64 {
 // ones if there are any, and the quota line if there is one.
 func writeLegend(b *strings.Builder, measured, quota bool) {
 	legend := []struct{ colour, label string }{{colourPredictedRan, "predicted ran"}, {colourPredictedThr, "predicted throttled"}}
+	// "predicted" is the kernel-faithful model: the page says so above
+	// the charts.
 	if measured {
 		legend = append(legend, struct{ colour, label string }{colourMeasuredRan, "measured ran"}, struct{ colour, label string }{colourMeasuredThr, "measured throttled"})
 	}
@@ -230,13 +262,18 @@ func writeLegend(b *strings.Builder, measured, quota bool) {
 // writePeriods draws the chart's n periods, one slot each with its hover
 // text, the predicted bar left of the measured one, and a time label
 // under every tenth or so.
-func writePeriods(b *strings.Builder, n int, windowMs float64, predicted, measured []Window, y func(float64) float64) {
+func writePeriods(b *strings.Builder, n int, windowMs float64, predicted, measured []Window, misses []bool, y func(float64) float64) {
 	slot := float64(chartPlotW) / float64(n)
 	bar := min(float64(chartBarMax), slot*0.4)
 	labelEvery := (n + 9) / 10
 	for i := range n {
 		x0 := chartLeft + slot*float64(i)
-		fmt.Fprintf(b, "<g><title>%s</title>\n", periodTitle(i, windowMs, predicted, measured))
+		title := periodTitle(i, windowMs, predicted, measured)
+		missed := i < len(misses) && misses[i]
+		if missed {
+			title += "; throttled time predicted misses the target"
+		}
+		fmt.Fprintf(b, "<g><title>%s</title>\n", title)
 		fmt.Fprintf(b, "<rect class=\"hover\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"/>\n", x0, chartTop, slot, chartPlotH)
 		mid := x0 + slot/2
 		if i < len(predicted) {
@@ -245,11 +282,33 @@ func writePeriods(b *strings.Builder, n int, windowMs float64, predicted, measur
 		if i < len(measured) {
 			writeBar(b, mid+1, bar, measured[i], y, colourMeasuredRan, colourMeasuredThr)
 		}
+		if missed {
+			fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"8\" fill=\"%s\"/>\n", x0+2, chartTop-10, slot-4, colourMiss)
+		}
 		b.WriteString("</g>\n")
 		if i%labelEvery == 0 {
 			fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x0, chartTop+chartPlotH+16, numText(windowMs*float64(i)))
 		}
 	}
+}
+
+// periodMisses says, per window of run 1, whether the kernel model's
+// throttled time misses the target against the measured one: by more than
+// the target's percentage of the measured time and the one tick it always
+// accepts. Only for a group whose throttled_usec is judged and whose
+// measurement was sampled; nil otherwise.
+func periodMisses(r *Report, g GroupResult) []bool {
+	if !slices.Contains(g.Judged, "throttled_usec") || len(g.Runs) == 0 {
+		return nil
+	}
+	run := g.Runs[0]
+	n := min(len(run.KernelWindows), len(run.MeasuredWindows))
+	var out []bool
+	for i := range n {
+		p, m := float64(run.KernelWindows[i].ThrottledUsec), float64(run.MeasuredWindows[i].ThrottledUsec)
+		out = append(out, math.Abs(p-m) > max(r.Target.FloorUsec, r.Target.Pct/100*m))
+	}
+	return out
 }
 
 // writeBar draws one stacked bar: ran at the bottom, throttled above.

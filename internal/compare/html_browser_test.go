@@ -18,13 +18,6 @@ import (
 // (hundreds of pixels wide and tall), shows the predicted and the measured
 // bars together in one chart, and draws the quota line.
 func TestHTMLReportInChromium(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
-			t.Fatalf("chromium not found (scripts/test.sh installs it): %v", err)
-		}
-		t.Skipf("chromium not found: %v", err)
-	}
 	// One capped group over eight periods, throttled in most of them.
 	r := fixtureReport(true)
 	r.Groups = r.Groups[1:]
@@ -36,6 +29,80 @@ func TestHTMLReportInChromium(t *testing.T) {
 	r.Groups[0].Runs[0].KernelWindows, r.Groups[0].Runs[0].MeasuredWindows = predicted, measured
 	r.Finish()
 
+	img := screenshot(t, r)
+
+	// The legend comes first, with a swatch of each colour; the bars are
+	// below it.
+	legend := boxOf(img, colourPredictedRan, 0)
+	below := legend.Min.Y + 20
+	predictedRan := boxOf(img, colourPredictedRan, below)
+	measuredRan := boxOf(img, colourMeasuredRan, below)
+	bars := predictedRan.Union(measuredRan).Union(boxOf(img, colourPredictedThr, below)).Union(boxOf(img, colourMeasuredThr, below))
+	quota := boxOf(img, colourQuota, below)
+	t.Logf("screenshot %v: legend at y=%d, bars %v, predicted ran %v, measured ran %v, quota %v", img.Bounds(), legend.Min.Y, bars, predictedRan, measuredRan, quota)
+	if predictedRan.Empty() || measuredRan.Empty() {
+		t.Fatalf("the predicted (%v) or the measured (%v) bars are not drawn", predictedRan, measuredRan)
+	}
+	if bars.Dx() < 600 || bars.Dy() < 150 {
+		t.Errorf("the chart's bars cover %dx%d px; want at least 600x150 to be readable", bars.Dx(), bars.Dy())
+	}
+	// Together: both kinds of bar stand on the same baseline, in one chart.
+	if predictedRan.Max.Y != measuredRan.Max.Y {
+		t.Errorf("predicted bars end at y=%d, measured at y=%d: not one chart", predictedRan.Max.Y, measuredRan.Max.Y)
+	}
+	if quota.Dx() < 600 || quota.Dy() > 4 {
+		t.Errorf("the quota line covers %dx%d px; want a line across the chart", quota.Dx(), quota.Dy())
+	}
+}
+
+// TestHTMLMissMarkInChromium: a period whose predicted throttled time
+// misses the target (about 58 ms predicted against 8 ms measured) carries
+// a mark above its bars in the chart, and the group's heading and verdict
+// say "missed" in the same colour.
+func TestHTMLMissMarkInChromium(t *testing.T) {
+	r := fixtureReport(true)
+	r.Groups = r.Groups[1:]
+	var predicted, measured []Window
+	for range 8 {
+		predicted = append(predicted, Window{RanUsec: 20000, ThrottledUsec: 20000})
+		measured = append(measured, Window{RanUsec: 20000, ThrottledUsec: 20000})
+	}
+	predicted[2].ThrottledUsec, measured[2].ThrottledUsec = 58000, 8000
+	r.Groups[0].Runs[0].KernelWindows, r.Groups[0].Runs[0].MeasuredWindows = predicted, measured
+	r.Groups[0].Runs[0].Kernel.ThrottledUsec = 200000 // the group misses too
+	r.Finish()
+	if len(r.Groups[0].Misses) == 0 {
+		t.Fatalf("the fixture's group meets its target; want a miss")
+	}
+	img := screenshot(t, r)
+	legend := boxOf(img, colourPredictedRan, 0).Min.Y
+	bars := boxOf(img, colourPredictedRan, legend+20).Union(boxOf(img, colourMeasuredRan, legend+20))
+	above := boxOf(img, colourMiss, 0)
+	period := boxOf(img, colourMiss, legend+16)
+	t.Logf("screenshot %v: legend at y=%d, bars %v, first miss mark %v, marks in the chart %v", img.Bounds(), legend, bars, above, period)
+	if above.Empty() || above.Min.Y >= legend {
+		t.Errorf("no miss mark above the chart (heading or verdict): marks %v, legend at y=%d", above, legend)
+	}
+	// The period mark: over the third of eight slots, above the bars, no
+	// wider than a slot.
+	slot := bars.Dx() / 8
+	centre := (period.Min.X + period.Max.X) / 2
+	if period.Empty() || period.Dx() > slot || centre < bars.Min.X+2*slot || centre > bars.Min.X+3*slot || period.Max.Y > bars.Min.Y {
+		t.Errorf("the missed period's mark is %v; want it above the bars %v, within the third slot of %d px", period, bars, slot)
+	}
+}
+
+// screenshot renders r as HTML in Debian's headless Chromium and returns
+// the picture.
+func screenshot(t *testing.T, r *Report) image.Image {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
+			t.Fatalf("chromium not found (scripts/test.sh installs it): %v", err)
+		}
+		t.Skipf("chromium not found: %v", err)
+	}
 	dir := t.TempDir()
 	page, shot := filepath.Join(dir, "report.html"), filepath.Join(dir, "shot.png")
 	f, err := os.Create(page)
@@ -63,30 +130,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 			t.Logf("screenshot kept in %s (%v)", keep, err)
 		}
 	}
-	img := readPNG(t, shot)
-
-	// The legend comes first, with a swatch of each colour; the bars are
-	// below it.
-	legend := boxOf(img, colourPredictedRan, 0)
-	below := legend.Min.Y + 20
-	predictedRan := boxOf(img, colourPredictedRan, below)
-	measuredRan := boxOf(img, colourMeasuredRan, below)
-	bars := predictedRan.Union(measuredRan).Union(boxOf(img, colourPredictedThr, below)).Union(boxOf(img, colourMeasuredThr, below))
-	quota := boxOf(img, colourQuota, below)
-	t.Logf("screenshot %v: legend at y=%d, bars %v, predicted ran %v, measured ran %v, quota %v", img.Bounds(), legend.Min.Y, bars, predictedRan, measuredRan, quota)
-	if predictedRan.Empty() || measuredRan.Empty() {
-		t.Fatalf("the predicted (%v) or the measured (%v) bars are not drawn", predictedRan, measuredRan)
-	}
-	if bars.Dx() < 600 || bars.Dy() < 150 {
-		t.Errorf("the chart's bars cover %dx%d px; want at least 600x150 to be readable", bars.Dx(), bars.Dy())
-	}
-	// Together: both kinds of bar stand on the same baseline, in one chart.
-	if predictedRan.Max.Y != measuredRan.Max.Y {
-		t.Errorf("predicted bars end at y=%d, measured at y=%d: not one chart", predictedRan.Max.Y, measuredRan.Max.Y)
-	}
-	if quota.Dx() < 600 || quota.Dy() > 4 {
-		t.Errorf("the quota line covers %dx%d px; want a line across the chart", quota.Dx(), quota.Dy())
-	}
+	return readPNG(t, shot)
 }
 
 func readPNG(t *testing.T, path string) image.Image {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/accuracy"
@@ -247,5 +248,62 @@ func TestAxisOf(t *testing.T) {
 		if math.Abs(yMax-tc.yMax) > 1e-9 || steps != tc.steps {
 			t.Errorf("axisOf(%g) = %g in %d steps, want %g in %d", tc.top, yMax, steps, tc.yMax, tc.steps)
 		}
+	}
+}
+
+// TestSummarize: the verdict line counts the groups within target, names
+// the counters judged over all groups, and lists every miss by group and
+// counter, telling a miss within the runs' range from one outside it.
+func TestSummarize(t *testing.T) {
+	r := fixtureReport(true)
+	want := Summary{Line: "verdict: within target on 2 of 2 groups (usage_usec, nr_throttled, throttled_usec)", OK: true}
+	if got := r.Summarize(); got != want {
+		t.Errorf("all met: %+v, want %+v", got, want)
+	}
+	r.Groups[1].Runs[1].Measured.ThrottledUsec = 80000 // mean 69500, kernel 60000: -13.7%, inside [59000..80000]
+	r.Finish()
+	want = Summary{Line: "verdict: within target on 1 of 2 groups (usage_usec, nr_throttled, throttled_usec); " +
+		"missed: olap/q1 throttled_usec off by -13.7% (target ±5%), within the runs' range"}
+	if got := r.Summarize(); got != want {
+		t.Errorf("one miss within the spread:\n got %+v\nwant %+v", got, want)
+	}
+	r.Groups[1].Runs[0].Measured.ThrottledUsec = 75000 // both runs above the kernel's 60000
+	r.Finish()
+	want.Line = "verdict: within target on 1 of 2 groups (usage_usec, nr_throttled, throttled_usec); " +
+		"missed: olap/q1 throttled_usec off by -22.6% (target ±5%)"
+	if got := r.Summarize(); got != want {
+		t.Errorf("one miss outside the spread:\n got %+v\nwant %+v", got, want)
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, r, 4); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if last := lines[len(lines)-1]; last != want.Line {
+		t.Errorf("the text's last line is %q, want the verdict %q", last, want.Line)
+	}
+	if !strings.Contains(b.String(), "  kernel model missed: throttled_usec off by -22.6% (target ±5%); within target on usage_usec, nr_throttled\n") {
+		t.Errorf("the group's verdict does not name the counters missed and met:\n%s", b.String())
+	}
+	if got := fixtureReport(false).Summarize(); got.OK || !strings.HasPrefix(got.Line, "verdict: none, nothing was measured (not root)") {
+		t.Errorf("simulation only: %+v, want no verdict and why", got)
+	}
+}
+
+// TestPeriodMisses: a period is marked when its predicted throttled time
+// is off by more than the target's percentage and the tick; a group whose
+// throttling is not judged has no marks.
+func TestPeriodMisses(t *testing.T) {
+	r := fixtureReport(true) // q1 windows: throttled 0 and 60000 predicted, 0 and 59000 measured; tick 1000
+	if got := periodMisses(r, r.Groups[1]); len(got) != 2 || got[0] || got[1] {
+		t.Errorf("within target: marks %v, want none of 2", got)
+	}
+	r.Groups[1].Runs[0].MeasuredWindows[1].ThrottledUsec = 8000
+	if got := periodMisses(r, r.Groups[1]); len(got) != 2 || got[0] || !got[1] {
+		t.Errorf("60 ms predicted against 8 ms: marks %v, want the second period", got)
+	}
+	r.Groups[1].Judged = []string{"usage_usec"}
+	if got := periodMisses(r, r.Groups[1]); got != nil {
+		t.Errorf("throttled_usec not judged: marks %v, want none", got)
 	}
 }

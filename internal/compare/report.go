@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/poolagent/poolagent/internal/accuracy"
 	"github.com/poolagent/poolagent/observe"
@@ -28,6 +30,8 @@ type Report struct {
 	Runs   []RunInfo     `json:"runs"`
 	Groups []GroupResult `json:"groups"`
 	Tasks  []TaskResult  `json:"tasks"`
+	// Verdict is Summarize's verdict, set by Finish.
+	Verdict Summary `json:"verdict"`
 }
 
 // RunInfo is what the kernel model took from one run besides the
@@ -66,6 +70,10 @@ type Env struct {
 	// guest charges code translation and time the host took away to the
 	// running task: usage is then not a measure of the work done.
 	Emulated bool `json:"emulated,omitempty"`
+	// Scheduler says why the models may not hold for this host's
+	// scheduler (observe.Scheduler.Caveat), "" when it is the fair class
+	// they model.
+	Scheduler string `json:"scheduler,omitempty"`
 }
 
 // Target is the accuracy goal of the kernel model for one scenario.
@@ -107,7 +115,7 @@ func (t Target) Text() string {
 	if t.Usage {
 		s += " and usage_usec"
 	}
-	s += fmt.Sprintf(" ±%g%% (or ±%.0fus)", t.Pct, t.FloorUsec)
+	s += fmt.Sprintf(" ±%g%% (or ±%.0fµs)", t.Pct, t.FloorUsec)
 	if !t.Usage {
 		s += "; usage_usec not held: on an emulated CPU the guest charges translation and host time as run time"
 	}
@@ -135,6 +143,11 @@ type GroupResult struct {
 	// Class is the group's workload class (docs/accuracy.md): how many
 	// runqueues its work is on at once and who placed it there.
 	Class accuracy.Class `json:"class"`
+	// Judged lists the counters held to the target for this group, in
+	// FieldNames order: usage_usec unless on an emulated CPU, nr_throttled
+	// and throttled_usec unless tied (Tie); empty when nothing was
+	// measured.
+	Judged []string `json:"judged,omitempty"`
 	// Misses lists the targets the kernel model missed, empty when it met
 	// them all or nothing was measured.
 	Misses []string `json:"misses,omitempty"`
@@ -162,6 +175,51 @@ func (g GroupResult) Verdict(measured bool) string {
 		return "spread"
 	}
 	return "missed"
+}
+
+// Summary is the run's verdict over every group and every counter judged:
+// the one line compare ends on, and whether the kernel model met the
+// target on all of them.
+type Summary struct {
+	// Line is the verdict as printed, e.g. "verdict: within target on 3
+	// of 3 groups (usage_usec, nr_throttled, throttled_usec)".
+	Line string `json:"line"`
+	// OK is true when something was measured and every group met its
+	// target; a miss within the runs' spread is still a miss.
+	OK bool `json:"ok"`
+}
+
+// Summarize returns r's verdict: how many groups met the target on the
+// counters judged, and every miss by group and counter.
+func (r *Report) Summarize() Summary {
+	if !r.Env.Measured {
+		return Summary{Line: "verdict: none, nothing was measured (" + r.Env.Why + "): the prediction alone is shown"}
+	}
+	var judged, missed []string
+	met := 0
+	for _, g := range r.Groups {
+		for _, name := range g.Judged {
+			if !slices.Contains(judged, name) {
+				judged = append(judged, name)
+			}
+		}
+		if len(g.Misses) == 0 {
+			met++
+			continue
+		}
+		for _, m := range g.Misses {
+			if !slices.Contains(g.OutsideSpread, m) {
+				m += ", within the runs' range"
+			}
+			missed = append(missed, g.Path+" "+m)
+		}
+	}
+	slices.SortFunc(judged, func(a, b string) int { return slices.Index(FieldNames, a) - slices.Index(FieldNames, b) })
+	line := fmt.Sprintf("verdict: within target on %d of %d groups (%s)", met, len(r.Groups), strings.Join(judged, ", "))
+	if len(missed) > 0 {
+		line += "; missed: " + strings.Join(missed, "; ")
+	}
+	return Summary{Line: line, OK: len(missed) == 0}
 }
 
 // ThrottledErrorPercent is the kernel model's error of throttled_usec
@@ -305,11 +363,13 @@ func (r *Report) Finish() {
 			}
 			g.Fields = append(g.Fields, fc)
 		}
-		g.Misses, g.OutsideSpread = nil, nil
+		g.Judged, g.Misses, g.OutsideSpread = nil, nil, nil
 		if r.Env.Measured {
+			g.Judged = r.Target.judged(g.Tie != "")
 			g.Misses, g.OutsideSpread = r.Target.misses(g.Fields, g.Tie != "")
 		}
 	}
+	r.Verdict = r.Summarize()
 }
 
 func spread(v []uint64) Spread {
@@ -324,6 +384,20 @@ func spread(v []uint64) Spread {
 	}
 	s.Mean = sum / float64(len(v))
 	return s
+}
+
+// judged returns the counters the target holds a group to, in FieldNames
+// order: a tied group's throttling is not (GroupResult.Tie), nor usage on
+// an emulated CPU.
+func (t Target) judged(tied bool) []string {
+	var out []string
+	for _, name := range FieldNames {
+		switch {
+		case name == "usage_usec" && t.Usage, (name == "nr_throttled" || name == "throttled_usec") && !tied:
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // misses checks the kernel model's mean against the measured mean, and

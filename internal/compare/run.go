@@ -77,7 +77,8 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 		return nil, fmt.Errorf("compare: %s needs %d CPUs, this host has %d", name, l.Kernel.CPUs, n)
 	}
 	env := Env{Measured: true, Kernel: observe.KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
-		TickUsec: opt.Kernel.TickUsec(), TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: observe.Load1(proc), Emulated: observe.Emulated(proc)}
+		TickUsec: opt.Kernel.TickUsec(), TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: observe.Load1(proc), Emulated: observe.Emulated(proc),
+		Scheduler: observe.ReadScheduler(filepath.Join(host, "sys")).Caveat()}
 	if v2 {
 		env.Cgroup = "v2"
 	}
@@ -105,7 +106,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 // can be measured; why says so in the report.
 func Predict(name string, l *Layout, opt Options, why string) (*Report, error) {
 	env := Env{Why: why, CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec, TickUsec: opt.Kernel.TickUsec(),
-		TickSource: opt.Kernel.Source, Runs: 1}
+		TickSource: opt.Kernel.Source, Runs: 1, Scheduler: observe.ReadScheduler(filepath.Join(cmp.Or(opt.HostRoot, "/"), "sys")).Caveat()}
 	run := runResult{phases: map[string]int64{}, arrivals: map[string]int64{}}
 	return assemble(name, l, opt, env, []runResult{run})
 }
@@ -265,7 +266,7 @@ func measure(ctx context.Context, ot *cgroupfs.Reader, l *Layout, opt Options, w
 	for g, st := range final {
 		res.measured[g] = st.Sub(base[g])
 	}
-	progress(opt, "measured %d groups; period timers first expired at %s; first tick at %dµs (from the run's start)",
+	progress(opt, "measured %d groups; each group's period timer (which refills its quota) first expired at %s, the scheduler tick first came at %dµs, both from the run's start; the kernel model starts from these phases",
 		len(final), phasesText(res.phases), res.tickPhase)
 	return res, nil
 }

@@ -13,7 +13,8 @@ const timelineCell = 10
 // WriteText renders r for a terminal: per group the counters measured,
 // predicted by both models and the difference; per task the completion
 // times; then, when r has windows, a timeline of the first periods in the
-// chapter's style (■ ran, · throttled), kernel model above measured.
+// chapter's style (■ ran, · throttled), kernel model above measured; and
+// last the verdict over every group (Report.Summarize).
 func WriteText(w io.Writer, r *Report, periods int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s\n", r.Scenario)
@@ -23,11 +24,15 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 	} else {
 		fmt.Fprintf(&b, "simulation only, scenario's CPUs: %d: %s\n", e.CPUs, e.Why)
 	}
-	fmt.Fprintf(&b, "kernel model: slice %dus, tick %dus (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
+	fmt.Fprintf(&b, "kernel model: slice %dµs, tick %dµs (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
+	if e.Scheduler != "" {
+		fmt.Fprintf(&b, "scheduler: %s\n", e.Scheduler)
+	}
 	if e.Measured {
 		t := r.Target
 		fmt.Fprintf(&b, "target (%s): %s\n", t.Class, t.Text())
-		b.WriteString("diff = kernel model − measured mean (in % of measured): + means the model predicts more\n")
+		b.WriteString("diff = kernel model − measured mean (in % of measured): + means the model predicts more;\n" +
+			"nr_periods, nr_bursts and burst_usec are shown, not judged\n")
 	}
 	for _, g := range r.Groups {
 		b.WriteString("\n")
@@ -39,6 +44,7 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 		b.WriteString("\n")
 		writeTimeline(&b, r, periods)
 	}
+	b.WriteString("\n" + r.Summarize().Line + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -64,20 +70,44 @@ func writeGroup(b *strings.Builder, r *Report, g GroupResult) {
 			meanText(f.Kernel), diffText(f), f.Simple)
 	}
 	tw.Flush()
-	switch {
-	case !r.Env.Measured:
-	case len(g.Misses) == 0 && g.Tie != "":
-		b.WriteString("  kernel model within target on usage_usec, the one counter compared for this group (below)\n")
-	case len(g.Misses) == 0:
-		b.WriteString("  kernel model within target (nr_periods, nr_bursts and burst_usec are shown, not held to it)\n")
-	case len(g.OutsideSpread) == 0:
-		fmt.Fprintf(b, "  kernel model missed the target, within the measured runs' range [min..max]: %s\n", strings.Join(g.Misses, "; "))
-	default:
-		fmt.Fprintf(b, "  kernel model missed: %s\n", strings.Join(g.Misses, "; "))
+	if r.Env.Measured {
+		fmt.Fprintf(b, "  %s\n", groupVerdict(g))
 	}
 	if g.Tie != "" && r.Env.Measured {
 		fmt.Fprintf(b, "  %s\n", g.Tie)
 	}
+}
+
+// groupVerdict says how the kernel model fared on g, naming each counter
+// judged: "kernel model within target on usage_usec, nr_throttled,
+// throttled_usec", or which it missed and which it met.
+func groupVerdict(g GroupResult) string {
+	var met []string
+	for _, name := range g.Judged {
+		missed := false
+		for _, m := range g.Misses {
+			missed = missed || strings.HasPrefix(m, name+" ")
+		}
+		if !missed {
+			met = append(met, name)
+		}
+	}
+	var s string
+	switch {
+	case len(g.Misses) == 0:
+		s = "kernel model within target on " + strings.Join(met, ", ")
+	case len(g.OutsideSpread) == 0:
+		s = "kernel model missed the target, within the measured runs' range [min..max]: " + strings.Join(g.Misses, "; ")
+	default:
+		s = "kernel model missed: " + strings.Join(g.Misses, "; ")
+	}
+	if len(g.Misses) > 0 && len(met) > 0 {
+		s += "; within target on " + strings.Join(met, ", ")
+	}
+	if g.Tie != "" {
+		s += " (nr_throttled and throttled_usec not judged: below)"
+	}
+	return s
 }
 
 // meanText renders a mean without decimals when it is whole.
