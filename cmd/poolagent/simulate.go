@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
 )
 
@@ -41,6 +42,7 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	schedulerNote(c, "/sys")
 
 	trace := simulate.TimelineTicks(s.Host, periods)
 	if format == "json" {
@@ -54,6 +56,15 @@ func runSimulate(c *cli.Context) error {
 		return simulate.WriteJSON(c.App.Writer, s, run)
 	}
 	return simulate.WriteText(c.App.Writer, s, run, periods)
+}
+
+// schedulerNote says once on stderr, when this host's scheduler is not
+// the kernel's fair class the models assume (observe.Scheduler), that the
+// prediction may not hold here; sysRoot is normally /sys.
+func schedulerNote(c *cli.Context, sysRoot string) {
+	if caveat := observe.ReadScheduler(sysRoot).Caveat(); caveat != "" {
+		fmt.Fprintf(c.App.ErrWriter, "poolagent %s: note: %s\n", c.Command.Name, caveat)
+	}
 }
 
 // readScenario parses the file of --scenario, or returns builtin without

@@ -23,10 +23,11 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 	d := s.Desired()
 	load := s.Load()
 	snap := metrics.Snapshot{Host: metrics.Host{
-		CPUs:          d.Node.CPUs,
-		LoadRatio:     load.AveragePercent / 100,
-		ReservedRatio: load.ReservedPercent / 100,
-		RepairWrites:  s.rp.repairs.Load(),
+		CPUs:             d.Node.CPUs,
+		LoadRatio:        load.AveragePercent / 100,
+		ReservedRatio:    load.ReservedPercent / 100,
+		RepairWrites:     s.rp.repairs.Load(),
+		PredictionCaveat: s.schedulerCaveat,
 	}}
 	planned := map[string]int{}
 	for i, p := range d.Pools {

@@ -138,6 +138,9 @@ type Config struct {
 	// ProcRoot is the proc filesystem used to check the processes clients
 	// name; "/proc" when empty.
 	ProcRoot string
+	// SysRoot is the sysfs the scheduler is read from
+	// (observe.ReadScheduler); "" is /sys.
+	SysRoot string
 	// Log receives the daemon's own events; slog.Default() when nil.
 	Log *slog.Logger
 	// MayLeave lists cgroups ("/"-rooted, as /proc/PID/cgroup names them)
@@ -185,9 +188,12 @@ const DefaultReconcile = 30 * time.Second
 // talks to a client; its own count of what each user holds (perUser) has a
 // lock that is a leaf: nothing is called while it is held.
 type Server struct {
-	cfg    Config
-	limits Limits
-	peers  *perUser
+	cfg Config
+	// schedulerCaveat says why the throttling prediction may not hold on
+	// this host's scheduler, "" when it is the fair class; read once.
+	schedulerCaveat string
+	limits          Limits
+	peers           *perUser
 	// loops are the accept loops running, for the health check.
 	loops sync.Map // *guard.Listener -> struct{}
 	// listening is closed once Serve accepts clients.
@@ -237,6 +243,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
+	}
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
@@ -270,6 +279,10 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
+		schedulerCaveat: observe.ReadScheduler(cfg.SysRoot).Caveat(),
+	}
+	if s.schedulerCaveat != "" {
+		cfg.Log.Warn("throttling prediction: " + s.schedulerCaveat)
 	}
 	if cfg.History.Window > 0 {
 		s.history = newHistory(cfg.History)

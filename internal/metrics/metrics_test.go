@@ -35,7 +35,8 @@ func fixture() Snapshot {
 		olapWaits.Observe(w)
 	}
 	return Snapshot{
-		Host: Host{CPUs: 10, LoadRatio: 0.4125, ReservedRatio: 0.2, RepairWrites: 3},
+		Host: Host{CPUs: 10, LoadRatio: 0.4125, ReservedRatio: 0.2, RepairWrites: 3,
+			PredictionCaveat: `sched_ext is enabled: the BPF scheduler "rusty" schedules every task and enforces cpu.max its own way; the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does`},
 		Pools: []Pool{
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,
