@@ -24,6 +24,9 @@
 # once); the script fails at the end if any step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# sudo's PATH often lacks Go: look where go.dev's instructions put it, as
+# scripts/install.sh and scripts/poolagent do.
+command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
 export POOLAGENT_REQUIRE_KERNEL=1
 kernel='^TestKernel'
 logs=$(mktemp -d)
@@ -38,6 +41,39 @@ terse() { sed -e '/^=== \(RUN\|PAUSE\|CONT\|NAME\)/d'; }
 # prints each package's output in one piece, ending with its "ok PACKAGE"
 # or "FAIL PACKAGE" line.
 passed() { outcome PASS "$@"; }
+
+# failures reads go test output (with or without -v) and prints one line
+# per failed test, "PACKAGE TEST: the last line it logged before it
+# failed" (its error, as a rule), and one per package that failed without
+# a failed test (a build error, a timeout). The run's last lines list
+# them, so the reason of a failure is not hundreds of lines above the end.
+failures() {
+	awk '
+	function flush(pkg,   i) {
+		for (i = 1; i <= n; i++) printf "  %s %s: %s\n", pkg, names[i], (reasons[i] != "" ? reasons[i] : "(a subtest failed, or see its output)")
+		if (n == 0 && pkg != "") printf "  %s: failed without a failed test (build error, panic or timeout; see its output)\n", pkg
+		n = 0; pending = ""; after = 0
+	}
+	function reason(line) {
+		sub(/^ +/, "", line)
+		if (length(line) > 200) line = substr(line, 1, 200) "…"
+		if (after > 0) reasons[after] = line   # without -v: the lines after --- FAIL
+		else pending = line                    # with -v: the lines before it
+	}
+	/^=== RUN/ { pending = ""; after = 0; next }
+	/^ +[^ ]+\.go:[0-9]+: / || /^panic: / { reason($0); next }
+	/^ *--- FAIL: / {
+		names[++n] = $3; reasons[n] = pending
+		# With -v a subtest logs before its parent fails: the parent and
+		# the subtest share the reason.
+		if (pending == "" && $0 ~ /^ +---/ && n > 1 && fromPending[n-1]) reasons[n] = reasons[n-1]
+		fromPending[n] = (pending != "")
+		after = (reasons[n] == "" ? n : 0); pending = ""; next
+	}
+	/^FAIL[ \t]+[^ \t]+([ \t]|$)/ { flush($2); next }
+	/^ok[ \t]/ { n = 0; pending = ""; after = 0 }
+	' "$@"
+}
 skipped() { outcome SKIP "$@"; }
 outcome() {
 	local want=$1
@@ -105,7 +141,7 @@ export POOLAGENT_ETCD_MEMBER="$logs/etcd-member"
 go build -o "$POOLAGENT_ETCD_MEMBER" ./internal/etcdtest/etcd-member || failed+=("building etcd-member")
 
 echo "== unit tests"
-go test -count=1 -timeout 5m -skip "$kernel" ./... || failed+=("unit tests")
+go test -count=1 -timeout 5m -skip "$kernel" ./... 2>&1 | tee "$logs/unit" || failed+=("unit tests")
 
 echo "== real-kernel tests: which packages have them"
 go test -list "$kernel" ./... >"$logs/list" || failed+=("listing real-kernel tests")
@@ -133,7 +169,7 @@ if scripts/vm/setup.sh; then
 	echo "== a Go program's GOMAXPROCS in a query, cgroup v2 VM with 4 vCPUs"
 	(cd internal/daemon && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_CPUS=4 \
 		go test -count=1 -v -timeout 5m -exec "$PWD/../../scripts/vm/run.sh" -run '^TestKernelQueryCPULimitVisible$' . 2>&1) |
-		terse || failed+=("GOMAXPROCS in a 4-vCPU VM")
+		tee "$logs/vm4" | terse || failed+=("GOMAXPROCS in a 4-vCPU VM")
 else
 	failed+=("VM setup")
 fi
@@ -170,13 +206,27 @@ if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"
 	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
 		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" \
-		./internal/daemon ./cgroupfs ./internal/pooltree ./internal/systemd 2>&1 | terse || failed+=("real-kernel tests under systemd's delegation")
+		./internal/daemon ./cgroupfs ./internal/pooltree ./internal/systemd 2>&1 | tee "$logs/delegated" | terse ||
+		failed+=("real-kernel tests under systemd's delegation")
 else
 	failed+=("systemd VM setup")
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAILED: %s\n' "${failed[@]}" >&2
+	for run in unit host vm vm4 delegated; do
+		[ -s "$logs/$run" ] || continue
+		list=$(failures "$logs/$run")
+		[ -z "$list" ] && continue
+		case $run in
+		unit) echo "failed unit tests:" ;;
+		host) echo "failed real-kernel tests on this host:" ;;
+		vm) echo "failed real-kernel tests under cgroup v2 (VM):" ;;
+		vm4) echo "failed in the 4-vCPU VM:" ;;
+		delegated) echo "failed real-kernel tests under systemd's delegation (VM):" ;;
+		esac
+		echo "$list"
+	done >&2
 	exit 1
 fi
 echo "all passed"

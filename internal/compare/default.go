@@ -14,8 +14,8 @@ var defaultScenario []byte
 const DefaultScenarioName = "built-in: fixed window in a YDB pool (internal/compare/default.scn)"
 
 // DefaultScenario returns the scenario compare runs without --scenario:
-// one pool at 40% of one CPU, two pinned queries each capped at 75%
-// of that (30% of the CPU), so that a query and the pool each throttle at their own level.
+// one pool at 40% of one CPU and two pinned queries each capped at 90% of
+// that, which share the pool's quota: the pool throttles at its own level.
 func DefaultScenario() *simulate.Scenario {
 	sc, err := simulate.ParseScenario(DefaultScenarioName, defaultScenario)
 	if err != nil {
