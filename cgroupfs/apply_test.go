@@ -608,7 +608,7 @@ func TestBurstPendingWhenQuotaFails(t *testing.T) {
 // hiersOf is tr's hierarchies in use, failing t when they cannot be read.
 func hiersOf(t testing.TB, tr *Tree, memory bool) []string {
 	t.Helper()
-	hiers, err := tr.hiers(memory, false)
+	hiers, err := tr.hiers(uses{memory: memory})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ func diff(cur *current, d planner.Desired) []Op {
 	if usesMemory(d) {
 		controllers = append(controllers, "memory")
 	}
+	if usesPids(d) {
+		controllers = append(controllers, "pids")
+	}
 	if cur.v2 {
 		// Query cgroups inherit their pool's CPUs: only the pools get
 		// cpuset's files.
@@ -257,8 +260,9 @@ func (b *builder) enable(cg string, controllers []string) {
 }
 
 // values writes what differs between tg's current and wanted values:
-// CPU, then memory.
+// CPU, then memory, then tasks.
 func (b *builder) values(tg target) {
 	b.cpuValues(tg)
 	b.memoryValues(tg)
+	b.pidsValues(tg)
 }

@@ -76,6 +76,24 @@ func (w *world) addCPUSet() {
 	w.must(os.WriteFile(filepath.Join(d, fileCPUSetMems), []byte("0\n"), 0o644))
 }
 
+// addPids gives the world the pids controller: a v1 pids hierarchy, or
+// pids in the v2 mount's controllers (enabled in its subtree_control).
+// Call it before opening a tree.
+func (w *world) addPids() {
+	if w.v2 {
+		u := w.mounts.Unified
+		w.mounts.UnifiedControllers = append(w.mounts.UnifiedControllers, "pids")
+		for _, f := range []string{fileControllers, fileSubtreeControl} {
+			w.must(os.WriteFile(filepath.Join(u, f), []byte(strings.Join(w.mounts.UnifiedControllers, " ")+"\n"), 0o644))
+		}
+		return
+	}
+	d := filepath.Join(filepath.Dir(w.mounts.V1[HierCPU]), HierPids)
+	w.mounts.V1[HierPids] = d
+	w.must(os.Mkdir(d, 0o755))
+	w.mkcg(d)
+}
+
 func (w *world) must(err error) {
 	w.t.Helper()
 	if err != nil {
@@ -121,10 +139,19 @@ func (w *world) mkcg(dir string) {
 		files[fileMemLimit], files[fileMemSoftLimit] = "9223372036854771712", "9223372036854771712"
 	case HierCPUSet:
 		files[fileCPUSetCPUs], files[fileCPUSetMems] = "", ""
+	case HierPids:
+		files = pidsFiles(files)
 	}
 	for k, v := range files {
 		w.must(os.WriteFile(filepath.Join(dir, k), []byte(v+"\n"), 0o644))
 	}
+}
+
+// pidsFiles adds the pids controller's files, as a new cgroup has them,
+// to files.
+func pidsFiles(files map[string]string) map[string]string {
+	files[filePidsMax], files[filePidsCurrent], files[filePidsEvents] = "max", "0", "max 0"
+	return files
 }
 
 // controllerFiles are the v2 files a controller adds to a cgroup.
@@ -136,6 +163,8 @@ func controllerFiles(c string) map[string]string {
 		return map[string]string{fileMemoryMax: "max", fileMemoryHigh: "max"}
 	case "cpuset":
 		return map[string]string{fileCPUSetCPUs: "", fileCPUSetMems: ""}
+	case "pids":
+		return pidsFiles(map[string]string{})
 	}
 	return nil
 }
@@ -320,6 +349,12 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 		return &s, nil
 	case fileCPUSetCPUs, fileCPUSetMems:
 		return w.cpusetWrite(cg, file, v)
+	case filePidsMax:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if v != "max" && (err != nil || n < 0 || n > 4<<20) {
+			return nil, unix.EINVAL
+		}
+		return &v, nil
 	case fileMemoryMax, fileMemLimit, fileMemoryHigh, fileMemSoftLimit:
 		if v == "max" || v == "-1" {
 			s := "max"

@@ -1,12 +1,12 @@
 // Package cgroupfs is the only code in poolagent that opens the cgroup
 // filesystem's files, to write or to read. It finds where the cpu,
-// cpuacct, memory and cpuset controllers are mounted, reads the pool tree
+// cpuacct, memory, cpuset and pids controllers are mounted, reads the pool tree
 // below a pool root, and reconciles it with the planner's desired state
 // through one door that opens every file beneath the pool root (openat2
 // RESOLVE_BENEATH), so no pool name can address a path outside it. Its
 // [Reader] reads counters and limits through the same door and hands the
 // bytes to package observe's parsers. One file per controller (cpu.go,
-// cpuset.go, memory.go) holds that controller's files, read-back, diff
+// cpuset.go, memory.go, pids.go) holds that controller's files, read-back, diff
 // and encodings.
 package cgroupfs
 

@@ -95,8 +95,7 @@ func (t *Tree) queryHiers(ps planner.PoolState, query string) (string, []string,
 		return "", nil, fmt.Errorf("%w: pool %q, query template: %v", ErrInvalid, ps.Name, err)
 	}
 	cg := path.Join(ps.Name, query)
-	want := fromDesired(ps.Query)
-	hiers, err := t.hiers(want.memBytes >= 0, !want.cpu.CPUs.IsEmpty())
+	hiers, err := t.hiers(usesOf(fromDesired(ps.Query)))
 	if err != nil {
 		return "", nil, fmt.Errorf("query %s: %w", cg, err)
 	}
@@ -130,7 +129,7 @@ func (t *Tree) rmdirQuery(ps planner.PoolState, query string) error {
 // cgroups a placed process leaves are the ones on its path that are not
 // on this one. It writes nothing.
 func (t *Tree) QueryPlaces(ps planner.PoolState, query string) (map[string]QueryPlace, error) {
-	hiers, err := t.hiers(fromDesired(ps.Query).memBytes >= 0, !ps.Query.CPU.CPUs.IsEmpty())
+	hiers, err := t.hiers(usesOf(fromDesired(ps.Query)))
 	if err != nil {
 		return nil, err
 	}

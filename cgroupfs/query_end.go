@@ -69,8 +69,9 @@ func populated(f FS, cg, threads string) (bool, error) {
 }
 
 // RemoveQuery removes the query cgroup <pool>/<query>, and any cgroup
-// below it, from every hierarchy the tree uses (on v1 the memory and
-// cpuset hierarchies only when poolagent's root exists there). The cgroups must be empty
+// below it, from every hierarchy the tree uses (on v1 the memory, cpuset
+// and pids hierarchies only when poolagent's root exists there). The
+// cgroups must be empty
 // (the kernel refuses to remove a populated one: EBUSY). A hierarchy
 // where the query cgroup does not exist is skipped.
 func (t *Tree) RemoveQuery(pool, query string) error {
@@ -78,7 +79,7 @@ func (t *Tree) RemoveQuery(pool, query string) error {
 	if err != nil {
 		return err
 	}
-	hiers, err := t.hiers(false, false)
+	hiers, err := t.hiers(uses{})
 	if err != nil {
 		return err
 	}

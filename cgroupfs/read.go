@@ -25,8 +25,8 @@ type current struct {
 	pageSize int64
 	roots    map[string]string // hierarchy name -> pool root directory
 	// hiers are the hierarchies the change touches, cpu's first: on v1
-	// the memory hierarchy only when a memory limit is wanted or
-	// poolagent's memory root exists.
+	// the memory (pids) hierarchy only when a memory (task) limit is
+	// wanted or poolagent's root exists there.
 	hiers []string
 	// rootIn says in which hierarchies the pool root exists.
 	rootIn map[string]bool
@@ -55,12 +55,12 @@ type current struct {
 // controllers will not be available (ErrNoController) or whose root cannot
 // be made (ErrBadRoot).
 func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
-	mem, sets := usesMemory(d), usesCPUSet(d)
-	hiers, err := t.hiers(mem, sets)
+	use := uses{memory: usesMemory(d), cpuset: usesCPUSet(d), pids: usesPids(d)}
+	hiers, err := t.hiers(use)
 	if err != nil {
 		return nil, fmt.Errorf("read pool tree: %w", err)
 	}
-	if err := t.checkControllers(mem, sets, hiers); err != nil {
+	if err := t.checkControllers(use, hiers); err != nil {
 		return nil, err
 	}
 	if err := t.checkIdle(d); err != nil {
@@ -153,13 +153,23 @@ func (t *Tree) readHier(cur *current, h string) error {
 	return cur.walk(f, h, ".")
 }
 
+// uses says which of the controllers a tree may do without a change (or
+// a query) needs.
+type uses struct{ memory, cpuset, pids bool }
+
+// usesOf is what a cgroup with settings s needs.
+func usesOf(s settings) uses {
+	return uses{memory: s.memBytes >= 0, cpuset: !s.cpu.CPUs.IsEmpty(), pids: s.pidsMax > 0}
+}
+
 // hiers lists the hierarchies a change touches: on v1 the memory hierarchy
 // only when a memory limit is wanted, the cpuset hierarchy only when CPU
-// sets are, or poolagent's root exists there.
-func (t *Tree) hiers(memory, cpuset bool) ([]string, error) {
+// sets are, the pids hierarchy only when a task limit is, or poolagent's
+// root exists there.
+func (t *Tree) hiers(use uses) ([]string, error) {
 	var out []string
 	for _, h := range t.order {
-		if h == HierMemory && !memory || h == HierCPUSet && !cpuset {
+		if h == HierMemory && !use.memory || h == HierCPUSet && !use.cpuset || h == HierPids && !use.pids {
 			f, err := t.mountFS(h)
 			if err != nil {
 				return nil, err
@@ -327,6 +337,15 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 			return s, err
 		}
 	}
+	if h := t.pidsHier(hiers); h != "" {
+		pf, err := t.fs(h)
+		if err != nil {
+			return s, err
+		}
+		if s.pidsMax, err = readPidsMax(pf, cg, t.roots[h]); err != nil {
+			return s, err
+		}
+	}
 	switch {
 	case t.v2:
 		s.cpu.CPUs, err = readCPUs(f, cg)
@@ -372,14 +391,17 @@ func defaults() settings {
 }
 
 // checkControllers refuses a tree where the cpu controller (or memory, when
-// a limit is set, or cpuset, when a pool has CPUS) will not be available
-// to the pools.
-func (t *Tree) checkControllers(mem, sets bool, hiers []string) error {
+// a limit is set, cpuset, when a pool has CPUS, or pids, when a task limit
+// is set) will not be available to the pools.
+func (t *Tree) checkControllers(use uses, hiers []string) error {
 	if !t.v2 {
-		if mem && !slices.Contains(hiers, HierMemory) {
+		if use.pids && !slices.Contains(hiers, HierPids) {
+			return fmt.Errorf("TOTAL_PIDS_LIMIT or QUERY_PIDS_LIMIT set: %w: no v1 pids hierarchy is mounted beside the cpu hierarchy; accepted here: -1 for both", ErrNoController)
+		}
+		if use.memory && !slices.Contains(hiers, HierMemory) {
 			return fmt.Errorf("memory limit set: %w: no v1 memory hierarchy is mounted", ErrNoController)
 		}
-		if sets && !slices.Contains(hiers, HierCPUSet) {
+		if use.cpuset && !slices.Contains(hiers, HierCPUSet) {
 			return fmt.Errorf("CPUS set: %w: no v1 cpuset hierarchy is mounted beside the cpu hierarchy; accepted here: CPUS=-1", ErrNoController)
 		}
 		return nil
@@ -405,11 +427,14 @@ func (t *Tree) checkControllers(mem, sets bool, hiers []string) error {
 	file = filepath.Join(t.mounts[HierUnified], file)
 	have := strings.Fields(string(raw))
 	need := []string{"cpu"}
-	if mem {
+	if use.memory {
 		need = append(need, "memory")
 	}
-	if sets {
+	if use.cpuset {
 		need = append(need, "cpuset")
+	}
+	if use.pids {
+		need = append(need, "pids")
 	}
 	for _, c := range need {
 		if !slices.Contains(have, c) {

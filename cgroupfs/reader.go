@@ -204,7 +204,8 @@ func (r *Reader) Groups() ([]string, error) {
 
 // Read reads one group's counters: CPU accounting and throttling
 // ([Reader.ReadCPU]), the throttled time of the group's own tasks, CPU
-// pressure, and memory where the controller is there ([Reader.Memory]).
+// pressure, memory and tasks where their controllers are there
+// ([Reader.Memory], [Reader.Pids]).
 func (r *Reader) Read(group string) (observe.Sample, error) {
 	s, err := r.ReadCPU(group)
 	if err != nil {
@@ -219,6 +220,9 @@ func (r *Reader) Read(group string) (observe.Sample, error) {
 		}
 	}
 	if s.Memory, err = r.Memory(group); err != nil {
+		return observe.Sample{}, err
+	}
+	if s.Pids, err = r.Pids(group); err != nil {
 		return observe.Sample{}, err
 	}
 	return s, nil

@@ -18,13 +18,15 @@ const (
 	HierCPUAcct = "cpuacct" // cgroup v1 cpuacct, kept in step for usage
 	HierMemory  = "memory"  // cgroup v1 memory, used when a limit is set
 	HierCPUSet  = "cpuset"  // cgroup v1 cpuset, used when a pool has CPUS
+	HierPids    = "pids"    // cgroup v1 pids, used when a task limit is set
 )
 
 // Tree is poolagent's cgroup subtree on one host: the pool root in the
 // hierarchy carrying the cpu controller and, on cgroup v1, the same
 // relative path in the cpuacct hierarchy (so usage can be read), in the
-// memory hierarchy (when a memory limit is set) and in the cpuset
-// hierarchy (when a pool has CPUS). The pool root belongs to
+// memory hierarchy (when a memory limit is set), in the cpuset
+// hierarchy (when a pool has CPUS) and in the pids hierarchy (when a task
+// limit is set). The pool root belongs to
 // poolagent: any cgroup directly below it that is not a desired pool is a
 // dropped pool.
 type Tree struct {
@@ -102,7 +104,7 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	t.roots[HierCPU], t.mounts[HierCPU] = root, cpuDir
 	t.order = []string{HierCPU}
 	t.acctRoot = m.Twin(HierCPUAcct, root)
-	for _, h := range []string{HierCPUAcct, HierMemory, HierCPUSet} {
+	for _, h := range []string{HierCPUAcct, HierMemory, HierCPUSet, HierPids} {
 		if d := m.Twin(h, root); d != "" && d != root {
 			t.roots[h], t.mounts[h] = d, m.Twin(h, cpuDir)
 			t.order = append(t.order, h)
@@ -119,14 +121,18 @@ func (t *Tree) Root(h string) string { return t.roots[h] }
 
 // Reader returns a reader of this pool tree ([Reader]): counters and
 // limits from the pool root, and on cgroup v1 usage from its cpuacct
-// twin and memory from its memory twin. It opens its directories as the
+// twin, memory from its memory twin and tasks from its pids twin. It opens its directories as the
 // tree does, apart from the tree's own (so it may be used while the tree
 // writes), and at its first read of each.
 func (t *Tree) Reader() *Reader {
 	if t.v2 {
 		return NewReader(true, t.roots[HierUnified], "", "", t.openFS)
 	}
-	return NewReader(false, t.roots[HierCPU], t.acctRoot, t.roots[HierMemory], t.openFS)
+	r := NewReader(false, t.roots[HierCPU], t.acctRoot, t.roots[HierMemory], t.openFS)
+	if d := t.roots[HierPids]; d != "" {
+		r.dirs[HierPids] = d
+	}
+	return r
 }
 
 // Close releases the opened pool roots and mounts.

@@ -90,5 +90,8 @@ func checkCgroup(c planner.Cgroup) error {
 	if c.MemoryBytes < -1 {
 		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", c.MemoryBytes)
 	}
+	if c.PidsMax > planner.MaxPidsLimit {
+		return fmt.Errorf("task limit %d: want 0 or -1 (none) or 1..%d", c.PidsMax, planner.MaxPidsLimit)
+	}
 	return nil
 }

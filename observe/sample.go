@@ -19,4 +19,7 @@ type Sample struct {
 	// is not enabled (v2: not in the parent's cgroup.subtree_control;
 	// v1: no memory twin of the tree).
 	Memory *Memory `json:"memory,omitempty"`
+	// Pids is the pids controller's view of the group; nil where it is
+	// not enabled, as for Memory.
+	Pids *Pids `json:"pids,omitempty"`
 }

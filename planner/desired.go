@@ -76,11 +76,22 @@ type PoolState struct {
 // Cgroup is the desired state of one cgroup: its CPU limit, its memory
 // limit in bytes, -1 = unlimited (v2 memory.max "max", v1
 // memory.limit_in_bytes -1), and its soft memory limit in bytes, 0 or -1
-// = none (v2 memory.high "max", v1 memory.soft_limit_in_bytes -1).
+// = none (v2 memory.high "max", v1 memory.soft_limit_in_bytes -1), and
+// its task limit, 0 or -1 = none (pids.max "max", v2 and v1).
 type Cgroup struct {
 	CPU             cpulimit.Limit
 	MemoryBytes     int64
 	MemoryHighBytes int64
+	PidsMax         int64
+}
+
+// PidsMaxValue renders the pids.max value: a count of tasks, or "max"
+// without a limit.
+func (c Cgroup) PidsMaxValue() string {
+	if c.PidsMax > 0 {
+		return strconv.FormatInt(c.PidsMax, 10)
+	}
+	return "max"
 }
 
 // MemoryMax renders the cgroup v2 memory.max value: bytes, or "max"

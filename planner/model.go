@@ -51,6 +51,14 @@ type Pool struct {
 	// the hard limit of the same scope when that is set.
 	QueryMemoryHighPercent float64
 	TotalMemoryHighPercent float64
+	// QueryPidsLimit and TotalPidsLimit cap the tasks (processes and
+	// their threads) of each query and of the whole pool (pids.max, v1
+	// the pids controller's pids.max): a fork or thread creation past
+	// one fails with EAGAIN, so a fork bomb stays in its pool.
+	// QUERY_PIDS_LIMIT and TOTAL_PIDS_LIMIT (poolagent's extensions), -1
+	// or 1..MaxPidsLimit, a query's at most its pool's.
+	QueryPidsLimit int64
+	TotalPidsLimit int64
 	// QueryCancelAfterSeconds fails a query that waited this long in the
 	// queue; -1 and 0 wait forever. QUERY_CANCEL_AFTER_SECONDS.
 	QueryCancelAfterSeconds int64
@@ -453,6 +461,10 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 			a.errs.errorf(settingAt(at, settings, m.name, m.limitOf), "pool %q: %s=%g is above %s=%g: the soft limit is to slow a query before the hard one kills it; accepted: -1 or 0..%g",
 				p.Name, m.name, m.high, m.limitOf, m.limit, m.limit)
 		}
+	}
+	if p.QueryPidsLimit > 0 && p.TotalPidsLimit > 0 && p.QueryPidsLimit > p.TotalPidsLimit {
+		a.errs.errorf(settingAt(at, settings, "QUERY_PIDS_LIMIT", "TOTAL_PIDS_LIMIT"), "pool %q: QUERY_PIDS_LIMIT=%d is above the pool's TOTAL_PIDS_LIMIT=%d: no query could have that many tasks; accepted: -1 or 1..%d",
+			p.Name, p.QueryPidsLimit, p.TotalPidsLimit, p.TotalPidsLimit)
 	}
 	if p.CPUIdle == 1 && p.ResourcesWeight >= 0 {
 		at := at

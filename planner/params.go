@@ -16,6 +16,10 @@ import (
 const (
 	// MaxConcurrentQueryLimit is YDB's cap on CONCURRENT_QUERY_LIMIT.
 	MaxConcurrentQueryLimit = 1000
+	// MaxPidsLimit is the highest QUERY_PIDS_LIMIT and TOTAL_PIDS_LIMIT:
+	// the kernel's PID_MAX_LIMIT on 64-bit hosts, the most tasks a host
+	// can ever have.
+	MaxPidsLimit = 4 << 20
 )
 
 // maxInt32 is the largest value of YDB's Int32 parameters.
@@ -71,7 +75,7 @@ const (
 const DefaultUsageHalfLifeSeconds = 3600
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (the soft memory limits, CPU_PERIOD_USEC, CPU_BURST_PERCENT,
+// extensions (the soft memory limits, the process limits, CPU_PERIOD_USEC, CPU_BURST_PERCENT,
 // CPU_IDLE, CPUS, the per-user limits and queue policy, and
 // GLOBAL_SLOTS).
 var params = []*param{
@@ -96,6 +100,10 @@ var params = []*param{
 		pctField: func(p *Pool) *float64 { return &p.QueryMemoryHighPercent }},
 	{name: "TOTAL_MEMORY_HIGH_PERCENT_PER_NODE", percent: true, unset: "no soft limit; 0 too",
 		pctField: func(p *Pool) *float64 { return &p.TotalMemoryHighPercent }},
+	{name: "QUERY_PIDS_LIMIT", min: 1, max: MaxPidsLimit, unset: "no limit",
+		intField: func(p *Pool) *int64 { return &p.QueryPidsLimit }},
+	{name: "TOTAL_PIDS_LIMIT", min: 1, max: MaxPidsLimit, unset: "no limit",
+		intField: func(p *Pool) *int64 { return &p.TotalPidsLimit }},
 	{name: "QUERY_CANCEL_AFTER_SECONDS", max: maxInt32, unset: "no timeout; 0 too, as in YDB",
 		intField: func(p *Pool) *int64 { return &p.QueryCancelAfterSeconds }},
 	{name: "CPU_PERIOD_USEC", min: cpulimit.MinPeriodUsec, max: cpulimit.MaxPeriodUsec, unset: "the node's period",

@@ -43,10 +43,11 @@ type Activity struct {
 // rather than the host's; memory.max is node memory ×
 // TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
 // QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query, memory.high the same
-// with TOTAL_ and QUERY_MEMORY_HIGH_PERCENT_PER_NODE. CPU_BURST_PERCENT
-// of a quota becomes its cpu.max.burst. CPU_IDLE=1 makes the pool's cgroup
-// idle (cpu.idle 1, no cpu.weight); its queries are not idle among
-// themselves. CPUS confines the pool and its queries to those CPUs
+// with TOTAL_ and QUERY_MEMORY_HIGH_PERCENT_PER_NODE; pids.max is
+// TOTAL_PIDS_LIMIT for the pool and QUERY_PIDS_LIMIT for each query.
+// CPU_BURST_PERCENT of a quota becomes its cpu.max.burst. CPU_IDLE=1
+// makes the pool's cgroup idle (cpu.idle 1, no cpu.weight); its queries
+// are not idle among themselves. CPUS confines the pool and its queries to those CPUs
 // (cpuset.cpus), which must be online on the node; a pool held only by
 // its CPUS, at all of them, needs no quota (cpu.max "max").
 func Plan(m *Model, node Node, act Activity) (Desired, error) {
@@ -162,11 +163,13 @@ func cgroupsOf(p Pool, node Node, alloc float64) (pool, query Cgroup) {
 	}
 	pool = cgroup(quota, period, p.CPUBurstPercent, CPUWeight(p.ResourcesWeight), memoryLimit(node, p.TotalMemoryLimitPercent))
 	pool.MemoryHighBytes = memoryLimit(node, p.TotalMemoryHighPercent)
+	pool.PidsMax = p.TotalPidsLimit
 	if p.CPUIdle == 1 {
 		pool.CPU.Idle, pool.CPU.Weight = true, 0
 	}
 	query = cgroup(quotaUsec(queryCPUs, period), period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
 	query.MemoryHighBytes = memoryLimit(node, p.QueryMemoryHighPercent)
+	query.PidsMax = p.QueryPidsLimit
 	pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
 	return pool, query
 }

@@ -576,7 +576,26 @@ f.sql:3:35: pool "b": CPUS='2': CPUs 2 are not online on this node (online: 0-1)
 // TestPlanSoftMemoryLimits: the soft limits are percents of the node's
 // memory, like the hard ones; none is -1.
 func TestPlanSoftMemoryLimits(t *testing.T) {
-	m, _, err := Load("f.sql", []byte("CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=50, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE=40, QUERY_MEMORY_HIGH_PERCENT_PER_NODE=10);"))
+	p, def := planPool(t, "CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=50, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE=40, QUERY_MEMORY_HIGH_PERCENT_PER_NODE=10);")
+	if p.Pool.MemoryBytes != 1<<29 || p.Pool.MemoryHighBytes != 429496730 || p.Query.MemoryBytes != -1 || p.Query.MemoryHighBytes != 107374182 || def.Pool.MemoryHighBytes != -1 {
+		t.Errorf("pool %+v query %+v default %+v", p.Pool, p.Query, def.Pool)
+	}
+}
+
+// TestPlanPidsLimits: the process limits go to pids.max of the pool and
+// of each query as given; none is 0 or -1, never a limit.
+func TestPlanPidsLimits(t *testing.T) {
+	p, def := planPool(t, "CREATE RESOURCE POOL p WITH (TOTAL_PIDS_LIMIT=200, QUERY_PIDS_LIMIT=64);")
+	if p.Pool.PidsMax != 200 || p.Query.PidsMax != 64 || def.Pool.PidsMax > 0 || def.Query.PidsMax > 0 {
+		t.Errorf("pool %+v query %+v default %+v", p.Pool, p.Query, def.Pool)
+	}
+}
+
+// planPool plans src, which creates pool p, on a 2-vCPU node with 1 GiB
+// and returns the desired state of p and of default.
+func planPool(t *testing.T, src string) (p, def PoolState) {
+	t.Helper()
+	m, _, err := Load("f.sql", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,9 +603,5 @@ func TestPlanSoftMemoryLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := d.Pool("p")
-	def, _ := d.Pool(DefaultPool)
-	if p.Pool.MemoryBytes != 1<<29 || p.Pool.MemoryHighBytes != 429496730 || p.Query.MemoryBytes != -1 || p.Query.MemoryHighBytes != 107374182 || def.Pool.MemoryHighBytes != -1 {
-		t.Errorf("pool %+v query %+v default %+v", p.Pool, p.Query, def.Pool)
-	}
+	return poolState(t, d, "p"), poolState(t, d, DefaultPool)
 }

@@ -182,7 +182,9 @@ type poolJSON struct {
 	CPUMaxBurstUsec int64   `json:"cpu_max_burst_usec"`
 	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
 	QueryCPUMax     string  `json:"query_cpu_max"`
-	QueryMemoryMax  any     `json:"query_memory_max"` // bytes, or "max"
+	QueryMemoryMax  any     `json:"query_memory_max"`         // bytes, or "max"
+	PidsMax         int64   `json:"pids_max,omitempty"`       // tasks; absent without a limit
+	QueryPidsMax    int64   `json:"query_pids_max,omitempty"` // tasks; absent without a limit
 }
 
 type classifierJSON struct {
@@ -212,6 +214,7 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUIdle: p.Pool.CPU.Idle,
 			CPUs: p.Pool.CPU.CPUs.String(), CapByCPUs: p.CapByCPUs, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
 			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPU.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
+			PidsMax: max(p.Pool.PidsMax, 0), QueryPidsMax: max(p.Query.PidsMax, 0),
 		})
 	}
 	out.Classifiers = make([]classifierJSON, 0, len(classifiers))
@@ -233,6 +236,10 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	if sets {
 		header += "\tCPUS"
 	}
+	tasks := slices.ContainsFunc(d.Pools, func(p planner.PoolState) bool { return p.Pool.PidsMax > 0 || p.Query.PidsMax > 0 })
+	if tasks {
+		header += "\tPIDS.MAX\tQUERY PIDS.MAX"
+	}
 	fmt.Fprintln(tw, header)
 	for _, p := range d.Pools {
 		active := "no"
@@ -253,6 +260,9 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 			p.Pool.MemoryMax(), p.Query.MemoryMax())
 		if sets {
 			fmt.Fprintf(tw, "\t%s", cmp.Or(p.Pool.CPU.CPUs.String(), "(all)"))
+		}
+		if tasks {
+			fmt.Fprintf(tw, "\t%s\t%s", p.Pool.PidsMaxValue(), p.Query.PidsMaxValue())
 		}
 		fmt.Fprintln(tw)
 	}

@@ -226,6 +226,9 @@ func runWithStats(opts RunOptions, format string) int {
 	if res.Stats != nil && res.Stats.OOM != nil {
 		fmt.Fprintln(stderr, res.Stats.OOM.Message("poolagent", res.Query, res.Pool))
 	}
+	if res.Stats != nil && res.Stats.Fork != nil {
+		fmt.Fprintln(stderr, res.Stats.Fork.Message("poolagent", res.Query, res.Pool))
+	}
 	if res.Stats == nil {
 		fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
 	} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
@@ -267,6 +270,10 @@ func WriteStats(w io.Writer, s protocol.Stats, format string) error {
 	fmt.Fprintf(tw, "oom_kills\t%d\n", s.OOMKills)
 	if s.OOM != nil {
 		fmt.Fprintf(tw, "oom_limit\t%s %d bytes (%s=%d)\n", s.OOM.Limit, s.OOM.LimitBytes, s.OOM.Parameter, s.OOM.Percent)
+	}
+	fmt.Fprintf(tw, "forks_refused\t%d\n", s.ForksRefused)
+	if s.Fork != nil {
+		fmt.Fprintf(tw, "fork_limit\t%s (QUERY_PIDS_LIMIT=%d, TOTAL_PIDS_LIMIT=%d; 0: none)\n", s.Fork.Limit, s.Fork.QueryLimit, s.Fork.PoolLimit)
 	}
 	return tw.Flush()
 }

@@ -85,7 +85,8 @@ func TestWriteStats(t *testing.T) {
 	s := protocol.Stats{ResourcePoolID: "olap", QueuedTimeUs: 1200, TotalDurationUs: 53000,
 		UsageUsec: 99314, NrPeriods: 9, NrThrottled: 9, ThrottledUsec: 945083,
 		PeakMemoryBytes: 536866816, MemoryMaxEvents: 41, OOMKills: 1,
-		OOM: &protocol.OOMKill{Limit: "query", LimitBytes: 536870912, Parameter: "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE", Percent: 5, NodeBytes: 10 << 30}}
+		OOM:          &protocol.OOMKill{Limit: "query", LimitBytes: 536870912, Parameter: "QUERY_MEMORY_LIMIT_PERCENT_PER_NODE", Percent: 5, NodeBytes: 10 << 30},
+		ForksRefused: 3, Fork: &protocol.ForkRefused{Limit: "query or pool", Refused: 3, QueryLimit: 64, PoolLimit: 200}}
 	tests := []struct {
 		format string
 		want   string
@@ -93,11 +94,13 @@ func TestWriteStats(t *testing.T) {
 		{format: "text", want: "ResourcePoolId      olap\nQueuedTimeUs        1200\nTotalDurationUs     53000\n" +
 			"usage_usec          99314\nnr_periods          9\nnr_throttled        9\nthrottled_usec      945083\n" +
 			"peak_memory_bytes   536866816\nmemory_high_events  0\nmemory_max_events   41\noom_kills           1\n" +
-			"oom_limit           query 536870912 bytes (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5)\n"},
+			"oom_limit           query 536870912 bytes (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=5)\n" +
+			"forks_refused       3\nfork_limit          query or pool (QUERY_PIDS_LIMIT=64, TOTAL_PIDS_LIMIT=200; 0: none)\n"},
 		{format: "json", want: `{"ResourcePoolId":"olap","QueuedTimeUs":1200,"TotalDurationUs":53000,` +
 			`"usage_usec":99314,"nr_periods":9,"nr_throttled":9,"throttled_usec":945083,` +
 			`"peak_memory_bytes":536866816,"memory_high_events":0,"memory_max_events":41,"oom_kills":1,` +
-			`"oom":{"limit":"query","limit_bytes":536870912,"parameter":"QUERY_MEMORY_LIMIT_PERCENT_PER_NODE","percent":5,"node_bytes":10737418240}}` + "\n"},
+			`"oom":{"limit":"query","limit_bytes":536870912,"parameter":"QUERY_MEMORY_LIMIT_PERCENT_PER_NODE","percent":5,"node_bytes":10737418240},` +
+			`"forks_refused":3,"fork":{"limit":"query or pool","refused":3,"query_limit":64,"pool_limit":200}}` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {

@@ -311,6 +311,7 @@ func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 }
 
 func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
+func (f *fakeCgroups) PoolPids(string) (*observe.Pids, error)     { return nil, nil }
 
 func (f *fakeCgroups) RemoveQuery(pool, query string) error {
 	f.mu.Lock()

@@ -93,8 +93,9 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 // tellInPlace serves an in-place query's stderr (fd, which the client
 // sent with its request and which this closes): once the command (the
 // client process, which exited is watching) has exited, it reads the
-// query cgroup's memory and, when the command's end was an OOM kill at a
-// limit of poolagent's, writes the message there. The descriptor is held
+// query cgroup's memory and tasks and, when the command's end was an OOM
+// kill at a limit of poolagent's, or forks of the query were refused at
+// one, writes the message there. The descriptor is held
 // only while the command runs, so whoever reads that pipe sees its end
 // when the command exits, as without poolagent. When the query's end
 // came first (the command was its last process, and the cgroup is gone
@@ -107,20 +108,24 @@ func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended
 		return
 	}
 	var o *protocol.OOMKill
+	var f *protocol.ForkRefused
 	st, err := s.cg.QueryStat(pool, query)
 	switch busy, perr := s.cg.Populated(pool, query); {
-	case err == nil && st.Memory != nil:
-		o = s.oomKill(pool, st.Memory, poolBefore)
+	case err == nil && (st.Memory != nil || st.Pids != nil):
+		o, f = s.oomKill(pool, st.Memory, poolBefore), s.forkRefused(pool, st.Pids, nil)
 	case perr == nil && !busy:
 		// Empty or gone: the query's end reads (or read) it at once.
 		select {
 		case stats := <-ended:
-			o = stats.OOM
+			o, f = stats.OOM, stats.Fork
 		case <-ctx.Done():
 		}
 	}
 	if o != nil {
 		tellOOM(fd, o.Message("poolagent", query, pool))
+	}
+	if f != nil {
+		tellOOM(fd, f.Message("poolagent", query, pool))
 	}
 }
 

@@ -124,17 +124,8 @@ func TestKernelQueryOOM(t *testing.T) {
 	}
 	// The pool's memory.events count its queries' kills: the metrics and
 	// poolagent stat's reader show them, with the pool's usage and peak.
-	snap, err := d.srv.MetricsSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range snap.Pools {
-		if p.Name != "olap" {
-			continue
-		}
-		if m := p.Memory; m == nil || m.Events.OOMKill != 2 || m.PeakBytes == nil || *m.PeakBytes < 40<<20 || m.LimitBytes != -1 {
-			t.Errorf("metrics of pool olap: memory %+v, want 2 OOM kills, a peak of 40 MiB or more and no pool limit", m)
-		}
+	if m := metricsPool(t, d, "olap").Memory; m == nil || m.Events.OOMKill != 2 || m.PeakBytes == nil || *m.PeakBytes < 40<<20 || m.LimitBytes != -1 {
+		t.Errorf("metrics of pool olap: memory %+v, want 2 OOM kills, a peak of 40 MiB or more and no pool limit", m)
 	}
 	samples, err := cg.Reader().ReadAll()
 	if err != nil {

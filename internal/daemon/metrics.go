@@ -57,6 +57,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			Name: p.Name, Running: p.Running, Queued: p.Queued,
 			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,
 			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
+			QueryForksRefused:      s.refused.count(p.Name),
 			QueueWait:              s.waits(p.Name).Snapshot(),
 			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
 			Starved:                s.starvation.Starved(p.Name),
@@ -74,7 +75,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			mp.CPUs = d.Pools[i].Pool.CPU.CPUs.Count()
 		}
 		if st, ok := stats[p.Name]; ok {
-			mp.CPU, mp.Pressure, mp.Memory = &st.CPU, st.Pressure, st.Memory
+			mp.CPU, mp.Pressure, mp.Memory, mp.Pids = &st.CPU, st.Pressure, st.Memory, st.Pids
 		}
 		snap.Pools = append(snap.Pools, mp)
 	}

@@ -62,6 +62,9 @@ type Cgroups interface {
 	// PoolMemory reads the pool cgroup's memory; nil where the memory
 	// controller is not there.
 	PoolMemory(pool string) (*observe.Memory, error)
+	// PoolPids reads the pool cgroup's tasks; nil where the pids
+	// controller is not there for it.
+	PoolPids(pool string) (*observe.Pids, error)
 	// RemoveQuery removes the (empty) query cgroup.
 	RemoveQuery(pool, query string) error
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
@@ -213,7 +216,10 @@ type Server struct {
 	// predictor, starvation and waitHists feed the metrics (metrics.go).
 	predictor  *metrics.Predictor
 	starvation *metrics.Starvation
-	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
+	// refused counts the forks refused in each pool's ended queries
+	// (pids.go).
+	refused   refusals
+	waitHists sync.Map // pool name -> *metrics.WaitRecorder
 	// history is each pool's recent counters; nil when kept for no
 	// window.
 	history *history

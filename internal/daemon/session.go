@@ -404,9 +404,11 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 // removes the cgroup and releases q. The client's OpExited makes it look
 // at once; the client hanging up does not end the query while processes
 // remain in its cgroup. When the daemon stops first, q is kept: it runs
-// on, and the next daemon adopts it.
+// on, and the next daemon adopts it. poolBefore is the pool's memory as
+// the query started; its tasks are read here, as the query starts too.
 func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
+	pidsBefore := s.poolPidsBefore(q.pool)
 	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -456,5 +458,6 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 		ThrottledUsec:   st.CPU.ThrottledUsec,
 	}
 	s.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
+	s.queryPids(&stats, q.pool, q.name, st.Pids, pidsBefore)
 	return stats, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -197,4 +198,35 @@ func (h Host) CgroupPath(dir string) string {
 		}
 	}
 	return "/" + strings.TrimPrefix(strings.TrimPrefix(dir, best), "/")
+}
+
+// Enable turns on controllers in the cgroup.subtree_control of h.Parent,
+// on cgroup v2, for a test that needs one its host does not enable at
+// boot (the test VM's init enables cpu, memory and cpuset, not pids).
+// A controller the parent does not offer (its cgroup.controllers) stops
+// the test as Require does: a skip, or a failure with
+// POOLAGENT_REQUIRE_KERNEL=1. Enabled controllers stay enabled: turning
+// one off again fails while any cgroup below uses it, and costs nothing
+// to leave.
+func (h Host) Enable(t testing.TB, controllers ...string) {
+	t.Helper()
+	if h.Mode != V2 {
+		t.Fatalf("kerneltest.Enable: %v is cgroup %s; v1 controllers are hierarchies of their own, not enabled", controllers, h.Mode)
+	}
+	have, err := os.ReadFile(filepath.Join(h.Parent, "cgroup.controllers"))
+	if err != nil {
+		t.Fatalf("enable %v: %v", controllers, err)
+	}
+	for _, c := range controllers {
+		if !slices.Contains(strings.Fields(string(have)), c) {
+			reason := fmt.Sprintf("%s is not in %s/cgroup.controllers %q", c, h.Parent, strings.TrimSpace(string(have)))
+			if os.Getenv(EnvRequire) == "1" {
+				t.Fatalf("real-kernel test cannot run: %s (%s=1 makes this a failure)", reason, EnvRequire)
+			}
+			t.Skipf("real-kernel test skipped: %s", reason)
+		}
+		if err := os.WriteFile(filepath.Join(h.Parent, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
+			t.Fatalf("enable %s in %s: %v", c, h.Parent, err)
+		}
+	}
 }

@@ -96,6 +96,10 @@ type Pool struct {
 	// (queue full, pool refusing all); TimedOut queries that left the queue
 	// at QUERY_CANCEL_AFTER_SECONDS.
 	Admitted, Rejected, TimedOut uint64
+	// QueryForksRefused counts the forks and thread creations a task
+	// limit refused in the pool's ended queries (each query cgroup's
+	// pids.events max at its end).
+	QueryForksRefused uint64
 	// QueueWait is the distribution of time admitted queries spent queued.
 	QueueWait Histogram
 	// CPULimitCores is the pool cgroup's cpu.max as vCPUs (quota/period);
@@ -122,6 +126,9 @@ type Pool struct {
 	// controller is not there for it: the memory series are then not
 	// exposed.
 	Memory *observe.Memory
+	// Pids is the pool cgroup's tasks; nil where the pids controller is
+	// not there for it: the task series are then not exposed.
+	Pids *observe.Pids
 	// PredictedThrottledUsec is the simulator's throttled time for the same
 	// intervals the measured counters cover, cumulative, microseconds.
 	PredictedThrottledUsec uint64
@@ -160,6 +167,7 @@ type Collector struct {
 	memory, memoryLimit, memoryHigh, memoryPeak, memorySwap *prometheus.Desc
 	memoryOOMKills, memoryEvents                            *prometheus.Desc
 	memoryPressureSome, memoryPressureFull                  *prometheus.Desc
+	pidsTasks, pidsLimit, pidsRefused, queryForksRefused    *prometheus.Desc
 
 	clusterRunning, clusterQueued              *prometheus.Desc
 	etcdConnected, etcdRoundTrip, etcdWatchLag *prometheus.Desc
@@ -229,6 +237,13 @@ func NewCollector(src Source) *Collector {
 		memoryPressureFull: d("pool_memory_pressure_full_seconds_total",
 			"Time in which all of the pool's non-idle threads waited for memory at once (memory.pressure full total).", pool),
 
+		pidsTasks: d("pool_tasks", "Tasks (processes and threads) in the pool cgroup and its queries (pids.current).", pool),
+		pidsLimit: d("pool_tasks_limit", "The pool cgroup's task limit, pids.max (TOTAL_PIDS_LIMIT; absent when unlimited).", pool),
+		pidsRefused: d("pool_forks_refused_total",
+			"Forks and thread creations refused at a task limit (pids.events max of the pool cgroup: see docs/metrics.md for which refusals a kernel counts there).", pool),
+		queryForksRefused: d("pool_query_forks_refused_total",
+			"Forks and thread creations refused at a task limit in the pool's ended queries (each query cgroup's pids.events max at its end).", pool),
+
 		usersRunning: d("pool_users_running", "Distinct users with queries running in the pool.", pool),
 		usersQueued:  d("pool_users_queued", "Distinct users with queries waiting in the pool's queue.", pool),
 		userRunning:  d("pool_user_running_queries", "Queries of one user running in the pool (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
@@ -270,6 +285,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.pressureSome, c.pressureFull,
 		c.memory, c.memoryLimit, c.memoryHigh, c.memoryPeak, c.memorySwap, c.memoryOOMKills, c.memoryEvents,
 		c.memoryPressureSome, c.memoryPressureFull,
+		c.pidsTasks, c.pidsLimit, c.pidsRefused, c.queryForksRefused,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
 		c.cadvisorMemoryUsage, c.cadvisorMemoryLimit, c.cadvisorMemoryMaxUsage, c.cadvisorOOMEvents,
 		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions,
@@ -300,6 +316,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectCPU(out, p)
 		if m := p.Memory; m != nil {
 			c.collectMemory(out, p.Name, m)
+		}
+		if t := p.Pids; t != nil {
+			out.gauge(c.pidsTasks, float64(t.CurrentTasks), p.Name)
+			if t.Limit >= 0 {
+				out.gauge(c.pidsLimit, float64(t.Limit), p.Name)
+			}
+			out.counter(c.pidsRefused, float64(t.Events.Max), p.Name)
 		}
 	}
 	if cl := s.Cluster; cl != nil {
@@ -339,6 +362,7 @@ func (c *Collector) collectAdmission(out sink, p Pool) {
 	out.counter(c.admitted, float64(p.Admitted), p.Name)
 	out.counter(c.rejected, float64(p.Rejected), p.Name)
 	out.counter(c.timedOut, float64(p.TimedOut), p.Name)
+	out.counter(c.queryForksRefused, float64(p.QueryForksRefused), p.Name)
 	out <- prometheus.MustNewConstHistogram(c.queueWait, p.QueueWait.Count, p.QueueWait.SumSeconds, p.QueueWait.buckets(), p.Name)
 }
 

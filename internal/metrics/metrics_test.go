@@ -40,7 +40,7 @@ func fixture() Snapshot {
 		Pools: []Pool{
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,
-				Admitted: 57, Rejected: 5, TimedOut: 2, QueueWait: olapWaits.Snapshot(),
+				Admitted: 57, Rejected: 5, TimedOut: 2, QueueWait: olapWaits.Snapshot(), QueryForksRefused: 1234,
 				CPULimitCores: 7, CPUWeight: 100, CPUs: 8,
 				CPU: &observe.CPUStat{
 					UsageUsec: 93_500_000, UserUsec: 90_000_000, SystemUsec: 3_500_000,
@@ -60,6 +60,8 @@ func fixture() Snapshot {
 					SwapBytes: u64(0), Events: observe.MemoryEvents{High: 120, Max: 37, OOM: 1, OOMKill: 1},
 					Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 2_500_000}, Full: &observe.PressureLine{TotalUsec: 1_000_000}},
 				},
+				// A fork bomb held at the pool's 512 tasks.
+				Pids: &observe.Pids{CurrentTasks: 512, Limit: 512, Events: observe.PidsEvents{Max: 1234}},
 			},
 			{
 				Name: "default", ConcurrentQueryLimit: -1, QueueSize: -1, Admitted: 3,
@@ -69,6 +71,8 @@ func fixture() Snapshot {
 				Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 250_000}},
 				// cgroup v1: no peak of the kernel's, no swap, no pressure.
 				Memory: &observe.Memory{V1: true, CurrentBytes: 1 << 20, LimitBytes: -1, HighBytes: -1, Events: observe.MemoryEvents{Max: 2}},
+				// No task limit: no limit series.
+				Pids: &observe.Pids{CurrentTasks: 3, Limit: -1},
 			},
 			{Name: "adhoc", ConcurrentQueryLimit: 0, QueueSize: -1, CPULimitCores: 2.5, CPUWeight: 200},
 		},

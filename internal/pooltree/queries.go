@@ -88,6 +88,16 @@ func (h *Handle) QueryStat(pool, query string) (observe.Sample, error) {
 	return s, err
 }
 
+// PoolPids reads the pool cgroup's tasks ([cgroupfs.Reader.Pids]); nil
+// where the pids controller is not there or the pool is gone.
+func (h *Handle) PoolPids(pool string) (*observe.Pids, error) {
+	p, err := h.reader.Pids(pool)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return p, err
+}
+
 // PoolMemory reads the pool cgroup's memory ([cgroupfs.Reader.Memory]);
 // nil where the memory controller is not there or the pool is gone.
 func (h *Handle) PoolMemory(pool string) (*observe.Memory, error) {

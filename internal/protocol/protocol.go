@@ -187,24 +187,75 @@ type Reply struct {
 // memory: the peak (memory.peak, v1 max_usage_in_bytes; 0 where the
 // kernel keeps none), the memory.events counts (v1: failcnt as
 // MemoryMaxEvents) and the processes the OOM killer ended, with the limit
-// that made it when it was the query's or its pool's (OOM).
+// that made it when it was the query's or its pool's (OOM); and the forks
+// and thread creations a task limit refused (pids.events max,
+// ForksRefused), with the limit when it was one of poolagent's (Fork).
 type Stats struct {
 	ResourcePoolID string `json:"ResourcePoolId"`
 	// QueuedTimeUs is the time from arrival to admission, µs.
 	QueuedTimeUs int64 `json:"QueuedTimeUs"`
 	// TotalDurationUs is the time from arrival until the query cgroup was
 	// empty, queue included, µs.
-	TotalDurationUs  int64    `json:"TotalDurationUs"`
-	UsageUsec        uint64   `json:"usage_usec"`
-	NrPeriods        uint64   `json:"nr_periods"`
-	NrThrottled      uint64   `json:"nr_throttled"`
-	ThrottledUsec    uint64   `json:"throttled_usec"`
-	PeakMemoryBytes  uint64   `json:"peak_memory_bytes"`
-	MemoryHighEvents uint64   `json:"memory_high_events"`
-	MemoryMaxEvents  uint64   `json:"memory_max_events"`
-	OOMKills         uint64   `json:"oom_kills"`
-	OOM              *OOMKill `json:"oom,omitempty"`
+	TotalDurationUs  int64        `json:"TotalDurationUs"`
+	UsageUsec        uint64       `json:"usage_usec"`
+	NrPeriods        uint64       `json:"nr_periods"`
+	NrThrottled      uint64       `json:"nr_throttled"`
+	ThrottledUsec    uint64       `json:"throttled_usec"`
+	PeakMemoryBytes  uint64       `json:"peak_memory_bytes"`
+	MemoryHighEvents uint64       `json:"memory_high_events"`
+	MemoryMaxEvents  uint64       `json:"memory_max_events"`
+	OOMKills         uint64       `json:"oom_kills"`
+	OOM              *OOMKill     `json:"oom,omitempty"`
+	ForksRefused     uint64       `json:"forks_refused"`
+	Fork             *ForkRefused `json:"fork,omitempty"`
 }
+
+// ForkRefused is a task limit of poolagent's that refused forks (or
+// thread creations) of a query: the query's own (QUERY_PIDS_LIMIT), its
+// pool's (TOTAL_PIDS_LIMIT), or one of the two where the kernel's counts
+// cannot tell which (docs/pools.md, "Process limits").
+type ForkRefused struct {
+	// Limit is "query", "pool" or "query or pool".
+	Limit string `json:"limit"`
+	// Refused counts the refusals.
+	Refused uint64 `json:"refused"`
+	// QueryLimit and PoolLimit are QUERY_PIDS_LIMIT and TOTAL_PIDS_LIMIT
+	// as the query ran with them; 0 = none.
+	QueryLimit int64 `json:"query_limit,omitempty"`
+	PoolLimit  int64 `json:"pool_limit,omitempty"`
+	// InPool says Refused counts the pool's refusals while the query ran,
+	// its own and its neighbours' (a kernel that counts refusals at the
+	// limit reached keeps no count of the query's at its pool's limit).
+	InPool bool `json:"in_pool,omitempty"`
+}
+
+// Message is what the client says about the refusals, prog being its
+// name:
+//
+//	poolagent: query Q in pool P could not start a process or thread 3 times: the query's task limit 64 (QUERY_PIDS_LIMIT) was reached
+func (f ForkRefused) Message(prog, query, pool string) string {
+	ofQuery := "the query's task limit " + strconv.FormatInt(f.QueryLimit, 10) + " (QUERY_PIDS_LIMIT)"
+	ofPool := "the pool's task limit " + strconv.FormatInt(f.PoolLimit, 10) + " (TOTAL_PIDS_LIMIT)"
+	which := ofQuery
+	switch f.Limit {
+	case OOMLimitPool:
+		which = ofPool
+	case ForkLimitEither:
+		which = ofQuery + " or " + ofPool
+	}
+	times := strconv.FormatUint(f.Refused, 10) + " times"
+	if f.Refused == 1 {
+		times = "once"
+	}
+	if f.InPool {
+		return prog + ": query " + query + " ran while pool " + pool + "'s queries could not start a process or thread " + times + ": " + which + " was reached"
+	}
+	return prog + ": query " + query + " in pool " + pool + " could not start a process or thread " + times + ": " + which + " was reached"
+}
+
+// ForkLimitEither is ForkRefused.Limit where either limit may have
+// refused the forks.
+const ForkLimitEither = "query or pool"
 
 // OOMKill is a memory limit of poolagent's that the kernel's OOM killer
 // enforced on a query: the query's own (QUERY_MEMORY_LIMIT_PERCENT_PER_NODE)

@@ -41,3 +41,25 @@ func TestOOMMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestForkMessage names the query, the pool and the limit that refused
+// the forks, both limits when the kernel's counts cannot tell which.
+func TestForkMessage(t *testing.T) {
+	for _, tt := range []struct {
+		f    ForkRefused
+		want string
+	}{
+		{ForkRefused{Limit: "query", Refused: 1, QueryLimit: 64},
+			"poolagent: query q-7 in pool olap could not start a process or thread once: the query's task limit 64 (QUERY_PIDS_LIMIT) was reached"},
+		{ForkRefused{Limit: "pool", Refused: 12, PoolLimit: 200},
+			"poolagent: query q-7 in pool olap could not start a process or thread 12 times: the pool's task limit 200 (TOTAL_PIDS_LIMIT) was reached"},
+		{ForkRefused{Limit: "pool", Refused: 5, PoolLimit: 200, InPool: true},
+			"poolagent: query q-7 ran while pool olap's queries could not start a process or thread 5 times: the pool's task limit 200 (TOTAL_PIDS_LIMIT) was reached"},
+		{ForkRefused{Limit: ForkLimitEither, Refused: 2, QueryLimit: 64, PoolLimit: 200},
+			"poolagent: query q-7 in pool olap could not start a process or thread 2 times: the query's task limit 64 (QUERY_PIDS_LIMIT) or the pool's task limit 200 (TOTAL_PIDS_LIMIT) was reached"},
+	} {
+		if got := tt.f.Message("poolagent", "q-7", "olap"); got != tt.want {
+			t.Errorf("%+v:\n%s\nwant\n%s", tt.f, got, tt.want)
+		}
+	}
+}
