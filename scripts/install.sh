@@ -87,10 +87,8 @@ else
 	# classify and administer like local ones; without one Go builds a
 	# static binary that reads /etc/passwd and /etc/group only.
 	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent" ./cmd/poolagent
-	if [ "$("$gobin" env CGO_ENABLED)" = 1 ]; then
-		echo "   users and groups: the C library's NSS (cgo build)"
-	else
-		echo "   users and groups: /etc/passwd and /etc/group only (no C compiler: static build)" >&2
+	if [ "$("$gobin" env CGO_ENABLED)" != 1 ]; then
+		echo "   no C compiler, so a static build: the daemon knows the users and groups of /etc/passwd and /etc/group only, not directory (LDAP, sssd) ones; install gcc and run this again to have them" >&2
 	fi
 fi
 if [ -n "${POOLAGENT_RUN_BINARY:-}" ]; then
@@ -102,6 +100,15 @@ else
 	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent-run" ./cmd/poolagent-run
 fi
 
+# path_note says what to add to PATH when PREFIX/bin is not on it (as
+# under PREFIX=/opt/poolagent), so `poolagent` is found.
+path_note() {
+	[ -z "$DESTDIR" ] || return 0
+	case ":$PATH:" in
+	*":$PREFIX/bin:"*) ;;
+	*) echo "$PREFIX/bin is not on PATH: add it to run poolagent by name, e.g. in ~/.profile: export PATH=\"$PREFIX/bin:\$PATH\"" ;;
+	esac
+}
 bin="$PREFIX/bin/poolagent"
 unit=/etc/systemd/system/poolagent.service
 install -d -m 0755 "$DESTDIR$PREFIX/bin"
@@ -123,6 +130,7 @@ install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poo
 if [ "$service" = 0 ]; then
 	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
 	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run, their manual pages and bash/zsh completion (no service)"
+	path_note
 	exit 0
 fi
 install -d -m 0755 "$DESTDIR/etc/systemd/system" "$DESTDIR/etc/poolagent"
@@ -145,6 +153,7 @@ SQL
 	install -m 0644 "$tmp/pools.sql" "$DESTDIR/etc/poolagent/pools.sql"
 fi
 echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$unit"
+path_note
 
 # systemd-analyze checks that ExecStart= is executable, so a staged unit is
 # verified as a copy that points at the staged binary.

@@ -76,12 +76,17 @@ type chaosNode struct {
 	logs   bytes.Buffer
 }
 
+// chaosBinDir is the directory chaosBinaries made, "" before; TestMain
+// removes it.
+var chaosBinDir string
+
 // chaosBinaries builds poolagent and poolagent-run once per test binary.
 var chaosBinaries = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "poolagent-chaos-bin-")
 	if err != nil {
 		return "", err
 	}
+	chaosBinDir = dir
 	for _, name := range []string{"poolagent", "poolagent-run"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/poolagent/poolagent/cmd/"+name).CombinedOutput()
 		if err != nil {

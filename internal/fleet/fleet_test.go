@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runChaosQuery(spec))
 	}
 	code := m.Run()
+	if chaosBinDir != "" {
+		os.RemoveAll(chaosBinDir) // 30 MB of binaries, built once for the chaos tests
+	}
 	for _, c := range []struct {
 		*etcdtest.Cluster
 		dir string

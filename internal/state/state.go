@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/observe"
 )
 
 // FileName is the log's file name inside the state directory.
@@ -132,9 +134,10 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open state lock: %w", err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
+		defer lock.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
+			return nil, fmt.Errorf("%s: %w: %s keeps its run-time changes there; stop that daemon first, or give this one another state directory",
+				dir, ErrLocked, observe.FlockOwner(int(lock.Fd())))
 		}
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}

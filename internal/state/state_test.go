@@ -68,8 +68,14 @@ func TestOpenRefusesSecondHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open: err = %v, want ErrLocked", err)
+	}
+	// The message names the holder and the remedy.
+	if want := fmt.Sprintf("state directory is in use by another process: process %d (", os.Getpid()); !strings.Contains(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), "keeps its run-time changes there; stop that daemon first, or give this one another state directory") {
+		t.Errorf("second Open: %v; want it to name process %d and the remedy", err, os.Getpid())
 	}
 }
 
