@@ -357,9 +357,9 @@ func writeTasksHTML(b *strings.Builder, r *Report) {
 	esc := html.EscapeString
 	b.WriteString("<h2>Tasks</h2>\n<table>\n")
 	if r.Env.Measured {
-		b.WriteString("<tr><th>task</th><th>group</th><th>arrive</th><th>need</th><th>threads</th><th>cpus</th><th>done measured</th><th>kernel model</th><th>diff</th><th>simple model</th></tr>\n")
+		b.WriteString("<tr><th>task</th><th>group</th><th>arrive</th><th>need</th><th>threads</th><th>pinned to</th><th>done measured</th><th>kernel model</th><th>diff</th><th>simple model</th></tr>\n")
 	} else {
-		b.WriteString("<tr><th>task</th><th>group</th><th>arrive</th><th>need</th><th>threads</th><th>cpus</th><th>done kernel model</th><th>simple model</th></tr>\n")
+		b.WriteString("<tr><th>task</th><th>group</th><th>arrive</th><th>need</th><th>threads</th><th>pinned to</th><th>done kernel model</th><th>simple model</th></tr>\n")
 	}
 	for _, t := range r.Tasks {
 		ms, ks := t.doneSpreads()

@@ -312,12 +312,16 @@ func (t TaskResult) doneSpreads() (measured, kernel Spread) {
 	return spread(m), spread(k)
 }
 
-// cpusText renders the task's pinning for reports: "0,1", or "any".
+// cpusText renders the task's pinning for the reports' "pinned to"
+// column: "CPU 0", "CPUs 0,1", or "any CPU".
 func (t TaskResult) cpusText() string {
-	if len(t.CPUs) == 0 {
-		return "any"
+	switch len(t.CPUs) {
+	case 0:
+		return "any CPU"
+	case 1:
+		return "CPU " + formatCPUs(t.CPUs)
 	}
-	return formatCPUs(t.CPUs)
+	return "CPUs " + formatCPUs(t.CPUs)
 }
 
 // FieldNames are the counters compared, in report order.

@@ -132,9 +132,9 @@ func diffText(f FieldCompare) string {
 func writeTasks(b *strings.Builder, r *Report) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	if r.Env.Measured {
-		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tcpus\tdone measured [min..max]\tkernel model\tdiff\tsimple model")
+		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tpinned to\tdone measured [min..max]\tkernel model\tdiff\tsimple model")
 	} else {
-		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tcpus\tdone kernel model\tsimple model")
+		fmt.Fprintln(tw, "task\tgroup\tarrive\tneed\tthreads\tpinned to\tdone kernel model\tsimple model")
 	}
 	for _, t := range r.Tasks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t", t.Name, t.Group, msText(float64(t.ArriveUsec)), msText(float64(t.NeedUsec)), t.Threads, t.cpusText())
