@@ -117,15 +117,61 @@ func WriteJSON[T any](w io.Writer, rows []T) error {
 	return enc.Encode(rows)
 }
 
+// poolColumn is one column of the pools table: its YDB name (the
+// .sys/resource_pools column, and the name run-time changes are marked
+// by), the short label of the narrow table ("" when only the wide table
+// has it) and its cell.
+type poolColumn struct {
+	ydb, short string
+	cell       func(protocol.Pool) string
+}
+
+// poolColumns are the pools table's columns, in order.
+var poolColumns = []poolColumn{
+	{"ConcurrentQueryLimit", "Concurrent", func(r protocol.Pool) string { return itoa(r.ConcurrentQueryLimit) }},
+	{"QueueSize", "Queue", func(r protocol.Pool) string { return itoa(r.QueueSize) }},
+	{"DatabaseLoadCpuThreshold", "LoadCpu%", func(r protocol.Pool) string { return ftoa(r.DatabaseLoadCpuThreshold) }},
+	{"ResourceWeight", "Weight", func(r protocol.Pool) string { return itoa(r.ResourceWeight) }},
+	{"TotalCpuLimitPercentPerNode", "TotalCpu%", func(r protocol.Pool) string { return ftoa(r.TotalCpuLimitPercentPerNode) }},
+	{"QueryCpuLimitPercentPerNode", "QueryCpu%", func(r protocol.Pool) string { return ftoa(r.QueryCpuLimitPercentPerNode) }},
+	{"QueryMemoryLimitPercentPerNode", "", func(r protocol.Pool) string { return ftoa(r.QueryMemoryLimitPercentPerNode) }},
+	{"RunningQueries", "Running", func(r protocol.Pool) string { return strconv.Itoa(r.RunningQueries) }},
+	{"QueuedQueries", "Queued", func(r protocol.Pool) string { return strconv.Itoa(r.QueuedQueries) }},
+	{"CpuLimitCores", "Cores", func(r protocol.Pool) string { return cores(r.CpuLimitCores) }},
+	{"PerUser", "PerUser", func(r protocol.Pool) string {
+		return itoa(r.ConcurrentQueryLimitPerUser) + "/" + itoa(r.QueueSizePerUser)
+	}},
+	{"QueuePolicy", "", func(r protocol.Pool) string { return r.QueuePolicy }},
+	{"UsersRunning", "Users", func(r protocol.Pool) string { return strconv.Itoa(r.UsersRunning) }},
+	{"UsersQueued", "", func(r protocol.Pool) string { return strconv.Itoa(r.UsersQueued) }},
+}
+
+// narrowLegend explains the narrow table's labels under it.
+const narrowLegend = "Concurrent: ConcurrentQueryLimit, Queue: QueueSize, LoadCpu%: DatabaseLoadCpuThreshold, Weight: ResourceWeight,\n" +
+	"TotalCpu%/QueryCpu%: Total/QueryCpuLimitPercentPerNode, Cores: CpuLimitCores (max = none), PerUser: concurrent/queued\n" +
+	"per user, Users: users with queries running; -1 = not set. --wide: YDB's names and every column.\n"
+
 // WritePools writes the pools view as a table; in fleet mode a Node
-// column says whose queries the counts are ("*": the cluster's). A value
-// a run-time change set (RunTime) is marked with "*", said under the
-// table.
-func WritePools(w io.Writer, rows []protocol.Pool) error {
+// column says whose queries the counts are ("*": the cluster's). Narrow,
+// it fits 120 columns: short labels, explained under the table, and not
+// QueryMemoryLimitPercentPerNode, QueuePolicy or UsersQueued; wide, it has
+// every column under YDB's name. A value a run-time change set (RunTime)
+// is marked with "*", said under the table.
+func WritePools(w io.Writer, rows []protocol.Pool, wide bool) error {
 	fleet := slices.ContainsFunc(rows, func(r protocol.Pool) bool { return r.Node != "" })
-	header := []string{"Name", "ConcurrentQueryLimit", "QueueSize", "DatabaseLoadCpuThreshold", "ResourceWeight",
-		"TotalCpuLimitPercentPerNode", "QueryCpuLimitPercentPerNode", "QueryMemoryLimitPercentPerNode",
-		"RunningQueries", "QueuedQueries", "CpuLimitCores", "PerUser", "QueuePolicy", "UsersRunning", "UsersQueued"}
+	header := []string{"Name"}
+	var cols []poolColumn
+	for _, c := range poolColumns {
+		switch {
+		case wide:
+			header = append(header, c.ydb)
+		case c.short != "":
+			header = append(header, c.short)
+		default:
+			continue
+		}
+		cols = append(cols, c)
+	}
 	t := newTable(w, nodeColumn(fleet, header...)...)
 	marked := false
 	for _, r := range rows {
@@ -133,21 +179,26 @@ func WritePools(w io.Writer, rows []protocol.Pool) error {
 		if r.Dropped {
 			name += " (dropped)"
 		}
-		cells := []string{name, itoa(r.ConcurrentQueryLimit), itoa(r.QueueSize), ftoa(r.DatabaseLoadCpuThreshold), itoa(r.ResourceWeight),
-			ftoa(r.TotalCpuLimitPercentPerNode), ftoa(r.QueryCpuLimitPercentPerNode), ftoa(r.QueryMemoryLimitPercentPerNode),
-			strconv.Itoa(r.RunningQueries), strconv.Itoa(r.QueuedQueries), cores(r.CpuLimitCores),
-			itoa(r.ConcurrentQueryLimitPerUser) + "/" + itoa(r.QueueSizePerUser), r.QueuePolicy,
-			strconv.Itoa(r.UsersRunning), strconv.Itoa(r.UsersQueued)}
-		for i, col := range header {
-			if slices.ContainsFunc(r.RunTime, func(set string) bool { return set == col || col == "PerUser" && strings.HasSuffix(set, "PerUser") }) {
-				cells[i] += "*"
+		if slices.Contains(r.RunTime, "Name") {
+			name += "*"
+			marked = true
+		}
+		cells := []string{name}
+		for _, c := range cols {
+			cell := c.cell(r)
+			if slices.ContainsFunc(r.RunTime, func(set string) bool { return set == c.ydb || c.ydb == "PerUser" && strings.HasSuffix(set, "PerUser") }) {
+				cell += "*"
 				marked = true
 			}
+			cells = append(cells, cell)
 		}
 		t.row(nodeCell(fleet, r.Node, cells...)...)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if !wide {
+		fmt.Fprint(w, narrowLegend)
 	}
 	if marked {
 		fmt.Fprintln(w, "* set at run time (poolagent sql), kept in the state directory and applied over the pool file")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/poolagent/poolagent/internal/admission"
@@ -104,14 +105,16 @@ func TestViewsGolden(t *testing.T) {
 		name  string
 		write func(*bytes.Buffer) error
 	}{
-		{"pools.txt", func(b *bytes.Buffer) error { return WritePools(b, Pools(m, adm, d, viewTime)) }},
+		{"pools.txt", func(b *bytes.Buffer) error { return WritePools(b, Pools(m, adm, d, viewTime), true) }},
+		{"pools-narrow.txt", func(b *bytes.Buffer) error { return WritePools(b, Pools(m, adm, d, viewTime), false) }},
 		{"pools.json", func(b *bytes.Buffer) error { return WriteJSON(b, Pools(m, adm, d, viewTime)) }},
 		{"classifiers.txt", func(b *bytes.Buffer) error { return WriteClassifiers(b, Classifiers(m)) }},
 		{"classifiers.json", func(b *bytes.Buffer) error { return WriteJSON(b, Classifiers(m)) }},
 		{"queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, queries) }},
 		{"queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, queries) }},
 		{"no-queries.json", func(b *bytes.Buffer) error { return WriteJSON[protocol.Query](b, nil) }},
-		{"fleet-pools.txt", func(b *bytes.Buffer) error { return WritePools(b, fleetPools) }},
+		{"fleet-pools.txt", func(b *bytes.Buffer) error { return WritePools(b, fleetPools, true) }},
+		{"fleet-pools-narrow.txt", func(b *bytes.Buffer) error { return WritePools(b, fleetPools, false) }},
 		{"fleet-queries.txt", func(b *bytes.Buffer) error { return WriteQueries(b, fleetQueries) }},
 		{"fleet-queries.json", func(b *bytes.Buffer) error { return WriteJSON(b, fleetQueries) }},
 	}
@@ -133,6 +136,12 @@ func TestViewsGolden(t *testing.T) {
 			}
 			if !bytes.Equal(b.Bytes(), want) {
 				t.Errorf("%s differs (rerun with -update and review the diff):\n%s", golden, b.Bytes())
+			}
+			// A narrow table fits a terminal of 120 columns.
+			for _, line := range strings.Split(b.String(), "\n") {
+				if strings.Contains(tc.name, "narrow") && utf8.RuneCountInString(line) > 120 {
+					t.Errorf("%s: a line of %d columns, more than 120: %q", tc.name, utf8.RuneCountInString(line), line)
+				}
 			}
 		})
 	}
@@ -178,7 +187,7 @@ func TestMarkRunTime(t *testing.T) {
 		{Name: "etl", ConcurrentQueryLimit: 1, QueueSize: -1},
 	}
 	var plain bytes.Buffer
-	if err := WritePools(&plain, now); err != nil {
+	if err := WritePools(&plain, now, true); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(plain.String(), "*") {
@@ -191,7 +200,7 @@ func TestMarkRunTime(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := WritePools(&b, now); err != nil {
+	if err := WritePools(&b, now, true); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
