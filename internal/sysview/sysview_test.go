@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/protocol"
