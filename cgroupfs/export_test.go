@@ -20,3 +20,7 @@ func Lookups(t *testing.T, f func(t *testing.T)) {
 		})
 	}
 }
+
+// KillQueryFreezing is KillQuery by the freezer's way, skipping
+// cgroup.kill, for the test of the fallback on a kernel that has both.
+func (t *Tree) KillQueryFreezing(pool, query string) error { return t.killQuery(pool, query, false) }

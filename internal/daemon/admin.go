@@ -17,7 +17,7 @@ import (
 // isAdminOp reports whether op is an operator operation.
 func isAdminOp(op string) bool {
 	switch op {
-	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpHistory, protocol.OpReleaseNode:
+	case protocol.OpSQL, protocol.OpPools, protocol.OpClassifiers, protocol.OpQueries, protocol.OpHistory, protocol.OpReleaseNode, protocol.OpKill:
 		return true
 	}
 	return false
@@ -26,7 +26,7 @@ func isAdminOp(op string) bool {
 // serveAdmin answers one operator operation on se.
 func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request) {
 	reply := protocol.AdminReply{Type: protocol.ReplyDone}
-	if req.Op != protocol.OpSQL && req.Op != protocol.OpReleaseNode {
+	if req.Op != protocol.OpSQL && req.Op != protocol.OpReleaseNode && req.Op != protocol.OpKill {
 		// A view's reply may be large; one nobody reads holds it until
 		// the write deadline, so only so many are written at once.
 		done, err := s.peers.view(cred.Uid)
@@ -55,6 +55,8 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		reply = s.serveSQL(cred, req)
 	case protocol.OpReleaseNode:
 		reply = s.serveReleaseNode(cred, req)
+	case protocol.OpKill:
+		reply = s.serveKill(cred, req)
 	}
 	se.send(reply)
 }
@@ -99,6 +101,36 @@ func (s *Server) serveReleaseNode(cred *unix.Ucred, req protocol.Request) protoc
 	}
 	s.cfg.Log.Warn("strict slots of a node released by an administrator", "uid", id.UID, "user", id.User, "node", req.Node, "slots", n)
 	return protocol.AdminReply{Type: protocol.ReplyDone, Released: n}
+}
+
+// serveKill kills the running query req.Query for an administrator: every
+// process in its cgroup at once ([cgroupfs.Tree.KillQuery]). The query
+// then ends as any other whose processes are gone: its slot is freed
+// and its client gets its statistics.
+func (s *Server) serveKill(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {
+	id, refused := s.administrator(cred, "kill a query", "kill of a query refused", "query", req.Query)
+	if refused != nil {
+		return *refused
+	}
+	var queued bool
+	for _, r := range s.queryRows() {
+		if r.QueryId != req.Query || r.Node != "" {
+			continue
+		}
+		if r.State != protocol.StateRunning {
+			queued = true
+			continue
+		}
+		if err := s.cg.KillQuery(r.ResourcePoolId, r.QueryId); err != nil {
+			return adminError(protocol.CodeInternal, fmt.Errorf("kill query %s in pool %s: %w", r.QueryId, r.ResourcePoolId, err))
+		}
+		s.cfg.Log.Warn("query killed by an administrator", "uid", id.UID, "user", id.User, "pool", r.ResourcePoolId, "query", r.QueryId)
+		return protocol.AdminReply{Type: protocol.ReplyDone, Killed: r.ResourcePoolId}
+	}
+	if queued {
+		return adminError(protocol.CodeInternal, fmt.Errorf("query %q is queued, not running: it has no process to kill", req.Query))
+	}
+	return adminError(protocol.CodeInternal, fmt.Errorf("no running query %q on this node; poolagent queries lists them (QueryId)", req.Query))
 }
 
 func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.AdminReply {

@@ -211,7 +211,9 @@ type fakeCgroups struct {
 	created int
 	removed int
 	applied []planner.Desired
-	fs      procfs.FS
+	// killed lists the query cgroups KillQuery was asked to kill.
+	killed []string
+	fs     procfs.FS
 
 	// stats makes PoolStats report a sample per pool; the counters say
 	// how often it was called and how many calls overlapped at most.
@@ -312,6 +314,17 @@ func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 
 func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
 func (f *fakeCgroups) PoolPids(string) (*observe.Pids, error)     { return nil, nil }
+
+// KillQuery ends the query as its processes' exit would.
+func (f *fakeCgroups) KillQuery(pool, query string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.queries[pool+"/"+query]; !ok {
+		return fmt.Errorf("query %s/%s: %w", pool, query, os.ErrNotExist)
+	}
+	f.killed = append(f.killed, pool+"/"+query)
+	return nil
+}
 
 func (f *fakeCgroups) RemoveQuery(pool, query string) error {
 	f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -432,4 +433,45 @@ func TestReleaseNode(t *testing.T) {
 	if !errors.As(err, &refused) || refused.Code != protocol.CodeAccessDenied || !strings.Contains(refused.Message, "alice (uid 1000)") {
 		t.Fatalf("non-administrator: %v, want %s naming alice", err, protocol.CodeAccessDenied)
 	}
+}
+
+// TestKillQuery: an administrator's kill names a running query by its id
+// and kills its cgroup; a queued query, an unknown id and a caller who is
+// not an administrator are refused, saying why.
+func TestKillQuery(t *testing.T) {
+	d, cg, _, _ := operated(t, olapPool(1, 3, ""), peer.SystemUsers{})
+	running := startInProc(t, d.socket, "olap")
+	waitFor(t, "the query to start", running.isStarted)
+	queued := startInProc(t, d.socket, "olap")
+	waitFor(t, "a query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
+	ids := map[string]string{}
+	for _, r := range d.srv.queryRows() {
+		ids[r.State] = r.QueryId
+	}
+	var refused *client.RefusedError
+	for name, tt := range map[string]struct{ query, want string }{
+		"unknown": {"q-none", `no running query "q-none" on this node`},
+		"queued":  {ids[protocol.StateQueued], "is queued, not running"},
+	} {
+		if _, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpKill, Query: tt.query}); !errors.As(err, &refused) || !strings.Contains(refused.Message, tt.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", name, err, tt.want)
+		}
+	}
+	r, err := client.Ask(d.socket, protocol.Request{Op: protocol.OpKill, Query: ids[protocol.StateRunning]})
+	if err != nil || r.Killed != "olap" {
+		t.Fatalf("kill of the running query: %+v, %v", r, err)
+	}
+	cg.mu.Lock()
+	killed := slices.Clone(cg.killed)
+	cg.mu.Unlock()
+	if !slices.Equal(killed, []string{"olap/" + ids[protocol.StateRunning]}) {
+		t.Errorf("killed %v, want the running query's cgroup", killed)
+	}
+	other, _, _, _ := operated(t, olapPool(2, 3, ""), oneUser{UID: 1000, User: "alice"})
+	_, err = client.Ask(other.socket, protocol.Request{Op: protocol.OpKill, Query: "q"})
+	if !errors.As(err, &refused) || refused.Code != protocol.CodeAccessDenied || !strings.Contains(refused.Message, "may not kill a query") {
+		t.Errorf("non-administrator: %v, want %s", err, protocol.CodeAccessDenied)
+	}
+	running.release.Close()
+	queued.release.Close()
 }

@@ -67,6 +67,8 @@ type Cgroups interface {
 	PoolPids(pool string) (*observe.Pids, error)
 	// RemoveQuery removes the (empty) query cgroup.
 	RemoveQuery(pool, query string) error
+	// KillQuery kills every process in the query cgroup at once.
+	KillQuery(pool, query string) error
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
 	Queries() ([][2]string, error)
 	// PoolStats reads the counters of the named pools' cgroups: CPU

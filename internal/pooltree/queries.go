@@ -117,6 +117,14 @@ func (h *Handle) RemoveQuery(pool, query string) error {
 	return h.writer.RemoveQuery(pool, query)
 }
 
+// KillQuery kills every process in the query cgroup at once
+// ([cgroupfs.Tree.KillQuery]).
+func (h *Handle) KillQuery(pool, query string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writer.KillQuery(pool, query)
+}
+
 // Queries lists the query cgroups that exist, the cgroups two levels
 // below the pool root, as [pool, query] pairs; none when the root is not
 // there.

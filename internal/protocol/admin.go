@@ -23,6 +23,8 @@ type AdminReply struct {
 	Traces []json.RawMessage `json:"traces,omitempty"`
 	// Released is how many slots an OpReleaseNode released.
 	Released int `json:"released,omitempty"`
+	// Killed is the pool of the query an OpKill killed.
+	Killed string `json:"killed,omitempty"`
 }
 
 // Change is a run-time change the daemon accepted and saved in its state

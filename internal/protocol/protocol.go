@@ -117,6 +117,10 @@ const (
 	// OpReleaseNode releases, in fleet mode, the strict slots of the node
 	// named in Request.Node (administrators only; docs/fleet.md).
 	OpReleaseNode = "release-node"
+	// OpKill kills the running query named in Request.Query, every
+	// process in its cgroup at once (administrators only; `poolagent
+	// queries --kill`).
+	OpKill = "kill"
 )
 
 // Error codes of operator replies and of queries cut short by a stop.
@@ -159,6 +163,8 @@ type Request struct {
 	SinceUsec int64 `json:"since_usec,omitempty"`
 	// Node is the fleet node an OpReleaseNode names.
 	Node string `json:"node,omitempty"`
+	// Query is the query an OpKill names, its id (QueryId).
+	Query string `json:"query,omitempty"`
 }
 
 // Reply is a message from the daemon.
