@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ func statCommand() *cli.Command {
 			&cli.DurationFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the deltas every `INTERVAL` (e.g. 1s) instead of the totals once"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "with --watch: stop after `N` intervals (default: until interrupted)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (a table) or json (--watch: one JSON object per line)"},
+			&cli.BoolFlag{Name: "wide", Usage: "every column (the default table fits 120 columns: " + strings.Join(statNarrow, ", ") + ")"},
 		},
 		Action: runStat,
 	}
@@ -76,7 +78,7 @@ func runStat(c *cli.Context) error {
 			return writeStatJSON(w, statJSON{Root: tree.Root(), Version: tree.Version(), Groups: samples}, false)
 		}
 		fmt.Fprintf(w, "pool root %s (cgroup %s)\n", tree.Root(), tree.Version())
-		return writeStatTable(w, samples, 0)
+		return writeStatTable(w, samples, 0, c.Bool("wide"))
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -90,7 +92,7 @@ func runStat(c *cli.Context) error {
 			return now, true
 		}
 	}
-	return watchStat(w, tree, format, count, time.Now(), next)
+	return watchStat(w, tree, format, c.Bool("wide"), count, time.Now(), next)
 }
 
 // statJSON is `poolagent stat --format json` without --watch.
@@ -115,7 +117,7 @@ type statIntervalJSON struct {
 // previous one (since start for the first), until next returns false or
 // count intervals (0: no limit) have been printed. The times next returns
 // measure the intervals.
-func watchStat(w io.Writer, tree *cgroupfs.Reader, format string, count int, start time.Time, next func() (time.Time, bool)) error {
+func watchStat(w io.Writer, tree *cgroupfs.Reader, format string, wide bool, count int, start time.Time, next func() (time.Time, bool)) error {
 	prev, err := readByGroup(tree)
 	if err != nil {
 		return err
@@ -144,7 +146,7 @@ func watchStat(w io.Writer, tree *cgroupfs.Reader, format string, count int, sta
 			}
 		} else {
 			fmt.Fprintf(w, "\ninterval %d: %.3fs\n", n, elapsed.Seconds())
-			if err := writeStatTable(w, deltas, elapsed); err != nil {
+			if err := writeStatTable(w, deltas, elapsed, wide); err != nil {
 				return err
 			}
 		}
@@ -172,30 +174,42 @@ func readByGroup(tree *cgroupfs.Reader) (samplesByGroup, error) {
 	return s, nil
 }
 
-// writeStatTable prints samples as a table. With a non-zero interval the
-// samples are deltas and a CPUS column shows the CPUs' worth of usage in
-// the interval.
-func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duration) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := "GROUP\t"
-	if interval > 0 {
-		header += "CPUS\t"
+// statNarrow are the columns `poolagent stat` shows without --wide, so
+// the table fits 120 columns: CPU use, throttling, the CPU pressure's 10 s
+// average, memory use and its limit, and OOM kills.
+var statNarrow = []string{"GROUP", "CPUS", "USAGE_S", "PERIODS", "THROTTLED", "RATIO", "THROTTLED_S", "BURST_S",
+	"PSI_SOME10", "MEM_MIB", "MAX_MIB", "OOM_KILLS"}
+
+// writeStatTable prints samples as a table: every column when wide, the
+// statNarrow ones otherwise. With a non-zero interval the samples are
+// deltas and a CPUS column shows the CPUs' worth of usage in the
+// interval.
+func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duration, wide bool) error {
+	header := []string{"GROUP", "CPUS", "USAGE_S", "PERIODS", "THROTTLED", "RATIO", "THROTTLED_S", "BURSTS", "BURST_S",
+		"PSI_SOME10", "PSI_FULL10", "PSI_SOME_S", "PSI_FULL_S",
+		"MEM_MIB", "PEAK_MIB", "MAX_MIB", "HIGH_MIB", "MEM_HIGH", "MEM_MAX", "OOM", "OOM_KILLS", "MEM_SOME_S", "MEM_FULL_S"}
+	keep := func(col string) bool {
+		return (col != "CPUS" || interval > 0) && (wide || slices.Contains(statNarrow, col))
 	}
-	fmt.Fprintln(tw, header+"USAGE_S\tPERIODS\tTHROTTLED\tRATIO\tTHROTTLED_S\tBURSTS\tBURST_S\tPSI_SOME10\tPSI_FULL10\tPSI_SOME_S\tPSI_FULL_S\t"+
-		"MEM_MIB\tPEAK_MIB\tMAX_MIB\tHIGH_MIB\tMEM_HIGH\tMEM_MAX\tOOM\tOOM_KILLS\tMEM_SOME_S\tMEM_FULL_S")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(cells []string) {
+		var out []string
+		for i, c := range cells {
+			if keep(header[i]) {
+				out = append(out, c)
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(out, "\t"))
+	}
+	line(header)
 	for _, s := range samples {
 		st := s.CPU
-		row := s.Group + "\t"
-		usage := "-"
+		usage, cpus := "-", "-"
 		if s.UsageKnown {
 			usage = statSeconds(st.UsageUsec)
-		}
-		if interval > 0 {
-			cpus := "-"
-			if s.UsageKnown {
+			if interval > 0 {
 				cpus = strconv.FormatFloat(float64(st.UsageUsec)/float64(interval.Microseconds()), 'f', 2, 64)
 			}
-			row += cpus + "\t"
 		}
 		ratio := "-"
 		if st.NrPeriods > 0 {
@@ -208,8 +222,9 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 				full, fullS = strconv.FormatFloat(p.Full.Avg10Percent, 'f', 2, 64), statSeconds(p.Full.TotalUsec)
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", row, usage, st.NrPeriods, st.NrThrottled, ratio,
-			statSeconds(st.ThrottledUsec), st.NrBursts, statSeconds(st.BurstUsec), some, full, someS, fullS, memoryColumns(s.Memory))
+		cells := []string{s.Group, cpus, usage, strconv.FormatUint(st.NrPeriods, 10), strconv.FormatUint(st.NrThrottled, 10), ratio,
+			statSeconds(st.ThrottledUsec), strconv.FormatUint(st.NrBursts, 10), statSeconds(st.BurstUsec), some, full, someS, fullS}
+		line(append(cells, memoryColumns(s.Memory)...))
 	}
 	return tw.Flush()
 }
@@ -218,9 +233,9 @@ func writeStatTable(w io.Writer, samples []observe.Sample, interval time.Duratio
 // and memory.high in MiB ("max" for none), the high, max, oom and
 // oom_kill events, and memory.pressure's totals in seconds; "-" where
 // the group has no such figure.
-func memoryColumns(m *observe.Memory) string {
+func memoryColumns(m *observe.Memory) []string {
 	if m == nil {
-		return strings.Repeat("-\t", 9) + "-"
+		return strings.Split(strings.Repeat("-\t", 9)+"-", "\t")
 	}
 	mib := func(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
 	limit := func(b int64) string {
@@ -240,8 +255,9 @@ func memoryColumns(m *observe.Memory) string {
 		}
 	}
 	e := m.Events
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s", mib(m.CurrentBytes), peak, limit(m.LimitBytes), limit(m.HighBytes),
-		e.High, e.Max, e.OOM, e.OOMKill, someS, fullS)
+	count := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	return []string{mib(m.CurrentBytes), peak, limit(m.LimitBytes), limit(m.HighBytes),
+		count(e.High), count(e.Max), count(e.OOM), count(e.OOMKill), someS, fullS}
 }
 
 // statSeconds formats microseconds as seconds with millisecond precision.

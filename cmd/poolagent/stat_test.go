@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestStatGolden(t *testing.T) {
 		args   []string
 	}{
 		{"stat-v2.txt", []string{"stat", "--root", statFixtures + "v2/poolagent"}},
+		{"stat-v2-wide.txt", []string{"stat", "--root", statFixtures + "v2/poolagent", "--wide"}},
 		{"stat-v2.json", []string{"stat", "--root", statFixtures + "v2/poolagent", "--format", "json"}},
 		{"stat-v1.txt", v1},
 		{"stat-v1.json", append(v1, "--format", "json")},
@@ -51,6 +53,12 @@ func TestStatGolden(t *testing.T) {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
 			checkStatGolden(t, tt.golden, out)
+			// Without --wide the table fits a terminal of 120 columns.
+			for _, line := range strings.Split(out, "\n") {
+				if !slices.Contains(tt.args, "--wide") && len(line) > 120 {
+					t.Errorf("a line of %d columns, more than 120: %q", len(line), line)
+				}
+			}
 		})
 	}
 }
@@ -119,7 +127,7 @@ func TestStatWatch(t *testing.T) {
 				return start.Add(time.Duration(n+n/2) * time.Second), true
 			}
 			var out bytes.Buffer
-			if err := watchStat(&out, tree, format, len(steps), start, next); err != nil {
+			if err := watchStat(&out, tree, format, true, len(steps), start, next); err != nil {
 				t.Fatal(err)
 			}
 			checkStatGolden(t, golden, strings.ReplaceAll(out.String(), root, "ROOT"))
@@ -135,7 +143,7 @@ func TestStatWatchStops(t *testing.T) {
 	calls := 0
 	next := func() (time.Time, bool) { calls++; return time.Time{}, false }
 	var out bytes.Buffer
-	if err := watchStat(&out, tree, "json", 0, time.Now(), next); err != nil {
+	if err := watchStat(&out, tree, "json", true, 0, time.Now(), next); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 1 || out.Len() != 0 {
