@@ -24,8 +24,10 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/internal/service"
 	"github.com/poolagent/poolagent/planner"
@@ -47,7 +49,14 @@ const envTestFlood = "POOLAGENT_TEST_FLOOD"
 
 // daemonSpec is what a daemon process serves.
 type daemonSpec struct {
+	// Socket is where it listens: a fresh path when empty.
 	Socket string
+	// Root, when set, is a real cgroup (a kerneltest root) the daemon
+	// makes its pools and queries in; fake cgroups otherwise.
+	Root string
+	// RootUsers makes every client root (rootIdentity), for a host
+	// without /etc/passwd (the test VM); the system's users otherwise.
+	RootUsers bool
 	// Pools is the pool file (DDL); PoolCount more pools (manyPools) are
 	// added to it there, to keep the spec within an environment
 	// variable's size.
@@ -96,6 +105,21 @@ func daemonMain(spec string) int {
 		return 2
 	}
 	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs, stats: s.PoolStats}
+	var cgs Cgroups = cg
+	if s.Root != "" {
+		ms, err := cgroupfs.Detect("/")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		h, err := pooltree.Open(ms, s.Root, cgroupfs.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer h.Close()
+		cgs = h
+	}
 	if s.Notify != "" {
 		os.Setenv("NOTIFY_SOCKET", s.Notify)
 		os.Setenv("WATCHDOG_USEC", strconv.FormatInt(s.WatchdogUsec, 10))
@@ -103,7 +127,11 @@ func daemonMain(spec string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
-	srv, err := New(cfg, policy, cg, peer.SystemUsers{}, &fixedLoad{})
+	var users peer.Users = peer.SystemUsers{}
+	if s.RootUsers {
+		users = rootIdentity
+	}
+	srv, err := New(cfg, policy, cgs, users, &fixedLoad{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -141,7 +169,9 @@ func startDaemonProc(t testing.TB, spec daemonSpec) *daemonProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Socket = filepath.Join(socketDir(t), "agent.sock")
+	if spec.Socket == "" {
+		spec.Socket = filepath.Join(socketDir(t), "agent.sock")
+	}
 	b, _ := json.Marshal(spec)
 	d := &daemonProc{socket: spec.Socket, exited: make(chan struct{})}
 	d.cmd = exec.Command(exe)

@@ -2,13 +2,12 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"math"
 	"os"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -95,16 +94,18 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 // client process, which exited is watching) has exited, it reads the
 // query cgroup's memory and tasks and, when the command's end was an OOM
 // kill at a limit of poolagent's, or forks of the query were refused at
-// one, writes the message there. The descriptor is held
+// one, has a teller of the client's user (uid, gid) write the message
+// there ([tell.Tellers]): no thread of the daemon's polls or writes a
+// descriptor a user handed it. The descriptor is held
 // only while the command runs, so whoever reads that pipe sees its end
 // when the command exits, as without poolagent. When the query's end
 // came first (the command was its last process, and the cgroup is gone
 // by the time it is read, or empty and about to go), the kill is the one
 // the end's statistics found (ended).
-func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, pool, query string, poolBefore *observe.Memory) {
+func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, pool, query string, poolBefore *observe.Memory) {
 	defer unix.Close(fd)
 	defer exited.Close()
-	if err := awaitExit(ctx, exited); err != nil {
+	if err := peer.AwaitExit(ctx, exited); err != nil {
 		return
 	}
 	var o *protocol.OOMKill
@@ -121,64 +122,17 @@ func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended
 		case <-ctx.Done():
 		}
 	}
+	var msg string
 	if o != nil {
-		tellOOM(fd, o.Message("poolagent", query, pool))
+		msg += o.Message("poolagent", query, pool) + "\n"
 	}
 	if f != nil {
-		tellOOM(fd, f.Message("poolagent", query, pool))
+		msg += f.Message("poolagent", query, pool) + "\n"
 	}
-}
-
-// watchExit returns a copy of pidfd that [awaitExit] waits on; the caller
-// closes it.
-func watchExit(pidfd int) (*os.File, error) {
-	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
+	if msg == "" {
+		return
 	}
-	if err := unix.SetNonblock(dup, true); err != nil {
-		unix.Close(dup)
-		return nil, err
+	if err := s.tellers.Tell(fd, uid, gid, msg); err != nil {
+		s.cfg.Log.Warn("query's end not told on the client's stderr", "pool", pool, "query", query, "uid", uid, "err", err)
 	}
-	return os.NewFile(uintptr(dup), "pidfd"), nil
-}
-
-// awaitExit returns once the process of the pidfd f (from [watchExit])
-// has exited, or with an error when ctx is done first. Waiting costs no
-// thread: the runtime's poller watches the pidfd, which polls readable
-// once its process has exited.
-func awaitExit(ctx context.Context, f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
-	defer stop()
-	exited := func(fd uintptr) bool {
-		n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-		return n > 0
-	}
-	if err := rc.Read(exited); err != nil {
-		return errors.Join(err, ctx.Err())
-	}
-	return nil
-}
-
-// tellOOM writes msg and a newline to fd, a client's standard error. It
-// waits at most a second for room and makes one short write(2), so a
-// stopped reader cannot hold the daemon.
-func tellOOM(fd int, msg string) {
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-	deadline := time.Now().Add(time.Second)
-	for {
-		n, err := unix.Poll(pfd, int(time.Until(deadline).Milliseconds()))
-		if err == unix.EINTR && time.Now().Before(deadline) {
-			continue
-		}
-		if err != nil || n == 0 || pfd[0].Revents&unix.POLLOUT == 0 {
-			return
-		}
-		break
-	}
-	unix.Write(fd, []byte(msg+"\n"))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -82,7 +83,7 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, queries)
 	for range queries {
-		w, err := watchExit(pidfd)
+		w, err := peer.WatchExit(pidfd)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		go func() {
-			awaitExit(ctx, w)
+			peer.AwaitExit(ctx, w)
 			w.Close()
 			unix.Close(stderr)
 			done <- struct{}{}

@@ -28,6 +28,7 @@ import (
 	"github.com/poolagent/poolagent/internal/metrics"
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -225,6 +226,9 @@ type Server struct {
 	// history is each pool's recent counters; nil when kept for no
 	// window.
 	history *history
+	// tellers write what an in-place client's stderr is told, as its
+	// user, so that no thread of the daemon's writes there.
+	tellers *tell.Tellers
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -299,6 +303,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		}
 	}
 	s.reg = newRegistry(backend, policy)
+	s.tellers = tell.New()
 	s.changes = &changes{log: cfg.Log, reg: s.reg}
 	s.rp = newReplanner(cg, cfg.Log, s.reg, s.changes.current)
 	s.changes.rp = s.rp

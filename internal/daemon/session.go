@@ -311,8 +311,8 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	poolBefore := s.poolMemoryBefore(q.pool)
 	ended := make(chan protocol.Stats, 1)
 	if stderr >= 0 {
-		if exited, err := watchExit(client.FD); err == nil {
-			go s.tellInPlace(ctx, stderr, exited, ended, q.pool, q.name, poolBefore)
+		if exited, err := peer.WatchExit(client.FD); err == nil {
+			go s.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.pool, q.name, poolBefore)
 			stderr = -1
 		}
 	}

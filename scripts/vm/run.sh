@@ -81,6 +81,12 @@ cp "$bin" "$stage/job/bin"
 chmod 755 "$stage/job/bin"
 [ -d "$mod/testdata" ] && cp -r "$mod/testdata" "$stage/src/testdata"
 [ -n "$rel" ] && [ -d testdata ] && cp -r testdata "$stage/src/$rel/testdata"
+# The FUSE module setup.sh kept, for the tests that mount a FUSE
+# filesystem (kerneltest.FUSE loads it).
+if [ -s "$lab/kernel/current/fuse.ko" ]; then
+	mkdir -p "$stage/lib/modules"
+	cp "$lab/kernel/current/fuse.ko" "$stage/lib/modules/fuse.ko"
+fi
 for f in ${POOLAGENT_VM_FILES:-}; do
 	case $f in
 	/tmp/*) die "POOLAGENT_VM_FILES: $f is below /tmp, which the guest mounts a tmpfs over" ;;

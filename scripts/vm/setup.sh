@@ -57,7 +57,11 @@ linux-image-6.1.*) ;;
 esac
 
 kdir=$lab/kernel/$image
-if [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/config" ]; then
+# fuse.ko: the FUSE module (Debian builds FUSE as a module), which run.sh
+# puts in the guest at /lib/modules/fuse.ko for the tests that mount a
+# FUSE filesystem (kerneltest.FUSE loads it). A lab made before it was
+# kept gets it on the next run.
+if [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/config" ] || [ ! -s "$kdir/fuse.ko" ]; then
 	say "downloading $image"
 	mkdir -p "$lab/kernel"
 	dl=$(mktemp -d "$lab/kernel/.download.XXXXXX")
@@ -67,10 +71,11 @@ if [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/config" ]; then
 	(cd "$dl" && apt-get download -qq "$image")
 	deb=$(ls "$dl"/*.deb)
 	mkdir -p "$dl/x"
-	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dl/x" --wildcards './boot/vmlinuz-*' './boot/config-*'
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dl/x" --wildcards './boot/vmlinuz-*' './boot/config-*' './lib/modules/*/kernel/fs/fuse/fuse.ko'
 	mkdir -p "$dl/out"
 	cp "$dl"/x/boot/vmlinuz-* "$dl/out/vmlinuz"
 	cp "$dl"/x/boot/config-* "$dl/out/config"
+	cp "$dl"/x/lib/modules/*/kernel/fs/fuse/fuse.ko "$dl/out/fuse.ko"
 	rm -rf "$kdir"
 	mv "$dl/out" "$kdir"
 	rm -rf "$dl"

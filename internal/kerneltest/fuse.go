@@ -1,0 +1,221 @@
+package kerneltest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// fuseModule is where scripts/vm/run.sh puts the VM kernel's FUSE module
+// (setup.sh takes it from the kernel package).
+const fuseModule = "/lib/modules/fuse.ko"
+
+// StuckFS is a FUSE filesystem with one file, File, whose every write is
+// read by the server and never answered: a writer sleeps in the kernel,
+// uninterruptibly, until the filesystem is aborted (at the test's end).
+// Everything else the kernel asks for a write is answered: the lookup,
+// the open (with FOPEN_NOFLUSH, so a close never asks the server), the
+// attributes; what the server does not do is refused with ENOSYS.
+type StuckFS struct {
+	// File is the path of the file.
+	File   string
+	writes atomic.Int64
+}
+
+// Writes returns how many writes the server has read (and not answered).
+func (s *StuckFS) Writes() int64 { return s.writes.Load() }
+
+// MountStuckFS mounts a StuckFS in a temporary directory, loading the
+// FUSE module first where /dev/fuse is missing (the test VM's kernel has
+// FUSE as a module). At the test's end the connection is aborted, which
+// ends every write still waiting with an error, and the mount is
+// detached. Needs root; a missing FUSE fails the test where
+// POOLAGENT_REQUIRE_KERNEL=1 and skips it otherwise.
+func MountStuckFS(t testing.TB) *StuckFS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root to mount a FUSE filesystem")
+	}
+	if err := loadFUSE(); err != nil {
+		skipOrFail(t, err.Error())
+	}
+	dev, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		skipOrFail(t, fmt.Sprintf("open /dev/fuse: %v", err))
+	}
+	dir := t.TempDir()
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", dev)
+	if err := unix.Mount("poolagent-stuck", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(dev)
+		t.Fatalf("mount fuse at %s: %v", dir, err)
+	}
+	s := &StuckFS{File: filepath.Join(dir, "f")}
+	stop, served := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(served)
+		s.serve(dev, stop)
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-served
+		// Closing the server's end aborts the connection: every request
+		// still waiting fails with ECONNABORTED.
+		unix.Close(dev)
+		unix.Unmount(dir, unix.MNT_DETACH)
+	})
+	return s
+}
+
+func skipOrFail(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatalf("%s (%s=1 makes this a failure)", why, EnvRequire)
+	}
+	t.Skip(why)
+}
+
+// loadFUSE loads fuseModule when the kernel has no /dev/fuse.
+func loadFUSE() error {
+	if _, err := os.Stat("/dev/fuse"); err == nil {
+		return nil
+	}
+	mod, err := os.Open(fuseModule)
+	if err != nil {
+		return fmt.Errorf("no /dev/fuse and no module to load: %w", err)
+	}
+	defer mod.Close()
+	if err := unix.FinitModule(int(mod.Fd()), "", 0); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("load %s: %w", fuseModule, err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		// devtmpfs makes the node; without it, make it (misc 10:229).
+		if err := unix.Mknod("/dev/fuse", unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229))); err != nil {
+			return fmt.Errorf("loaded %s, but no /dev/fuse: %w", fuseModule, err)
+		}
+	}
+	return nil
+}
+
+// The FUSE protocol's messages this server reads and writes
+// (include/uapi/linux/fuse.h), little-endian.
+const (
+	fuseLookup    = 1
+	fuseForget    = 2
+	fuseGetattr   = 3
+	fuseOpen      = 14
+	fuseWrite     = 16
+	fuseRelease   = 18
+	fuseInit      = 26
+	fuseInterrupt = 36
+	fuseBatchFrgt = 42
+
+	fuseInHeaderBytes = 40
+	fuseAttrBytes     = 88
+	fopenDirectIO     = 1 << 0
+	fopenNoFlush      = 1 << 5
+	fuseRootID        = 1
+	fuseFileID        = 2
+)
+
+// serve answers requests read from dev (nonblocking) until stop is
+// closed. It polls dev itself, a tenth of a second at a time, as the Go
+// runtime's poller does not take /dev/fuse.
+func (s *StuckFS) serve(dev int, stop <-chan struct{}) {
+	buf := make([]byte, 1<<20)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		unix.Poll([]unix.PollFd{{Fd: int32(dev), Events: unix.POLLIN}}, 100)
+		n, err := unix.Read(dev, buf)
+		if err == unix.EAGAIN || err == unix.ENOENT || err == unix.EINTR {
+			continue // nothing yet, or a request interrupted before it was read
+		}
+		if err != nil || n < fuseInHeaderBytes {
+			return
+		}
+		le := binary.LittleEndian
+		op, unique, node := le.Uint32(buf[4:]), le.Uint64(buf[8:]), le.Uint64(buf[16:])
+		body := buf[fuseInHeaderBytes:n]
+		switch op {
+		case fuseWrite:
+			s.writes.Add(1) // never answered
+		case fuseInterrupt, fuseForget, fuseBatchFrgt:
+			// no answer is expected
+		case fuseInit:
+			out := make([]byte, 64)
+			le.PutUint32(out[0:], 7)      // major
+			le.PutUint32(out[4:], 31)     // minor
+			le.PutUint32(out[8:], 0)      // max_readahead
+			le.PutUint32(out[12:], 0)     // flags
+			le.PutUint16(out[16:], 16)    // max_background
+			le.PutUint16(out[18:], 12)    // congestion_threshold
+			le.PutUint32(out[20:], 65536) // max_write
+			le.PutUint32(out[24:], 1)     // time_gran
+			reply(dev, unique, 0, out)
+		case fuseLookup:
+			if string(trimNUL(body)) != "f" || node != fuseRootID {
+				reply(dev, unique, -int32(unix.ENOENT), nil)
+				continue
+			}
+			out := make([]byte, 40+fuseAttrBytes)
+			le.PutUint64(out[0:], fuseFileID)
+			putAttr(out[40:], fuseFileID)
+			reply(dev, unique, 0, out)
+		case fuseGetattr:
+			out := make([]byte, 16+fuseAttrBytes)
+			putAttr(out[16:], node)
+			reply(dev, unique, 0, out)
+		case fuseOpen:
+			out := make([]byte, 16)
+			le.PutUint32(out[8:], fopenDirectIO|fopenNoFlush)
+			reply(dev, unique, 0, out)
+		case fuseRelease:
+			reply(dev, unique, 0, nil)
+		default:
+			reply(dev, unique, -int32(unix.ENOSYS), nil)
+		}
+	}
+}
+
+// putAttr writes the fuse_attr of node: the root directory, or the file.
+func putAttr(b []byte, node uint64) {
+	le := binary.LittleEndian
+	mode := uint32(unix.S_IFREG | 0o666)
+	if node == fuseRootID {
+		mode = unix.S_IFDIR | 0o755
+	}
+	le.PutUint64(b[0:], node) // ino
+	le.PutUint32(b[60:], mode)
+	le.PutUint32(b[64:], 1)    // nlink
+	le.PutUint32(b[80:], 4096) // blksize
+}
+
+func trimNUL(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// reply writes a fuse_out_header and body; a write the kernel refuses
+// (the request was interrupted meanwhile) is dropped.
+func reply(dev int, unique uint64, errno int32, body []byte) {
+	out := make([]byte, 16+len(body))
+	le := binary.LittleEndian
+	le.PutUint32(out[0:], uint32(len(out)))
+	le.PutUint32(out[4:], uint32(errno))
+	le.PutUint64(out[8:], unique)
+	copy(out[16:], body)
+	unix.Write(dev, out)
+}

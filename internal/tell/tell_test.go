@@ -1,0 +1,159 @@
+package tell
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// otherUID is a uid no account has: the tellers run as it.
+const otherUID = 60002
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
+			t.Fatal("needs root to start tellers as another uid (POOLAGENT_REQUIRE_KERNEL=1 makes this a failure)")
+		}
+		t.Skip("needs root to start tellers as another uid")
+	}
+}
+
+// waitRunning waits until uid has n tellers running.
+func waitRunning(t *testing.T, tl *Tellers, uid uint32, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for tl.Running(uid) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("uid %d has %d tellers running, want %d", uid, tl.Running(uid), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTell: the message arrives on the descriptor, written by a process
+// of the given uid, and the teller is reaped once it exited.
+func TestTell(t *testing.T) {
+	requireRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tl := New()
+	if err := tl.Tell(int(w.Fd()), otherUID, otherUID, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b, err := io.ReadAll(r)
+	if err != nil || string(b) != "hello\n" {
+		t.Fatalf("read %q, %v; want %q", b, err, "hello\n")
+	}
+	waitRunning(t, tl, otherUID, 0)
+}
+
+// TestTellBounded: tellers caught on a full pipe (a write that never
+// returns) are at most PerUID per uid; the next Tell is refused with
+// ErrBusy at once, another uid's is not; each runs as its uid and gid
+// with no supplementary groups, in a session of its own; and once the
+// pipe is read the caught tellers exit and are reaped.
+func TestTellBounded(t *testing.T) {
+	requireRoot(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the pipe: every further blocking write waits for a reader.
+	for {
+		if _, err := unix.Write(p[1], make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	unix.SetNonblock(p[1], false)
+	r := os.NewFile(uintptr(p[0]), "pipe")
+	defer r.Close()
+	wfd := p[1]
+	tl := New()
+	for i := range PerUID {
+		if err := tl.Tell(wfd, otherUID, otherUID, "caught\n"); err != nil {
+			t.Fatalf("teller %d: %v", i, err)
+		}
+	}
+	began := time.Now()
+	if err := tl.Tell(wfd, otherUID, otherUID, "caught\n"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("teller %d of a uid: %v, want ErrBusy", PerUID+1, err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("a refused Tell took %v", took)
+	}
+	if err := tl.Tell(wfd, otherUID+1, otherUID+1, "other\n"); err != nil {
+		t.Fatalf("another uid's teller: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := tl.Running(otherUID); n != PerUID {
+		t.Fatalf("%d tellers of uid %d running on a full pipe, want %d", n, otherUID, PerUID)
+	}
+	if got := tellerCreds(t); len(got) != 2 || got[otherUID] != PerUID || got[otherUID+1] != 1 {
+		t.Errorf("tellers by uid %v, want %d of %d and 1 of %d, each with its gid, no groups, a session of its own", got, PerUID, otherUID, otherUID+1)
+	}
+	unix.Close(wfd)
+	go io.Copy(io.Discard, r)
+	waitRunning(t, tl, otherUID, 0)
+	waitRunning(t, tl, otherUID+1, 0)
+}
+
+// TestTellTooLong: a message over MaxMessageBytes starts no teller.
+func TestTellTooLong(t *testing.T) {
+	tl := New()
+	err := tl.Tell(2, 0, 0, strings.Repeat("x", MaxMessageBytes+1))
+	if err == nil || tl.Running(0) != 0 {
+		t.Fatalf("Tell of %d bytes: %v, want an error and no teller", MaxMessageBytes+1, err)
+	}
+}
+
+// tellerCreds counts this process's children that are tellers by uid,
+// counting only those whose real and effective uid and gid are the uid,
+// with no supplementary groups, each leading a session of its own.
+func tellerCreds(t *testing.T) map[uint32]int {
+	t.Helper()
+	tasks, _ := os.ReadDir("/proc/self/task")
+	byUID := map[uint32]int{}
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, pid := range strings.Fields(string(b)) {
+			cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			if string(cmd) != argv0+"\x00" {
+				continue
+			}
+			st, _ := os.ReadFile("/proc/" + pid + "/status")
+			stat, _ := os.ReadFile("/proc/" + pid + "/stat")
+			var uid, gid [4]uint32
+			var groups string
+			for line := range strings.Lines(string(st)) {
+				k, v, _ := strings.Cut(line, ":")
+				switch k {
+				case "Uid":
+					fmt.Sscan(v, &uid[0], &uid[1], &uid[2], &uid[3])
+				case "Gid":
+					fmt.Sscan(v, &gid[0], &gid[1], &gid[2], &gid[3])
+				case "Groups":
+					groups = strings.TrimSpace(v)
+				}
+			}
+			// stat: pid (comm) state ppid pgrp session ...
+			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			if uid != [4]uint32{uid[0], uid[0], uid[0], uid[0]} || gid != uid || groups != "" || len(f) < 4 || f[3] != pid {
+				t.Logf("teller %s: uid %v gid %v groups %q stat %q", pid, uid, gid, groups, f)
+				continue
+			}
+			byUID[uid[0]]++
+		}
+	}
+	return byUID
+}
