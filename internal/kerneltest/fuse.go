@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -26,7 +27,13 @@ type StuckFS struct {
 	// File is the path of the file.
 	File   string
 	writes atomic.Int64
+	abort  func()
 }
+
+// Abort ends the filesystem's connection now, as the test's end does:
+// every write waiting fails. A test whose daemon may be caught in a write
+// registers it as a cleanup after the daemon's, so that it comes first.
+func (s *StuckFS) Abort() { s.abort() }
 
 // Writes returns how many writes the server has read (and not answered).
 func (s *StuckFS) Writes() int64 { return s.writes.Load() }
@@ -61,7 +68,7 @@ func MountStuckFS(t testing.TB) *StuckFS {
 		defer close(served)
 		s.serve(dev, stop)
 	}()
-	t.Cleanup(func() {
+	s.abort = sync.OnceFunc(func() {
 		close(stop)
 		<-served
 		// Closing the server's end aborts the connection: every request
@@ -69,6 +76,7 @@ func MountStuckFS(t testing.TB) *StuckFS {
 		unix.Close(dev)
 		unix.Unmount(dir, unix.MNT_DETACH)
 	})
+	t.Cleanup(s.abort)
 	return s
 }
 
