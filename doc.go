@@ -69,6 +69,8 @@
 //     an accept loop that survives running out of descriptors, `poolagent
 //     run` handed over to poolagent-run, the build's version, the nearest
 //     name for a mistyped command or flag, or DDL parameter.
+//   - internal/tell: a message written to a descriptor a user handed the
+//     daemon by a process of that user's, never by a daemon thread.
 //   - internal/kerneltest, internal/etcdtest (with its member,
 //     internal/etcdtest/etcd-member), internal/burn: what the tests share:
 //     real-kernel gates and cgroups, real etcd clusters, CPU burners.
