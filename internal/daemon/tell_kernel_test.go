@@ -16,8 +16,8 @@ import (
 	"github.com/poolagent/poolagent/internal/tell"
 )
 
-// msgNotTold is the daemon's record of an OOM kill its client's stderr
-// was not told of.
+// msgNotTold is the daemon's record of a query's end (an OOM kill,
+// refused forks) its client's stderr was not told of.
 const msgNotTold = "query's end not told on the client's stderr"
 
 // TestKernelOOMToldOnStuckFile: 200 in-place queries, each killed at its
