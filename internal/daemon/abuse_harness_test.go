@@ -54,6 +54,11 @@ type daemonSpec struct {
 	// Root, when set, is a real cgroup (a kerneltest root) the daemon
 	// makes its pools and queries in; fake cgroups otherwise.
 	Root string
+	// History is the daemon's history; with HistoryFill, the pools'
+	// history holds that many intervals of MinHistoryInterval (read from
+	// the fake cgroups' stats, each busy) before the daemon serves.
+	History     HistoryConfig
+	HistoryFill int
 	// RootUsers makes every client root (rootIdentity), for a host
 	// without /etc/passwd (the test VM); the system's users otherwise.
 	RootUsers bool
@@ -125,7 +130,7 @@ func daemonMain(spec string) int {
 		os.Setenv("WATCHDOG_USEC", strconv.FormatInt(s.WatchdogUsec, 10))
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits}
+	cfg := Config{Socket: s.Socket, LoadSample: 100 * time.Millisecond, Log: log, Limits: s.Limits, History: s.History}
 	policy := Policy{Model: m, Node: planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}}
 	var users peer.Users = peer.SystemUsers{}
 	if s.RootUsers {
@@ -135,6 +140,12 @@ func daemonMain(spec string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if s.HistoryFill > 0 && srv.history != nil {
+		from := time.Now().Add(-time.Duration(s.HistoryFill) * MinHistoryInterval)
+		for i := range s.HistoryFill {
+			srv.sampleHistory(from.Add(time.Duration(i) * MinHistoryInterval))
+		}
 	}
 	opt := service.Options{Log: log, PredictEvery: s.PredictEvery}
 	if s.Metrics {

@@ -562,3 +562,56 @@ func startTimesFor(t *testing.T, socket string, dur time.Duration) (p50, slowest
 	slices.Sort(took)
 	return took[len(took)/2], took[len(took)-1]
 }
+
+// TestAbuseUnreadHistory: a user asks for a pool's history on 4
+// connections (its view limit) and reads none of the replies, each too
+// large for the socket's buffer. Another user's history request is
+// answered at once: the unread replies hold their own uid's turn only.
+// On the tree before, one history reply was written at a time in the
+// whole daemon, and the other user waited for the write deadline (10 s)
+// of each unread reply ahead.
+func TestAbuseUnreadHistory(t *testing.T) {
+	requireRoot(t)
+	d := startDaemonProc(t, daemonSpec{
+		Pools:       olapPool(1, 10, ""),
+		PoolStats:   true,
+		History:     HistoryConfig{Window: 10 * time.Minute, CPUs: 2},
+		HistoryFill: 5000,
+	})
+	req := protocol.Request{Op: protocol.OpHistory, Pool: "olap"}
+	began := time.Now()
+	r, err := ask(d.socket, req, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := time.Since(began)
+	b, _ := json.Marshal(r)
+	if len(b) < 512<<10 {
+		t.Fatalf("the history reply is %d bytes: too small to outgrow a socket's buffer", len(b))
+	}
+	line, _ := json.Marshal(req)
+	f := startFlood(t, floodSpec{Network: "unix", Addr: d.socket, Conns: 4, Send: string(line) + "\n"}, abuseUID)
+	// The 4 replies are being written once the daemon has refused
+	// nothing and answers: give it a moment to take the 4 requests.
+	time.Sleep(500 * time.Millisecond)
+	var took []time.Duration
+	for range 3 {
+		began := time.Now()
+		if _, err := ask(d.socket, req, 30*time.Second); err != nil {
+			t.Errorf("another user's history beside 4 unread replies: %v", err)
+		}
+		took = append(took, time.Since(began))
+	}
+	t.Logf("history reply of %d KiB; another user's: %v quiet, %v beside 4 unread replies of uid %d", len(b)>>10, quiet, took, abuseUID)
+	for _, d := range took {
+		// The unread replies hold the write deadline, 10 s: an answer
+		// that waited for one takes that long.
+		if d > 5*time.Second {
+			t.Errorf("another user's history took %v beside the unread replies: it waited for them", d)
+		}
+	}
+	if st := f.poll(t); st.Closed != 0 {
+		t.Errorf("flood %+v: the daemon refused a request within the view limit", st)
+	}
+	f.release()
+}

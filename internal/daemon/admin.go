@@ -49,7 +49,7 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
 	case protocol.OpHistory:
 		var release func()
-		reply, release = s.serveHistory(req)
+		reply, release = s.serveHistory(cred.Uid, req)
 		defer release()
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)

@@ -103,13 +103,57 @@ type history struct {
 	// threads reads the threads of a pool and its queries; nil where
 	// they cannot be listed (thread counts are then -1).
 	threads func(pool string) threadRead
-	// replying holds a token while an OpHistory reply is built and
-	// written (serveHistory).
-	replying chan struct{}
+	// replying lets one OpHistory reply per uid be built and written
+	// at a time (serveHistory).
+	replying replyTurns
 }
 
 func newHistory(cfg HistoryConfig) *history {
-	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: make(chan struct{}, 1)}
+	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
+}
+
+// replyTurns gives each uid one turn at a time to build and write a large
+// reply: a reply nobody reads holds its uid's turn until the write
+// deadline, and no other uid's. Its lock is a leaf.
+type replyTurns struct {
+	mu    sync.Mutex
+	turns map[uint32]*replyTurn
+}
+
+// replyTurn is a uid's turn (a token in a channel of one) and how many
+// of its requests hold or wait for it.
+type replyTurn struct {
+	token chan struct{}
+	users int
+}
+
+// take waits up to wait for uid's turn and returns its release; false
+// when the turn did not come.
+func (r *replyTurns) take(uid uint32, wait time.Duration) (release func(), ok bool) {
+	r.mu.Lock()
+	t := r.turns[uid]
+	if t == nil {
+		t = &replyTurn{token: make(chan struct{}, 1)}
+		r.turns[uid] = t
+	}
+	t.users++
+	r.mu.Unlock()
+	leave := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if t.users--; t.users == 0 {
+			delete(r.turns, uid)
+		}
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case t.token <- struct{}{}:
+		return func() { <-t.token; leave() }, true
+	case <-timer.C:
+		leave()
+		return nil, false
+	}
 }
 
 // interval is the interval a pool with limit l is sampled at.
@@ -561,14 +605,16 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 }
 
 // historyReplyWait is how long an OpHistory request waits for the reply
-// being written before it (one at a time) before it is refused.
+// of its uid being written before it (one per uid at a time) before it
+// is refused.
 const historyReplyWait = 10 * time.Second
 
-// serveHistory answers OpHistory: the pool's traces. A reply holds up to
-// advise.MaxSamples intervals (about 11 MB of JSON), so only one is built
-// and written at a time in the daemon; release, which the caller calls
-// once the reply is sent, lets the next one be.
-func (s *Server) serveHistory(req protocol.Request) (reply protocol.AdminReply, release func()) {
+// serveHistory answers OpHistory for uid: the pool's traces. A reply
+// holds up to advise.MaxSamples intervals (about 11 MB of JSON), so only
+// one per uid is built and written at a time; release, which the caller
+// calls once the reply is sent, lets the uid's next one be. Another uid's
+// reply never waits for it.
+func (s *Server) serveHistory(uid uint32, req protocol.Request) (reply protocol.AdminReply, release func()) {
 	refuse := func(code, format string, args ...any) (protocol.AdminReply, func()) {
 		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}, func() {}
 	}
@@ -580,12 +626,10 @@ func (s *Server) serveHistory(req protocol.Request) (reply protocol.AdminReply, 
 	case req.Pool == "":
 		return refuse(protocol.CodeBadRequest, "no pool named (accepted: a pool of poolagent pools; advise --all asks for each in turn)")
 	}
-	select {
-	case s.history.replying <- struct{}{}:
-	case <-time.After(historyReplyWait):
-		return refuse(protocol.CodeLimit, "another history reply has been written for %s; try again (one is written at a time)", historyReplyWait)
+	release, ok := s.history.replying.take(uid, historyReplyWait)
+	if !ok {
+		return refuse(protocol.CodeLimit, "another history reply of uid %d has been written for %s; try again (one per user is written at a time)", uid, historyReplyWait)
 	}
-	release = func() { <-s.history.replying }
 	since := time.Duration(min(req.SinceUsec, int64(MaxHistoryWindow/time.Microsecond))) * time.Microsecond
 	ts, ok := s.history.traces(req.Pool, since, time.Now())
 	if !ok {

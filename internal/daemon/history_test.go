@@ -171,35 +171,44 @@ func TestHistory(t *testing.T) {
 		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
 	}
 
-	reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
 	release()
 	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
 		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
 	}
-	if reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
+	if reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
 		t.Errorf("no pool named: %+v", reply)
 	} else {
 		release()
 	}
-	// One reply at a time: the next is built once the first is sent.
-	first, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+	// One reply per uid at a time: the uid's next is built once the
+	// first is sent; another uid's at once.
+	first, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
 	if first.Type != protocol.ReplyDone {
 		t.Fatalf("history of olap: %+v", first)
 	}
+	if r, done := srv.serveHistory(1001, protocol.Request{Op: protocol.OpHistory, Pool: "olap"}); r.Type != protocol.ReplyDone {
+		t.Errorf("another uid's reply while the first is being written: %+v", r)
+	} else {
+		done()
+	}
 	got := make(chan protocol.AdminReply, 1)
 	go func() {
-		r, done := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+		r, done := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
 		done()
 		got <- r
 	}()
 	select {
 	case r := <-got:
-		t.Fatalf("a second reply while the first is being written: %+v", r)
+		t.Fatalf("a second reply of the uid while the first is being written: %+v", r)
 	case <-time.After(100 * time.Millisecond):
 	}
 	release()
 	if r := <-got; r.Type != protocol.ReplyDone {
 		t.Errorf("the second reply, once the first was sent: %+v", r)
+	}
+	if n := len(srv.history.replying.turns); n != 0 {
+		t.Errorf("%d uids' turns kept after their replies were sent", n)
 	}
 }
 
@@ -457,7 +466,7 @@ func BenchmarkHistoryRSS(b *testing.B) {
 		after := processRSSMiB(b, os.Getpid())
 		b.ReportMetric((after-before)*(1<<20)/100, "rss-bytes/pool-hour")
 		b.ReportMetric(after-before, "rss-MiB/100-pool-hours")
-		reply, release := srv.serveHistory(protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
+		reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
 		release()
 		if reply.Type != protocol.ReplyDone || len(reply.Traces) != 1 {
 			b.Fatalf("history of p0: %+v", reply.Error)
