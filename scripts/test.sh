@@ -213,7 +213,7 @@ if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	# systemd delegated (one boot per package).
 	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"
 	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_TIMING=1 \
-		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" \
+		go test -count=1 -p 1 -v -timeout 10m -exec "$PWD/scripts/vm/systemd/exec.sh" -run "$kernel" -skip "$ownboot" \
 		./internal/daemon ./cgroupfs ./internal/pooltree ./internal/systemd 2>&1 | tee "$logs/delegated" | terse ||
 		failed+=("real-kernel tests under systemd's delegation")
 else
