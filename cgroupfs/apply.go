@@ -22,6 +22,8 @@ type Result struct {
 	// Writes counts the writes made: mkdir, rmdir, file writes and one per
 	// process moved. A second apply of the same desired state makes none.
 	Writes int
+	// Pending are the lowered memory limits held back ([Changes.Pending]).
+	Pending []Pending
 }
 
 // ApplyError reports an apply that stopped at a failed op: what was
@@ -55,7 +57,9 @@ func (t *Tree) Reconcile(d planner.Desired) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return t.Apply(c)
+	res, err := t.Apply(c)
+	res.Pending = c.Pending
+	return res, err
 }
 
 // Apply makes the ops of c in order. On failure it returns an

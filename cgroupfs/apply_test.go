@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -681,4 +682,47 @@ func TestIdleNeedsKernelFile(t *testing.T) {
 	if !slices.Contains(wrote, "cpu.idle=1") || slices.ContainsFunc(wrote, func(s string) bool { return strings.HasPrefix(s, "cpu.shares=") }) {
 		t.Errorf("etl writes %v, want cpu.idle=1 and no cpu.shares", wrote)
 	}
+}
+
+// TestLowerMemoryLimitBelowUsage: a memory limit lowered below what the
+// pool uses is held back, pending, with the usage and both limits; it is
+// written once usage falls below it, or at once when forced.
+func TestLowerMemoryLimitBelowUsage(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		tr := w.tree("poolagent", nil)
+		d := seedDesired()
+		d.Pools[2].Pool.MemoryBytes = 1 << 30
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		mem, limit, usage := w.mounts.Unified, fileMemoryMax, fileMemoryCurrent
+		if !v2 {
+			mem, limit, usage = w.mounts.V1[HierMemory], fileMemLimit, fileMemUsage
+		}
+		olap := filepath.Join(mem, "poolagent/olap")
+		w.must(os.WriteFile(filepath.Join(olap, usage), []byte("629145600\n"), 0o644))
+		d.Pools[2].Pool.MemoryBytes = 512 << 20
+		c, err := tr.Changes(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("pending: usage 629145600 above new limit 536870912 of %s; %s kept at 1073741824 until usage falls below it", filepath.Join(olap, limit), limit)
+		if len(c.Ops) != 0 || len(c.Pending) != 1 || !strings.Contains(c.String(), want) {
+			t.Fatalf("changes:\n%s\nwant no op and %q", c, want)
+		}
+		res, err := tr.Reconcile(d)
+		if err != nil || res.Writes != 0 || len(res.Pending) != 1 || w.read(filepath.Join(olap, limit)) != "1073741824" {
+			t.Fatalf("reconcile below usage: %+v, %v; limit %s", res, err, w.read(filepath.Join(olap, limit)))
+		}
+		tr.Force(true)
+		if c, _ := tr.Changes(d); len(c.Ops) != 1 || len(c.Pending) != 0 {
+			t.Errorf("forced changes:\n%s\nwant the write", c)
+		}
+		tr.Force(false)
+		w.must(os.WriteFile(filepath.Join(olap, usage), []byte("104857600\n"), 0o644))
+		if res, err := tr.Reconcile(d); err != nil || len(res.Pending) != 0 || w.read(filepath.Join(olap, limit)) != "536870912" {
+			t.Errorf("reconcile once usage fell: %+v, %v; limit %s", res, err, w.read(filepath.Join(olap, limit)))
+		}
+	})
 }

@@ -22,7 +22,8 @@ func (t *Tree) Changes(d planner.Desired) (Changes, error) {
 	if err != nil {
 		return Changes{}, err
 	}
-	return Changes{Ops: diff(cur, d)}, nil
+	ops, pending := diffPending(cur, d)
+	return Changes{Ops: ops, Pending: pending}, nil
 }
 
 // diff is the ordered list of ops that turns cur into d. It reads
@@ -34,6 +35,13 @@ func (t *Tree) Changes(d planner.Desired) (Changes, error) {
 // children; dropped pools' processes moved into default; dropped pools
 // removed, children first.
 func diff(cur *current, d planner.Desired) []Op {
+	ops, _ := diffPending(cur, d)
+	return ops
+}
+
+// diffPending is diff, and the lowered memory limits it left out because
+// their cgroups use more (memoryValues).
+func diffPending(cur *current, d planner.Desired) ([]Op, []Pending) {
 	b := newBuilder(cur)
 	for _, h := range cur.hiers {
 		if !cur.rootIn[h] {
@@ -90,7 +98,7 @@ func diff(cur *current, d planner.Desired) []Op {
 	for _, top := range dropped {
 		b.rmdirTree(top)
 	}
-	return b.ops
+	return b.ops, b.pending
 }
 
 // targets are the cgroups the change keeps, with their wanted values: the
@@ -156,6 +164,8 @@ type builder struct {
 	cur *current
 	ops []Op
 	bw  map[string]cpulimit.Limit // path -> bandwidth after the ops so far
+	// pending are the lowered memory limits held back.
+	pending []Pending
 }
 
 func newBuilder(cur *current) *builder {

@@ -6,6 +6,7 @@ package cgroupfs
 import (
 	"errors"
 	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 
@@ -95,15 +96,22 @@ func readMemoryHigh(f FS, cg string, v2 bool, dir string) (int64, error) {
 // keeps them (in pages): the hard one, v2 memory.max ("max" for none), v1
 // memory.limit_in_bytes (-1 for none); the soft one, v2 memory.high, v1
 // memory.soft_limit_in_bytes, alike. The kernel keeps no order between
-// the two.
+// the two. A hard limit lowered below what the cgroup uses is not
+// written but held back (Pending), unless the tree forces it: written,
+// the kernel would reclaim at once and OOM-kill what it cannot.
 func (b *builder) memoryValues(tg target) {
 	w, c := tg.want, tg.cur
 	h, hard, soft := HierUnified, fileMemoryMax, fileMemoryHigh
 	if !b.cur.v2 {
 		h, hard, soft = HierMemory, fileMemLimit, fileMemSoftLimit
 	}
-	if pageDown(w.memBytes, b.cur.pageSize) != pageDown(c.memBytes, b.cur.pageSize) {
-		b.add(h, tg.path, OpWrite, hard, memoryValue(w.memBytes, b.cur.v2))
+	if limit := pageDown(w.memBytes, b.cur.pageSize); limit != pageDown(c.memBytes, b.cur.pageSize) {
+		used, known := b.cur.usage[tg.path]
+		if known && !b.cur.force && limit >= 0 && (c.memBytes < 0 || limit < c.memBytes) && used > limit {
+			b.pending = append(b.pending, Pending{Dir: path.Join(b.cur.roots[h], tg.path), File: hard, UsageBytes: used, LimitBytes: limit, KeptBytes: c.memBytes})
+		} else {
+			b.add(h, tg.path, OpWrite, hard, memoryValue(w.memBytes, b.cur.v2))
+		}
 	}
 	high := func(v int64) int64 { // none is 0 here, -1 to the kernel's files
 		if v <= 0 {
@@ -123,6 +131,21 @@ func memoryValue(v int64, v2 bool) string {
 		return "max"
 	}
 	return strconv.FormatInt(v, 10)
+}
+
+// readMemoryUsage reads cgroup cg's memory in use beneath f: v2
+// memory.current, v1 memory.usage_in_bytes; ok is false where the file
+// is missing.
+func readMemoryUsage(f FS, cg string, v2 bool, dir string) (used int64, ok bool, err error) {
+	file := fileMemUsage
+	if v2 {
+		file = fileMemoryCurrent
+	}
+	v, err := readValue(f, cg, file, dir, func(s string) (uint64, error) { return observe.ParseBytes([]byte(s)) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	return int64(min(v, 1<<62)), err == nil, err
 }
 
 // usesMemory reports whether any cgroup in d sets a memory limit (-1,

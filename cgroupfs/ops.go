@@ -73,9 +73,37 @@ func (o Op) String() string {
 }
 
 // Changes is the ordered list of ops that turns the current tree into the
-// desired one.
+// desired one, and the lowered memory limits left out of it (Pending).
 type Changes struct {
 	Ops []Op
+	// Pending are the memory limits the change would lower below what
+	// their cgroups use: not written (the kernel would reclaim at once
+	// and OOM-kill what it cannot), kept at their old value until usage
+	// allows, or the tree is told to force them ([Tree.Force]).
+	Pending []Pending
+}
+
+// Pending is a lowered memory limit held back: the cgroup uses more than
+// the new limit.
+type Pending struct {
+	// Dir is the cgroup's directory, File its limit file (memory.max,
+	// v1 memory.limit_in_bytes).
+	Dir, File string
+	// UsageBytes is what the cgroup used when the change was worked out
+	// (memory.current, v1 memory.usage_in_bytes), LimitBytes the new
+	// limit and KeptBytes the limit kept meanwhile (-1: none).
+	UsageBytes, LimitBytes, KeptBytes int64
+}
+
+// String is the pending line of plan and apply: "pending: usage X above
+// new limit Y ...".
+func (p Pending) String() string {
+	kept := strconv.FormatInt(p.KeptBytes, 10)
+	if p.KeptBytes < 0 {
+		kept = "max"
+	}
+	return fmt.Sprintf("pending: usage %d above new limit %d of %s; %s kept at %s until usage falls below it", p.UsageBytes, p.LimitBytes,
+		filepath.Join(p.Dir, p.File), p.File, kept)
 }
 
 // Writes is how many writes the changes make: one per mkdir, rmdir and file
@@ -92,11 +120,15 @@ func (c Changes) Writes() int {
 	return n
 }
 
-// String lists the ops, one per line.
+// String lists the ops, one per line, then the pending limits.
 func (c Changes) String() string {
 	var b strings.Builder
 	for _, o := range c.Ops {
 		b.WriteString(o.String())
+		b.WriteByte('\n')
+	}
+	for _, p := range c.Pending {
+		b.WriteString(p.String())
 		b.WriteByte('\n')
 	}
 	return b.String()

@@ -38,6 +38,11 @@ type current struct {
 	// cgroups directly below them, by path; a cgroup without an entry is
 	// new and has the kernel's defaults.
 	values map[string]settings
+	// usage is the memory those cgroups use, by path, where the memory
+	// controller is there: a lowered memory limit is checked against it.
+	usage map[string]int64
+	// force writes a lowered memory limit even below usage (Tree.Force).
+	force bool
 	// enabled is, on v2, the controllers in the cgroup.subtree_control
 	// of the root (".") and of each existing pool.
 	enabled map[string][]string
@@ -66,7 +71,7 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 	if err := t.checkIdle(d); err != nil {
 		return nil, err
 	}
-	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep,
+	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, usage: map[string]int64{}, force: t.force,
 		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
@@ -92,6 +97,19 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
 		cur.values[p] = s
+		if h := t.memHier(hiers); h != "" {
+			f, err := t.fs(h)
+			if err != nil {
+				return nil, err
+			}
+			used, ok, err := readMemoryUsage(f, p, t.v2, t.roots[h])
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			if ok {
+				cur.usage[p] = used
+			}
+		}
 	}
 	if t.v2 {
 		cgs := []string{}

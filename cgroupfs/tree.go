@@ -48,7 +48,15 @@ type Tree struct {
 	// keep are the query cgroups (pool/query) a change leaves in place
 	// even when empty (Keep).
 	keep map[string]bool
+	// force writes lowered memory limits even below usage (Force).
+	force bool
 }
+
+// Force makes the changes write a lowered memory limit even where the
+// cgroup uses more than it (the kernel then reclaims at once, and
+// OOM-kills what it cannot reclaim); without it such a limit is held back
+// as [Changes.Pending] until usage allows.
+func (t *Tree) Force(force bool) { t.force = force }
 
 // Keep names the query cgroups, as pool/query paths, that [Tree.Changes]
 // leaves in place even when they hold no process: those whose owner is

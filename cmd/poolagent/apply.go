@@ -24,11 +24,15 @@ func applyCommand() *cli.Command {
 			"is no longer in the file has its processes moved into default before its cgroup is\n" +
 			"removed. Empty query cgroups are removed. A second apply of the same file writes\n" +
 			"nothing. The pool root belongs to poolagent: every cgroup directly below it that is not\n" +
-			"a pool in the file is treated as a dropped pool. See docs/cgroups.md.",
+			"a pool in the file is treated as a dropped pool. A memory limit lowered below what its\n" +
+			"cgroup uses is not written: it is shown as \"pending: usage X above new limit Y\" and\n" +
+			"the old limit is kept (the kernel would OOM-kill at once), until an apply finds usage\n" +
+			"below it, or --force writes it anyway. See docs/cgroups.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pools", Aliases: []string{"p"}, Usage: "pool `FILE` (YDB DDL)", Required: true},
 			&cli.StringFlag{Name: "root", Usage: "pool root `DIR` (default: poolagent below the cpu controller's mount: /sys/fs/cgroup/poolagent on cgroup v2, /sys/fs/cgroup/cpu/poolagent on v1)"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print the writes in the order they would be made, and make none"},
+			&cli.BoolFlag{Name: "force", Usage: "write a lowered memory limit even below what its cgroup uses (the kernel reclaims at once and OOM-kills what it cannot)"},
 			&cli.Float64Flag{Name: "cpus", Usage: "node vCPUs, fractional allowed; a pool's CPUS may then name CPUs 0..N-1, N rounded up (default: read from the host, with its online CPUs)"},
 			memoryFlag(),
 			&cli.DurationFlag{Name: "period", Value: cpulimit.DefaultPeriodUsec * time.Microsecond, Usage: "CPU bandwidth period for pools without CPU_PERIOD_USEC, 1ms..1s"},
@@ -67,6 +71,7 @@ func runApply(c *cli.Context) error {
 		}
 		defer release()
 	}
+	tree.Force(c.Bool("force"))
 	changes, err := tree.Changes(d)
 	if errors.Is(err, cgroupfs.ErrInvalid) {
 		return fmt.Errorf("%s: %w; nothing written", c.String("pools"), err)
@@ -86,6 +91,9 @@ func runApply(c *cli.Context) error {
 	}
 	for _, op := range res.Done {
 		fmt.Fprintln(w, op)
+	}
+	for _, p := range changes.Pending {
+		fmt.Fprintln(w, p)
 	}
 	fmt.Fprintf(w, "applied %s under %s: %d %s\n", c.String("pools"), root, res.Writes, plural(res.Writes, "write", "writes"))
 	return nil

@@ -315,6 +315,8 @@ func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
 func (f *fakeCgroups) PoolPids(string) (*observe.Pids, error)     { return nil, nil }
 
+func (f *fakeCgroups) Pending() []string { return nil }
+
 // KillQuery ends the query as its processes' exit would.
 func (f *fakeCgroups) KillQuery(pool, query string) error {
 	f.mu.Lock()

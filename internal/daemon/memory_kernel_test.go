@@ -13,6 +13,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // Real-kernel tests of memory: only in the cgroup v2 VM, never in the
@@ -242,4 +243,49 @@ func TestKernelMemoryHigh(t *testing.T) {
 		t.Errorf("status %d, stats %+v: want 0, no OOM kill and memory.high events", status(st), s)
 	}
 	waitFor(t, "the query to end", func() bool { return d.pool(t, "olap").Running == 0 && left() == 0 })
+}
+
+// TestKernelLowerLimitBelowUsage: a pool's memory limit lowered below
+// what its running query uses is not written: no OOM kill, the old limit
+// kept, the pending state reported; once the query is gone and usage
+// has fallen, the reconcile writes the new limit.
+func TestKernelLowerLimitBelowUsage(t *testing.T) {
+	// 50% of the test node's 1 GiB, then 5%: 51.2 MiB, under the
+	// query's 100 MiB.
+	d, cg := kernelDaemon(t, memoryNeed, Config{Reconcile: 50 * time.Millisecond}, olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=50"), rootIdentity)
+	c := memoryRun(t, d.socket, "100,10m", "")
+	poolMemory := func() *observe.Memory {
+		m, err := cg.PoolMemory("olap")
+		if err != nil || m == nil {
+			t.Fatalf("pool olap's memory: %v, %v", m, err)
+		}
+		return m
+	}
+	for deadline := time.Now().Add(2 * time.Minute); poolMemory().CurrentBytes < 100<<20; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the query did not reach 100 MiB: %d bytes", poolMemory().CurrentBytes)
+		}
+	}
+	d.srv.SetPolicy(policyOf(t, olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=5")))
+	waitFor(t, "the lowered limit to be pending", func() bool { return len(cg.Pending()) == 1 })
+	p := cg.Pending()[0]
+	if !strings.HasPrefix(p, "pending: usage ") || !strings.Contains(p, " above new limit 53686272 of ") {
+		t.Errorf("pending %q, want the usage above the new limit 53686272 (51.2 MiB in pages)", p)
+	}
+	if m := poolMemory(); m.LimitBytes != 512<<20 || m.Events.OOMKill != 0 || d.pool(t, "olap").Running != 1 {
+		t.Fatalf("while pending: limit %d, OOM kills %d, running %d; want the old limit 512 MiB, no kill, the query running", m.LimitBytes, m.Events.OOMKill, d.pool(t, "olap").Running)
+	}
+	t.Logf("%s", p)
+	qs, err := cg.Queries()
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queries %v, %v", qs, err)
+	}
+	if err := cg.KillQuery(qs[0][0], qs[0][1]); err != nil {
+		t.Fatal(err)
+	}
+	c.wait()
+	waitFor(t, "the new limit to be written", func() bool { return poolMemory().LimitBytes == 53686272 && len(cg.Pending()) == 0 })
+	if m := poolMemory(); m.Events.OOMKill != 0 {
+		t.Errorf("OOM kills %d, want none", m.Events.OOMKill)
+	}
 }

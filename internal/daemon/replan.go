@@ -39,6 +39,8 @@ type replanner struct {
 	// of the pool cgroups, for demand.
 	lastPoolStats   map[string]observe.CPUStat
 	lastPoolStatsAt time.Time
+	// pending are the memory limits the last apply held back (logPending).
+	pending []string
 }
 
 func newReplanner(cg Cgroups, log *slog.Logger, reg *registry, policy func() Policy) *replanner {
@@ -115,6 +117,7 @@ func (rp *replanner) plan() error {
 			return err
 		}
 		rp.log.Info("pools applied", "active", active, "pools", len(d.Pools))
+		rp.logPending()
 	}
 	rp.current.Store(&d)
 	rp.planned = in
@@ -138,10 +141,30 @@ func (rp *replanner) reconcile() error {
 		rp.repairs.Add(uint64(writes))
 		rp.log.Warn("pool tree had drifted from the plan; repaired", "writes", writes)
 	}
+	rp.logPending()
 	if err != nil {
 		return fmt.Errorf("reconcile the pool tree with the plan: %w", err)
 	}
 	return nil
+}
+
+// logPending logs the memory limits held back because their cgroups use
+// more, when they differ from those the last apply held back: a new one
+// as a warning, and that none is left once usage allowed the last.
+func (rp *replanner) logPending() {
+	now := rp.cg.Pending()
+	if slices.Equal(now, rp.pending) {
+		return
+	}
+	for _, p := range now {
+		if !slices.Contains(rp.pending, p) {
+			rp.log.Warn("memory limit not lowered: its cgroup uses more; it is written once usage allows", "pending", p)
+		}
+	}
+	if len(now) == 0 {
+		rp.log.Info("pending memory limits written: usage allowed them")
+	}
+	rp.pending = now
 }
 
 // reconcileLoop reconciles every interval until ctx ends.

@@ -70,6 +70,9 @@ type Cgroups interface {
 	RemoveQuery(pool, query string) error
 	// KillQuery kills every process in the query cgroup at once.
 	KillQuery(pool, query string) error
+	// Pending are the lowered memory limits the last Apply or Repair
+	// held back, their cgroups using more, as "pending: ..." lines.
+	Pending() []string
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
 	Queries() ([][2]string, error)
 	// PoolStats reads the counters of the named pools' cgroups: CPU

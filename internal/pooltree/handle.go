@@ -34,6 +34,8 @@ type Handle struct {
 	// and not removed through it yet: their owner reads and removes them,
 	// so Apply and Repair leave them even when empty.
 	owned map[string]bool
+	// pending are the memory limits the last reconcile held back.
+	pending []cgroupfs.Pending
 }
 
 // Root is the pool root to use: given when not "", else the default
@@ -101,10 +103,7 @@ func (h *Handle) Writer() *cgroupfs.Tree { return h.writer }
 // Apply makes the pool cgroups match d, writing only what differs
 // ([cgroupfs.Tree.Reconcile]).
 func (h *Handle) Apply(d planner.Desired) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.writer.Keep(h.owned)
-	_, err := h.writer.Reconcile(d)
+	_, err := h.Repair(d)
 	return err
 }
 
@@ -114,7 +113,21 @@ func (h *Handle) Repair(d planner.Desired) (int, error) {
 	defer h.mu.Unlock()
 	h.writer.Keep(h.owned)
 	res, err := h.writer.Reconcile(d)
+	h.pending = res.Pending
 	return res.Writes, err
+}
+
+// Pending are the lowered memory limits the last Apply or Repair held
+// back, their cgroups using more ([cgroupfs.Changes.Pending]), as lines
+// "pending: usage X above new limit Y ...".
+func (h *Handle) Pending() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, len(h.pending))
+	for i, p := range h.pending {
+		out[i] = p.String()
+	}
+	return out
 }
 
 // PoolStats reads the counters of the named pools' cgroups
