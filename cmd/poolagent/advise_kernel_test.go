@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,7 +29,9 @@ const (
 // advise` prints a change, the change is applied with `poolagent apply`,
 // the same workload runs again, and its measured share of throttled
 // periods is within the budget. `advise --verify` then replays the first
-// recording under the advice and reports the budget met.
+// recording under the advice and reports the budget met. Both are timing:
+// a miss while the machine was starved (kerneltest.Root.Retry) is run again,
+// up to three times, and said so.
 func TestKernelAdvise(t *testing.T) {
 	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 	h := kerneltest.Require(t, need)
@@ -70,18 +73,26 @@ func TestKernelAdvise(t *testing.T) {
 	poolFile += alter + "\n"
 	apply()
 
-	after := runBursts(t, root, filepath.Join(dir, "after.json"))
-	if r := ratio(after); r > budget {
-		t.Errorf("after %s the workload was throttled in %.0f%% of periods, over the budget of %.0f%%", alter, r*100, budget*100)
-	}
-	t.Logf("throttled periods: %.0f%% before, %.0f%% after %s", ratio(before)*100, ratio(after)*100, alter)
+	// The workload's throttling and --verify's are timing: judged only
+	// while the machine gives the test its CPU (kerneltest.Root.Retry).
+	root.Retry(t, 3, func(n int) string {
+		after := runBursts(t, root, filepath.Join(dir, fmt.Sprintf("after-%d.json", n)))
+		if r := ratio(after); r > budget {
+			return fmt.Sprintf("after %s the workload was throttled in %.0f%% of periods, over the budget of %.0f%%", alter, r*100, budget*100)
+		}
+		t.Logf("throttled periods: %.0f%% before, %.0f%% after %s", ratio(before)*100, ratio(after)*100, alter)
+		return ""
+	})
 
 	t.Setenv(envAsMain, "1") // the workers --verify starts are this binary as poolagent
-	out, stderr, err = runApp(t, "advise", "--trace", filepath.Join(dir, "before.json"), "--max-throttled-periods", "10%", "--verify", "--quiet")
-	if err != nil || !strings.Contains(out, "budget at most 10% of periods throttled: met") {
-		t.Errorf("advise --verify: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("advise --verify:\n%s", out[strings.Index(out, "\nverify:")+1:])
+	root.Retry(t, 3, func(int) string {
+		out, stderr, err := runApp(t, "advise", "--trace", filepath.Join(dir, "before.json"), "--max-throttled-periods", "10%", "--verify", "--quiet")
+		if err != nil || !strings.Contains(out, "budget at most 10% of periods throttled: met") {
+			return fmt.Sprintf("advise --verify: %v\n%s\n%s", err, out, stderr)
+		}
+		t.Logf("advise --verify:\n%s", out[strings.Index(out, "\nverify:")+1:])
+		return ""
+	})
 }
 
 // runBursts runs the workload in pool app below root while `poolagent

@@ -1,7 +1,8 @@
 // Package kerneltest gates and supports tests that need a real kernel's
 // cgroups: it decides whether a test can run here (root, cgroup mode,
 // controllers), creates a uniquely named cgroup subtree per test and removes
-// it afterwards, and starts CPU-burning child processes.
+// it afterwards, starts CPU-burning child processes, and tells a wrong
+// timing result from a machine too busy to judge one (Retry).
 //
 // Two environment variables steer the gate, and a third where the tests'
 // cgroups go:
