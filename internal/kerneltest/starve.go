@@ -171,10 +171,11 @@ func retry(t TB, attempts int, gauge func() func() Share, attempt func(n int) st
 		why := attempt(n)
 		share := stop()
 		switch {
+		case why == "" && n > 1:
+			t.Logf("attempt %d of %d: right, the machine gave %s (the earlier ones were starved)", n, attempts, share)
+			return
 		case why == "":
-			if n > 1 {
-				t.Logf("attempt %d of %d: right, the machine gave %s (the earlier ones were starved)", n, attempts, share)
-			}
+			t.Logf("right at the first attempt; the machine gave %s", share)
 			return
 		case share >= StarvedBelow:
 			t.Errorf("%s (attempt %d of %d, the machine gave %s: a wrong result, not a busy machine)", why, n, attempts, share)

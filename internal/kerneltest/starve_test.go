@@ -30,7 +30,7 @@ func TestRetry(t *testing.T) {
 		errs     []string // substrings of the one error, none when nil
 		logs     int
 	}{
-		{"right at once", []Share{0.3}, []string{""}, 1, nil, 0},
+		{"right at once", []Share{0.3}, []string{""}, 1, nil, 1},
 		{"wrong on a machine that gave the CPU", []Share{0.95}, []string{"5 of 28 periods throttled"}, 1,
 			[]string{"5 of 28 periods throttled (attempt 1 of 3, the machine gave 95% of a CPU: a wrong result, not a busy machine)"}, 0},
 		{"starved, then right", []Share{0.4, 0.9}, []string{"5 of 28 periods throttled", ""}, 2, nil, 2},
