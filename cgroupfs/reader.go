@@ -283,11 +283,25 @@ func (r *Reader) CPULimit(group string) (cpulimit.Limit, error) {
 // truncated reports that more were there. A cgroup removed while it is
 // read (a query that ended) is left out.
 func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, err error) {
+	return r.list(group, threadList(r.v2), "threads", limit)
+}
+
+// Procs lists the processes in group and every cgroup below it, at most
+// limit of them: cgroup.procs, one process ID per line, v1 and v2 alike.
+// truncated reports that more were there. A cgroup removed while it is
+// read is left out.
+func (r *Reader) Procs(group string, limit int) (pids []int, truncated bool, err error) {
+	return r.list(group, fileProcs, "processes", limit)
+}
+
+// list reads the IDs in file of group and of every cgroup below it, at
+// most limit of them, in the cpu controller's hierarchy; what names them
+// in its error.
+func (r *Reader) list(group, file, what string, limit int) (ids []int, truncated bool, err error) {
 	f, err := r.fs(r.cpuHier())
 	if err != nil {
 		return nil, false, err
 	}
-	file := threadList(r.v2)
 	var walk func(dir string) error
 	walk = func(dir string) error {
 		b, err := f.ReadFile(path.Join(dir, file))
@@ -297,16 +311,16 @@ func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, e
 		if err != nil {
 			return err
 		}
-		ids, err := parseProcs(b)
+		found, err := parseProcs(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path.Join(r.Root(), dir, file), err)
 		}
-		for _, tid := range ids {
-			if len(tids) == limit {
+		for _, id := range found {
+			if len(ids) == limit {
 				truncated = true
 				return nil
 			}
-			tids = append(tids, tid)
+			ids = append(ids, id)
 		}
 		subs, err := f.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
@@ -324,7 +338,7 @@ func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, e
 		return nil
 	}
 	if err := walk(group); err != nil {
-		return nil, false, fmt.Errorf("list threads below %s: %w", path.Join(r.Root(), group), err)
+		return nil, false, fmt.Errorf("list %s below %s: %w", what, path.Join(r.Root(), group), err)
 	}
-	return tids, truncated, nil
+	return ids, truncated, nil
 }

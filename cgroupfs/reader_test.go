@@ -2,9 +2,12 @@ package cgroupfs
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,6 +264,37 @@ func TestReaderThreads(t *testing.T) {
 	write("q3/cgroup.threads", "x\n")
 	if _, _, err := r.Threads(".", 10); err == nil || !strings.Contains(err.Error(), `q3/cgroup.threads: "x" is not a PID`) {
 		t.Fatalf("a file with a non-number: %v", err)
+	}
+}
+
+func TestReaderProcs(t *testing.T) {
+	root := t.TempDir()
+	for rel, text := range map[string]string{
+		"p/q1/cgroup.procs":        "10\n",
+		"p/q1/cgroup.threads":      "10\n11\n",
+		"p/q1/leaf/cgroup.procs":   "12\n",
+		"p/q2/cgroup.procs":        "20\n",
+		"p/cgroup.procs":           "",
+		"p/q1/leaf/cgroup.threads": "12\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader(true, root, "", "", nil)
+	defer r.Close()
+	pids, truncated, err := r.Procs("p/q1", 10)
+	if err != nil || truncated || !slices.Equal(pids, []int{10, 12}) {
+		t.Fatalf("the query and the cgroup below it: %v %v %v, want [10 12]", pids, truncated, err)
+	}
+	if pids, truncated, err = r.Procs("p/q1", 1); err != nil || !truncated || !slices.Equal(pids, []int{10}) {
+		t.Fatalf("limited to 1: %v %v %v", pids, truncated, err)
+	}
+	if _, _, err := r.Procs("p/gone", 10); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a query cgroup that is not there: %v, want ErrNotExist", err)
 	}
 }
 

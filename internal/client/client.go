@@ -51,6 +51,14 @@ type RunOptions struct {
 	// terminal's foreground process group, since the terminal sent those
 	// to the command as well.
 	Signals <-chan os.Signal
+	// Unit says the client is a systemd service's process (InService):
+	// the query is bound to the client (the daemon kills its processes if
+	// the client dies first), a signal caught while it runs goes to every
+	// process of the query, and so does SIGTERM once the command has
+	// exited, to what it left behind, as systemd ends a unit's processes
+	// when its main process exits. A line on Stderr says which cgroup the
+	// query runs in.
+	Unit bool
 }
 
 // Result is what a run ends with.
@@ -60,9 +68,12 @@ type Result struct {
 	ExitCode int
 	// Ran says the command was started: ExitCode is its status even when
 	// Run also returns an error (the daemon failed at the query's end).
-	Ran   bool
-	Pool  string
-	Query string
+	Ran bool
+	// Signal is the signal that ended the command, or the wait in the
+	// queue; 0 when the command exited.
+	Signal syscall.Signal
+	Pool   string
+	Query  string
 	// Stats are the query's statistics; nil when the daemon went away
 	// before the query ended.
 	Stats *protocol.Stats
@@ -105,7 +116,7 @@ func ask(opts RunOptions, op string) (*client, error) {
 	}
 	c := &client{opts: opts, conn: conn, enc: json.NewEncoder(conn), replies: make(chan protocol.Reply, 4)}
 	go c.read(json.NewDecoder(conn))
-	if err := c.enc.Encode(protocol.Request{Op: op, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}); err != nil {
+	if err := c.enc.Encode(protocol.Request{Op: op, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil, Bound: opts.Unit}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send request: %w", err)
 	}
@@ -222,7 +233,7 @@ func (c *client) wait() (protocol.Reply, Result, error) {
 		case sig := <-c.opts.Signals:
 			c.clearProgress(queued)
 			c.conn.Close()
-			return protocol.Reply{}, Result{ExitCode: 128 + signalNumber(sig), Pool: queued.Pool},
+			return protocol.Reply{}, Result{ExitCode: 128 + signalNumber(sig), Signal: asSignal(sig), Pool: queued.Pool},
 				fmt.Errorf("%w of pool %s after %s: %v", ErrLeftQueue, queued.Pool,
 					time.Since(arrived).Round(100*time.Millisecond), sig)
 		}
@@ -296,6 +307,9 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 	}
 	releaseW.Close()
 	res.Ran = true
+	if c.opts.Unit {
+		c.tellWhere(cmd.Process.Pid, admitted)
+	}
 
 	exited := make(chan struct{})
 	go func() {
@@ -309,12 +323,20 @@ func (c *client) execute(admitted protocol.Reply) (Result, error) {
 			if foreground && (sig == syscall.SIGINT || sig == syscall.SIGQUIT) {
 				continue
 			}
-			cmd.Process.Signal(sig)
+			if !c.opts.Unit || c.enc.Encode(protocol.Request{Op: protocol.OpSignal, Signal: signalNumber(sig)}) != nil {
+				cmd.Process.Signal(sig)
+			}
 		case <-exited:
 			running = false
 		}
 	}
 	res.ExitCode = exitCode(cmd.ProcessState)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal()
+	}
+	if c.opts.Unit {
+		c.enc.Encode(protocol.Request{Op: protocol.OpSignal, Signal: int(syscall.SIGTERM)})
+	}
 	c.enc.Encode(protocol.Request{Op: protocol.OpExited})
 	for r := range c.replies {
 		switch r.Type {
@@ -403,6 +425,12 @@ func signalNumber(sig os.Signal) int {
 		return int(s)
 	}
 	return 1
+}
+
+// asSignal is sig as a syscall.Signal, 0 when it is none.
+func asSignal(sig os.Signal) syscall.Signal {
+	s, _ := sig.(syscall.Signal)
+	return s
 }
 
 // inTerminalForeground reports whether this process's group is the

@@ -55,6 +55,12 @@ const (
 		"error says so and names the limit (in place, the daemon writes it there when the query\n" +
 		"ends). See docs/admission.md.\n" +
 		"\n" +
+		"In a systemd service (INVOCATION_ID set and the client in a cgroup ending in .service) the\n" +
+		"client runs as with --stats, printing no statistics, so the unit stays whole: it remains\n" +
+		"the unit's main process, the daemon passes the signals systemd sends it to every process\n" +
+		"of the query and kills them if the client is killed, and the client ends by the signal\n" +
+		"that ended CMD. See docs/operate.md, \"Services and timers in a pool\".\n" +
+		"\n" +
 		"Options:\n" +
 		"   --pool NAME, -p NAME  run in pool NAME (default: classify)\n" +
 		"   --stats FORMAT        after CMD, print the query's statistics to stderr as FORMAT text or json\n" +
@@ -132,7 +138,8 @@ func RunCommand(name string, args []string, stdin, stdout, stderr *os.File) int 
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
-	if a.stats == "" {
+	opts.Unit = inService()
+	if a.stats == "" && !opts.Unit {
 		return execInPlace(path, opts)
 	}
 	return runWithStats(opts, a.stats)
@@ -206,9 +213,11 @@ func execInPlace(path string, opts RunOptions) int {
 	return res.ExitCode
 }
 
-// runWithStats runs the query with --stats: the client stays the
-// command's parent, passes signals on, and prints the query's statistics
-// as format after it. It returns the exit status.
+// runWithStats runs the query with --stats, or in a service: the client
+// stays the command's parent, passes signals on, and prints the query's
+// statistics as format after it (none when format is empty). It returns
+// the exit status; in a service (opts.Unit) it ends by the signal that
+// ended the command, or its wait in the queue, instead.
 func runWithStats(opts RunOptions, format string) int {
 	prog, stderr := opts.Name, opts.Stderr
 	sigs := make(chan os.Signal, 4)
@@ -216,6 +225,9 @@ func runWithStats(opts RunOptions, format string) int {
 	defer signal.Stop(sigs)
 	opts.Signals = sigs
 	res, err := Run(opts)
+	if opts.Unit {
+		defer exitBy(res.Signal)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", prog, describe(err))
 		if res.Ran || errors.Is(err, ErrLeftQueue) {
@@ -229,11 +241,15 @@ func runWithStats(opts RunOptions, format string) int {
 	if res.Stats != nil && res.Stats.Fork != nil {
 		fmt.Fprintln(stderr, res.Stats.Fork.Message("poolagent", res.Query, res.Pool))
 	}
-	if res.Stats == nil {
+	switch {
+	case format == "":
+	case res.Stats == nil:
 		fmt.Fprintf(stderr, "%s: no statistics: the daemon went away while the query ran\n", prog)
-	} else if err := WriteStats(stderr, *res.Stats, format); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return ExitRefused
+	default:
+		if err := WriteStats(stderr, *res.Stats, format); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			return ExitRefused
+		}
 	}
 	return res.ExitCode
 }

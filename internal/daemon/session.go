@@ -25,6 +25,8 @@ type session struct {
 	// when the client hangs up.
 	msgs chan protocol.Request
 	done chan struct{}
+	// bound: the query ends with the client (protocol.Request.Bound).
+	bound bool
 }
 
 // send writes r within Limits.Write. A reply the client does not read in
@@ -181,6 +183,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
 		return
 	}
+	se.bound = req.Bound
 	admitted.Type = protocol.ReplyAdmitted
 	se.send(admitted)
 	r, ok := se.awaitStart(ctx, q)
@@ -402,10 +405,12 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 
 // finish holds q until its cgroup is empty, then reads its accounting,
 // removes the cgroup and releases q. The client's OpExited makes it look
-// at once; the client hanging up does not end the query while processes
-// remain in its cgroup. When the daemon stops first, q is kept: it runs
-// on, and the next daemon adopts it. poolBefore is the pool's memory as
-// the query started; its tasks are read here, as the query starts too.
+// at once, its OpSignal signals the query's processes; the client hanging
+// up does not end the query while processes remain in its cgroup, unless
+// the query is bound to it (then they are killed). When the daemon stops
+// first, q is kept: it runs on, and the next daemon adopts it. poolBefore
+// is the pool's memory as the query started; its tasks are read here, as
+// the query starts too.
 func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
 	pidsBefore := s.poolPidsBefore(q.pool)
@@ -417,13 +422,19 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 			select {
 			case r, open := <-se.msgs:
 				if !open {
+					if se.bound && waitCtx.Err() == nil {
+						s.endBound(q)
+					}
 					return
 				}
-				if r.Op == protocol.OpExited {
+				switch r.Op {
+				case protocol.OpExited:
 					select {
 					case wake <- struct{}{}:
 					default:
 					}
+				case protocol.OpSignal:
+					s.passSignal(q, r)
 				}
 			case <-waitCtx.Done():
 				return

@@ -18,8 +18,8 @@ type procStatus struct {
 	tgid, ppid int
 	// tracer is the pid of the process tracing it, 0 when none.
 	tracer int
-	// ruid and euid are its real and effective uid.
-	ruid, euid uint32
+	// ruid, euid and suid are its real, effective and saved uid.
+	ruid, euid, suid uint32
 }
 
 // pidfdInfo is struct pidfd_info as Linux 6.13 first gave it
@@ -51,7 +51,7 @@ func statusOf(procRoot string, p Process) (procStatus, error) {
 	case int(info.PID) != p.PID:
 		return procStatus{}, fmt.Errorf("process %d: its pidfd names process %d", p.PID, info.PID)
 	}
-	return procStatus{tgid: int(info.TGID), ppid: int(info.PPID), ruid: info.RUID, euid: info.EUID}, nil
+	return procStatus{tgid: int(info.TGID), ppid: int(info.PPID), ruid: info.RUID, euid: info.EUID, suid: info.SUID}, nil
 }
 
 // readStatus reads process pid's status from the proc filesystem at
@@ -78,7 +78,7 @@ var statusKeys = []string{"Tgid", "PPid", "TracerPid", "Uid"}
 // other line can pose as one of these. All four are required.
 func parseStatus(b []byte) (procStatus, error) {
 	var pids [3]int
-	var uids [2]uint32
+	var uids [3]uint32
 	seen := make([]bool, len(statusKeys))
 	for line := range bytes.Lines(b) {
 		key, value, ok := bytes.Cut(bytes.TrimSuffix(line, []byte("\n")), []byte(":"))
@@ -115,5 +115,5 @@ func parseStatus(b []byte) (procStatus, error) {
 			return procStatus{}, fmt.Errorf("no %s line", name)
 		}
 	}
-	return procStatus{tgid: pids[0], ppid: pids[1], tracer: pids[2], ruid: uids[0], euid: uids[1]}, nil
+	return procStatus{tgid: pids[0], ppid: pids[1], tracer: pids[2], ruid: uids[0], euid: uids[1], suid: uids[2]}, nil
 }

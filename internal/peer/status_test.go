@@ -14,7 +14,8 @@ func TestReadStatusOfSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := procStatus{tgid: os.Getpid(), ppid: os.Getppid(), ruid: uint32(os.Getuid()), euid: uint32(os.Geteuid())}
+	_, _, suid := unix.Getresuid()
+	want := procStatus{tgid: os.Getpid(), ppid: os.Getppid(), ruid: uint32(os.Getuid()), euid: uint32(os.Geteuid()), suid: uint32(suid)}
 	st.tracer = 0 // a debugger may trace the tests
 	if st != want {
 		t.Fatalf("status of this process: %+v, want %+v", st, want)
@@ -64,7 +65,7 @@ func statusText(name, uids string) string {
 
 func TestParseStatus(t *testing.T) {
 	st, err := parseStatus([]byte(statusText("sh", "1000\t1001\t1002\t1003")))
-	if want := (procStatus{tgid: 4242, ppid: 17, ruid: 1000, euid: 1001}); err != nil || st != want {
+	if want := (procStatus{tgid: 4242, ppid: 17, ruid: 1000, euid: 1001, suid: 1002}); err != nil || st != want {
 		t.Fatalf("parseStatus = %+v, %v; want %+v", st, err, want)
 	}
 	// The kernel escapes a newline in the name: the Uid line that comes

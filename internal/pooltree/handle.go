@@ -167,6 +167,12 @@ func (h *Handle) Threads(pool string, limit int) (tids []int, truncated bool, er
 	return h.reader.Threads(pool, limit)
 }
 
+// Procs lists the processes in group (a pool or <pool>/<query>) and every
+// cgroup below it, at most limit of them ([cgroupfs.Reader.Procs]).
+func (h *Handle) Procs(group string, limit int) (pids []int, truncated bool, err error) {
+	return h.reader.Procs(group, limit)
+}
+
 // Own marks the pool root as this process's ([cgroupfs.Tree.Own]).
 func (h *Handle) Own() (release func() error, err error) {
 	h.mu.Lock()

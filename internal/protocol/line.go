@@ -17,8 +17,8 @@ import (
 
 // AppendRequest appends r's op, pool, progress and app, as
 // encoding/json's Marshal writes them, and a newline: a query's first
-// request (OpRun, OpExec). The other fields belong to other requests and
-// are not written.
+// request (OpRun, OpExec). The other fields are not written: they belong
+// to other requests, or to an OpRun that encoding/json writes (Bound).
 func AppendRequest(b []byte, r Request) []byte {
 	b = append(b, `{"op":`...)
 	b = appendString(b, r.Op)

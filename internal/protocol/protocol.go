@@ -44,6 +44,12 @@ const (
 	// OpExited says the client's child has exited, so the daemon checks
 	// at once whether the query cgroup is empty.
 	OpExited = "exited"
+	// OpSignal asks the daemon to send Signal to every process of a
+	// started query (OpRun): a client that is a service's process passes
+	// on the stop and kill signals systemd sends it, which its unit's
+	// cgroup no longer reaches. A process the client could not signal
+	// itself (kill(2)'s rule) is left alone.
+	OpSignal = "signal"
 )
 
 // Daemon replies.
@@ -149,8 +155,15 @@ type Request struct {
 	// (OpRun): the base name of the command's executable, symbolic links
 	// resolved. The client's claim; nothing checks it.
 	App string `json:"app,omitempty"`
+	// Bound asks that the query end with the client (OpRun): when the
+	// client's connection closes before the query cgroup is empty, the
+	// daemon kills the query's processes (SIGKILL), as systemd kills what
+	// is left of a unit whose main process was killed.
+	Bound bool `json:"bound,omitempty"`
 	// PID is the client's child that waits to exec the command (OpStart).
 	PID int `json:"pid,omitempty"`
+	// Signal is the signal number of an OpSignal, 1 to 64.
+	Signal int `json:"signal,omitempty"`
 	// SQL is the DDL of an OpSQL request; Source names it in error
 	// positions.
 	SQL    string `json:"sql,omitempty"`
