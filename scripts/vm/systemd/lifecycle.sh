@@ -224,6 +224,8 @@ check "the query ended with the session" until_ 20 sh -c "! kill -0 $q3"
 check "the other session's query runs on" kill -0 "$qa"
 check "its slot is freed" until_ 10 sh -c 'systemctl status poolagent.service --lines=0 | grep -q "2 queries running"'
 
+. ./units.sh
+
 step "uninstall with queries running: the service goes, the queries run on, the scope ends with them"
 quote scripts/uninstall.sh --purge
 check "the units are gone" sh -c '! systemctl cat poolagent.service >/dev/null 2>&1'

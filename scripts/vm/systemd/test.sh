@@ -14,7 +14,7 @@ mkdir -p "$stage/bin" "$stage/scripts"
 CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent" ./cmd/poolagent
 CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent-run" ./cmd/poolagent-run
 cp scripts/install.sh scripts/uninstall.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
-cp "$here/lifecycle.sh" "$stage/"
+cp "$here/lifecycle.sh" "$here/units.sh" "$stage/"
 # A loaded CI machine slows the guest down: the lifecycle took 7 to 11
 # minutes on 2 shared cores, 14 at the worst.
 POOLAGENT_VM_TIMING=1 POOLAGENT_VM_TIMEOUT=${POOLAGENT_VM_TIMEOUT:-1800} "$here/run.sh" "$stage" ./lifecycle.sh
