@@ -59,13 +59,15 @@ func inService() bool {
 
 // tellWhere writes on Stderr, once the command runs, the line that says in
 // the unit's journal where it runs: the query, its pool and the cgroup of
-// process pid (the command) as /proc shows it.
+// process pid (the command) as /proc shows it, the first hierarchy's that
+// ends in the query's name (v2's, or the cpu controller's on v1).
 func (c *client) tellWhere(pid int, admitted protocol.Reply) {
 	where := ""
 	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil {
 		for line := range bytes.Lines(b) {
-			if cg, ok := strings.CutPrefix(string(line), "0::"); ok {
-				where = " in cgroup " + strings.TrimSpace(cg)
+			f := strings.SplitN(strings.TrimSpace(string(line)), ":", 3)
+			if len(f) == 3 && where == "" && admitted.Query != "" && strings.HasSuffix(f[2], "/"+admitted.Query) {
+				where = " in cgroup " + f[2]
 			}
 		}
 	}
