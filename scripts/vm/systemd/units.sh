@@ -3,16 +3,25 @@
 # lifecycle.sh while the daemon runs, with its step, check, quote and
 # until_ helpers; leaves no unit, pool or process behind.
 
-# pool_col POOL COLUMN: a column of POOL's row in `poolagent pools`.
+# pool_col POOL FIELD: a number of POOL's row in `poolagent pools --format
+# json` (the table has empty cells, which whitespace cannot count).
 pool_col() {
-	poolagent pools | awk -v p="$1" -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } $1 == p { print $k }'
+	poolagent pools --format json | tr -d ' \n' | tr '{},' '\n\n\n' |
+		awk -v p="\"Name\":\"$1\"" -v c="\"$2\":" '$0 == p { f = 1; next } /^"Name":/ { f = 0 } f && index($0, c) == 1 { print substr($0, length(c) + 1); exit }'
+}
+# unit_query UNIT: the state of the query of UNIT's main process in
+# `poolagent queries` (RUNNING, QUEUED), nothing when it has none.
+unit_query() {
+	local pid
+	pid=$(systemctl show -P MainPID "$1")
+	[ "$pid" != 0 ] && poolagent queries | awk -v pid="$pid" 'NR > 1 { for (i = 4; i <= 8; i++) if ($i == pid) { print $3; exit } }'
 }
 # etl_queries: the lines of `poolagent queries` in pool etl.
 etl_queries() { poolagent queries | awk '$0 ~ /(^| )etl( |$)/' || true; }
 # alive PIDFILE: the process named in PIDFILE exists.
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 in_etl() { grep -q "^0::/system.slice/poolagent-pools.scope/pools/etl/" "/proc/$1/cgroup"; }
-export -f alive
+export -f alive pool_col unit_query
 
 step "services and timers in a pool: a service whose ExecStart= is poolagent-run, with a child"
 cp /etc/poolagent/pools.sql /tmp/pools.units
@@ -70,7 +79,7 @@ job=$(cat /run/etl-job.pid)
 systemctl stop etl.service
 check "no process of the job survived the stop" until_ 10 sh -c "! kill -0 $child 2>/dev/null && ! kill -0 $job 2>/dev/null"
 check "the unit is inactive, not failed" test "$(systemctl show -P ActiveState etl.service)" = inactive
-check "the slot is free" until_ 10 test "$(pool_col etl RunningQueries)" = 0
+check "the slot is free" until_ 10 bash -c '[ "$(pool_col etl RunningQueries)" = 0 ]'
 
 step "systemctl kill: SIGTERM reaches the child; SIGKILL of the client ends the query too"
 systemctl start etl.service
@@ -88,16 +97,23 @@ systemctl stop etl.service
 quote sh -c 'journalctl -u poolagent.service --no-pager -o cat | grep -E "signal passed|bound query" | tail -3'
 
 step "a unit stopped while its job waits in the queue leaves no place behind"
+check "no query in pool etl before" until_ 20 bash -c '[ "$(pool_col etl RunningQueries)$(pool_col etl QueuedQueries)" = 00 ]'
 systemd-run --quiet --unit=etl-holder /usr/local/bin/poolagent-run --pool etl -- sleep 600
-check "the holder runs" until_ 20 test "$(pool_col etl RunningQueries)" = 1
+check "the holder runs" until_ 20 bash -c '[ "$(unit_query etl-holder.service)" = RUNNING ]'
 systemd-run --quiet --unit=etl-queued /usr/local/bin/poolagent-run --pool etl -- sleep 600
-check "the second unit's job is queued" until_ 20 test "$(pool_col etl QueuedQueries)" = 1
+until_ 20 bash -c '[ "$(unit_query etl-queued.service)" = QUEUED ]' || {
+	quote poolagent pools
+	quote poolagent queries
+	quote systemctl status etl-holder.service etl-queued.service --no-pager --full
+}
+check "the second unit's job is queued" bash -c '[ "$(unit_query etl-queued.service)" = QUEUED ]'
+check "the pool counts it" test "$(pool_col etl QueuedQueries)" = 1
 quote poolagent queries
 systemctl stop etl-queued.service
-check "its queue place is gone" until_ 10 test "$(pool_col etl QueuedQueries)" = 0
+check "its queue place is gone" until_ 10 bash -c '[ "$(pool_col etl QueuedQueries)" = 0 ]'
 check "the stopped unit is inactive" sh -c '! systemctl is-active --quiet etl-queued.service'
 systemctl stop etl-holder.service
-check "the holder's slot is free" until_ 10 test "$(pool_col etl RunningQueries)" = 0
+check "the holder's slot is free" until_ 10 bash -c '[ "$(pool_col etl RunningQueries)" = 0 ]'
 
 step "a timer's job (systemd-run --on-active): it runs in the pool, and again at its next run"
 rm -f /run/etl-timer.out
