@@ -7,8 +7,8 @@ import "testing"
 // when an adopted one leaves.
 func TestAdoptTakesSlotsWithoutAdmitting(t *testing.T) {
 	c := newController(t, map[string]Limits{"olap": limits(2, 1)})
-	a := c.Adopt("olap", at(0))
-	c.Adopt("olap", at(0))
+	a := c.Adopt("olap", "", at(0))
+	c.Adopt("olap", "", at(0))
 	if s := poolStats(t, c, "olap"); s.Running != 2 || s.Admitted != 0 {
 		t.Fatalf("after adopting two: running %d admitted %d, want 2 and 0", s.Running, s.Admitted)
 	}
@@ -29,7 +29,7 @@ func TestAdoptTakesSlotsWithoutAdmitting(t *testing.T) {
 // longer has keeps a dropped pool until it leaves.
 func TestAdoptIntoMissingPool(t *testing.T) {
 	c := newController(t, nil)
-	id := c.Adopt("etl", at(0))
+	id := c.Adopt("etl", "", at(0))
 	s := poolStats(t, c, "etl")
 	if !s.Dropped || s.Running != 1 {
 		t.Fatalf("etl %+v, want dropped with one running", s)

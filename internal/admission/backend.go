@@ -81,8 +81,10 @@ type Backend interface {
 	// one the daemon finds in its cgroup when it starts, admitted by an
 	// earlier daemon. It takes a running slot (not counted as admitted, no
 	// load reservation); a pool unknown to the backend is kept as dropped
-	// until its adopted queries leave. It ends with Leave like any query.
-	Adopt(pool string, now time.Time) QueryID
+	// until its adopted queries leave. It counts as user's (the user key
+	// of whoever owns its processes, Identity.UserKey), or no user's when
+	// user is "". It ends with Leave like any query.
+	Adopt(pool, user string, now time.Time) QueryID
 	// Leave ends a query: a running one frees its slot (which may start
 	// queued ones: their events are returned), a queued one leaves the
 	// queue. Unknown ids are ignored, so a query may leave twice.

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"errors"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
 
@@ -69,11 +73,40 @@ func (s *Server) newQuery(id admission.Identity, clientPID int, place admission.
 }
 
 // adoptQuery counts the query of an earlier daemon whose cgroup <pool>/<name>
-// still holds processes.
+// still holds processes, as the query of the user who owns them
+// (adoptedOwner), for the per-user limits, the fair order and the usage.
 func (s *Server) adoptQuery(pool, name string) *query {
 	q := &query{queryView: queryView{pool: pool, name: name}, s: s}
-	s.reg.adopt(q)
+	user := ""
+	if id, err := s.adoptedOwner(pool, name); err != nil {
+		s.cfg.Log.Warn("owner of a query of an earlier daemon not known; it counts for no user", "pool", pool, "query", name, "err", err)
+	} else {
+		q.id, user = id, id.UserKey()
+	}
+	s.reg.adopt(q, user)
 	return q
+}
+
+// adoptedOwner is the identity of the user owning the first process of
+// the query cgroup <pool>/<name>: the client the earlier daemon placed
+// there, or its command.
+func (s *Server) adoptedOwner(pool, name string) (admission.Identity, error) {
+	tl, ok := s.cg.(threadLister)
+	if !ok {
+		return admission.Identity{}, errors.New("the cgroups cannot list their threads")
+	}
+	tids, _, err := tl.Threads(pool+"/"+name, 1)
+	if err != nil {
+		return admission.Identity{}, err
+	}
+	if len(tids) == 0 {
+		return admission.Identity{}, errors.New("no process left in it")
+	}
+	uid, gid, err := peer.Owner(s.cfg.ProcRoot, tids[0])
+	if err != nil {
+		return admission.Identity{}, err
+	}
+	return s.users.Identity(&unix.Ucred{Pid: int32(tids[0]), Uid: uid, Gid: gid})
 }
 
 // Release ends the query: its slot (unless kept) goes back, which may

@@ -163,11 +163,12 @@ func (r *registry) deliver(ctx context.Context) {
 	}
 }
 
-// adopt counts query q of an earlier daemon, found running in its pool.
-func (r *registry) adopt(q *query) {
+// adopt counts query q of an earlier daemon, found running in its pool,
+// as user's ("" when not known).
+func (r *registry) adopt(q *query, user string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q.qid = r.backend.Adopt(q.pool, time.Now())
+	q.qid = r.backend.Adopt(q.pool, user, time.Now())
 }
 
 // queued returns a queued query's place in its pool's queue and why it

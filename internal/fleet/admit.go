@@ -183,7 +183,7 @@ func (b *Backend) Submit(pool, user string, now time.Time) (admission.QueryID, b
 // Adopt counts a query of an earlier daemon, found running at start, as
 // running in pool: it registers it as an extra (it may exceed the limit;
 // new queries wait until the pool is back under it).
-func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
+func (b *Backend) Adopt(pool, user string, now time.Time) admission.QueryID {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.poke()
@@ -193,7 +193,7 @@ func (b *Backend) Adopt(pool string, now time.Time) admission.QueryID {
 		b.pools[pool] = p
 	}
 	b.lastID++
-	q := &query{id: b.lastID, pool: pool, arrived: now, st: running}
+	q := &query{id: b.lastID, pool: pool, user: user, arrived: now, st: running}
 	b.queries[q.id] = q
 	if !p.limits.Global() {
 		q.local = true

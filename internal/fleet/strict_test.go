@@ -72,7 +72,7 @@ func TestStrictSlotsRestart(t *testing.T) {
 	first.cli.Close()
 	q := queue(t, a, "lic")
 	b := openNode(t, eps, cluster, "b", pools, ttl)
-	adopted := b.Adopt("lic", time.Now())
+	adopted := b.Adopt("lic", "", time.Now())
 	// The adopted query holds one slot, the other is released a TTL after
 	// b came back: q starts then, and never with 3 running.
 	if ev := a.final(t, ttl+10*time.Second); ev.ID != q || ev.Err != nil {

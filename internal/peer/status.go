@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -116,4 +117,20 @@ func parseStatus(b []byte) (procStatus, error) {
 		}
 	}
 	return procStatus{tgid: pids[0], ppid: pids[1], tracer: pids[2], ruid: uids[0], euid: uids[1], suid: uids[2]}, nil
+}
+
+// Owner returns the uid and gid that own process pid's directory in the
+// proc filesystem at procRoot: the process's effective uid and gid (the
+// kernel shows root's for a process that is not dumpable, such as one
+// that changed its uid).
+func Owner(procRoot string, pid int) (uid, gid uint32, err error) {
+	fi, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid)))
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("process %d: %s has no owner", pid, fi.Name())
+	}
+	return st.Uid, st.Gid, nil
 }
