@@ -64,7 +64,9 @@ func TestKernelAdoptedPerUserLimit(t *testing.T) {
 	d := startDaemon(t, Config{}, policy, cg, user)
 	users := d.pool(t, "olap").Users
 	t.Logf("after the restart: pool olap's users %+v", users)
-	if !slices.ContainsFunc(users, func(u admission.UserStats) bool { return u.User == (admission.Identity{UID: abuseUID}).UserKey() && u.Running == 1 }) {
+	if !slices.ContainsFunc(users, func(u admission.UserStats) bool {
+		return u.User == (admission.Identity{UID: abuseUID}).UserKey() && u.Running == 1
+	}) {
 		t.Errorf("the adopted query is not counted as uid %d's running query: users %+v", abuseUID, users)
 	}
 	startHeldClient(t, exe, d.socket, nil) // another user's: the pool's second slot
