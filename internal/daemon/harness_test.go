@@ -339,6 +339,10 @@ func (f *fakeCgroups) RemoveQuery(pool, query string) error {
 	return nil
 }
 
+func (f *fakeCgroups) QueryCgroup(pool, query string) (string, error) {
+	return "/fake/" + pool + "/" + query, nil
+}
+
 func (f *fakeCgroups) Queries() ([][2]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

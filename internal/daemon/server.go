@@ -73,6 +73,10 @@ type Cgroups interface {
 	// Pending are the lowered memory limits the last Apply or Repair
 	// held back, their cgroups using more, as "pending: ..." lines.
 	Pending() []string
+	// QueryCgroup is the query cgroup's path as /proc/PID/cgroup names it
+	// on cgroup v2, for a program that places the query's processes
+	// itself (protocol.OpPlace); an error on cgroup v1.
+	QueryCgroup(pool, query string) (string, error)
 	// Queries lists the query cgroups that exist, as [pool, query] pairs.
 	Queries() ([][2]string, error)
 	// PoolStats reads the counters of the named pools' cgroups: CPU

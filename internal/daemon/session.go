@@ -14,6 +14,7 @@ import (
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
 )
 
 // session is one client connection: one query.
@@ -72,8 +73,14 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		s.serveAdmin(se, cred, req)
 		return
 	}
-	if req.Op != protocol.OpRun && req.Op != protocol.OpExec {
-		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q or %q", req.Op, protocol.OpRun, protocol.OpExec))
+	if req.Op != protocol.OpRun && req.Op != protocol.OpExec && req.Op != protocol.OpPlace {
+		se.fail(protocol.CodeBadRequest, fmt.Errorf("first request %q: want %q, %q or %q", req.Op, protocol.OpRun, protocol.OpExec, protocol.OpPlace))
+		return
+	}
+	if req.Op == protocol.OpPlace && cred.Uid != 0 {
+		se.fail(protocol.CodeAccessDenied, fmt.Errorf("%w: uid %d asked to place a query's processes itself (%q), which only root may: "+
+			"the query cgroup is root's, so no other user's runtime could create a cgroup in it (a rootless container engine cannot use poolagent-oci)",
+			admission.ErrAccessDenied, cred.Uid, protocol.OpPlace))
 		return
 	}
 	go se.read(in)
@@ -179,8 +186,12 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	name := s.queryName(q.qid)
 	s.reg.admitted(q, name, queuedFor, limit)
 	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
-	if req.Op == protocol.OpExec {
+	switch req.Op {
+	case protocol.OpExec:
 		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
+		return
+	case protocol.OpPlace:
+		se.runPlaced(ctx, q, admitted, notStarted)
 		return
 	}
 	se.bound = req.Bound
@@ -323,6 +334,67 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	ended <- stats
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
+	}
+}
+
+// runPlaced starts an OpPlace query: it makes the query cgroup with its
+// pool's limits, tells the client where it is, and holds the slot while
+// the client's program (an OCI runtime) creates processes below it. Once
+// the client says that program has returned (OpExited) or hangs up, the
+// query ends when its cgroup is empty: a container created detached runs
+// on after its runtime and client have exited, and keeps the slot until
+// its last process exits. notStarted ends the query's count among its
+// user's admitted, not started ones, once the client is done.
+func (se *session) runPlaced(ctx context.Context, q *query, started protocol.Reply, notStarted func()) {
+	s := se.s
+	found, err := s.rp.withPool(q.pool, func(cur planner.PoolState) error {
+		started.CPULimit = cur.Query.CPU.VCPU()
+		return s.cg.MakeQuery(cur, q.name)
+	})
+	if !found {
+		err = dropped(q.pool)
+	}
+	if err == nil {
+		started.Cgroup, err = s.cg.QueryCgroup(q.pool, q.name)
+	}
+	started.Type = protocol.ReplyStarted
+	if !se.placed(ctx, q, err, started) {
+		notStarted()
+		return
+	}
+	poolBefore := s.poolMemoryBefore(q.pool)
+	told := se.awaitExited(ctx)
+	notStarted()
+	stats, err := se.finish(ctx, q, poolBefore)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Error("query end", "pool", q.pool, "query", q.name, "err", err)
+			if told {
+				se.fail(protocol.CodeInternal, err)
+			}
+		}
+		return
+	}
+	if told {
+		se.send(protocol.Reply{Type: protocol.ReplyDone, Pool: q.pool, Query: q.name, Stats: &stats})
+	}
+}
+
+// awaitExited waits until the client of an OpPlace query says its program
+// has returned (true) or hangs up (false), or the daemon stops.
+func (se *session) awaitExited(ctx context.Context) bool {
+	for {
+		select {
+		case r, open := <-se.msgs:
+			if !open {
+				return false
+			}
+			if r.Op == protocol.OpExited {
+				return true
+			}
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 

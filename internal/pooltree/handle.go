@@ -36,6 +36,9 @@ type Handle struct {
 	owned map[string]bool
 	// pending are the memory limits the last reconcile held back.
 	pending []cgroupfs.Pending
+	// unified is the cgroup2 mount point when the pool root is on cgroup
+	// v2, "" otherwise (QueryCgroup).
+	unified string
 }
 
 // Root is the pool root to use: given when not "", else the default
@@ -63,6 +66,7 @@ func Open(m cgroupfs.Mounts, root string, opt cgroupfs.Options) (*Handle, error)
 	}
 	h := &Handle{writer: w, reader: w.Reader()}
 	if w.V2() {
+		h.unified = m.Unified
 		h.empties, h.emptiesErr = newEmptyWatcher(h.reader.Root())
 	} else {
 		h.emptiesErr = errors.New("cgroup v1 raises no event when a cgroup empties")

@@ -2,8 +2,10 @@ package pooltree
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/poolagent/poolagent/observe"
@@ -75,6 +77,25 @@ func (h *Handle) NotifyEmpty(pool, query string, wake chan<- struct{}) (stop fun
 		return nil, h.emptiesErr
 	}
 	return h.empties.watch(pool, query, wake)
+}
+
+// ErrNotUnified: the pool root is not on cgroup v2, so no query cgroup
+// has a path another program's cgroup v2 code could be given.
+var ErrNotUnified = errors.New("the pool root is not on cgroup v2")
+
+// QueryCgroup is the path of the query cgroup <pool>/<query> as
+// /proc/PID/cgroup names it on cgroup v2 ("/system.slice/x/pools/p/q"):
+// below the cgroup2 mount, "/"-rooted, what an OCI runtime takes as
+// linux.cgroupsPath. It wraps ErrNotUnified on cgroup v1.
+func (h *Handle) QueryCgroup(pool, query string) (string, error) {
+	if h.unified == "" {
+		return "", fmt.Errorf("query %s/%s: %w", pool, query, ErrNotUnified)
+	}
+	rel, err := filepath.Rel(h.unified, h.reader.Root())
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("pool root %s is not below the cgroup2 mount %s", h.reader.Root(), h.unified)
+	}
+	return path.Join("/", rel, pool, query), nil
 }
 
 // QueryStat reads the query cgroup's CPU accounting and memory

@@ -38,6 +38,16 @@ const (
 	// The client names no process and sends nothing more; the query ends
 	// when its cgroup is empty.
 	OpExec = "exec"
+	// OpPlace asks for a query whose processes another program places
+	// (an OCI runtime, for poolagent-oci): the first message of a
+	// connection, instead of OpRun. Only root may ask: the query cgroup
+	// is root's. Once the query is admitted the daemon makes its cgroup
+	// and answers ReplyStarted with Cgroup; the client's program then
+	// creates its processes in a cgroup below that one. The client sends
+	// OpExited when that program has returned, and is answered ReplyDone
+	// once the cgroup is empty; or it hangs up, and the query ends when
+	// the cgroup is empty, told to no one but the daemon's log.
+	OpPlace = "place"
 	// OpStart names the process that is to become the query, once the
 	// query was admitted.
 	OpStart = "start"
@@ -193,6 +203,10 @@ type Reply struct {
 	// period) as planned when the query was admitted; every query cgroup
 	// has a quota, so a daemon always sends it.
 	CPULimit float64 `json:"cpu_limit,omitempty"`
+	// Cgroup is the query cgroup's path as /proc/PID/cgroup names it on
+	// cgroup v2 (below the unified hierarchy's root, "/"-rooted): the
+	// ReplyStarted of an OpPlace.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Wait says why a queued query is not running (ReplyQueued).
 	Wait  *Wait  `json:"wait,omitempty"`
 	Error string `json:"error,omitempty"`
