@@ -62,6 +62,10 @@
 //   - cmd/poolagent: the command-line interface, one file per command, the
 //     only place flags are declared.
 //   - cmd/poolagent-run: the slim client.
+//   - cmd/poolagent-oci, internal/oci: the OCI runtime that puts containers
+//     in pools: runc's and crun's command lines, a container's config.json
+//     rewritten to place it below its query cgroup, the wait in the queue
+//     before the real runtime runs.
 //   - internal/service: the daemon as a system service: signals, reloads, the
 //     metrics endpoint, readiness and the watchdog.
 //   - internal/systemd: the notify protocol and the delegated cgroup layout.

@@ -1,19 +1,21 @@
 #!/bin/bash
 # install.sh - build poolagent and install it as a systemd service, with
-# the slim query client poolagent-run beside it.
+# the slim query client poolagent-run and the OCI runtime poolagent-oci
+# beside it.
 usage() {
 	cat <<'USAGE'
 Usage: scripts/install.sh [--no-start | --no-service | --help]
 
   (no flag)     build, install, verify the unit, enable and start the service
   --no-start    the same, but only enable the service
-  --no-service  build and install the two binaries (with the manual page and
+  --no-service  build and install the three binaries (with the manual page and
                 bash/zsh completion) only: no unit, no pool file, no systemd
                 needed (to try poolagent by hand)
   --help        show this help
 
 Run it as root (sudo scripts/install.sh when you are not). It installs
-PREFIX/bin/poolagent and PREFIX/bin/poolagent-run (PREFIX defaults to
+PREFIX/bin/poolagent, PREFIX/bin/poolagent-run and PREFIX/bin/poolagent-oci
+(the OCI runtime for containers in pools: docs/containers.md; PREFIX defaults to
 /usr/local), the manual pages PREFIX/share/man/man1/poolagent.1 and
 poolagent-run.1, the bash and zsh completion
 below PREFIX/share, the units /etc/systemd/system/poolagent.service and
@@ -26,7 +28,7 @@ Environment:
   PREFIX=DIR            install the binaries in DIR/bin (default /usr/local)
   DESTDIR=DIR           stage every file below DIR and stop there (no root,
                         no systemctl): DESTDIR=/tmp/stage scripts/install.sh
-  POOLAGENT_BINARY=F, POOLAGENT_RUN_BINARY=F
+  POOLAGENT_BINARY=F, POOLAGENT_RUN_BINARY=F, POOLAGENT_OCI_BINARY=F
                         install these binaries instead of building them
 
 Before it writes anything it checks what it needs (root, Go, and for the
@@ -60,8 +62,8 @@ missing=()
 if [ -z "$DESTDIR" ] && [ "$(id -u)" != 0 ]; then
 	missing+=("root: run it as root, with sudo, or set DESTDIR=DIR to stage the files")
 fi
-if { [ -z "${POOLAGENT_BINARY:-}" ] || [ -z "${POOLAGENT_RUN_BINARY:-}" ]; } && [ ! -x "$gobin" ]; then
-	missing+=("go: Go 1.26 in PATH or /usr/local/go/bin (or POOLAGENT_BINARY and POOLAGENT_RUN_BINARY)")
+if { [ -z "${POOLAGENT_BINARY:-}" ] || [ -z "${POOLAGENT_RUN_BINARY:-}" ] || [ -z "${POOLAGENT_OCI_BINARY:-}" ]; } && [ ! -x "$gobin" ]; then
+	missing+=("go: Go 1.26 in PATH or /usr/local/go/bin (or POOLAGENT_BINARY, POOLAGENT_RUN_BINARY and POOLAGENT_OCI_BINARY)")
 fi
 if [ -z "$DESTDIR" ] && [ "$service" = 1 ] && ! command -v systemctl >/dev/null; then
 	missing+=("systemctl (systemd): without systemd use --no-service")
@@ -99,6 +101,13 @@ else
 	echo "== $gobin build ./cmd/poolagent-run"
 	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent-run" ./cmd/poolagent-run
 fi
+if [ -n "${POOLAGENT_OCI_BINARY:-}" ]; then
+	cp "$POOLAGENT_OCI_BINARY" "$tmp/poolagent-oci"
+else
+	# Static for the same reason: the daemon identifies the caller.
+	echo "== $gobin build ./cmd/poolagent-oci"
+	"$gobin" build -trimpath -ldflags "$ldflags" -o "$tmp/poolagent-oci" ./cmd/poolagent-oci
+fi
 
 # path_note says what to add to PATH when PREFIX/bin is not on it (as
 # under PREFIX=/opt/poolagent), so `poolagent` is found.
@@ -114,6 +123,7 @@ unit=/etc/systemd/system/poolagent.service
 install -d -m 0755 "$DESTDIR$PREFIX/bin"
 install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
 install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
+install -m 0755 "$tmp/poolagent-oci" "$DESTDIR$PREFIX/bin/poolagent-oci"
 # The manual page and the shell completions come from the binary's own
 # help text, in the directories man, bash-completion and zsh search below
 # PREFIX.
@@ -129,7 +139,7 @@ install -m 0644 "$tmp/poolagent.bash" "$DESTDIR$PREFIX/share/bash-completion/com
 install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 if [ "$service" = 0 ]; then
 	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
-	echo "installed $DESTDIR$bin and $DESTDIR$PREFIX/bin/poolagent-run, their manual pages and bash/zsh completion (no service)"
+	echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$PREFIX/bin/poolagent-oci, the manual pages and bash/zsh completion (no service)"
 	path_note
 	exit 0
 fi
@@ -152,7 +162,7 @@ if [ ! -e "$DESTDIR/etc/poolagent/pools.sql" ]; then
 SQL
 	install -m 0644 "$tmp/pools.sql" "$DESTDIR/etc/poolagent/pools.sql"
 fi
-echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$unit"
+echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run, $DESTDIR$PREFIX/bin/poolagent-oci and $DESTDIR$unit"
 path_note
 
 # systemd-analyze checks that ExecStart= is executable, so a staged unit is

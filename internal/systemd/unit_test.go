@@ -184,14 +184,14 @@ func systemdVersion(t *testing.T, analyze string) int {
 
 // TestInstallScripts stages an install with scripts/install.sh (DESTDIR:
 // files only, no systemctl), which builds nothing here (POOLAGENT_BINARY,
-// POOLAGENT_RUN_BINARY), verifies the unit and checks the pool file with
+// POOLAGENT_RUN_BINARY, POOLAGENT_OCI_BINARY), verifies the unit and checks the pool file with
 // the installed binary; then removes it with scripts/uninstall.sh.
 func TestInstallScripts(t *testing.T) {
 	requireTool(t, "systemd-analyze")
 	gobin := requireTool(t, "go")
 	dir := t.TempDir()
-	bin, runBin := filepath.Join(dir, "poolagent"), filepath.Join(dir, "poolagent-run")
-	for b, pkg := range map[string]string{bin: "../../cmd/poolagent", runBin: "../../cmd/poolagent-run"} {
+	bin, runBin, ociBin := filepath.Join(dir, "poolagent"), filepath.Join(dir, "poolagent-run"), filepath.Join(dir, "poolagent-oci")
+	for b, pkg := range map[string]string{bin: "../../cmd/poolagent", runBin: "../../cmd/poolagent-run", ociBin: "../../cmd/poolagent-oci"} {
 		if out, err := exec.Command(gobin, "build", "-o", b, pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
@@ -200,7 +200,7 @@ func TestInstallScripts(t *testing.T) {
 	run := func(script string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command("../../scripts/"+script, args...)
-		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin, "POOLAGENT_RUN_BINARY="+runBin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+stage, "POOLAGENT_BINARY="+bin, "POOLAGENT_RUN_BINARY="+runBin, "POOLAGENT_OCI_BINARY="+ociBin)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %v: %v\n%s", script, args, err, out)
@@ -228,7 +228,7 @@ func TestInstallScripts(t *testing.T) {
 	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/poolagent daemon") || strings.Contains(string(unit), stage) {
 		t.Errorf("installed unit's ExecStart is not /usr/local/bin/poolagent:\n%s", unit)
 	}
-	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run"} {
+	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "usr/local/bin/poolagent-oci"} {
 		if info, err := os.Stat(filepath.Join(stage, f)); err != nil || info.Mode().Perm() != 0o755 {
 			t.Errorf("installed binary %s: %v %v", f, info, err)
 		}
