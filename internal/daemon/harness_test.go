@@ -115,6 +115,9 @@ type clientSpec struct {
 	Raw     bool
 	PID     int
 	Handoff bool
+	// Op, with Raw, is the first request's op in place of OpExec; an
+	// error reply is printed as its type and code.
+	Op string
 	// Procs, when set, is a cgroup.procs file the client moves itself
 	// into before anything else.
 	Procs string
@@ -179,11 +182,19 @@ func rawMain(s clientSpec) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	json.NewEncoder(conn).Encode(protocol.Request{Op: protocol.OpExec, Pool: s.Pool, PID: s.PID})
+	op := protocol.OpExec
+	if s.Op != "" {
+		op = s.Op
+	}
+	json.NewEncoder(conn).Encode(protocol.Request{Op: op, Pool: s.Pool, PID: s.PID})
 	var r protocol.Reply
 	if err := json.NewDecoder(conn).Decode(&r); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if r.Type == protocol.ReplyError {
+		fmt.Println(r.Type, r.Code)
+		return 0
 	}
 	fmt.Println(r.Type)
 	if !s.Handoff {

@@ -2,11 +2,15 @@ package daemon
 
 import (
 	"errors"
+	"io"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
 
@@ -60,4 +64,24 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("Done = %+v, %v: want the statistics of a query of pool p", stats, err)
 	}
 	waitFor(t, "the slot back after Done", func() bool { return d.pool(t, "p").Running == 0 })
+}
+
+// TestPlaceRootOnly: a user other than root cannot ask for a query whose
+// processes it places (a rootless engine's runtime): refused before the
+// queue, nothing made.
+func TestPlaceRootOnly(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run a client as another user")
+	}
+	exe := userExecutable(t)
+	cg := newFakeCgroups(t)
+	d := startDaemon(t, Config{}, policyOf(t, "CREATE RESOURCE POOL p WITH (CONCURRENT_QUERY_LIMIT = 1);"), cg, peer.SystemUsers{})
+	c := startClientProc(t, exe, clientSpec{Socket: d.socket, Pool: "p", Raw: true, Op: protocol.OpPlace}, &syscall.Credential{Uid: 65534, Gid: 65534})
+	out, err := io.ReadAll(c.stdout)
+	if err != nil || strings.TrimSpace(string(out)) != protocol.ReplyError+" "+protocol.CodeAccessDenied {
+		t.Fatalf("uid 65534's placement: %q, %v; want %s %s", out, err, protocol.ReplyError, protocol.CodeAccessDenied)
+	}
+	if cg.created != 0 || d.pool(t, "p").Running != 0 {
+		t.Errorf("made %d cgroups, %d running: want nothing", cg.created, d.pool(t, "p").Running)
+	}
 }
