@@ -8,49 +8,11 @@ set -Eeuo pipefail
 cd "$(dirname "$0")"
 export SYSTEMD_PAGER= SYSTEMD_COLORS=0 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-began=$(date +%s.%N)
-last=$began
-n=0
-step() {
-	local now
-	now=$(date +%s.%N)
-	[ "$n" = 0 ] || awk -v a="$last" -v b="$now" -v n="$n" 'BEGIN { printf "   step %d took %.1fs\n", n, b - a }'
-	last=$now
-	n=$((n + 1))
-	echo "== $n. $*"
-}
-fail() {
-	echo "FAIL (step $n): $*"
-	echo "--- systemctl status poolagent.service poolagent-pools.scope"
-	systemctl status --no-pager --lines=0 poolagent.service poolagent-pools.scope 2>&1 | head -30 || true
-	echo "--- journalctl -u poolagent (tail)"
-	journalctl --no-pager -u poolagent -n 40 -o short-monotonic 2>&1 || true
-	exit 1
-}
-# check DESCRIPTION COMMAND...: run the command, fail with the description.
-check() {
-	local what=$1
-	shift
-	"$@" || fail "$what (command: $*)"
-	echo "   ok: $what"
-}
-trap 'fail "unexpected failure at line $LINENO: $BASH_COMMAND"' ERR
-# quote prints a command's output indented: what systemd said, for the log.
-quote() { "$@" 2>&1 | sed 's/^/   | /'; }
-# until_ SECONDS COMMAND...: wait for the command to succeed.
-until_() {
-	local limit=$1 t=0
-	shift
-	until "$@" >/dev/null 2>&1; do
-		sleep 0.5
-		t=$((t + 1))
-		[ "$t" -lt $((limit * 2)) ] || return 1
-	done
-}
+. ./steps.sh
 
 scope=/sys/fs/cgroup/system.slice/poolagent-pools.scope
 pools=$scope/pools
-install_env=(POOLAGENT_BINARY="$PWD/bin/poolagent" POOLAGENT_RUN_BINARY="$PWD/bin/poolagent-run")
+install_env=(POOLAGENT_BINARY="$PWD/bin/poolagent" POOLAGENT_RUN_BINARY="$PWD/bin/poolagent-run" POOLAGENT_OCI_BINARY="$PWD/bin/poolagent-oci")
 snapshot() {
 	{ find /usr/local /etc/systemd/system /etc/poolagent /var/lib/poolagent /run/poolagent -xdev 2>/dev/null || true; } |
 		{ grep -v '^/etc/systemd/system/.*poolagent-vm-job' || true; } | sort

@@ -19,8 +19,11 @@ die() { echo "vm systemd setup: $*" >&2; exit 1; }
 
 # What the lifecycle script needs: systemd as PID 1 with its tools, D-Bus
 # for logind (login sessions), real users (passwd, login for su -l), ps and
-# ip, curl for the metrics endpoint, man-db for systemd-analyze's man: check.
-packages=systemd,systemd-sysv,dbus,libpam-systemd,util-linux,procps,iproute2,passwd,login,curl,man-db,coreutils,kmod
+# ip, curl for the metrics endpoint, man-db for systemd-analyze's man: check;
+# for containers.sh, the container engines and runtimes poolagent-oci runs
+# under (podman, containerd's ctr, crun, runc) and a static busybox for the
+# containers' root file system (no registry is reachable from the guest).
+packages=systemd,systemd-sysv,dbus,libpam-systemd,util-linux,procps,iproute2,passwd,login,curl,man-db,coreutils,kmod,podman,crun,runc,containerd,busybox-static
 
 sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || sources=/etc/apt/sources.list
