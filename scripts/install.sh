@@ -17,8 +17,8 @@ Run it as root (sudo scripts/install.sh when you are not). It installs
 PREFIX/bin/poolagent, PREFIX/bin/poolagent-run and PREFIX/bin/poolagent-oci
 (the OCI runtime for containers in pools: docs/containers.md; PREFIX defaults to
 /usr/local), the manual pages PREFIX/share/man/man1/poolagent.1 and
-poolagent-run.1, the bash and zsh completion
-below PREFIX/share, the units /etc/systemd/system/poolagent.service and
+poolagent-run.1, the bash and zsh completion below PREFIX/share, the
+Prometheus rules and Grafana dashboard in PREFIX/share/poolagent, the units /etc/systemd/system/poolagent.service and
 poolagent.socket (systemd holds the socket across restarts), and
 /etc/poolagent/pools.sql when there is none yet (an existing pool file is
 never overwritten). It checks the unit with systemd-analyze verify and the
@@ -30,6 +30,8 @@ Environment:
                         no systemctl): DESTDIR=/tmp/stage scripts/install.sh
   POOLAGENT_BINARY=F, POOLAGENT_RUN_BINARY=F, POOLAGENT_OCI_BINARY=F
                         install these binaries instead of building them
+  VERSION=V             stamp the binaries it builds with V (poolagent
+                        --version) instead of `git describe`
 
 Before it writes anything it checks what it needs (root, Go, and for the
 service systemctl) and says what is missing. Where systemd is installed but
@@ -78,7 +80,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # --version says which commit the binaries were built from, also where the
 # toolchain records no VCS information (GOFLAGS=-buildvcs=false).
-described=$(git describe --tags --always --dirty 2>/dev/null || true)
+described=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || true)}
 ldflags="-X github.com/poolagent/poolagent/internal/version.described=$described"
 if [ -n "${POOLAGENT_BINARY:-}" ]; then
 	cp "$POOLAGENT_BINARY" "$tmp/poolagent"
@@ -128,7 +130,7 @@ install -m 0755 "$tmp/poolagent-oci" "$DESTDIR$PREFIX/bin/poolagent-oci"
 # help text, in the directories man, bash-completion and zsh search below
 # PREFIX.
 install -d -m 0755 "$DESTDIR$PREFIX/share/man/man1" "$DESTDIR$PREFIX/share/bash-completion/completions" \
-	"$DESTDIR$PREFIX/share/zsh/site-functions"
+	"$DESTDIR$PREFIX/share/zsh/site-functions" "$DESTDIR$PREFIX/share/poolagent"
 "$DESTDIR$bin" man >"$tmp/poolagent.1"
 "$DESTDIR$bin" man poolagent-run >"$tmp/poolagent-run.1"
 "$DESTDIR$bin" completion bash >"$tmp/poolagent.bash"
@@ -137,9 +139,12 @@ install -m 0644 "$tmp/poolagent.1" "$DESTDIR$PREFIX/share/man/man1/poolagent.1"
 install -m 0644 "$tmp/poolagent-run.1" "$DESTDIR$PREFIX/share/man/man1/poolagent-run.1"
 install -m 0644 "$tmp/poolagent.bash" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent"
 install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
+# The alerting rules and the dashboard (docs/metrics.md), for the
+# operator's Prometheus and Grafana.
+install -m 0644 monitoring/poolagent.rules.yml monitoring/poolagent.dashboard.json "$DESTDIR$PREFIX/share/poolagent/"
 if [ "$service" = 0 ]; then
 	"$DESTDIR$PREFIX/bin/poolagent-run" --help >/dev/null
-	echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$PREFIX/bin/poolagent-oci, the manual pages and bash/zsh completion (no service)"
+	echo "installed $DESTDIR$bin, $DESTDIR$PREFIX/bin/poolagent-run and $DESTDIR$PREFIX/bin/poolagent-oci, the manual pages, bash/zsh completion and monitoring files (no service)"
 	path_note
 	exit 0
 fi

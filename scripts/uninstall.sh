@@ -5,8 +5,8 @@ usage() {
 Usage: scripts/uninstall.sh [--purge | --help]
 
   (no flag)  stop and disable the service, remove the units, the binaries,
-             the manual pages and the completion; keep /etc/poolagent and
-             /var/lib/poolagent
+             the manual pages, the completion and the monitoring files;
+             keep /etc/poolagent and /var/lib/poolagent
   --purge    remove those two too
   --help     show this help
 
@@ -53,21 +53,17 @@ fi
 # The pools scope ends with its last process: stop its keeper, and the
 # scope goes when the last query has ended (at once when none runs).
 if [ "$running" = 1 ]; then
-	cg=$(systemctl show -P ControlGroup poolagent-pools.scope 2>/dev/null || true)
-	if [ -n "$cg" ]; then
-		for procs in /sys/fs/cgroup"$cg"/keep/cgroup.procs /sys/fs/cgroup/unified"$cg"/keep/cgroup.procs; do
-			[ -f "$procs" ] || continue
-			for pid in $(cat "$procs"); do kill "$pid" 2>/dev/null || true; done
-		done
-	fi
+	. "$(dirname "$0")/pools-scope.sh"
+	release_pools_scope
 fi
 share=$DESTDIR$PREFIX/share
 rm -f "$DESTDIR$units/poolagent.service" "$DESTDIR$units/poolagent.socket" \
 	"$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-oci" \
 	"$share/man/man1/poolagent.1" "$share/man/man1/poolagent-run.1" \
-	"$share/bash-completion/completions/poolagent" "$share/zsh/site-functions/_poolagent"
+	"$share/bash-completion/completions/poolagent" "$share/zsh/site-functions/_poolagent" \
+	"$share/poolagent/poolagent.rules.yml" "$share/poolagent/poolagent.dashboard.json"
 # The directories install.sh made, when nothing else is in them.
-for d in "$share/man/man1" "$share/bash-completion/completions" "$share/bash-completion" \
+for d in "$share/poolagent" "$share/man/man1" "$share/bash-completion/completions" "$share/bash-completion" \
 	"$share/zsh/site-functions" "$share/zsh"; do
 	[ -d "$d" ] && rmdir --ignore-fail-on-non-empty "$d"
 done

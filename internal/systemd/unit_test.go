@@ -239,6 +239,8 @@ func TestInstallScripts(t *testing.T) {
 		"usr/local/share/man/man1/poolagent-run.1":              ".TH POOLAGENT\\-RUN 1",
 		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
+		"usr/local/share/poolagent/poolagent.rules.yml":         "groups:",
+		"usr/local/share/poolagent/poolagent.dashboard.json":    "\"panels\"",
 	} {
 		if got, err := os.ReadFile(filepath.Join(stage, f)); err != nil || !strings.Contains(string(got), want) {
 			t.Errorf("installed %s: %v, want it to hold %q", f, err, want)
@@ -257,7 +259,8 @@ func TestInstallScripts(t *testing.T) {
 	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service",
 		"etc/systemd/system/poolagent.socket", "usr/local/share/man/man1/poolagent.1", "usr/local/share/man/man1/poolagent-run.1",
 		"usr/local/share/bash-completion/completions/poolagent",
-		"usr/local/share/zsh/site-functions/_poolagent"} {
+		"usr/local/share/zsh/site-functions/_poolagent", "usr/local/share/poolagent/poolagent.rules.yml",
+		"usr/local/share/poolagent/poolagent.dashboard.json", "usr/local/share/poolagent"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)
 		}
