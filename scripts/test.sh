@@ -12,9 +12,11 @@
 #   (4 also runs the GOMAXPROCS test again in a VM with 4 vCPUs)
 #   6. the operator's lifecycle on a real systemd host: install, socket
 #      activation, restarts with queries running, watchdog, uninstall, in
-#      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd); then
-#      the real-kernel tests of daemon, cgroupfs, pooltree and systemd in
-#      a subtree systemd delegated there
+#      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd); the
+#      .deb and .rpm (lintian and rpmlint on the host; apt install,
+#      upgrade, remove and purge in another boot of the VM); then the
+#      real-kernel tests of daemon, cgroupfs, pooltree and systemd in a
+#      subtree systemd delegated there
 #
 # POOLAGENT_REQUIRE_KERNEL=1 makes a real-kernel test that cannot run fail
 # instead of skipping; step 5 catches a test that skipped in both runs any
@@ -116,6 +118,10 @@ command -v chromium >/dev/null || tools+=(chromium)
 command -v promtool >/dev/null || tools+=(prometheus)
 command -v zsh >/dev/null || tools+=(zsh)
 command -v groff >/dev/null || tools+=(groff-base)
+# lintian, rpm and rpmlint check the packages (scripts/vm/systemd/test-packages.sh).
+for tool in lintian rpm rpmlint; do
+	command -v $tool >/dev/null || tools+=($tool)
+done
 if [ ${#tools[@]} -gt 0 ]; then
 	echo "== installing ${tools[*]}"
 	aptget update -qq && aptget install -y -qq --no-install-recommends "${tools[@]}" >/dev/null ||
@@ -130,10 +136,14 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./... || failed+=("go vet")
 # go.mod lists what the code imports, direct dependencies as direct.
-if ! untidy=$(go mod tidy -diff); then
-	echo "go mod tidy would change go.mod/go.sum:" && echo "$untidy" | sed 's/^/  /'
-	failed+=("go mod tidy")
-fi
+# The packaging tool (nfpm) is a module of its own, scripts/package, so
+# its requirements stay out of the library's (docs/operate.md, Packages).
+for mod in . scripts/package; do
+	if ! untidy=$(go -C "$mod" mod tidy -diff); then
+		echo "go mod tidy would change $mod/go.mod or go.sum:" && echo "$untidy" | sed 's/^/  /'
+		failed+=("go mod tidy ($mod)")
+	fi
+done
 
 # The fleet tests run real etcd clusters: members are separate processes
 # of a small command embedding the etcd server (internal/etcdtest), built
@@ -209,6 +219,10 @@ done
 echo "== the operator's lifecycle under systemd 252 as PID 1 (qemu VM)"
 if scripts/vm/setup.sh >/dev/null && scripts/vm/systemd/setup.sh; then
 	scripts/vm/systemd/test.sh || failed+=("the lifecycle under systemd")
+	# The .deb and .rpm of scripts/package.sh: lintian and rpmlint here,
+	# then apt install, upgrade, remove and purge in the VM.
+	echo "== the packages under systemd 252 as PID 1 (qemu VM)"
+	scripts/vm/systemd/test-packages.sh || failed+=("the packages under systemd")
 	# The real-kernel tests that run as the daemon does, in a subtree
 	# systemd delegated (one boot per package).
 	echo "== real-kernel tests in a subtree delegated by systemd 252 (qemu VM)"

@@ -14,7 +14,8 @@ mkdir -p "$stage/bin" "$stage/scripts"
 CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent" ./cmd/poolagent
 CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent-run" ./cmd/poolagent-run
 CGO_ENABLED=0 go build -trimpath -o "$stage/bin/poolagent-oci" ./cmd/poolagent-oci
-cp scripts/install.sh scripts/uninstall.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
+cp scripts/install.sh scripts/uninstall.sh scripts/pools-scope.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
+cp -r monitoring "$stage/"
 cp "$here/steps.sh" "$here/lifecycle.sh" "$here/units.sh" "$stage/"
 # A loaded CI machine slows the guest down: the lifecycle took 7 to 11
 # minutes on 2 shared cores, 14 at the worst.
