@@ -58,36 +58,54 @@ func StartGauge(tasks string) (*Gauge, error) {
 	g := &Gauge{stop: make(chan struct{})}
 	moved := make(chan error, 1)
 	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if tasks != "" {
-			if err := os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
-				moved <- fmt.Errorf("move the gauge's thread into %s: %w", tasks, err)
-				return
-			}
-		}
-		moved <- nil
-		round()
-		t := time.NewTicker(gaugeEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-g.stop:
-				return
-			case <-t.C:
-				d := round()
-				g.mu.Lock()
-				g.rounds = append(g.rounds, d)
-				g.mu.Unlock()
-			}
-		}
-	}()
+	go g.sample(tasks, moved, make(chan struct{}, 1))
 	if err := <-moved; err != nil {
 		g.done.Wait()
 		return nil, err
 	}
 	return g, nil
+}
+
+// sample is the gauge's goroutine. It says on locked when it holds a
+// thread of its own, and on moved whether that thread joined tasks.
+func (g *Gauge) sample(tasks string, moved chan<- error, locked chan<- struct{}) {
+	defer g.done.Done()
+	runtime.LockOSThread() // never unlocked but on the main thread: the thread ends with the goroutine
+	if unix.Gettid() == unix.Getpid() {
+		// NOTE: the process's main thread outlives a goroutine locked to
+		// it, so in a cgroup it would keep the test's cgroup from being
+		// removed. Hold it while another goroutine, which cannot be
+		// scheduled on it meanwhile, takes a thread of its own.
+		child := make(chan struct{}, 1)
+		g.done.Add(1)
+		go g.sample(tasks, moved, child)
+		<-child
+		runtime.UnlockOSThread()
+		locked <- struct{}{}
+		return
+	}
+	locked <- struct{}{}
+	if tasks != "" {
+		if err := os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
+			moved <- fmt.Errorf("move the gauge's thread into %s: %w", tasks, err)
+			return
+		}
+	}
+	moved <- nil
+	round()
+	t := time.NewTicker(gaugeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			d := round()
+			g.mu.Lock()
+			g.rounds = append(g.rounds, d)
+			g.mu.Unlock()
+		}
+	}
 }
 
 // round times one round of work and keeps the fastest.

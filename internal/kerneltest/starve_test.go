@@ -2,6 +2,9 @@ package kerneltest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +72,37 @@ func TestGauge(t *testing.T) {
 		t.Errorf("share %v, want 0 < share <= 1", share)
 	}
 	t.Logf("this machine gave %s", share)
+}
+
+// TestKernelGaugeLeavesItsCgroup: a gauge whose thread joined a test's
+// cgroup leaves it empty when it stops, so the test's cgroup can be
+// removed. Many rounds on few threads give the gauge's goroutine the
+// process's main thread now and then, which outlives its goroutine and so
+// must never join.
+func TestKernelGaugeLeavesItsCgroup(t *testing.T) {
+	h := Require(t, Need{Modes: []Mode{V1}})
+	r := h.NewRoot(t, Need{Modes: []Mode{V1}})
+	tasks := filepath.Join(r.Path, "tasks")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := range 50 {
+		g, err := StartGauge(tasks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Stop()
+		var left string
+		for range 100 { // the thread's exit is seen in tasks a moment after the goroutine's
+			b, err := os.ReadFile(tasks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left = strings.TrimSpace(string(b)); left == "" {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if left != "" {
+			t.Fatalf("round %d: threads %q of pid %d still in %s after the gauge stopped", i, left, os.Getpid(), r.Path)
+		}
+	}
 }
