@@ -97,13 +97,10 @@ func TestKernelConfinementDemoted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			demoted := h.NewRoot(t, bothModes)
-			if err := os.WriteFile(filepath.Join(demoted.Path, tt.file), []byte(tt.value), 0); err != nil {
-				t.Fatal(err)
-			}
-			cgroup := h.CgroupPath(demoted.Path)
+			demoted := demotedCgroup(t, h, tt.file, tt.value)
+			cgroup := h.CgroupPath(demoted)
 			d, cg := kernelDaemon(t, bothModes, Config{}, pools, rootIdentity)
-			spec := clientSpec{Socket: d.socket, Pool: "heavy", Argv: []string{"/bin/sh", "-c", "exit 0"}, Procs: filepath.Join(demoted.Path, "cgroup.procs")}
+			spec := clientSpec{Socket: d.socket, Pool: "heavy", Argv: []string{"/bin/sh", "-c", "exit 0"}, Procs: filepath.Join(demoted, "cgroup.procs")}
 			out, ok := startClientProc(t, exe, spec, nil).outcome(t)
 			if !ok {
 				t.Fatal("client reported nothing")
@@ -132,4 +129,29 @@ func TestKernelConfinementDemoted(t *testing.T) {
 			waitFor(t, "no query left", func() bool { return queriesLeft(t, cg)() == 0 })
 		})
 	}
+}
+
+// demotedCgroup makes a cgroup demoted by file (value) for a client to
+// run in, and returns its path. It sits in a favoured test root of its
+// own: the demotion is what the daemon reads, while the client still gets
+// the CPU to talk to it when other work keeps the machine busy (at the
+// least weight beside a busy host's tasks, its start-up alone could
+// outlast the daemon's wait for a first request).
+func demotedCgroup(t *testing.T, h kerneltest.Host, file, value string) string {
+	t.Helper()
+	parent := h.NewRoot(t, bothModes)
+	parent.Favour(t)
+	if h.Mode == kerneltest.V2 {
+		if err := os.WriteFile(filepath.Join(parent.Path, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(parent.Path, "demoted")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

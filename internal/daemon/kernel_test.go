@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -261,7 +262,12 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 			break
 		}
 		if bases = append(bases, fmt.Sprintf("%.0f%%", 100*base)); len(bases) == 20 {
-			t.Fatalf("the host stayed busy before the test (%s): no room to show CPU-load admission", strings.Join(bases, " "))
+			// The load is the whole machine's (/proc/stat): work this test
+			// did not start, and may not stop, leaves no room below 100%
+			// to set a threshold in. Nothing here can be judged; in the
+			// VM the load is the guest's own, and scripts/test.sh's
+			// coverage check fails the run unless the test passed there.
+			t.Skipf("other work kept this machine's CPUs busy for 20 s (%s): no room below 100%% to show CPU-load admission against /proc/stat here; judged where the load is the test's own (the VM run)", strings.Join(bases, " "))
 		}
 	}
 	threshold := int(100*base+100) / 2
@@ -333,8 +339,11 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 				after = after[1:]
 			}
 		}
+		if time.Now().After(deadline) && slices.Min(after) >= float64(threshold) {
+			t.Skipf("other work kept this machine's load at or above the threshold %d%% for 30 s after the busy loops ended (the last load averages seen: %v): not a verdict on admission; judged where the load is the test's own (the VM run)", threshold, after)
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the query did not start within 30 s of the busy loops ending; the last load averages seen: %v, threshold %d%%", after, threshold)
+			t.Fatalf("the query did not start within 30 s of the busy loops ending, though the load fell below the threshold %d%%; the last load averages seen: %v", threshold, after)
 		}
 	}
 	t.Logf("started at load %+v", srv.Load())

@@ -10,18 +10,19 @@ import (
 
 // TestTestShFailures: the last lines of scripts/test.sh name every failed
 // test with the line it failed on, read from go test's output with and
-// without -v (testdata/gotest: a failed test, a failed subtest, a panic
-// and a package that does not build), so a failure is not hundreds of
-// lines above the end of the run.
+// without -v (testdata/gotest: a failed test, a failed subtest, a panic,
+// a package that does not build and one whose test skips), so a failure
+// is not hundreds of lines above the end of the run; a skipped test is
+// named with its reason.
 func TestTestShFailures(t *testing.T) {
 	script, err := os.ReadFile("../../scripts/test.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fn, ok := strings.Cut(string(script), "\nfailures() {\n")
+	_, fn, ok := strings.Cut(string(script), "\nreasons() {\n")
 	fn, _, ok2 := strings.Cut(fn, "\n}\n")
 	if !ok || !ok2 {
-		t.Fatal("scripts/test.sh has no failures() function")
+		t.Fatal("scripts/test.sh has no reasons() function")
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -44,10 +45,17 @@ func TestTestShFailures(t *testing.T) {
 			"  example.com/ft/b TestB: panic: boom [recovered, repanicked]",
 			"  example.com/ft/c: failed without a failed test (build error, panic or timeout; see its output)",
 		},
+		"skips in verbose.txt": {
+			"  example.com/ft/d TestSkip: d_test.go:4: the host's other work kept its CPUs busy",
+		},
 	}
 	for name, lines := range want {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(bash, "-c", "failures() {\n"+fn+"\n}\nfailures \"$1\"", "failures", filepath.Join("testdata", "gotest", name))
+			outcome, file := "FAIL", name
+			if skips, ok := strings.CutPrefix(name, "skips in "); ok {
+				outcome, file = "SKIP", skips
+			}
+			cmd := exec.Command(bash, "-c", "reasons() {\n"+fn+"\n}\nreasons \"$@\"", "reasons", outcome, filepath.Join("testdata", "gotest", file))
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("failures: %v", err)

@@ -200,6 +200,7 @@ func (e *Exposer) wait(r *http.Request, n int) bool {
 // gather gathers the metrics and encodes them, plain and gzipped.
 func (e *Exposer) gather(start time.Time) *output {
 	o := &output{start: start}
+	began := time.Now()
 	if o.text, o.err = e.encode(); o.err == nil {
 		var b bytes.Buffer
 		z := gzip.NewWriter(&b)
@@ -207,7 +208,7 @@ func (e *Exposer) gather(start time.Time) *output {
 		z.Close()
 		o.zipped = b.Bytes()
 	}
-	o.fresh = start.Add(max(ReuseFor, ReuseGathers*time.Since(start)))
+	o.fresh = start.Add(max(ReuseFor, ReuseGathers*time.Since(began)))
 	return o
 }
 

@@ -94,27 +94,34 @@ func waitUntil(t *testing.T, cond func() bool) {
 }
 
 // TestExposerReuse: an output answers the scrapes within ReuseFor of its
-// gather; later ones gather again, unless MaxOutputs outputs are being
-// written: then they get the latest output, however old.
+// gather (longer, if the gather itself was slow: each scrape is then
+// timed against the output's own freshness, so a slow machine does not
+// decide the test); later ones gather again, unless MaxOutputs outputs
+// are being written: then they get the latest output, however old.
 func TestExposerReuse(t *testing.T) {
 	src := &countingSource{}
 	e := exposerOf(src)
 	t0 := time.Now()
 	first := e.take(t0)
+	if first.fresh.Before(t0.Add(ReuseFor)) {
+		t.Errorf("an output is fresh until %v after its gather, want at least ReuseFor (%v)", first.fresh.Sub(t0), ReuseFor)
+	}
 	if again := e.take(t0.Add(ReuseFor / 2)); again != first {
 		t.Errorf("a scrape within ReuseFor gathered again")
 	}
-	second := e.take(t0.Add(2 * ReuseFor))
+	later := first.fresh.Add(time.Millisecond)
+	second := e.take(later)
 	if second == first || src.calls.Load() != 2 {
-		t.Fatalf("a scrape after ReuseFor did not gather again (%d gathers)", src.calls.Load())
+		t.Fatalf("a scrape after the output's freshness did not gather again (%d gathers)", src.calls.Load())
 	}
 	// first and second are held (being written): MaxOutputs of them.
-	if held := e.take(t0.Add(4 * ReuseFor)); held != second || src.calls.Load() != 2 {
+	stale := second.fresh.Add(time.Millisecond)
+	if held := e.take(stale); held != second || src.calls.Load() != 2 {
 		t.Errorf("with %d outputs being written a scrape gathered anew (%d gathers), want the latest output", MaxOutputs, src.calls.Load())
 	}
 	e.release(first)
 	e.release(first)
-	if third := e.take(t0.Add(4 * ReuseFor)); third == second || src.calls.Load() != 3 {
+	if third := e.take(stale); third == second || src.calls.Load() != 3 {
 		t.Errorf("with one output being written a stale scrape did not gather (%d gathers)", src.calls.Load())
 	}
 }
@@ -137,7 +144,7 @@ func TestExposerPace(t *testing.T) {
 	if e.wait(r, 1) {
 		t.Error("a reply whose turn is past MaxReplyWait was written")
 	}
-	if took := time.Since(begin); took > time.Second || e.turn != turn {
+	if took := time.Since(begin); took >= MaxReplyWait || e.turn != turn {
 		t.Errorf("the refusal took %v and moved the next turn by %v, want at once and none", took, e.turn.Sub(turn))
 	}
 
