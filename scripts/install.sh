@@ -8,16 +8,16 @@ Usage: scripts/install.sh [--no-start | --no-service | --help]
 
   (no flag)     build, install, verify the unit, enable and start the service
   --no-start    the same, but only enable the service
-  --no-service  build and install the three binaries (with the manual page and
-                bash/zsh completion) only: no unit, no pool file, no systemd
+  --no-service  build and install the three binaries (with their manual pages
+                and bash/zsh completion) only: no unit, no pool file, no systemd
                 needed (to try poolagent by hand)
   --help        show this help
 
 Run it as root (sudo scripts/install.sh when you are not). It installs
 PREFIX/bin/poolagent, PREFIX/bin/poolagent-run and PREFIX/bin/poolagent-oci
 (the OCI runtime for containers in pools: docs/containers.md; PREFIX defaults to
-/usr/local), the manual pages PREFIX/share/man/man1/poolagent.1 and
-poolagent-run.1, the bash and zsh completion below PREFIX/share, the
+/usr/local), the manual pages PREFIX/share/man/man1/poolagent.1,
+poolagent-run.1 and poolagent-oci.1, the bash and zsh completion below PREFIX/share, the
 Prometheus rules and Grafana dashboard in PREFIX/share/poolagent, the units /etc/systemd/system/poolagent.service and
 poolagent.socket (systemd holds the socket across restarts), and
 /etc/poolagent/pools.sql when there is none yet (an existing pool file is
@@ -126,17 +126,19 @@ install -d -m 0755 "$DESTDIR$PREFIX/bin"
 install -m 0755 "$tmp/poolagent" "$DESTDIR$bin"
 install -m 0755 "$tmp/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-run"
 install -m 0755 "$tmp/poolagent-oci" "$DESTDIR$PREFIX/bin/poolagent-oci"
-# The manual page and the shell completions come from the binary's own
+# The manual pages and the shell completions come from the binary's own
 # help text, in the directories man, bash-completion and zsh search below
 # PREFIX.
 install -d -m 0755 "$DESTDIR$PREFIX/share/man/man1" "$DESTDIR$PREFIX/share/bash-completion/completions" \
 	"$DESTDIR$PREFIX/share/zsh/site-functions" "$DESTDIR$PREFIX/share/poolagent"
 "$DESTDIR$bin" man >"$tmp/poolagent.1"
 "$DESTDIR$bin" man poolagent-run >"$tmp/poolagent-run.1"
+"$DESTDIR$bin" man poolagent-oci >"$tmp/poolagent-oci.1"
 "$DESTDIR$bin" completion bash >"$tmp/poolagent.bash"
 "$DESTDIR$bin" completion zsh >"$tmp/_poolagent"
 install -m 0644 "$tmp/poolagent.1" "$DESTDIR$PREFIX/share/man/man1/poolagent.1"
 install -m 0644 "$tmp/poolagent-run.1" "$DESTDIR$PREFIX/share/man/man1/poolagent-run.1"
+install -m 0644 "$tmp/poolagent-oci.1" "$DESTDIR$PREFIX/share/man/man1/poolagent-oci.1"
 install -m 0644 "$tmp/poolagent.bash" "$DESTDIR$PREFIX/share/bash-completion/completions/poolagent"
 install -m 0644 "$tmp/_poolagent" "$DESTDIR$PREFIX/share/zsh/site-functions/_poolagent"
 # The alerting rules and the dashboard (docs/metrics.md), for the

@@ -59,7 +59,7 @@ fi
 share=$DESTDIR$PREFIX/share
 rm -f "$DESTDIR$units/poolagent.service" "$DESTDIR$units/poolagent.socket" \
 	"$DESTDIR$PREFIX/bin/poolagent" "$DESTDIR$PREFIX/bin/poolagent-run" "$DESTDIR$PREFIX/bin/poolagent-oci" \
-	"$share/man/man1/poolagent.1" "$share/man/man1/poolagent-run.1" \
+	"$share/man/man1/poolagent.1" "$share/man/man1/poolagent-run.1" "$share/man/man1/poolagent-oci.1" \
 	"$share/bash-completion/completions/poolagent" "$share/zsh/site-functions/_poolagent" \
 	"$share/poolagent/poolagent.rules.yml" "$share/poolagent/poolagent.dashboard.json"
 # The directories install.sh made, when nothing else is in them.

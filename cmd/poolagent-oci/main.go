@@ -15,5 +15,5 @@ import (
 )
 
 func main() {
-	os.Exit(oci.Main(os.Args[1:], os.Stderr))
+	os.Exit(oci.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

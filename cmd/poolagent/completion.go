@@ -5,6 +5,9 @@ import (
 	"io"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/oci"
 )
 
 // bashCompletion and zshCompletion complete poolagent's commands and flags
@@ -72,21 +75,26 @@ func completionCommand() *cli.Command {
 // manCommand is `poolagent man`: print the manual page, made from the
 // same help text as --help.
 func manCommand() *cli.Command {
+	const accepted = "accepted: no argument for poolagent(1), poolagent-run or poolagent-oci"
 	return &cli.Command{
 		Name:      "man",
-		Usage:     "print the manual page poolagent(1), or poolagent-run(1), made from the help text (scripts/install.sh installs both)",
-		ArgsUsage: "[poolagent-run]",
+		Usage:     "print the manual page poolagent(1), poolagent-run(1) or poolagent-oci(1), made from the help text (scripts/install.sh installs all three)",
+		ArgsUsage: "[poolagent-run|poolagent-oci]",
 		Action: func(c *cli.Context) error {
+			var page string
 			switch name := c.Args().First(); {
 			case c.NArg() > 1:
-				return usageErr("one page at a time, got %q (accepted: no argument for poolagent(1), or poolagent-run)", c.Args().Slice())
+				return usageErr("one page at a time, got %q (%s)", c.Args().Slice(), accepted)
 			case name == "poolagent-run":
-				_, err := io.WriteString(c.App.Writer, slimManPage())
-				return err
+				page = slimManPage(name, client.RunSummary, client.RunArgsUsage, client.RunHelp)
+			case name == "poolagent-oci":
+				page = slimManPage(name, oci.Summary, oci.ArgsUsage, oci.Help)
 			case name != "":
-				return usageErr("no page %q (accepted: no argument for poolagent(1), or poolagent-run)", name)
+				return usageErr("no page %q (%s)", name, accepted)
+			default:
+				page = manPage(c.App)
 			}
-			_, err := io.WriteString(c.App.Writer, manPage(c.App))
+			_, err := io.WriteString(c.App.Writer, page)
 			return err
 		},
 	}

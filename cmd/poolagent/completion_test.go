@@ -150,32 +150,43 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// TestSlimManPage renders `poolagent man poolagent-run` with groff, with
-// warnings on, and checks it has the synopsis, every paragraph of the
-// help and every option; another page name is refused.
+// TestSlimManPage renders `poolagent man poolagent-run` and `poolagent
+// man poolagent-oci` with groff, with warnings on, and checks each has
+// its synopsis, every paragraph of its help and every option; another
+// page name is refused.
 func TestSlimManPage(t *testing.T) {
 	groff := tool(t, "groff")
-	page, _, err := runApp(t, "man", "poolagent-run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(groff, "-k", "-man", "-Tutf8", "-ww")
-	cmd.Stdin = strings.NewReader(page)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil || stderr.Len() > 0 {
-		t.Fatalf("groff: %v\n%s", err, stderr.String())
-	}
-	// groff emboldens by overstriking; compare the letters alone.
-	text := strings.Join(strings.Fields(regexp.MustCompile(".\b").ReplaceAllString(string(out), "")), " ")
-	for _, want := range []string{
-		"poolagent-run [--pool NAME] [--stats text|json] [--socket PATH] -- CMD [ARGS...]",
-		"Asks the daemon to admit a query", "Without --stats the query runs in place",
-		"--pool NAME, -p NAME run in pool NAME", "--stats FORMAT", "--socket PATH", "SEE ALSO poolagent(1)",
+	for name, wants := range map[string][]string{
+		"poolagent-run": {
+			"poolagent-run [--pool NAME] [--stats text|json] [--socket PATH] -- CMD [ARGS...]",
+			"Asks the daemon to admit a query", "Without --stats the query runs in place",
+			"--pool NAME, -p NAME run in pool NAME", "--stats FORMAT", "--socket PATH", "SEE ALSO poolagent(1)",
+		},
+		"poolagent-oci": {
+			"NAME poolagent-oci - an OCI runtime that puts containers in resource pools",
+			"poolagent-oci [--runtime-path PATH] [RUNTIME-OPTIONS...] COMMAND [ARGS...]",
+			"Container engines (podman, Docker,", "When the kernel's OOM killer ends a process of the container",
+			"--runtime-path PATH the runtime to run", "--help, -h", "POOLAGENT_SOCKET the daemon's socket", "SEE ALSO poolagent(1)",
+		},
 	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the rendered page has no %q:\n%s", want, text)
+		page, _, err := runApp(t, "man", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(groff, "-k", "-man", "-Tutf8", "-ww")
+		cmd.Stdin = strings.NewReader(page)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || stderr.Len() > 0 {
+			t.Fatalf("groff %s: %v\n%s", name, err, stderr.String())
+		}
+		// groff emboldens by overstriking; compare the letters alone.
+		text := strings.Join(strings.Fields(regexp.MustCompile(".\b").ReplaceAllString(string(out), "")), " ")
+		for _, want := range wants {
+			if !strings.Contains(text, want) {
+				t.Errorf("the rendered page %s has no %q:\n%s", name, want, text)
+			}
 		}
 	}
 	if _, _, err := runApp(t, "man", "poolagent-rn"); err == nil || !strings.Contains(err.Error(), `no page "poolagent-rn"`) {

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/poolagent/poolagent/internal/client"
 )
 
 // runHelpTemplate is `poolagent help run`: its description already lists
@@ -133,7 +131,7 @@ func manPage(app *cli.App) string {
 			writeManCommand(&b, cmd, cmd.Name)
 		}
 	}
-	b.WriteString(".SH SEE ALSO\npoolagent\\-run(1)\n")
+	b.WriteString(".SH SEE ALSO\npoolagent\\-run(1), poolagent\\-oci(1)\n")
 	return b.String()
 }
 
@@ -188,13 +186,15 @@ func writeManFlags(b *strings.Builder, flags []cli.Flag) {
 	}
 }
 
-// slimManPage is poolagent-run(1), written from the help `poolagent-run
-// --help` prints: synopsis, description and options.
-func slimManPage() string {
+// slimManPage is the manual page of one of the small programs beside
+// poolagent, poolagent-run(1) or poolagent-oci(1), written from the help
+// its --help prints: synopsis, description and options (the part after
+// "Options:", kept as printed).
+func slimManPage(name, summary, argsUsage, help string) string {
 	var b strings.Builder
-	b.WriteString(".TH POOLAGENT\\-RUN 1\n.SH NAME\npoolagent\\-run \\- " + roff(client.RunSummary) + "\n")
-	b.WriteString(".SH SYNOPSIS\n.B poolagent\\-run\n" + roff(client.RunArgsUsage) + "\n.SH DESCRIPTION\n")
-	desc, opts, _ := strings.Cut(client.RunHelp, "\n\nOptions:\n")
+	b.WriteString(".TH " + roff(strings.ToUpper(name)) + " 1\n.SH NAME\n" + roff(name) + " \\- " + roff(summary) + "\n")
+	b.WriteString(".SH SYNOPSIS\n.B " + roff(name) + "\n" + roff(argsUsage) + "\n.SH DESCRIPTION\n")
+	desc, opts, _ := strings.Cut(help, "\n\nOptions:\n")
 	for i, para := range strings.Split(desc, "\n\n") {
 		if i > 0 {
 			b.WriteString(".PP\n")

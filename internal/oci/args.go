@@ -2,6 +2,7 @@ package oci
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -34,6 +35,13 @@ type Invocation struct {
 // run wait in the queue and are placed; every other subcommand passes
 // straight through.
 func (inv Invocation) Places() bool { return inv.Command == "create" || inv.Command == "run" }
+
+// WantsHelp reports whether poolagent-oci's own help was asked for:
+// --help or -h with no subcommand after it (a subcommand's --help is the
+// runtime's).
+func (inv Invocation) WantsHelp() bool {
+	return inv.Command == "" && (slices.Contains(inv.Global, "--help") || slices.Contains(inv.Global, "-h"))
+}
 
 // RuntimeArgs are the arguments the runtime is run with, after its name.
 func (inv Invocation) RuntimeArgs() []string {

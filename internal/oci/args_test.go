@@ -86,6 +86,27 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
+func TestWantsHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--help"}, true},
+		{[]string{"--root", "/r", "-h"}, true},
+		{[]string{"--version"}, false},
+		{[]string{"create", "--help", "c1"}, false},
+		{[]string{"--help", "kill", "c1"}, false},
+	} {
+		inv, err := Parse(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inv.WantsHelp(); got != tc.want {
+			t.Errorf("Parse(%q).WantsHelp() = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
 func TestRuntimeArgs(t *testing.T) {
 	inv, err := Parse([]string{"--systemd-cgroup", "--root", "/r", "create", "-b", "/b", "c1"})
 	if err != nil {

@@ -30,12 +30,17 @@ const EnvSocket = "POOLAGENT_SOCKET"
 // Main is poolagent-oci: it runs the real OCI runtime with args (runc's
 // command line, global options first), create and run once the
 // container's query is admitted and placed, every other subcommand
-// straight away (exec). It returns the exit status when it does not exec.
-func Main(args []string, stderr io.Writer) int {
+// straight away (exec). --help with no subcommand prints its own help on
+// stdout. It returns the exit status when it does not exec.
+func Main(args []string, stdout, stderr io.Writer) int {
 	inv, err := Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
 		return client.ExitRefused
+	}
+	if inv.WantsHelp() {
+		fmt.Fprintf(stdout, "Usage: %s %s\n\n%s.\n\n%s\n", Name, ArgsUsage, Summary, Help)
+		return 0
 	}
 	rt, err := findRuntime(inv.RuntimePath)
 	if err != nil {

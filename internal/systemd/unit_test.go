@@ -237,6 +237,7 @@ func TestInstallScripts(t *testing.T) {
 		"etc/systemd/system/poolagent.socket":                   "ListenStream=/run/poolagent/agent.sock",
 		"usr/local/share/man/man1/poolagent.1":                  ".TH POOLAGENT 1",
 		"usr/local/share/man/man1/poolagent-run.1":              ".TH POOLAGENT\\-RUN 1",
+		"usr/local/share/man/man1/poolagent-oci.1":              ".TH POOLAGENT\\-OCI 1",
 		"usr/local/share/bash-completion/completions/poolagent": "complete -o bashdefault -o default -F _poolagent poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent":         "#compdef poolagent",
 		"usr/local/share/poolagent/poolagent.rules.yml":         "groups:",
@@ -258,7 +259,7 @@ func TestInstallScripts(t *testing.T) {
 	run("uninstall.sh")
 	for _, f := range []string{"usr/local/bin/poolagent", "usr/local/bin/poolagent-run", "etc/systemd/system/poolagent.service",
 		"etc/systemd/system/poolagent.socket", "usr/local/share/man/man1/poolagent.1", "usr/local/share/man/man1/poolagent-run.1",
-		"usr/local/share/bash-completion/completions/poolagent",
+		"usr/local/share/man/man1/poolagent-oci.1", "usr/local/share/bash-completion/completions/poolagent",
 		"usr/local/share/zsh/site-functions/_poolagent", "usr/local/share/poolagent/poolagent.rules.yml",
 		"usr/local/share/poolagent/poolagent.dashboard.json", "usr/local/share/poolagent"} {
 		if _, err := os.Stat(filepath.Join(stage, f)); !os.IsNotExist(err) {
