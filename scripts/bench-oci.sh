@@ -13,6 +13,7 @@ mkdir -p "$stage/bin" "$stage/scripts"
 for c in poolagent poolagent-run poolagent-oci; do
 	CGO_ENABLED=0 go build -trimpath -o "$stage/bin/$c" "./cmd/$c"
 done
-cp scripts/install.sh scripts/uninstall.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
+cp scripts/install.sh scripts/uninstall.sh scripts/pools-scope.sh scripts/poolagent.service scripts/poolagent.socket "$stage/scripts/"
+cp -r monitoring "$stage/"
 cp scripts/vm/systemd/bench-oci.sh "$stage/"
 POOLAGENT_VM_TIMEOUT=${POOLAGENT_VM_TIMEOUT:-1800} scripts/vm/systemd/run.sh "$stage" ./bench-oci.sh "${1:-15}"
