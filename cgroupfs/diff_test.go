@@ -124,6 +124,25 @@ func TestDiff(t *testing.T) {
 			want: nil,
 		},
 		{
+			// runc and crun write every available controller into the
+			// cgroup.subtree_control of a container's ancestors, and the
+			// container's cgroup is a leaf below its query's
+			// (internal/oci): controllers poolagent did not enable, and a
+			// cgroup it did not make, are left as they are.
+			name: "a container's leaf below its query, every controller enabled by its runtime: nothing to do",
+			cur: func() *current {
+				c := tree(true, map[string]*node{"default": in(HierUnified), "olap": in(HierUnified), "olap/q1": in(HierUnified),
+					"olap/q1/container": busy(in(HierUnified), HierUnified, 7)},
+					map[string]settings{"default": val(unlimited), "olap": val(olap), "olap/q1": val(olapQ)})
+				all := []string{"cpuset", "cpu", "io", "memory", "hugetlb", "pids", "rdma", "misc"}
+				for _, cg := range []string{".", "olap", "olap/q1"} {
+					c.enabled[cg] = all
+				}
+				return c
+			}(),
+			d: desired(pool("olap", olap, olapQ)),
+		},
+		{
 			name: "v1: a pool's period first when its quota first would put it below its query; the query's quota first",
 			cur: tree(false, map[string]*node{"default": in(HierCPU, HierCPUAcct), "olap": in(HierCPU, HierCPUAcct), "olap/q1": busy(in(HierCPU, HierCPUAcct), HierCPU, 7)},
 				map[string]settings{"default": val(unlimited), "olap": val(lim(200000, 100000, 0, 100)), "olap/q1": val(lim(200000, 100000, 0, 100))}),
