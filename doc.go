@@ -76,8 +76,9 @@
 //   - internal/tell: a message written to a descriptor a user handed the
 //     daemon by a process of that user's, never by a daemon thread.
 //   - internal/kerneltest, internal/etcdtest (with its member,
-//     internal/etcdtest/etcd-member), internal/burn: what the tests share:
-//     real-kernel gates and cgroups, real etcd clusters, CPU burners.
+//     internal/etcdtest/etcd-member), internal/burn, internal/browsertest:
+//     what the tests share: real-kernel gates and cgroups, real etcd
+//     clusters, CPU burners, reports rendered in headless Chromium.
 //   - scripts/benchstart (with scripts/benchstart/goexec): the benchmark of
 //     a query's start against cgexec, and against another build's
 //     (docs/performance.md).

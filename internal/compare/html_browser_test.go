@@ -1,16 +1,11 @@
 package compare
 
 import (
-	"context"
-	"fmt"
+	"bytes"
 	"image"
-	"image/color"
-	"image/png"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/poolagent/poolagent/internal/browsertest"
 )
 
 // TestHTMLReportInChromium renders a report as people see it, in Debian's
@@ -33,12 +28,12 @@ func TestHTMLReportInChromium(t *testing.T) {
 
 	// The legend comes first, with a swatch of each colour; the bars are
 	// below it.
-	legend := boxOf(img, colourPredictedRan, 0)
+	legend := browsertest.Box(img, colourPredictedRan, 0)
 	below := legend.Min.Y + 20
-	predictedRan := boxOf(img, colourPredictedRan, below)
-	measuredRan := boxOf(img, colourMeasuredRan, below)
-	bars := predictedRan.Union(measuredRan).Union(boxOf(img, colourPredictedThr, below)).Union(boxOf(img, colourMeasuredThr, below))
-	quota := boxOf(img, colourQuota, below)
+	predictedRan := browsertest.Box(img, colourPredictedRan, below)
+	measuredRan := browsertest.Box(img, colourMeasuredRan, below)
+	bars := predictedRan.Union(measuredRan).Union(browsertest.Box(img, colourPredictedThr, below)).Union(browsertest.Box(img, colourMeasuredThr, below))
+	quota := browsertest.Box(img, colourQuota, below)
 	t.Logf("screenshot %v: legend at y=%d, bars %v, predicted ran %v, measured ran %v, quota %v", img.Bounds(), legend.Min.Y, bars, predictedRan, measuredRan, quota)
 	if predictedRan.Empty() || measuredRan.Empty() {
 		t.Fatalf("the predicted (%v) or the measured (%v) bars are not drawn", predictedRan, measuredRan)
@@ -75,10 +70,10 @@ func TestHTMLMissMarkInChromium(t *testing.T) {
 		t.Fatalf("the fixture's group meets its target; want a miss")
 	}
 	img := screenshot(t, r)
-	legend := boxOf(img, colourPredictedRan, 0).Min.Y
-	bars := boxOf(img, colourPredictedRan, legend+20).Union(boxOf(img, colourMeasuredRan, legend+20))
-	above := boxOf(img, colourMiss, 0)
-	period := boxOf(img, colourMiss, legend+16)
+	legend := browsertest.Box(img, colourPredictedRan, 0).Min.Y
+	bars := browsertest.Box(img, colourPredictedRan, legend+20).Union(browsertest.Box(img, colourMeasuredRan, legend+20))
+	above := browsertest.Box(img, colourMiss, 0)
+	period := browsertest.Box(img, colourMiss, legend+16)
 	t.Logf("screenshot %v: legend at y=%d, bars %v, first miss mark %v, marks in the chart %v", img.Bounds(), legend, bars, above, period)
 	if above.Empty() || above.Min.Y >= legend {
 		t.Errorf("no miss mark above the chart (heading or verdict): marks %v, legend at y=%d", above, legend)
@@ -96,73 +91,9 @@ func TestHTMLMissMarkInChromium(t *testing.T) {
 // the picture.
 func screenshot(t *testing.T, r *Report) image.Image {
 	t.Helper()
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("POOLAGENT_REQUIRE_KERNEL") == "1" {
-			t.Fatalf("chromium not found (scripts/test.sh installs it): %v", err)
-		}
-		t.Skipf("chromium not found: %v", err)
-	}
-	dir := t.TempDir()
-	page, shot := filepath.Join(dir, "report.html"), filepath.Join(dir, "shot.png")
-	f, err := os.Create(page)
-	if err != nil {
+	var page bytes.Buffer
+	if err := WriteHTML(&page, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(f, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--hide-scrollbars", "--window-size=1100,900",
-		"--screenshot="+shot, "file://"+page)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
-	}
-	if keep := os.Getenv("POOLAGENT_SCREENSHOT"); keep != "" {
-		if png, err := os.ReadFile(shot); err == nil {
-			err = os.WriteFile(keep, png, 0o644)
-			t.Logf("screenshot kept in %s (%v)", keep, err)
-		}
-	}
-	return readPNG(t, shot)
-}
-
-func readPNG(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-// boxOf is the bounding box of the pixels of img from row minY down that
-// have exactly the colour hex ("#rrggbb").
-func boxOf(img image.Image, hex string, minY int) image.Rectangle {
-	var want color.RGBA
-	if _, err := fmt.Sscanf(hex, "#%02x%02x%02x", &want.R, &want.G, &want.B); err != nil {
-		panic(err)
-	}
-	var box image.Rectangle
-	b := img.Bounds()
-	for y := max(b.Min.Y, minY); y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if uint8(r>>8) == want.R && uint8(g>>8) == want.G && uint8(bl>>8) == want.B {
-				box = box.Union(image.Rect(x, y, x+1, y+1))
-			}
-		}
-	}
-	return box
+	return browsertest.Screenshot(t, page.Bytes(), 1100, 900)
 }
