@@ -75,6 +75,8 @@
 //     name for a mistyped command or flag, or DDL parameter.
 //   - internal/tell: a message written to a descriptor a user handed the
 //     daemon by a process of that user's, never by a daemon thread.
+//   - internal/pidfd: waiting for a process to exit without a thread (the
+//     runtime's poller on its pidfd).
 //   - internal/kerneltest, internal/etcdtest (with its member,
 //     internal/etcdtest/etcd-member), internal/burn, internal/browsertest:
 //     what the tests share: real-kernel gates and cgroups, real etcd

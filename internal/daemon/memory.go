@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -105,7 +105,7 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, pool, query string, poolBefore *observe.Memory) {
 	defer unix.Close(fd)
 	defer exited.Close()
-	if err := peer.AwaitExit(ctx, exited); err != nil {
+	if err := pidfd.Await(ctx, exited); err != nil {
 		return
 	}
 	var o *protocol.OOMKill

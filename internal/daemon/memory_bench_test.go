@@ -13,7 +13,7 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
-	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -73,17 +73,17 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	pidfd, err := unix.PidfdOpen(sleeper.Process.Pid, 0)
+	pfd, err := unix.PidfdOpen(sleeper.Process.Pid, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer unix.Close(pidfd)
+	defer unix.Close(pfd)
 	const queries = 100
 	fdsBefore, memBefore := openFDs(b), inUse()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, queries)
 	for range queries {
-		w, err := peer.WatchExit(pidfd)
+		w, err := pidfd.Watch(pfd)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		go func() {
-			peer.AwaitExit(ctx, w)
+			pidfd.Await(ctx, w)
 			w.Close()
 			unix.Close(stderr)
 			done <- struct{}{}

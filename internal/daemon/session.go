@@ -12,6 +12,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -325,7 +326,7 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	poolBefore := s.poolMemoryBefore(q.pool)
 	ended := make(chan protocol.Stats, 1)
 	if stderr >= 0 {
-		if exited, err := peer.WatchExit(client.FD); err == nil {
+		if exited, err := pidfd.Watch(client.FD); err == nil {
 			go s.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.pool, q.name, poolBefore)
 			stderr = -1
 		}

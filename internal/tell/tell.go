@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pidfd"
 )
 
 // PerUID is how many tellers of one uid may run at once.
@@ -93,7 +93,7 @@ func (t *Tellers) Tell(fd int, uid, gid uint32, msg string) error {
 	if !t.reserve(uid) {
 		return ErrBusy
 	}
-	pidfd := -1
+	pfd := -1
 	closed := ^uintptr(0) // -1: the teller's stdin and stdout are closed (its runtime opens /dev/null there)
 	_, err := syscall.ForkExec(t.exe, []string{argv0}, &syscall.ProcAttr{
 		Dir:   "/",
@@ -102,7 +102,7 @@ func (t *Tellers) Tell(fd int, uid, gid uint32, msg string) error {
 		Sys: &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}},
 			Setsid:     true,
-			PidFD:      &pidfd,
+			PidFD:      &pfd,
 		},
 	})
 	if err != nil {
@@ -111,12 +111,12 @@ func (t *Tellers) Tell(fd int, uid, gid uint32, msg string) error {
 	}
 	// Nonblocking, the pidfd is watched by the runtime's poller, which
 	// costs no thread however long the teller runs.
-	unix.SetNonblock(pidfd, true)
-	exited := os.NewFile(uintptr(pidfd), "teller pidfd")
+	unix.SetNonblock(pfd, true)
+	exited := os.NewFile(uintptr(pfd), "teller pidfd")
 	go func() {
 		defer t.release(uid)
 		defer exited.Close()
-		peer.AwaitExit(context.Background(), exited)
+		pidfd.Await(context.Background(), exited)
 		rc, err := exited.SyscallConn()
 		if err != nil {
 			return
