@@ -25,11 +25,12 @@ type Handle struct {
 	mu     sync.Mutex // serialises every call that writes
 	writer *cgroupfs.Tree
 	reader *cgroupfs.Reader
-	// empties tells when query cgroups empty (cgroup v2); nil on v1,
-	// whose cgroups raise no such event, and emptiesErr says why when
-	// it could not start.
+	// empties tells when query cgroups empty (cgroup v2), and emptiesErr
+	// says why when it could not start; on v1, whose cgroups raise no
+	// such event, exits tells when their processes exit.
 	empties    *emptyWatcher
 	emptiesErr error
+	exits      *exitWatcher
 	// owned are the query cgroups (pool/query) placed through the handle
 	// and not removed through it yet: their owner reads and removes them,
 	// so Apply and Repair leave them even when empty.
@@ -69,7 +70,7 @@ func Open(m cgroupfs.Mounts, root string, opt cgroupfs.Options) (*Handle, error)
 		h.unified = m.Unified
 		h.empties, h.emptiesErr = newEmptyWatcher(h.reader.Root())
 	} else {
-		h.emptiesErr = errors.New("cgroup v1 raises no event when a cgroup empties")
+		h.exits = newExitWatcher(h)
 	}
 	return h, nil
 }

@@ -70,9 +70,14 @@ func (h *Handle) Populated(pool, query string) (bool, error) {
 
 // NotifyEmpty sends on wake, without blocking, whenever the query cgroup
 // <pool>/<query> may have changed from populated to empty, until stop is
-// called; a notice only says "look" (see [Handle.Populated]). It fails on
-// cgroup v1, which raises no such event, and then no notice comes.
+// called; a notice only says "look" (see [Handle.Populated]). On cgroup v2
+// the kernel's cgroup.events says when (empty.go); on v1, which raises no
+// such event, the exits of the query's processes do (exits.go). An error
+// means no notice will come.
 func (h *Handle) NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error) {
+	if h.exits != nil {
+		return h.exits.watch(pool, query, wake)
+	}
 	if h.empties == nil {
 		return nil, h.emptiesErr
 	}
