@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,8 +53,10 @@ var bestRound struct {
 // machine was. With tasks, a cgroup v1 tasks file, the sampling thread
 // runs in that cgroup: in a test's favoured root it gets the CPU the
 // test's own work gets, not what an ordinary thread of the busy host
-// would. The thread ends with the sampling (its goroutine exits locked to
-// it), so it leaves the cgroup empty. An error moving it is returned.
+// would. When the sampling ends the thread goes back to the cgroup it
+// came from, and then ends (its goroutine exits locked to it), so it
+// leaves the test's cgroup empty by the time Stop returns. An error
+// moving it is returned.
 func StartGauge(tasks string) (*Gauge, error) {
 	g := &Gauge{stop: make(chan struct{})}
 	moved := make(chan error, 1)
@@ -86,10 +89,15 @@ func (g *Gauge) sample(tasks string, moved chan<- error, locked chan<- struct{})
 	}
 	locked <- struct{}{}
 	if tasks != "" {
-		if err := os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
-			moved <- fmt.Errorf("move the gauge's thread into %s: %w", tasks, err)
+		home, err := joinTasks(tasks)
+		if err != nil {
+			moved <- err
 			return
 		}
+		// The thread ends with the goroutine, but only after it returns:
+		// back home first, so the test's cgroup is empty when Stop
+		// returns and the test's cleanup removes it.
+		defer home()
 	}
 	moved <- nil
 	round()
@@ -106,6 +114,44 @@ func (g *Gauge) sample(tasks string, moved chan<- error, locked chan<- struct{})
 			g.mu.Unlock()
 		}
 	}
+}
+
+// joinTasks moves the calling thread into the cgroup v1 tasks file given
+// and returns what moves it back to the cgroup of the same hierarchy it
+// was in. The hierarchy's mount point is the tasks file's directory less
+// the thread's cgroup path once moved (/proc/thread-self/cgroup).
+func joinTasks(tasks string) (home func(), err error) {
+	from, err := threadCPUCgroup()
+	if err != nil {
+		return nil, err
+	}
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	if err := os.WriteFile(tasks, tid, 0); err != nil {
+		return nil, fmt.Errorf("move the gauge's thread into %s: %w", tasks, err)
+	}
+	to, err := threadCPUCgroup()
+	mount, ok := strings.CutSuffix(filepath.Dir(tasks), to)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("the gauge's thread moved into %s is in cpu cgroup %q (%v): cannot tell its way back", tasks, to, err)
+	}
+	back := filepath.Join(mount, from, "tasks")
+	return func() { os.WriteFile(back, tid, 0) }, nil
+}
+
+// threadCPUCgroup is the calling thread's cgroup in the v1 hierarchy of
+// the cpu controller, from /proc/thread-self/cgroup.
+func threadCPUCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "cpu") {
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("/proc/thread-self/cgroup names no v1 cpu hierarchy:\n%s", b)
 }
 
 // round times one round of work and keeps the fastest.
