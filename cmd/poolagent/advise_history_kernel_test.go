@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -52,13 +53,23 @@ func TestKernelAdviseFromHistory(t *testing.T) {
 
 	const budget = 0.1
 	burn, gap := historyWorkload(t)
-	before, since := runHistoryBursts(t, socket, burn, gap, filepath.Join(dir, "before.json"))
-	m := advise.Measured(before)
-	if m.QueryNrThrottled == 0 || m.QueryThrottledUsec == 0 {
-		t.Errorf("the history shows no throttling of the query cgroups: %+v", m)
-	}
-	if r := m.ThrottledRatio(); r <= budget {
-		t.Fatalf("the workload was throttled in %.0f%% of periods, not over the budget of %.0f%%: the test proves nothing (a loaded host?)", r*100, budget*100)
+	// How much the workload was throttled is timing: judged only while the
+	// machine gives the test its CPU (kerneltest.Root.Retry).
+	var before *advise.Trace
+	var since func() time.Duration
+	root.Retry(t, 3, func(n int) string {
+		before, since = runHistoryBursts(t, socket, burn, gap, filepath.Join(dir, fmt.Sprintf("before-%d.json", n)))
+		m := advise.Measured(before)
+		if m.QueryNrThrottled == 0 || m.QueryThrottledUsec == 0 {
+			return fmt.Sprintf("the history shows no throttling of the query cgroups: %+v", m)
+		}
+		if r := m.ThrottledRatio(); r <= budget {
+			return fmt.Sprintf("the workload was throttled in %.0f%% of periods, not over the budget of %.0f%%: the test would prove nothing", r*100, budget*100)
+		}
+		return ""
+	})
+	if t.Failed() {
+		return
 	}
 	// The advice is of the bursts alone (their queries' start is before).
 	out := slowOutput(t, "advise", "--socket", socket, "--pool", "app", "--since", since().String(), "--max-throttled-periods", "10%")
@@ -83,12 +94,15 @@ func TestKernelAdviseFromHistory(t *testing.T) {
 		t.Errorf("advise --all does not list pool app:\n%s", all)
 	}
 
-	after, _ := runHistoryBursts(t, socket, burn, gap, filepath.Join(dir, "after.json"))
-	if r := advise.Measured(after).ThrottledRatio(); r > budget {
-		t.Errorf("after %s the history shows %.0f%% of periods throttled, over the budget of %.0f%%", alter, r*100, budget*100)
-	}
-	t.Logf("throttled periods in the history: %.0f%% before, %.0f%% after %s",
-		advise.Measured(before).ThrottledRatio()*100, advise.Measured(after).ThrottledRatio()*100, alter)
+	root.Retry(t, 3, func(n int) string {
+		after, _ := runHistoryBursts(t, socket, burn, gap, filepath.Join(dir, fmt.Sprintf("after-%d.json", n)))
+		if r := advise.Measured(after).ThrottledRatio(); r > budget {
+			return fmt.Sprintf("after %s the history shows %.0f%% of periods throttled, over the budget of %.0f%%", alter, r*100, budget*100)
+		}
+		t.Logf("throttled periods in the history: %.0f%% before, %.0f%% after %s",
+			advise.Measured(before).ThrottledRatio()*100, advise.Measured(after).ThrottledRatio()*100, alter)
+		return ""
+	})
 }
 
 // The workload of TestKernelAdviseFromHistory: every gap a query of two
