@@ -273,6 +273,16 @@ else
 	failed+=("systemd VM setup")
 fi
 
+# A timing-judging test reruns an attempt that a starved machine spoiled
+# (kerneltest.Root.Retry, docs/testing.md): say how often, and which.
+echo "== timing-judging attempts rerun because the machine was starved"
+for run in host vm vm4 delegated; do
+	[ -s "$logs/$run" ] || continue
+	awk -v run="$run" '/^=== RUN/ { name = $3 } /starved, running it again/ { n[name]++ }
+		END { for (t in n) printf "  %s (%s): %d\n", t, run, n[t] }' "$logs/$run"
+done | sort | tee "$logs/reruns"
+echo "$(awk -F': ' '{ s += $NF } END { print s + 0 }' "$logs/reruns") reruns; this run took $((SECONDS / 60)) min $((SECONDS % 60)) s"
+
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAILED: %s\n' "${failed[@]}" >&2
 	for run in unit host vm vm4 delegated; do
