@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -32,6 +34,9 @@ type KernelSettings struct {
 	SliceUsec int64
 	// HZ is CONFIG_HZ; the tick is 1e6/HZ µs.
 	HZ int
+	// WakeCreditUsec is CFS's credit to a group enqueued again after a
+	// throttle, on kernels before EEVDF (WakeCreditUsec); 0 from 6.6.
+	WakeCreditUsec int64
 	// Source says where each value came from, for the report.
 	Source string
 }
@@ -65,8 +70,36 @@ func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
 		k.HZ = hz
 		src = append(src, fmt.Sprintf("CONFIG_HZ=%d from %s", hz, from))
 	}
+	if k.WakeCreditUsec = WakeCreditUsec(release, runtime.NumCPU()); k.WakeCreditUsec > 0 {
+		src = append(src, fmt.Sprintf("CFS wake-up credit %dus (kernel %s is before EEVDF, 6.6)", k.WakeCreditUsec, release))
+	}
 	k.Source = strings.Join(src, ", ")
 	return k
+}
+
+// WakeCreditUsec is the vruntime credit CFS gives an entity enqueued
+// again after a sleep or a throttle on a kernel of this release, for a
+// host of cpus online CPUs: before 6.6 (when EEVDF replaced CFS),
+// place_entity puts it at min_vruntime minus half of sched_latency, and
+// sched_latency is 6 ms times 1+log2 of the CPUs, at most 8
+// (SCHED_TUNABLESCALING_LOG). From 6.6, and for a release it cannot
+// read, it is 0: EEVDF keeps the entity's lag instead.
+func WakeCreditUsec(release string, cpus int) int64 {
+	major, rest, ok := strings.Cut(release, ".")
+	if !ok {
+		return 0
+	}
+	minor := rest
+	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = rest[:i]
+	}
+	maj, err1 := strconv.Atoi(major)
+	mnr, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil || maj > 6 || (maj == 6 && mnr >= 6) {
+		return 0
+	}
+	factor := int64(bits.Len(uint(min(max(cpus, 1), 8)))) // 1 + ilog2
+	return 6000 * factor / 2
 }
 
 // readHZ finds CONFIG_HZ in /proc/config.gz, then /boot/config-RELEASE,

@@ -139,3 +139,29 @@ func TestHostInfo(t *testing.T) {
 		t.Error("Emulated without cpuinfo = true")
 	}
 }
+
+// TestWakeCreditUsec holds the credit to CFS's place_entity: half of
+// sched_latency (6 ms scaled by 1+log2 of up to 8 CPUs) before 6.6,
+// nothing on EEVDF kernels or a release it cannot read.
+func TestWakeCreditUsec(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		cpus    int
+		want    int64
+	}{
+		{"6.1.0-57-cloud-amd64", 2, 6000},
+		{"6.1.0", 1, 3000},
+		{"5.15.0-91-generic", 4, 9000},
+		{"6.5.13", 64, 12000},
+		{"4.19.0", 0, 3000},
+		{"6.6.0", 2, 0},
+		{"6.18.44-fc-v1272", 2, 0},
+		{"7.0", 2, 0},
+		{"", 2, 0},
+		{"six.one", 2, 0},
+	} {
+		if got := WakeCreditUsec(c.release, c.cpus); got != c.want {
+			t.Errorf("WakeCreditUsec(%q, %d) = %d, want %d", c.release, c.cpus, got, c.want)
+		}
+	}
+}

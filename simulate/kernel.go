@@ -38,6 +38,13 @@ type KernelParams struct {
 	// CPU of the host. Placement changes the counters: throttled time is
 	// summed per CPU.
 	TaskCPUs map[string][]int
+	// WakeCreditUsec is CFS's credit to an entity enqueued after a
+	// throttle (kernels before 6.6): place_entity puts it at
+	// min_vruntime minus half of sched_latency, so a group that was
+	// throttled while its siblings on the CPU ran comes back up to this
+	// much vruntime behind them and runs alone until it has caught up.
+	// EEVDF (6.6 and later) keeps the entity's lag instead: 0.
+	WakeCreditUsec int64
 }
 
 // DefaultKernelParams are the kernel's defaults: a 5 ms slice and
@@ -56,6 +63,8 @@ func (p KernelParams) Validate() error {
 		return &InputError{Field: "KernelParams.TickUsec", Value: int(p.TickUsec), Want: ">= 1 (1e6/CONFIG_HZ, 4000 at HZ=250)"}
 	case p.TickPhaseUsec < 0 || p.TickPhaseUsec >= p.TickUsec:
 		return &InputError{Field: "KernelParams.TickPhaseUsec", Value: int(p.TickPhaseUsec), Want: fmt.Sprintf("in [0, %d)", p.TickUsec)}
+	case p.WakeCreditUsec < 0:
+		return &InputError{Field: "KernelParams.WakeCreditUsec", Value: int(p.WakeCreditUsec), Want: ">= 0 (0 for EEVDF, 6.6 and later)"}
 	case p.WindowUsec < 0:
 		return &InputError{Field: "KernelParams.WindowUsec", Value: int(p.WindowUsec), Want: ">= 0 (0: no timeline)"}
 	}

@@ -108,6 +108,12 @@ type rq struct {
 	since     float64 // throttled_clock
 	busy      bool    // nr_running > 0, as of the last refresh
 	windowHit int     // last window index counted in throttledCPUs, +1
+
+	// CFS wake-up credit (KernelParams.WakeCreditUsec), vruntime µs.
+	behind float64 // how far the level's min_vruntime moved on while throttled
+	credit float64 // head start left: the group runs alone at its level
+	crate  float64 // vruntime µs per µs the group runs at, as shared last
+	childV float64 // vruntime µs per µs of the level below the group here
 }
 
 // group is one cgroup's state (struct cfs_bandwidth).
@@ -171,15 +177,18 @@ type engine struct {
 	order   []int
 	left    int // tasks not done
 
-	live    []int   // threads of tasks in flight, in index order
-	running []int   // tasks in flight (arrived, not done), in index order
-	timed   []int   // groups whose period or slack timer runs, in index order
-	busy    [][]int // per CPU: groups whose runqueue there is busy
-	dirty   []bool  // per CPU: its threads or their levels' throttling changed since it was settled
-	epoch   int     // counts changes to threads' placement and throttling
-	settled int     // epoch at which idleBalance last found nothing to move, or -1
-	shared  int     // epoch for which the rates were computed, or -1
-	gen     int     // share's generation counter
+	live     []int     // threads of tasks in flight, in index order
+	running  []int     // tasks in flight (arrived, not done), in index order
+	timed    []int     // groups whose period or slack timer runs, in index order
+	busy     [][]int   // per CPU: groups whose runqueue there is busy
+	dirty    []bool    // per CPU: its threads or their levels' throttling changed since it was settled
+	epoch    int       // counts changes to threads' placement and throttling
+	settled  int       // epoch at which idleBalance last found nothing to move, or -1
+	shared   int       // epoch for which the rates were computed, or -1
+	gen      int       // share's generation counter
+	cpu      int       // share: the CPU being shared
+	rootV    []float64 // per CPU: vruntime µs per µs of the top level
+	credited []int     // runqueues with a wake-up credit left: gi*ncpu+cpu
 
 	// Buffers reused from one event to the next.
 	onCPU        [][]int // live threads per CPU, in index order (bucketLive)
@@ -271,6 +280,8 @@ func newEngine(in kernelInput, p KernelParams) *engine {
 	e.busy = emptied(old.busy, in.ncpu)
 	e.onCPU = emptied(old.onCPU, in.ncpu)
 	e.dirty = zeroed(old.dirty, in.ncpu)
+	e.rootV = zeroed(old.rootV, in.ncpu)
+	e.credited = old.credited[:0]
 	e.groups = slices.Grow(old.groups[:0], len(in.groups))[:len(in.groups)]
 	for i, s := range in.groups {
 		g := &e.groups[i]
@@ -399,6 +410,11 @@ func (e *engine) nextEvent() float64 {
 	if busy {
 		next = min(next, e.nextTick())
 	}
+	for _, k := range e.credited {
+		if r := e.creditRQ(k); r.crate > 0 {
+			next = min(next, e.now+r.credit/r.crate)
+		}
+	}
 	for _, i := range e.timed {
 		g := &e.groups[i]
 		if g.active {
@@ -476,6 +492,9 @@ func (e *engine) advance(t float64) {
 				}
 			}
 		}
+	}
+	if dt > 0 && e.p.WakeCreditUsec > 0 {
+		e.advanceCredit(dt)
 	}
 	e.now = t
 	if w := float64(e.p.WindowUsec); w > 0 {
@@ -660,6 +679,8 @@ func (e *engine) throttle(gi, cpu int) {
 	r.throttled = true
 	r.clockOn = r.busy
 	r.since = e.now
+	r.behind = 0
+	e.dropCredit(gi, cpu)
 	g.throttled = append(g.throttled, cpu)
 	e.markThrottledWindow(g, r)
 	e.touch(cpu)
@@ -670,6 +691,11 @@ func (e *engine) unthrottle(gi, cpu int) {
 	g := &e.groups[gi]
 	r := &g.rqs[cpu]
 	r.throttled = false
+	if r.busy && r.behind > 0 {
+		r.credit = r.behind
+		e.credited = append(e.credited, gi*e.ncpu+cpu)
+	}
+	r.behind = 0
 	if r.clockOn {
 		d := e.now - r.since
 		g.acct.throttledUsec += d
@@ -999,6 +1025,7 @@ func (e *engine) setBusy(gi, cpu int, busy bool) {
 		e.busy[cpu] = append(e.busy[cpu], gi)
 		return
 	}
+	e.dropCredit(gi, cpu)
 	e.busy[cpu] = slices.DeleteFunc(e.busy[cpu], func(g int) bool { return g == gi })
 }
 
@@ -1051,6 +1078,17 @@ func (e *engine) computeRates() {
 		return
 	}
 	e.shared = e.epoch
+	if e.p.WakeCreditUsec > 0 {
+		clear(e.rootV)
+		for gi := range e.groups {
+			for cpu := range e.groups[gi].rqs {
+				e.groups[gi].rqs[cpu].childV = 0
+			}
+		}
+		for _, k := range e.credited {
+			e.creditRQ(k).crate = 0 // until share finds it runnable
+		}
+	}
 	counted := e.counted[:0]
 	for _, i := range e.live {
 		th := &e.threads[i]
@@ -1082,6 +1120,7 @@ func (e *engine) computeRates() {
 				e.groups[gi].here++
 			}
 		}
+		e.cpu = cpu
 		e.share(ths, -1, 1)
 		for _, i := range ths {
 			for _, gi := range e.tasks[e.threads[i].task].levels {
@@ -1120,6 +1159,9 @@ func (e *engine) share(ths []int, parent int, fraction float64) {
 		e.ents = append(e.ents, entity{group: child, weight: w})
 	}
 	end := len(e.ents)
+	if e.p.WakeCreditUsec > 0 {
+		e.creditLevel(e.ents[base:end], parent, fraction)
+	}
 	total := 0.0
 	for _, en := range e.ents[base:end] {
 		total += en.weight
@@ -1141,6 +1183,89 @@ func (e *engine) share(ths []int, parent int, fraction float64) {
 		e.subs = e.subs[:from]
 	}
 	e.ents = e.ents[:base]
+}
+
+// creditLevel applies CFS's wake-up credit to ents, the entities of one
+// level on e.cpu (place_entity before 6.6): while a group there holds a
+// credit, only the groups holding one run at that level. A credit held
+// by the only entity of its level lapses: min_vruntime follows that
+// entity, so nothing is left to catch up with. It records how fast the
+// level's vruntime moves, the same for every entity that runs there.
+func (e *engine) creditLevel(ents []entity, parent int, fraction float64) {
+	held := false
+	for _, en := range ents {
+		if en.group >= 0 && e.groups[en.group].rqs[e.cpu].credit > 0 {
+			held = true
+		}
+	}
+	if held && len(ents) == 1 {
+		e.dropCredit(ents[0].group, e.cpu)
+		held = false
+	}
+	total := 0.0
+	for k := range ents {
+		if held && (ents[k].group < 0 || e.groups[ents[k].group].rqs[e.cpu].credit == 0) {
+			ents[k].weight = 0
+		}
+		total += ents[k].weight
+	}
+	v := fraction * nice0Weight / total
+	if parent < 0 {
+		e.rootV[e.cpu] = v
+	} else {
+		e.groups[parent].rqs[e.cpu].childV = v
+	}
+	for _, en := range ents {
+		if en.group >= 0 && en.weight > 0 {
+			e.groups[en.group].rqs[e.cpu].crate = v
+		}
+	}
+}
+
+// advanceCredit moves the CFS wake-up credit on by dt: a throttled
+// runqueue falls behind its level's min_vruntime, up to the credit; a
+// credited one catches up at the vruntime rate it runs at.
+func (e *engine) advanceCredit(dt float64) {
+	limit := float64(e.p.WakeCreditUsec)
+	for _, gi := range e.timed { // a throttled group's timer runs
+		g := &e.groups[gi]
+		for _, cpu := range g.throttled {
+			v := e.rootV[cpu]
+			if g.spec.parent >= 0 {
+				v = e.groups[g.spec.parent].rqs[cpu].childV
+			}
+			g.rqs[cpu].behind = min(limit, g.rqs[cpu].behind+dt*v)
+		}
+	}
+	kept := e.credited[:0]
+	for _, k := range e.credited {
+		r := e.creditRQ(k)
+		r.credit -= dt * r.crate
+		if r.credit > 1e-6 {
+			kept = append(kept, k)
+			continue
+		}
+		r.credit = 0
+		e.touch(k % e.ncpu)
+	}
+	e.credited = kept
+}
+
+// creditRQ is the runqueue of an e.credited entry.
+func (e *engine) creditRQ(k int) *rq {
+	return &e.groups[k/e.ncpu].rqs[k%e.ncpu]
+}
+
+// dropCredit ends group gi's credit on cpu: it was throttled or went
+// idle, and comes back placed anew.
+func (e *engine) dropCredit(gi, cpu int) {
+	r := &e.groups[gi].rqs[cpu]
+	if r.credit == 0 {
+		return
+	}
+	r.credit = 0
+	e.credited = slices.DeleteFunc(e.credited, func(k int) bool { return k == gi*e.ncpu+cpu })
+	e.touch(cpu)
 }
 
 // childOf returns the level directly below parent on a leaf-first path,

@@ -90,8 +90,9 @@ func randomKernelHost(r *rand.Rand) (Host, KernelParams) {
 }
 
 // kernelCases are the golden test's inputs: every shipped scenario with
-// the default parameters and with measured-looking phases and a
-// timeline, random nodes, and the scaling benchmark's query stream.
+// the default parameters, with measured-looking phases and a timeline,
+// and with those and CFS's wake-up credit, random nodes (some with the
+// credit), and the scaling benchmark's query stream.
 func kernelCases(t *testing.T) []kernelCase {
 	var cases []kernelCase
 	shipped, err := filepath.Glob(filepath.Join(scenarioDir, "*.scn"))
@@ -114,10 +115,19 @@ func kernelCases(t *testing.T) []kernelCase {
 			p.PeriodPhaseUsec[g.Name] = phases.Int64N(g.PeriodUsec)
 		}
 		cases = append(cases, kernelCase{name + "/phases", s.Host, p})
+		p.WakeCreditUsec = 6000
+		cases = append(cases, kernelCase{name + "/cfs", s.Host, p})
 	}
 	for i := range 400 {
 		h, p := randomKernelHost(r)
 		cases = append(cases, kernelCase{fmt.Sprintf("random%d", i), h, p})
+	}
+	// CFS's wake-up credit on random nodes of a stream of their own.
+	cfs := rand.New(rand.NewPCG(14, 8))
+	for i := range 100 {
+		h, p := randomKernelHost(cfs)
+		p.WakeCreditUsec = []int64{6000, 3000, 12000}[cfs.IntN(3)]
+		cases = append(cases, kernelCase{fmt.Sprintf("cfs%d", i), h, p})
 	}
 	p := DefaultKernelParams()
 	cases = append(cases, kernelCase{"stream60", queryStream(60), p})

@@ -198,3 +198,52 @@ func TestOnGridIsTheRemainder(t *testing.T) {
 		t.Fatalf("%d of %d points on the grid: the cases do not test both answers", on, n)
 	}
 }
+
+// TestKernelWakeCredit holds CFS's wake-up credit (kernels before 6.6):
+// pools a (30ms) and b (40ms per 100ms) share one CPU with the same
+// period phase. Every period a is throttled first, and while it waits b
+// runs alone for about 10ms, so at the refill a comes back 6ms of
+// vruntime behind b and runs alone for 6ms before they share: a spends
+// its quota about 6ms sooner and is throttled that much longer in every
+// period after the first. b spends its quota when the CPU has run 70ms
+// of the two pools' work either way, so its throttled time stays.
+func TestKernelWakeCredit(t *testing.T) {
+	lim := func(quota int64) cpulimit.Limit {
+		return cpulimit.Limit{QuotaUsec: quota, PeriodUsec: 100_000}
+	}
+	h := Host{CPUs: 1, TickUsec: 1000,
+		Groups: []Group{{Name: "a", Limit: lim(30_000)}, {Name: "b", Limit: lim(40_000)}},
+		Tasks: []HostTask{
+			{Name: "qa", Group: "a", NeedUsec: 130_000, Threads: 1},
+			{Name: "qb", Group: "b", NeedUsec: 170_000, Threads: 1},
+		}}
+	p := KernelParams{SliceUsec: 5000, TickUsec: 1000}
+	eevdf, err := RunKernel(h, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.WakeCreditUsec = 6000
+	cfs, err := RunKernel(h, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0, a1 := eevdf.Groups[0].Stat, cfs.Groups[0].Stat
+	if a0.NrThrottled != a1.NrThrottled || a1.NrThrottled < 3 {
+		t.Fatalf("a throttled in %d periods without the credit, %d with it; want the same, 3 or more", a0.NrThrottled, a1.NrThrottled)
+	}
+	// The first period has no credit; each later one gains 6ms, within a tick.
+	gain := float64(a1.ThrottledUsec-a0.ThrottledUsec) / float64(a1.NrThrottled-1)
+	if math.Abs(gain-6000) > 1000 {
+		t.Errorf("a's throttled time grew by %.0fµs per period with the credit (%d → %dµs), want 6000±1000", gain, a0.ThrottledUsec, a1.ThrottledUsec)
+	}
+	b0, b1 := eevdf.Groups[1].Stat, cfs.Groups[1].Stat
+	if d := float64(b1.ThrottledUsec) - float64(b0.ThrottledUsec); math.Abs(d) > 1000 || b0.NrThrottled != b1.NrThrottled {
+		t.Errorf("b without the credit %d periods %dµs, with it %d periods %dµs; want the same within a tick", b0.NrThrottled, b0.ThrottledUsec, b1.NrThrottled, b1.ThrottledUsec)
+	}
+	if u0, u1 := a0.UsageUsec+eevdf.Groups[1].Stat.UsageUsec, a1.UsageUsec+b1.UsageUsec; u0 != u1 {
+		t.Errorf("usage %dµs without the credit, %dµs with it: the credit moves CPU time, it adds none", u0, u1)
+	}
+	if err := (KernelParams{SliceUsec: 5000, TickUsec: 1000, WakeCreditUsec: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "WakeCreditUsec") {
+		t.Errorf("a negative credit validated: %v", err)
+	}
+}

@@ -71,5 +71,5 @@ func assemble(name string, l *Layout, opt Options, env Env, runs []runResult) (*
 
 // kernelParams are the kernel model's parameters for the host's settings.
 func kernelParams(k observe.KernelSettings) simulate.KernelParams {
-	return simulate.KernelParams{SliceUsec: k.SliceUsec, TickUsec: k.TickUsec()}
+	return simulate.KernelParams{SliceUsec: k.SliceUsec, TickUsec: k.TickUsec(), WakeCreditUsec: k.WakeCreditUsec}
 }

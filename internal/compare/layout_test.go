@@ -150,6 +150,11 @@ func TestLayoutClass(t *testing.T) {
 			"the_ceo": accuracy.PlacedCPUOrMore, "strategy": accuracy.PlacedCPUOrMore},
 		"compare-seed-weights.scn": {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU, "c": accuracy.SharedCPU, "d": accuracy.SharedCPU,
 			"qa": accuracy.SharedCPU, "qb": accuracy.SharedCPU, "qc": accuracy.SharedCPU, "qd": accuracy.SharedCPU},
+		// Queries without a cap of their own: only the pools have a quota.
+		"compare-shared-under.scn": {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU},
+		"compare-shared-over.scn":  {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU},
+		// Unpinned, the two pools' threads are placed by the kernel.
+		"compare-shared-2cpu.scn": {"a": accuracy.PlacedBelowCPU, "b": accuracy.PlacedBelowCPU},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "scenarios", "compare-*.scn"))
 	if err != nil || len(files) == 0 {
