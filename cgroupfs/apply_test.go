@@ -570,6 +570,56 @@ func TestSoftMemoryLimits(t *testing.T) {
 	})
 }
 
+// TestMemoryGuarantees: on v2 the guarantees go to the pool's memory.min
+// and memory.low, each query claims "max" of them, the pool root gets
+// their sum, a second apply writes nothing and guarantees dropped go back
+// to 0; v1, without guarantees, refuses them by name.
+func TestMemoryGuarantees(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		tr := w.tree("poolagent", nil)
+		d := seedDesired()
+		d.Pools[2].Pool.MemoryMinBytes, d.Pools[2].Pool.MemoryLowBytes = 100<<20, 200<<20+100 // rounded down to a page
+		d.Pools[2].Query.MemoryMinBytes, d.Pools[2].Query.MemoryLowBytes = -1, -1
+		d.Pools[1].Pool.MemoryLowBytes, d.Pools[1].Query.MemoryLowBytes = 50<<20, -1
+		_, err := tr.Reconcile(d)
+		if !v2 {
+			if !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), "TOTAL_MEMORY_LOW_PERCENT_PER_NODE") {
+				t.Fatalf("v1: err = %v, want ErrNoController naming the parameters", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.spawn(w.mounts.Unified, 9)
+		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+			t.Fatal(err)
+		}
+		u := filepath.Join(w.mounts.Unified, "poolagent")
+		for file, want := range map[string]string{
+			"olap/memory.min": "104857600", "olap/memory.low": "209715200", "olap/q/memory.min": "max", "olap/q/memory.low": "max",
+			"memory.min": "104857600", "memory.low": "262144000", "default/memory.low": "0",
+		} {
+			if got := w.read(filepath.Join(u, file)); got != want {
+				t.Errorf("%s reads %q, want %q", file, got, want)
+			}
+		}
+		if again, _ := tr.Changes(d); len(again.Ops) != 0 {
+			t.Errorf("second plan not empty:\n%s", again)
+		}
+		d = seedDesired()
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range []string{"olap/memory.min", "olap/memory.low", "olap/q/memory.low", "memory.min", "memory.low"} {
+			if got := w.read(filepath.Join(u, file)); got != "0" {
+				t.Errorf("%s after the guarantees were dropped: %q, want 0", file, got)
+			}
+		}
+	})
+}
+
 // TestBurstPendingWhenQuotaFails: a burst refused before its quota, whose
 // quota write then fails, is reported as not done.
 func TestBurstPendingWhenQuotaFails(t *testing.T) {

@@ -87,6 +87,7 @@ func diffPending(cur *current, d planner.Desired) ([]Op, []Pending) {
 	}
 	b.cpusets(b.cpusetTargets(pools, queries))
 	b.allValues(pools, queries)
+	b.rootGuarantees(d)
 	b.join(queries)
 	for _, mv := range moves {
 		for _, h := range cur.hiers {

@@ -160,7 +160,7 @@ func controllerFiles(c string) map[string]string {
 	case "cpu":
 		return map[string]string{fileCPUMax: "max 100000", fileCPUMaxBurst: "0", fileCPUWeight: "100"}
 	case "memory":
-		return map[string]string{fileMemoryMax: "max", fileMemoryHigh: "max"}
+		return map[string]string{fileMemoryMax: "max", fileMemoryHigh: "max", fileMemoryMin: "0", fileMemoryLow: "0"}
 	case "cpuset":
 		return map[string]string{fileCPUSetCPUs: "", fileCPUSetMems: ""}
 	case "pids":
@@ -355,7 +355,7 @@ func (w *world) kernelWrite(cg, file, v string) (*string, error) {
 			return nil, unix.EINVAL
 		}
 		return &v, nil
-	case fileMemoryMax, fileMemLimit, fileMemoryHigh, fileMemSoftLimit:
+	case fileMemoryMax, fileMemLimit, fileMemoryHigh, fileMemSoftLimit, fileMemoryMin, fileMemoryLow:
 		if v == "max" || v == "-1" {
 			s := "max"
 			if file == fileMemLimit || file == fileMemSoftLimit {

@@ -18,6 +18,7 @@ import (
 //
 //	v2 memory.max                 "max" | bytes (read back rounded down to a page)
 //	v2 memory.high                "max" | bytes
+//	v2 memory.min, memory.low     "max" | bytes (guarantees; 0, the default, is none)
 //	v2 memory.current, memory.peak, memory.swap.current   bytes
 //	v2 memory.events              "key count" lines
 //	v2 memory.pressure            PSI
@@ -30,6 +31,8 @@ import (
 const (
 	fileMemoryMax      = "memory.max"
 	fileMemoryHigh     = "memory.high"
+	fileMemoryMin      = "memory.min"
+	fileMemoryLow      = "memory.low"
 	fileMemoryCurrent  = "memory.current"
 	fileMemoryPeak     = "memory.peak"
 	fileMemorySwap     = "memory.swap.current"
@@ -92,6 +95,66 @@ func readMemoryHigh(f FS, cg string, v2 bool, dir string) (int64, error) {
 	return max(v, 0), err
 }
 
+// readMemoryGuarantees reads cgroup cg's memory guarantees beneath f
+// (v2): memory.min and memory.low in bytes, -1 for "max"; a missing file
+// (the controller not enabled there) is none, 0.
+func readMemoryGuarantees(f FS, cg, dir string) (lo, low int64, err error) {
+	read := func(file string) (int64, error) {
+		v, err := readValue(f, cg, file, dir, observe.ParseMemoryLimit)
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return v, err
+	}
+	if lo, err = read(fileMemoryMin); err != nil {
+		return 0, 0, err
+	}
+	low, err = read(fileMemoryLow)
+	return lo, low, err
+}
+
+// guaranteeValues writes cgroup cg's memory guarantees that differ from
+// cur (v2 memory.min and memory.low, as the kernel keeps them: in pages,
+// "max" for -1). The kernel keeps no order between a cgroup's and its
+// children's: a child's larger claim is scaled down to its parent's.
+func (b *builder) guaranteeValues(cg string, want, cur settings) {
+	for _, g := range []struct {
+		file      string
+		want, cur int64
+	}{{fileMemoryMin, want.memMin, cur.memMin}, {fileMemoryLow, want.memLow, cur.memLow}} {
+		if w := pageDown(g.want, b.cur.pageSize); w != pageDown(g.cur, b.cur.pageSize) {
+			b.add(HierUnified, cg, OpWrite, g.file, memoryValue(w, true))
+		}
+	}
+}
+
+// rootGuarantees writes the pool root's memory guarantees: the sum of its
+// pools'. The kernel gives a cgroup no more protection than its parent
+// has, so without it the pools' guarantees would protect nothing; the
+// sum, and not "max", so that with memory_recursiveprot the pools
+// without one are not protected by what the others leave unused.
+func (b *builder) rootGuarantees(d planner.Desired) {
+	if !b.cur.v2 {
+		return
+	}
+	var want settings
+	for _, p := range d.Pools {
+		want.memMin += pageDown(p.Pool.MemoryMinBytes, b.cur.pageSize)
+		want.memLow += pageDown(p.Pool.MemoryLowBytes, b.cur.pageSize)
+	}
+	b.guaranteeValues(".", want, b.cur.rootGuarantee)
+}
+
+// usesGuarantees reports whether any cgroup in d has a memory guarantee.
+func usesGuarantees(d planner.Desired) bool {
+	for _, p := range d.Pools {
+		if p.Pool.MemoryMinBytes > 0 || p.Pool.MemoryLowBytes > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // memoryValues writes tg's memory limits that differ, as the kernel
 // keeps them (in pages): the hard one, v2 memory.max ("max" for none), v1
 // memory.limit_in_bytes (-1 for none); the soft one, v2 memory.high, v1
@@ -122,6 +185,9 @@ func (b *builder) memoryValues(tg target) {
 	if high(w.memHigh) != high(c.memHigh) {
 		b.add(h, tg.path, OpWrite, soft, memoryValue(high(w.memHigh), b.cur.v2))
 	}
+	if b.cur.v2 {
+		b.guaranteeValues(tg.path, w, c)
+	}
 }
 
 // memoryValue renders a memory limit in bytes, -1 for none: v2 "max",
@@ -149,14 +215,15 @@ func readMemoryUsage(f FS, cg string, v2 bool, dir string) (used int64, ok bool,
 }
 
 // usesMemory reports whether any cgroup in d sets a memory limit (-1,
-// unlimited, is what a cgroup without the memory controller has anyway).
+// unlimited, is what a cgroup without the memory controller has anyway)
+// or a guarantee.
 func usesMemory(d planner.Desired) bool {
 	for _, p := range d.Pools {
 		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 || p.Pool.MemoryHighBytes > 0 || p.Query.MemoryHighBytes > 0 {
 			return true
 		}
 	}
-	return false
+	return usesGuarantees(d)
 }
 
 // pageDown is the memory limit the kernel reads back after b is written:
@@ -215,6 +282,12 @@ func (r *Reader) memoryV2(group string, m *observe.Memory) error {
 	if m.HighBytes, err = r.limit(HierUnified, group, fileMemoryHigh); err != nil {
 		return err
 	}
+	if m.MinBytes, err = r.guarantee(group, fileMemoryMin); err != nil {
+		return err
+	}
+	if m.LowBytes, err = r.guarantee(group, fileMemoryLow); err != nil {
+		return err
+	}
 	if m.Events, err = read(r, HierUnified, group, fileMemoryEvents, observe.ParseMemoryEvents); err != nil {
 		return err
 	}
@@ -258,6 +331,16 @@ func (r *Reader) limit(h, group, file string) (int64, error) {
 	v, err := read(r, h, group, file, func(b []byte) (int64, error) { return observe.ParseMemoryLimit(string(b)) })
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
+	}
+	return v, err
+}
+
+// guarantee reads a v2 memory guarantee file of group: bytes, -1 for
+// "max", 0 for none or a kernel without it.
+func (r *Reader) guarantee(group, file string) (int64, error) {
+	v, err := read(r, HierUnified, group, file, func(b []byte) (int64, error) { return observe.ParseMemoryLimit(string(b)) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
 	}
 	return v, err
 }

@@ -49,6 +49,9 @@ type current struct {
 	// rootHi is, on v1, the ratio of the pool root's nearest limited
 	// ancestor-or-self (math.MaxUint64: none), the bound for pools.
 	rootHi uint64
+	// rootGuarantee is, on v2, the pool root's memory guarantees
+	// (memMin, memLow; the rest unused).
+	rootGuarantee settings
 	// top is, when CPU sets are in use, the pool root's parent's cpuset:
 	// on v1 its cpuset.cpus and cpuset.mems, which the root copies (a
 	// cpuset cgroup starts with neither); on v2 its effective CPUs. Every
@@ -60,7 +63,7 @@ type current struct {
 // controllers will not be available (ErrNoController) or whose root cannot
 // be made (ErrBadRoot).
 func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
-	use := uses{memory: usesMemory(d), cpuset: usesCPUSet(d), pids: usesPids(d)}
+	use := uses{memory: usesMemory(d), guarantee: usesGuarantees(d), cpuset: usesCPUSet(d), pids: usesPids(d)}
 	hiers, err := t.hiers(use)
 	if err != nil {
 		return nil, fmt.Errorf("read pool tree: %w", err)
@@ -122,6 +125,12 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 			}
 		}
 		f, err := t.fs(HierUnified)
+		if err == nil && cur.rootIn[HierUnified] {
+			g := &cur.rootGuarantee
+			if g.memMin, g.memLow, err = readMemoryGuarantees(f, ".", t.roots[HierUnified]); err != nil {
+				return nil, fmt.Errorf("read pool root: %w", err)
+			}
+		}
 		for _, cg := range cgs {
 			if err != nil {
 				return nil, err
@@ -173,11 +182,11 @@ func (t *Tree) readHier(cur *current, h string) error {
 
 // uses says which of the controllers a tree may do without a change (or
 // a query) needs.
-type uses struct{ memory, cpuset, pids bool }
+type uses struct{ memory, guarantee, cpuset, pids bool }
 
 // usesOf is what a cgroup with settings s needs.
 func usesOf(s settings) uses {
-	return uses{memory: s.memBytes >= 0, cpuset: !s.cpu.CPUs.IsEmpty(), pids: s.pidsMax > 0}
+	return uses{memory: s.memBytes >= 0, guarantee: s.memMin != 0 || s.memLow != 0, cpuset: !s.cpu.CPUs.IsEmpty(), pids: s.pidsMax > 0}
 }
 
 // hiers lists the hierarchies a change touches: on v1 the memory hierarchy
@@ -354,6 +363,11 @@ func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
 		if s.memHigh, err = readMemoryHigh(mf, cg, t.v2, t.roots[memH]); err != nil {
 			return s, err
 		}
+		if t.v2 {
+			if s.memMin, s.memLow, err = readMemoryGuarantees(mf, cg, t.roots[memH]); err != nil {
+				return s, err
+			}
+		}
 	}
 	if h := t.pidsHier(hiers); h != "" {
 		pf, err := t.fs(h)
@@ -413,6 +427,9 @@ func defaults() settings {
 // is set) will not be available to the pools.
 func (t *Tree) checkControllers(use uses, hiers []string) error {
 	if !t.v2 {
+		if use.guarantee {
+			return fmt.Errorf("TOTAL_MEMORY_MIN_PERCENT_PER_NODE or TOTAL_MEMORY_LOW_PERCENT_PER_NODE set: %w: cgroup v1 has no memory guarantee (memory.min and memory.low are cgroup v2's; v1's soft limit only reclaims, it protects nothing); accepted here: -1 for both", ErrNoController)
+		}
 		if use.pids && !slices.Contains(hiers, HierPids) {
 			return fmt.Errorf("TOTAL_PIDS_LIMIT or QUERY_PIDS_LIMIT set: %w: no v1 pids hierarchy is mounted beside the cpu hierarchy; accepted here: -1 for both", ErrNoController)
 		}

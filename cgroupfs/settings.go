@@ -21,13 +21,16 @@ const (
 // CPU limit (Weight 0: cpu.weight is not managed; CPUs: cpuset.cpus),
 // cgroup v1's cpu.shares (the weight's v1 form; read back, it does not
 // convert to a weight exactly; 0: not managed), the memory limit (-1:
-// unlimited), the soft memory limit (0: none), the task limit (0: none)
-// and cgroup v1's cpuset.mems ("": not managed, or none yet).
+// unlimited), the soft memory limit (0: none), the memory guarantees (v2
+// memory.min and memory.low; 0: none, -1: "max"), the task limit (0:
+// none) and cgroup v1's cpuset.mems ("": not managed, or none yet).
 type settings struct {
 	cpu      cpulimit.Limit
 	shares   int64
 	memBytes int64
 	memHigh  int64
+	memMin   int64
+	memLow   int64
 	pidsMax  int64
 	mems     string
 }
@@ -35,7 +38,7 @@ type settings struct {
 // fromDesired is the settings c asks for: v1 writes the weight as
 // cpu.shares.
 func fromDesired(c planner.Cgroup) settings {
-	s := settings{cpu: c.CPU, memBytes: c.MemoryBytes, memHigh: max(c.MemoryHighBytes, 0), pidsMax: max(c.PidsMax, 0)}
+	s := settings{cpu: c.CPU, memBytes: c.MemoryBytes, memHigh: max(c.MemoryHighBytes, 0), memMin: c.MemoryMinBytes, memLow: c.MemoryLowBytes, pidsMax: max(c.PidsMax, 0)}
 	if c.CPU.Weight != 0 {
 		s.shares = c.CPU.Shares()
 	}

@@ -90,6 +90,9 @@ func checkCgroup(c planner.Cgroup) error {
 	if c.MemoryBytes < -1 {
 		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", c.MemoryBytes)
 	}
+	if c.MemoryMinBytes < -1 || c.MemoryLowBytes < -1 {
+		return fmt.Errorf("memory guarantees %d and %d bytes: want 0 (none), -1 (all it uses) or bytes", c.MemoryMinBytes, c.MemoryLowBytes)
+	}
 	if c.PidsMax > planner.MaxPidsLimit {
 		return fmt.Errorf("task limit %d: want 0 or -1 (none) or 1..%d", c.PidsMax, planner.MaxPidsLimit)
 	}

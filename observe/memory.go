@@ -14,6 +14,8 @@ import (
 //	PeakBytes     v2 memory.peak (Linux >= 5.19); v1 memory.max_usage_in_bytes; nil when the kernel has none
 //	LimitBytes    v2 memory.max; v1 memory.limit_in_bytes; -1 = none
 //	HighBytes     v2 memory.high (reclaim and throttling above it); v1 memory.soft_limit_in_bytes; -1 = none
+//	MinBytes      v2 memory.min (the guarantee never reclaimed); 0 = none (and on v1), -1 = "max"
+//	LowBytes      v2 memory.low (the guarantee reclaimed only when nothing else is left); as MinBytes
 //	SwapBytes     v2 memory.swap.current; nil without swap accounting (and on v1)
 //	Events        v2 memory.events; v1 memory.failcnt (as Max) and memory.oom_control's oom_kill
 //	Pressure      v2 memory.pressure (PSI); nil on v1 and where PSI is off
@@ -23,6 +25,8 @@ type Memory struct {
 	PeakBytes    *uint64      `json:"peak_bytes,omitempty"`
 	LimitBytes   int64        `json:"limit_bytes"`
 	HighBytes    int64        `json:"high_bytes"`
+	MinBytes     int64        `json:"min_bytes,omitempty"`
+	LowBytes     int64        `json:"low_bytes,omitempty"`
 	SwapBytes    *uint64      `json:"swap_bytes,omitempty"`
 	Events       MemoryEvents `json:"events"`
 	Pressure     *Pressure    `json:"pressure,omitempty"`

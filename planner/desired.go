@@ -76,12 +76,16 @@ type PoolState struct {
 // Cgroup is the desired state of one cgroup: its CPU limit, its memory
 // limit in bytes, -1 = unlimited (v2 memory.max "max", v1
 // memory.limit_in_bytes -1), and its soft memory limit in bytes, 0 or -1
-// = none (v2 memory.high "max", v1 memory.soft_limit_in_bytes -1), and
-// its task limit, 0 or -1 = none (pids.max "max", v2 and v1).
+// = none (v2 memory.high "max", v1 memory.soft_limit_in_bytes -1), its
+// memory guarantees in bytes, 0 = none, -1 = all the cgroup uses (v2
+// memory.min and memory.low "max"; v1 has none), and its task limit, 0
+// or -1 = none (pids.max "max", v2 and v1).
 type Cgroup struct {
 	CPU             cpulimit.Limit
 	MemoryBytes     int64
 	MemoryHighBytes int64
+	MemoryMinBytes  int64
+	MemoryLowBytes  int64
 	PidsMax         int64
 }
 

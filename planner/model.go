@@ -51,6 +51,22 @@ type Pool struct {
 	// the hard limit of the same scope when that is set.
 	QueryMemoryHighPercent float64
 	TotalMemoryHighPercent float64
+	// TotalMemoryMinPercent and TotalMemoryLowPercent are the pool's
+	// memory guarantees, percents of the node's memory: memory the
+	// kernel does not reclaim from the pool while it uses less, even
+	// under the node's memory pressure; min in every case (the kernel
+	// OOM-kills elsewhere first, v2 memory.min), low unless nothing else
+	// is left to reclaim (memory.low). The pool's queries share them in
+	// proportion to what each uses (docs/pools.md). -1 and 0 set none.
+	// TOTAL_MEMORY_MIN_PERCENT_PER_NODE and
+	// TOTAL_MEMORY_LOW_PERCENT_PER_NODE (poolagent's extensions, cgroup
+	// v2 only): min at most low, both at most the pool's hard limit, and
+	// the guarantees of all pools at most 100 together.
+	TotalMemoryMinPercent float64
+	TotalMemoryLowPercent float64
+	// GuaranteeAt is where the pool's memory guarantee was last set, for
+	// the check of all pools' guarantees against the node.
+	GuaranteeAt Pos
 	// QueryPidsLimit and TotalPidsLimit cap the tasks (processes and
 	// their threads) of each query and of the whole pool (pids.max, v1
 	// the pids controller's pids.max): a fork or thread creation past
@@ -294,6 +310,7 @@ func Apply(m *Model, stmts []Stmt) (*Model, []Warning, error) {
 			a.grant(s)
 		}
 	}
+	a.checkGuarantees()
 	for _, c := range a.m.Classifiers() {
 		if _, ok := a.m.pools[c.ResourcePool]; !ok && c.Action != ActionReject {
 			a.warnf(c.PoolAt, "classifier %q routes to pool %q, which does not exist; it is skipped until the pool is created", c.Name, c.ResourcePool)
@@ -315,6 +332,9 @@ type applier struct {
 	m     *Model
 	errs  ErrorList
 	warns []Warning
+	// guaranteed is the pool whose memory guarantee these statements set
+	// last.
+	guaranteed string
 }
 
 func (a *applier) warnf(pos Pos, format string, args ...any) {
@@ -462,6 +482,7 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 				p.Name, m.name, m.high, m.limitOf, m.limit, m.limit)
 		}
 	}
+	a.checkGuarantee(p, at, settings)
 	if p.QueryPidsLimit > 0 && p.TotalPidsLimit > 0 && p.QueryPidsLimit > p.TotalPidsLimit {
 		a.errs.errorf(settingAt(at, settings, "QUERY_PIDS_LIMIT", "TOTAL_PIDS_LIMIT"), "pool %q: QUERY_PIDS_LIMIT=%d is above the pool's TOTAL_PIDS_LIMIT=%d: no query could have that many tasks; accepted: -1 or 1..%d",
 			p.Name, p.QueryPidsLimit, p.TotalPidsLimit, p.TotalPidsLimit)
@@ -475,6 +496,65 @@ func (a *applier) checkPool(p *Pool, at Pos, settings []setting) {
 		}
 		a.errs.errorf(at, "pool %q: CPU_IDLE=1 with RESOURCES_WEIGHT=%d: an idle pool gets only CPU the others leave, so it takes no part in the division of the node (the kernel gives it the least weight and refuses any other); accepted: RESOURCES_WEIGHT=-1 with CPU_IDLE=1, or CPU_IDLE=-1", p.Name, p.ResourcesWeight)
 	}
+}
+
+// checkGuarantee applies the rules of one pool's memory guarantees: min
+// at most low, both at most the pool's hard limit. It notes where the
+// guarantee was set, for checkGuarantees.
+func (a *applier) checkGuarantee(p *Pool, at Pos, settings []setting) {
+	const minName, lowName, limitName = "TOTAL_MEMORY_MIN_PERCENT_PER_NODE", "TOTAL_MEMORY_LOW_PERCENT_PER_NODE", "TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE"
+	switch set := settingAt(Pos{}, settings, minName, lowName); {
+	case p.Guarantee() <= 0:
+		p.GuaranteeAt = Pos{}
+	case set != Pos{}:
+		p.GuaranteeAt, a.guaranteed = set, p.Name
+	}
+	if p.TotalMemoryMinPercent > 0 && p.TotalMemoryLowPercent > 0 && p.TotalMemoryMinPercent > p.TotalMemoryLowPercent {
+		a.errs.errorf(settingAt(at, settings, minName, lowName), "pool %q: %s=%g is above %s=%g: memory.low protects all that memory.min does and more; accepted: %s -1 or 0..%g",
+			p.Name, minName, p.TotalMemoryMinPercent, lowName, p.TotalMemoryLowPercent, minName, p.TotalMemoryLowPercent)
+	}
+	if p.TotalMemoryLimitPercent < 0 {
+		return
+	}
+	for _, g := range []struct {
+		name    string
+		percent float64
+	}{{minName, p.TotalMemoryMinPercent}, {lowName, p.TotalMemoryLowPercent}} {
+		if g.percent > p.TotalMemoryLimitPercent {
+			a.errs.errorf(settingAt(at, settings, g.name, limitName), "pool %q: %s=%g is above %s=%g: the pool can never use what it would be guaranteed; accepted: -1 or 0..%g",
+				p.Name, g.name, g.percent, limitName, p.TotalMemoryLimitPercent, p.TotalMemoryLimitPercent)
+		}
+	}
+}
+
+// checkGuarantees refuses memory guarantees that together exceed the
+// node: the kernel would scale every pool's down, so none would get what
+// it was promised. The error is at the guarantee set last (by these
+// statements, else the last pool's).
+func (a *applier) checkGuarantees() {
+	var sum float64
+	var last Pool
+	var parts []string
+	for _, p := range a.m.sortPools() {
+		if g := p.Guarantee(); g > 0 {
+			sum += g
+			parts = append(parts, fmt.Sprintf("%s %g", p.Name, g))
+			if last.Name != a.guaranteed {
+				last = p
+			}
+		}
+	}
+	if sum <= 100+1e-9 {
+		return
+	}
+	a.errs.errorf(last.GuaranteeAt, "pool %q: the memory guarantees of all pools (the larger of TOTAL_MEMORY_MIN_PERCENT_PER_NODE and TOTAL_MEMORY_LOW_PERCENT_PER_NODE) add up to %g%% of the node (%s): above 100%%, they cannot all be kept; accepted for pool %q: a guarantee of at most %g",
+		last.Name, sum, strings.Join(parts, ", "), last.Name, max(0, 100-(sum-last.Guarantee())))
+}
+
+// Guarantee is the share of the node's memory guaranteed to p, in
+// percent: the larger of its min and low guarantees, 0 for none.
+func (p Pool) Guarantee() float64 {
+	return max(p.TotalMemoryMinPercent, p.TotalMemoryLowPercent, 0)
 }
 
 // settingAt is where the statement's settings last named one of the

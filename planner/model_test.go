@@ -21,7 +21,7 @@ func TestNewModelDefaultPool(t *testing.T) {
 	want := Pool{
 		Name: DefaultPool, ConcurrentQueryLimit: -1, QueueSize: -1, DatabaseLoadCPUThresholdPercent: -1,
 		ResourcesWeight: -1, TotalCPULimitPercent: -1, QueryCPULimitPercent: -1, QueryMemoryLimitPercent: -1,
-		TotalMemoryLimitPercent: -1, QueryMemoryHighPercent: -1, TotalMemoryHighPercent: -1, QueryPidsLimit: -1, TotalPidsLimit: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
+		TotalMemoryLimitPercent: -1, QueryMemoryHighPercent: -1, TotalMemoryHighPercent: -1, TotalMemoryMinPercent: -1, TotalMemoryLowPercent: -1, QueryPidsLimit: -1, TotalPidsLimit: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
 		ConcurrentQueryLimitPerUser: -1, QueueSizePerUser: -1, QueuePolicy: QueueFIFO, UsageHalfLifeSeconds: -1, GlobalSlots: SlotsLease,
 	}
 	if pools[0] != want {
@@ -41,7 +41,7 @@ func TestLoadSeed(t *testing.T) {
 	want := Pool{
 		Name: "olap", ConcurrentQueryLimit: 10, QueueSize: 1000, DatabaseLoadCPUThresholdPercent: 80,
 		ResourcesWeight: 100, TotalCPULimitPercent: 70, QueryCPULimitPercent: 50, QueryMemoryLimitPercent: -1,
-		TotalMemoryLimitPercent: -1, QueryMemoryHighPercent: -1, TotalMemoryHighPercent: -1, QueryPidsLimit: -1, TotalPidsLimit: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
+		TotalMemoryLimitPercent: -1, QueryMemoryHighPercent: -1, TotalMemoryHighPercent: -1, TotalMemoryMinPercent: -1, TotalMemoryLowPercent: -1, QueryPidsLimit: -1, TotalPidsLimit: -1, QueryCancelAfterSeconds: -1, CPUPeriodUsec: -1, CPUBurstPercent: -1, CPUIdle: -1,
 		ConcurrentQueryLimitPerUser: -1, QueueSizePerUser: -1, QueuePolicy: QueueFIFO, UsageHalfLifeSeconds: -1, GlobalSlots: SlotsLease,
 		Created: Pos{File: "../testdata/pools/seed.sql", Line: 12, Col: 22},
 	}
@@ -160,6 +160,12 @@ func TestApplyErrors(t *testing.T) {
 
 		{"query process limit above the pool's", "CREATE RESOURCE POOL p WITH (TOTAL_PIDS_LIMIT=64, QUERY_PIDS_LIMIT=100);",
 			`f.sql:1:51: pool "p": QUERY_PIDS_LIMIT=100 is above the pool's TOTAL_PIDS_LIMIT=64: no query could have that many tasks; accepted: -1 or 1..64`},
+		{"memory min above low", "CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LOW_PERCENT_PER_NODE=10, TOTAL_MEMORY_MIN_PERCENT_PER_NODE=20);",
+			`f.sql:1:68: pool "p": TOTAL_MEMORY_MIN_PERCENT_PER_NODE=20 is above TOTAL_MEMORY_LOW_PERCENT_PER_NODE=10: memory.low protects all that memory.min does and more; accepted: TOTAL_MEMORY_MIN_PERCENT_PER_NODE -1 or 0..10`},
+		{"memory guarantee above the pool's limit", "CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=30);\nALTER RESOURCE POOL p SET (TOTAL_MEMORY_LOW_PERCENT_PER_NODE=40);",
+			`f.sql:2:28: pool "p": TOTAL_MEMORY_LOW_PERCENT_PER_NODE=40 is above TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=30: the pool can never use what it would be guaranteed; accepted: -1 or 0..30`},
+		{"memory guarantees above the node", "CREATE RESOURCE POOL a WITH (TOTAL_MEMORY_LOW_PERCENT_PER_NODE=60);\nCREATE RESOURCE POOL b WITH (TOTAL_MEMORY_MIN_PERCENT_PER_NODE=50);\nCREATE RESOURCE POOL c WITH (TOTAL_MEMORY_LOW_PERCENT_PER_NODE=5);",
+			`f.sql:3:30: pool "c": the memory guarantees of all pools (the larger of TOTAL_MEMORY_MIN_PERCENT_PER_NODE and TOTAL_MEMORY_LOW_PERCENT_PER_NODE) add up to 115% of the node (a 60, b 50, c 5): above 100%, they cannot all be kept; accepted for pool "c": a guarantee of at most 0`},
 		{"process limit of 0", "CREATE RESOURCE POOL p WITH (TOTAL_PIDS_LIMIT=0);",
 			"f.sql:1:47: TOTAL_PIDS_LIMIT=0: below 1; accepted: -1 (no limit) or 1..4194304"},
 		{"process limit above the kernel's", "CREATE RESOURCE POOL p WITH (QUERY_PIDS_LIMIT=5000000);",
@@ -169,11 +175,11 @@ func TestApplyErrors(t *testing.T) {
 		{"unknown parameter, near a known one", "CREATE RESOURCE POOL p WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODES=10);",
 			"f.sql:1:30: unknown pool parameter TOTAL_CPU_LIMIT_PERCENT_PER_NODES; did you mean TOTAL_CPU_LIMIT_PERCENT_PER_NODE?"},
 		{"unknown parameter, nothing near", "ALTER RESOURCE POOL default SET (FOO=1);",
-			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE, QUERY_PIDS_LIMIT, TOTAL_PIDS_LIMIT, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS, GLOBAL_SLOTS"},
+			"f.sql:1:34: unknown pool parameter FOO; accepted: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_MIN_PERCENT_PER_NODE, TOTAL_MEMORY_LOW_PERCENT_PER_NODE, QUERY_PIDS_LIMIT, TOTAL_PIDS_LIMIT, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS, GLOBAL_SLOTS"},
 		{"unknown parameter in RESET", setupSrc + "\nALTER RESOURCE POOL olap RESET (QUEUESIZE);",
 			"f.sql:3:33: unknown pool parameter QUEUESIZE; did you mean QUEUE_SIZE?"},
 		{"classifier parameter on a pool", "CREATE RESOURCE POOL p WITH (RANK=1);",
-			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE, QUERY_PIDS_LIMIT, TOTAL_PIDS_LIMIT, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS, GLOBAL_SLOTS"},
+			"f.sql:1:30: RANK is a classifier parameter, not a pool's; accepted for pools: CONCURRENT_QUERY_LIMIT, QUEUE_SIZE, DATABASE_LOAD_CPU_THRESHOLD, RESOURCES_WEIGHT, TOTAL_CPU_LIMIT_PERCENT_PER_NODE, QUERY_CPU_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_LIMIT_PERCENT_PER_NODE, TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE, QUERY_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_HIGH_PERCENT_PER_NODE, TOTAL_MEMORY_MIN_PERCENT_PER_NODE, TOTAL_MEMORY_LOW_PERCENT_PER_NODE, QUERY_PIDS_LIMIT, TOTAL_PIDS_LIMIT, QUERY_CANCEL_AFTER_SECONDS, CPU_PERIOD_USEC, CPU_BURST_PERCENT, CPU_IDLE, CPUS, CONCURRENT_QUERY_LIMIT_PER_USER, QUEUE_SIZE_PER_USER, QUEUE_POLICY, USAGE_HALF_LIFE_SECONDS, GLOBAL_SLOTS"},
 		{"both weight spellings", "CREATE RESOURCE POOL p WITH (RESOURCES_WEIGHT=1, RESOURCE_WEIGHT=2);",
 			"f.sql:1:50: RESOURCE_WEIGHT is given twice (first as RESOURCES_WEIGHT at f.sql:1:30)"},
 

@@ -75,7 +75,7 @@ const (
 const DefaultUsageHalfLifeSeconds = 3600
 
 // params is every pool parameter, YDB's first and then poolagent's own
-// extensions (the soft memory limits, the process limits, CPU_PERIOD_USEC, CPU_BURST_PERCENT,
+// extensions (the soft memory limits, the memory guarantees, the process limits, CPU_PERIOD_USEC, CPU_BURST_PERCENT,
 // CPU_IDLE, CPUS, the per-user limits and queue policy, and
 // GLOBAL_SLOTS).
 var params = []*param{
@@ -100,6 +100,10 @@ var params = []*param{
 		pctField: func(p *Pool) *float64 { return &p.QueryMemoryHighPercent }},
 	{name: "TOTAL_MEMORY_HIGH_PERCENT_PER_NODE", percent: true, unset: "no soft limit; 0 too",
 		pctField: func(p *Pool) *float64 { return &p.TotalMemoryHighPercent }},
+	{name: "TOTAL_MEMORY_MIN_PERCENT_PER_NODE", percent: true, unset: "no guarantee; 0 too",
+		pctField: func(p *Pool) *float64 { return &p.TotalMemoryMinPercent }},
+	{name: "TOTAL_MEMORY_LOW_PERCENT_PER_NODE", percent: true, unset: "no guarantee; 0 too",
+		pctField: func(p *Pool) *float64 { return &p.TotalMemoryLowPercent }},
 	{name: "QUERY_PIDS_LIMIT", min: 1, max: MaxPidsLimit, unset: "no limit",
 		intField: func(p *Pool) *int64 { return &p.QueryPidsLimit }},
 	{name: "TOTAL_PIDS_LIMIT", min: 1, max: MaxPidsLimit, unset: "no limit",

@@ -43,7 +43,10 @@ type Activity struct {
 // rather than the host's; memory.max is node memory ×
 // TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE for the pool and ×
 // QUERY_MEMORY_LIMIT_PERCENT_PER_NODE for each query, memory.high the same
-// with TOTAL_ and QUERY_MEMORY_HIGH_PERCENT_PER_NODE; pids.max is
+// with TOTAL_ and QUERY_MEMORY_HIGH_PERCENT_PER_NODE; the pool's
+// memory.min and memory.low are node memory ×
+// TOTAL_MEMORY_MIN_PERCENT_PER_NODE and × TOTAL_MEMORY_LOW_PERCENT_PER_NODE,
+// and each query of a pool with one claims "max" of it (shareOf); pids.max is
 // TOTAL_PIDS_LIMIT for the pool and QUERY_PIDS_LIMIT for each query.
 // CPU_BURST_PERCENT of a quota becomes its cpu.max.burst. CPU_IDLE=1
 // makes the pool's cgroup idle (cpu.idle 1, no cpu.weight); its queries
@@ -163,12 +166,15 @@ func cgroupsOf(p Pool, node Node, alloc float64) (pool, query Cgroup) {
 	}
 	pool = cgroup(quota, period, p.CPUBurstPercent, CPUWeight(p.ResourcesWeight), memoryLimit(node, p.TotalMemoryLimitPercent))
 	pool.MemoryHighBytes = memoryLimit(node, p.TotalMemoryHighPercent)
+	pool.MemoryMinBytes = max(memoryLimit(node, p.TotalMemoryMinPercent), 0)
+	pool.MemoryLowBytes = max(memoryLimit(node, p.TotalMemoryLowPercent), 0)
 	pool.PidsMax = p.TotalPidsLimit
 	if p.CPUIdle == 1 {
 		pool.CPU.Idle, pool.CPU.Weight = true, 0
 	}
 	query = cgroup(quotaUsec(queryCPUs, period), period, p.CPUBurstPercent, cpulimit.DefaultWeight, memoryLimit(node, p.QueryMemoryLimitPercent))
 	query.MemoryHighBytes = memoryLimit(node, p.QueryMemoryHighPercent)
+	query.MemoryMinBytes, query.MemoryLowBytes = shareOf(pool.MemoryMinBytes), shareOf(pool.MemoryLowBytes)
 	query.PidsMax = p.QueryPidsLimit
 	pool.CPU.CPUs, query.CPU.CPUs = p.CPUs, p.CPUs
 	return pool, query
@@ -233,6 +239,17 @@ func checkNode(n Node) error {
 // smallest quota.
 func quotaUsec(cpus float64, periodUsec int64) int64 {
 	return max(int64(math.Round(cpus*float64(periodUsec))), cpulimit.MinQuotaUsec)
+}
+
+// shareOf is a query's guarantee below its pool's: -1 ("max", all it
+// uses) where the pool has one, so that the kernel divides the pool's
+// among its queries in proportion to their use whether or not cgroup2 is
+// mounted with memory_recursiveprot; 0 where the pool has none.
+func shareOf(pool int64) int64 {
+	if pool > 0 {
+		return -1
+	}
+	return 0
 }
 
 // memoryLimit is percent of the node's memory in bytes, -1 without a

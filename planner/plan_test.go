@@ -591,6 +591,23 @@ func TestPlanPidsLimits(t *testing.T) {
 	}
 }
 
+// TestPlanMemoryGuarantees: the guarantees are percents of the node's
+// memory on the pool; each query of a pool with one claims all it uses
+// (-1, "max"), so the kernel divides the pool's among them.
+func TestPlanMemoryGuarantees(t *testing.T) {
+	p, def := planPool(t, "CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_MIN_PERCENT_PER_NODE=10, TOTAL_MEMORY_LOW_PERCENT_PER_NODE=25);")
+	if p.Pool.MemoryMinBytes != 107374182 || p.Pool.MemoryLowBytes != 1<<28 || p.Query.MemoryMinBytes != -1 || p.Query.MemoryLowBytes != -1 {
+		t.Errorf("pool %+v query %+v", p.Pool, p.Query)
+	}
+	if def.Pool.MemoryMinBytes != 0 || def.Pool.MemoryLowBytes != 0 || def.Query.MemoryMinBytes != 0 || def.Query.MemoryLowBytes != 0 {
+		t.Errorf("default %+v query %+v", def.Pool, def.Query)
+	}
+	p, _ = planPool(t, "CREATE RESOURCE POOL p WITH (TOTAL_MEMORY_LOW_PERCENT_PER_NODE=25);")
+	if p.Pool.MemoryMinBytes != 0 || p.Query.MemoryMinBytes != 0 || p.Query.MemoryLowBytes != -1 {
+		t.Errorf("low only: pool %+v query %+v", p.Pool, p.Query)
+	}
+}
+
 // planPool plans src, which creates pool p, on a 2-vCPU node with 1 GiB
 // and returns the desired state of p and of default.
 func planPool(t *testing.T, src string) (p, def PoolState) {

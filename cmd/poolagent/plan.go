@@ -183,6 +183,8 @@ type poolJSON struct {
 	MemoryMax       any     `json:"memory_max"` // bytes, or "max"
 	QueryCPUMax     string  `json:"query_cpu_max"`
 	QueryMemoryMax  any     `json:"query_memory_max"`         // bytes, or "max"
+	MemoryMin       int64   `json:"memory_min,omitempty"`     // bytes; absent without a guarantee
+	MemoryLow       int64   `json:"memory_low,omitempty"`     // bytes; absent without a guarantee
 	PidsMax         int64   `json:"pids_max,omitempty"`       // tasks; absent without a limit
 	QueryPidsMax    int64   `json:"query_pids_max,omitempty"` // tasks; absent without a limit
 }
@@ -214,6 +216,7 @@ func writePlanJSON(w io.Writer, d planner.Desired, classifiers []planner.Classif
 			CPUMax: p.Pool.CPU.CPUMax(), CPUWeight: p.Pool.CPU.Weight, CPUIdle: p.Pool.CPU.Idle,
 			CPUs: p.Pool.CPU.CPUs.String(), CapByCPUs: p.CapByCPUs, CPUMaxBurstUsec: p.Pool.CPU.BurstUsec,
 			MemoryMax: memoryJSON(p.Pool), QueryCPUMax: p.Query.CPU.CPUMax(), QueryMemoryMax: memoryJSON(p.Query),
+			MemoryMin: p.Pool.MemoryMinBytes, MemoryLow: p.Pool.MemoryLowBytes,
 			PidsMax: max(p.Pool.PidsMax, 0), QueryPidsMax: max(p.Query.PidsMax, 0),
 		})
 	}
@@ -235,6 +238,10 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 	header := "POOL\tACTIVE\tWEIGHT\tCAP vCPU\tALLOC vCPU\tCPU.MAX\tCPU.WEIGHT\tBURST µs\tQUERY CPU.MAX\tMEMORY.MAX\tQUERY MEMORY.MAX"
 	if sets {
 		header += "\tCPUS"
+	}
+	guarantees := slices.ContainsFunc(d.Pools, func(p planner.PoolState) bool { return p.Pool.MemoryMinBytes > 0 || p.Pool.MemoryLowBytes > 0 })
+	if guarantees {
+		header += "\tMEMORY.MIN\tMEMORY.LOW"
 	}
 	tasks := slices.ContainsFunc(d.Pools, func(p planner.PoolState) bool { return p.Pool.PidsMax > 0 || p.Query.PidsMax > 0 })
 	if tasks {
@@ -260,6 +267,9 @@ func writePlanText(w io.Writer, d planner.Desired, classifiers []planner.Classif
 			p.Pool.MemoryMax(), p.Query.MemoryMax())
 		if sets {
 			fmt.Fprintf(tw, "\t%s", cmp.Or(p.Pool.CPU.CPUs.String(), "(all)"))
+		}
+		if guarantees {
+			fmt.Fprintf(tw, "\t%d\t%d", p.Pool.MemoryMinBytes, p.Pool.MemoryLowBytes)
 		}
 		if tasks {
 			fmt.Fprintf(tw, "\t%s\t%s", p.Pool.PidsMaxValue(), p.Query.PidsMaxValue())

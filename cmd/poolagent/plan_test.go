@@ -75,6 +75,8 @@ func TestPlanGolden(t *testing.T) {
 		{"cpus.json", []string{"plan", "--pools", poolsDir + "cpus.sql", "--cpus", "8", "--memory", "32GiB", "--active", "web,etl", "--format", "json"}},
 		{"pids.txt", []string{"plan", "--pools", poolsDir + "pids.sql", "--cpus", "8", "--memory", "32GiB"}},
 		{"pids.json", []string{"plan", "--pools", poolsDir + "pids.sql", "--cpus", "8", "--memory", "32GiB", "--format", "json"}},
+		{"guarantees.txt", []string{"plan", "--pools", poolsDir + "guarantees.sql", "--cpus", "8", "--memory", "32GiB"}},
+		{"guarantees.json", []string{"plan", "--pools", poolsDir + "guarantees.sql", "--cpus", "8", "--memory", "32GiB", "--format", "json"}},
 		{"host_cpus_given.txt", []string{"plan", "--pools", poolsDir + "seed_ceo.sql", "--cpus", "3", "--host-root", "../../testdata/node/hybrid"}},
 	}
 	for _, tc := range tests {

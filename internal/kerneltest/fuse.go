@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,6 +47,18 @@ func (s *StuckFS) Writes() int64 { return s.writes.Load() }
 // POOLAGENT_REQUIRE_KERNEL=1 and skips it otherwise.
 func MountStuckFS(t testing.TB) *StuckFS {
 	t.Helper()
+	s := &StuckFS{}
+	dir, abort := mountFUSE(t, "poolagent-stuck", fuseFiles{names: []string{"f"}, sizes: []int64{0}, openFlags: fopenDirectIO | fopenNoFlush, other: s.handle})
+	s.File, s.abort = filepath.Join(dir, "f"), abort
+	return s
+}
+
+// mountFUSE mounts the FUSE filesystem files, named source, in a
+// temporary directory and returns the directory and the function that
+// aborts the connection and detaches the mount, which the test's end
+// calls too.
+func mountFUSE(t testing.TB, source string, files fuseFiles) (dir string, abort func()) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		skipOrFail(t, "needs root to mount a FUSE filesystem")
 	}
@@ -56,19 +69,18 @@ func MountStuckFS(t testing.TB) *StuckFS {
 	if err != nil {
 		skipOrFail(t, fmt.Sprintf("open /dev/fuse: %v", err))
 	}
-	dir := t.TempDir()
+	dir = t.TempDir()
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", dev)
-	if err := unix.Mount("poolagent-stuck", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount(source, dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		unix.Close(dev)
 		t.Fatalf("mount fuse at %s: %v", dir, err)
 	}
-	s := &StuckFS{File: filepath.Join(dir, "f")}
 	stop, served := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(served)
-		s.serve(dev, stop)
+		serveFUSE(dev, stop, files)
 	}()
-	s.abort = sync.OnceFunc(func() {
+	abort = sync.OnceFunc(func() {
 		close(stop)
 		<-served
 		// Closing the server's end aborts the connection: every request
@@ -76,8 +88,8 @@ func MountStuckFS(t testing.TB) *StuckFS {
 		unix.Close(dev)
 		unix.Unmount(dir, unix.MNT_DETACH)
 	})
-	t.Cleanup(s.abort)
-	return s
+	t.Cleanup(abort)
+	return dir, abort
 }
 
 func skipOrFail(t testing.TB, why string) {
@@ -117,6 +129,7 @@ const (
 	fuseForget    = 2
 	fuseGetattr   = 3
 	fuseOpen      = 14
+	fuseRead      = 15
 	fuseWrite     = 16
 	fuseRelease   = 18
 	fuseInit      = 26
@@ -126,16 +139,44 @@ const (
 	fuseInHeaderBytes = 40
 	fuseAttrBytes     = 88
 	fopenDirectIO     = 1 << 0
+	fopenKeepCache    = 1 << 1
 	fopenNoFlush      = 1 << 5
+	fuseMaxPagesFlag  = 1 << 22 // FUSE_MAX_PAGES: init's max_pages is set
+	fuseMaxPages      = 256     // 1 MiB a read
 	fuseRootID        = 1
-	fuseFileID        = 2
 )
 
-// serve answers requests read from dev (nonblocking) until stop is
-// closed. It polls dev itself, a tenth of a second at a time, as the Go
-// runtime's poller does not take /dev/fuse.
-func (s *StuckFS) serve(dev int, stop <-chan struct{}) {
-	buf := make([]byte, 1<<20)
+// fuseFiles is a FUSE filesystem of files in its root directory: what
+// every one of this package's filesystems answers alike, and other for
+// what each does with its files (false: not done, ENOSYS).
+type fuseFiles struct {
+	// names and sizes are the files; file i is node fuseRootID+1+i.
+	names []string
+	sizes []int64
+	// validSeconds is how long the kernel may keep names and attributes.
+	validSeconds uint64
+	// openFlags are the FOPEN_ flags of every open.
+	openFlags uint32
+	other     func(dev int, op uint32, unique, node uint64, body []byte) bool
+}
+
+// size is node's size in bytes; ok is false for no file.
+func (f fuseFiles) size(node uint64) (int64, bool) {
+	i := int(node) - fuseRootID - 1
+	if i < 0 || i >= len(f.sizes) {
+		return 0, false
+	}
+	return f.sizes[i], true
+}
+
+// serveFUSE answers requests read from dev (nonblocking) until stop is
+// closed: INIT (reads of up to fuseMaxPages pages at once), lookups,
+// attributes, opens and releases of files' files, the requests that
+// expect no answer by none, every other by files.other. It polls dev
+// itself, a tenth of a second at a time, as the Go runtime's poller does
+// not take /dev/fuse.
+func serveFUSE(dev int, stop <-chan struct{}, files fuseFiles) {
+	buf := make([]byte, 1<<20+4096)
 	for {
 		select {
 		case <-stop:
@@ -154,54 +195,73 @@ func (s *StuckFS) serve(dev int, stop <-chan struct{}) {
 		op, unique, node := le.Uint32(buf[4:]), le.Uint64(buf[8:]), le.Uint64(buf[16:])
 		body := buf[fuseInHeaderBytes:n]
 		switch op {
-		case fuseWrite:
-			s.writes.Add(1) // never answered
 		case fuseInterrupt, fuseForget, fuseBatchFrgt:
 			// no answer is expected
 		case fuseInit:
 			out := make([]byte, 64)
-			le.PutUint32(out[0:], 7)      // major
-			le.PutUint32(out[4:], 31)     // minor
-			le.PutUint32(out[8:], 0)      // max_readahead
-			le.PutUint32(out[12:], 0)     // flags
-			le.PutUint16(out[16:], 16)    // max_background
-			le.PutUint16(out[18:], 12)    // congestion_threshold
-			le.PutUint32(out[20:], 65536) // max_write
-			le.PutUint32(out[24:], 1)     // time_gran
+			le.PutUint32(out[0:], 7)                 // major
+			le.PutUint32(out[4:], 31)                // minor
+			le.PutUint32(out[8:], fuseMaxPages*4096) // max_readahead
+			le.PutUint32(out[12:], fuseMaxPagesFlag) // flags
+			le.PutUint16(out[16:], 16)               // max_background
+			le.PutUint16(out[18:], 12)               // congestion_threshold
+			le.PutUint32(out[20:], 65536)            // max_write
+			le.PutUint32(out[24:], 1)                // time_gran
+			le.PutUint16(out[28:], fuseMaxPages)     // max_pages
 			reply(dev, unique, 0, out)
 		case fuseLookup:
-			if string(trimNUL(body)) != "f" || node != fuseRootID {
+			i := slices.Index(files.names, string(trimNUL(body)))
+			if i < 0 || node != fuseRootID {
 				reply(dev, unique, -int32(unix.ENOENT), nil)
 				continue
 			}
+			id := uint64(fuseRootID + 1 + i)
 			out := make([]byte, 40+fuseAttrBytes)
-			le.PutUint64(out[0:], fuseFileID)
-			putAttr(out[40:], fuseFileID)
+			le.PutUint64(out[0:], id)
+			le.PutUint64(out[16:], files.validSeconds) // entry_valid
+			le.PutUint64(out[24:], files.validSeconds) // attr_valid
+			putAttr(out[40:], id, files.sizes[i])
 			reply(dev, unique, 0, out)
 		case fuseGetattr:
+			size, _ := files.size(node)
 			out := make([]byte, 16+fuseAttrBytes)
-			putAttr(out[16:], node)
+			le.PutUint64(out[0:], files.validSeconds) // attr_valid
+			putAttr(out[16:], node, size)
 			reply(dev, unique, 0, out)
 		case fuseOpen:
 			out := make([]byte, 16)
-			le.PutUint32(out[8:], fopenDirectIO|fopenNoFlush)
+			le.PutUint32(out[8:], files.openFlags)
 			reply(dev, unique, 0, out)
 		case fuseRelease:
 			reply(dev, unique, 0, nil)
 		default:
-			reply(dev, unique, -int32(unix.ENOSYS), nil)
+			if !files.other(dev, op, unique, node, body) {
+				reply(dev, unique, -int32(unix.ENOSYS), nil)
+			}
 		}
 	}
 }
 
-// putAttr writes the fuse_attr of node: the root directory, or the file.
-func putAttr(b []byte, node uint64) {
+// handle does StuckFS's writes: each is read and never answered.
+func (s *StuckFS) handle(dev int, op uint32, unique, node uint64, body []byte) bool {
+	if op != fuseWrite {
+		return false
+	}
+	s.writes.Add(1) // never answered
+	return true
+}
+
+// putAttr writes the fuse_attr of node: the root directory, or a file
+// of size bytes.
+func putAttr(b []byte, node uint64, size int64) {
 	le := binary.LittleEndian
 	mode := uint32(unix.S_IFREG | 0o666)
 	if node == fuseRootID {
-		mode = unix.S_IFDIR | 0o755
+		mode, size = unix.S_IFDIR|0o755, 0
 	}
-	le.PutUint64(b[0:], node) // ino
+	le.PutUint64(b[0:], node)                  // ino
+	le.PutUint64(b[8:], uint64(size))          // size
+	le.PutUint64(b[16:], uint64(size+511)/512) // blocks
 	le.PutUint32(b[60:], mode)
 	le.PutUint32(b[64:], 1)    // nlink
 	le.PutUint32(b[80:], 4096) // blksize

@@ -165,6 +165,7 @@ type Collector struct {
 	pressureSome, pressureFull                   *prometheus.Desc
 
 	memory, memoryLimit, memoryHigh, memoryPeak, memorySwap *prometheus.Desc
+	memoryMin, memoryLow                                    *prometheus.Desc
 	memoryOOMKills, memoryEvents                            *prometheus.Desc
 	memoryPressureSome, memoryPressureFull                  *prometheus.Desc
 	pidsTasks, pidsLimit, pidsRefused, queryForksRefused    *prometheus.Desc
@@ -226,12 +227,14 @@ func NewCollector(src Source) *Collector {
 		memory:      d("pool_memory_bytes", "Memory the pool cgroup uses (memory.current; v1 memory.usage_in_bytes).", pool),
 		memoryLimit: d("pool_memory_limit_bytes", "The pool cgroup's memory limit, memory.max (v1 memory.limit_in_bytes; absent when unlimited).", pool),
 		memoryHigh:  d("pool_memory_high_bytes", "The pool cgroup's soft memory limit, memory.high (v1 memory.soft_limit_in_bytes; absent when unlimited).", pool),
+		memoryMin:   d("pool_memory_min_bytes", "The pool cgroup's hard memory guarantee, memory.min (v2; absent without one).", pool),
+		memoryLow:   d("pool_memory_low_bytes", "The pool cgroup's best-effort memory guarantee, memory.low (v2; absent without one).", pool),
 		memoryPeak:  d("pool_memory_peak_bytes", "The most memory the pool cgroup has used (memory.peak, Linux 5.19 on; v1 memory.max_usage_in_bytes; absent where the kernel keeps none).", pool),
 		memorySwap:  d("pool_memory_swap_bytes", "Swap the pool cgroup uses (memory.swap.current; absent without swap accounting).", pool),
 		memoryOOMKills: d("pool_memory_oom_kills_total",
 			"Processes of the pool's queries the OOM killer ended, whatever the cause (memory.events oom_kill; v1 memory.oom_control oom_kill).", pool),
 		memoryEvents: d("pool_memory_events_total",
-			"memory.events of the pool cgroup: high (reclaim forced by memory.high), max (usage about to pass memory.max), oom (memory.max reached, reclaim failed: the OOM killer was called for the pool); v1: max is memory.failcnt.", []string{"pool", "event"}),
+			"memory.events of the pool cgroup: high (reclaim forced by memory.high), max (usage about to pass memory.max), oom (memory.max reached, reclaim failed: the OOM killer was called for the pool), low (reclaimed below memory.low, the guarantee, as nothing unprotected was left; v2 only); v1: max is memory.failcnt.", []string{"pool", "event"}),
 		memoryPressureSome: d("pool_memory_pressure_some_seconds_total",
 			"Time in which at least one of the pool's threads waited for memory (memory.pressure some total).", pool),
 		memoryPressureFull: d("pool_memory_pressure_full_seconds_total",
@@ -283,7 +286,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.usage, c.periods, c.throttledPeriods, c.throttled,
 		c.bursts, c.burst, c.predictedThrottled,
 		c.pressureSome, c.pressureFull,
-		c.memory, c.memoryLimit, c.memoryHigh, c.memoryPeak, c.memorySwap, c.memoryOOMKills, c.memoryEvents,
+		c.memory, c.memoryLimit, c.memoryHigh, c.memoryMin, c.memoryLow, c.memoryPeak, c.memorySwap, c.memoryOOMKills, c.memoryEvents,
 		c.memoryPressureSome, c.memoryPressureFull,
 		c.pidsTasks, c.pidsLimit, c.pidsRefused, c.queryForksRefused,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
@@ -417,6 +420,12 @@ func (c *Collector) collectMemory(out sink, pool string, m *observe.Memory) {
 	if m.HighBytes >= 0 {
 		out.gauge(c.memoryHigh, float64(m.HighBytes), pool)
 	}
+	if m.MinBytes > 0 {
+		out.gauge(c.memoryMin, float64(m.MinBytes), pool)
+	}
+	if m.LowBytes > 0 {
+		out.gauge(c.memoryLow, float64(m.LowBytes), pool)
+	}
 	if m.PeakBytes != nil {
 		out.gauge(c.memoryPeak, float64(*m.PeakBytes), pool)
 		out.gauge(c.cadvisorMemoryMaxUsage, float64(*m.PeakBytes), pool, pool)
@@ -431,6 +440,9 @@ func (c *Collector) collectMemory(out sink, pool string, m *observe.Memory) {
 		count uint64
 	}{{"high", m.Events.High}, {"max", m.Events.Max}, {"oom", m.Events.OOM}} {
 		out.counter(c.memoryEvents, float64(e.count), pool, e.name)
+	}
+	if !m.V1 { // v1 has no guarantee to breach
+		out.counter(c.memoryEvents, float64(m.Events.Low), pool, "low")
 	}
 	if ps := m.Pressure; ps != nil {
 		out.counter(c.memoryPressureSome, seconds(ps.Some.TotalUsec), pool)

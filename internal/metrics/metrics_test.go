@@ -56,7 +56,7 @@ func fixture() Snapshot {
 				},
 				// One query killed at the pool's 8 GiB, a soft limit at 6 GiB.
 				Memory: &observe.Memory{
-					CurrentBytes: 5_368_709_120, PeakBytes: u64(8_589_934_592), LimitBytes: 8_589_934_592, HighBytes: 6_442_450_944,
+					CurrentBytes: 5_368_709_120, PeakBytes: u64(8_589_934_592), LimitBytes: 8_589_934_592, HighBytes: 6_442_450_944, MinBytes: 1 << 30, LowBytes: 4 << 30,
 					SwapBytes: u64(0), Events: observe.MemoryEvents{High: 120, Max: 37, OOM: 1, OOMKill: 1},
 					Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: 2_500_000}, Full: &observe.PressureLine{TotalUsec: 1_000_000}},
 				},
