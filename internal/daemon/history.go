@@ -272,9 +272,14 @@ type threadLister interface {
 	Threads(pool string, limit int) (tids []int, truncated bool, err error)
 }
 
-// readHistory reads the due pools' counters, their running queries', and
-// the threads of each pool that ran since its last read (or whose
-// segment starts): a pool idle since then has run no thread.
+// readHistory reads the due pools' counters and, of each pool that ran
+// since its last read (or whose segment starts), its running queries'
+// counters and its threads. A pool whose usage did not grow ran no thread,
+// and so neither did its queries (usage counts a cgroup's children; a
+// throttled query runs again within the interval, which is at least a
+// period): their counters are what the last read found, and reading them
+// again, every interval for as long as they sleep, would cost the daemon
+// CPU for each sleeping query.
 func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
@@ -285,11 +290,20 @@ func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
 	if r.stats, err = s.cg.PoolStats(names); err != nil {
 		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
 	}
+	ran := map[string]bool{}
+	for _, p := range due {
+		if cur, read := r.stats[p.name]; read && (!p.base || cur.CPU.UsageUsec != p.prevUsage) {
+			ran[p.name] = true
+		}
+	}
 	for _, q := range running {
 		if _, ok := r.stats[q[0]]; !ok {
 			continue
 		}
 		r.listed[q] = true
+		if !ran[q[0]] {
+			continue // kept as last read (keepQueries)
+		}
 		if st, err := s.cg.QueryStat(q[0], q[1]); err == nil {
 			if r.queries[q[0]] == nil {
 				r.queries[q[0]] = map[string]observe.CPUStat{}
@@ -297,9 +311,9 @@ func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
 			r.queries[q[0]][q[1]] = st.CPU
 		}
 	}
-	for _, p := range due {
-		if cur, read := r.stats[p.name]; s.history.threads != nil && read && (!p.base || cur.CPU.UsageUsec != p.prevUsage) {
-			r.threads[p.name] = s.history.threads(p.name)
+	for pool := range ran {
+		if s.history.threads != nil {
+			r.threads[pool] = s.history.threads(pool)
 		}
 	}
 	return r

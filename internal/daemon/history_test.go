@@ -33,6 +33,8 @@ type statCgroups struct {
 	mu      sync.Mutex
 	pools   map[string]observe.Sample
 	queries map[[2]string]observe.CPUStat
+	// queryReads counts QueryStat calls.
+	queryReads int
 }
 
 func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
@@ -50,6 +52,7 @@ func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, erro
 func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.queryReads++
 	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
 }
 
@@ -209,6 +212,51 @@ func TestHistory(t *testing.T) {
 	}
 	if n := len(srv.history.replying.turns); n != 0 {
 		t.Errorf("%d uids' turns kept after their replies were sent", n)
+	}
+}
+
+// TestHistorySleepingQueries: the queries of a pool whose usage did not
+// grow are not read again (they ran no thread); once the pool runs they
+// are, and what they were throttled since their last read is counted.
+func TestHistorySleepingQueries(t *testing.T) {
+	cg := &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	set := func(usage, queryThrottledUsec uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage}}
+		for _, q := range []string{"q1", "q2"} {
+			cg.queries[[2]string{"olap", q}] = observe.CPUStat{NrThrottled: queryThrottledUsec / 10_000, ThrottledUsec: queryThrottledUsec}
+		}
+	}
+	srv.reg.mu.Lock()
+	for i, q := range []string{"q1", "q2"} {
+		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: "olap", name: q}}] = struct{}{}
+	}
+	srv.reg.mu.Unlock()
+	reads := func() int { cg.mu.Lock(); defer cg.mu.Unlock(); return cg.queryReads }
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	set(50_000, 10_000)
+	srv.sampleHistory(at(0)) // the baseline reads both
+	if n := reads(); n != 2 {
+		t.Fatalf("baseline: %d query reads, want 2", n)
+	}
+	for ms := 100; ms <= 300; ms += 100 {
+		srv.sampleHistory(at(ms)) // the pool's usage does not grow
+	}
+	if n := reads(); n != 2 {
+		t.Errorf("three intervals of a pool that ran nothing: %d query reads in all, want the baseline's 2", n)
+	}
+	set(90_000, 30_000)
+	srv.sampleHistory(at(400))
+	if n := reads(); n != 4 {
+		t.Errorf("the pool ran: %d query reads in all, want 4", n)
+	}
+	ts, _ := srv.history.traces("olap", 0, at(400))
+	last := ts[0].Samples[len(ts[0].Samples)-1]
+	if last.UsageUsec != 40_000 || last.QueryThrottledUsec != 40_000 || last.QueryNrThrottled != 2 {
+		t.Errorf("the interval the pool ran in: %+v, want usage 40000 µs, its queries throttled 2 × 20000 µs, 2 periods", last)
 	}
 }
 

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkStartBesideSleepers: what a host's long-running queries cost
+// everyone else's starts. A real daemon on a fresh pool root; b.N starts
+// of `poolagent-run -- /bin/true` with nothing else running, then 446
+// in-place queries of `sleep` are started and left to run (their polls,
+// where there are polls, backed off for 5 s), and b.N starts again beside
+// them. Reported: each phase's median and p99 start, their ratios
+// (beside/quiet), and the daemon's CPU per second with the sleepers at
+// rest, over 5 s. On the host (v1) and in the VM (v2):
+//
+//	sudo go test -run '^$' -bench StartBesideSleepers -benchtime 200x ./internal/daemon
+//	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -run '^$' -bench StartBesideSleepers -benchtime 200x \
+//		-exec "$PWD/scripts/vm/run.sh" ./internal/daemon
+func BenchmarkStartBesideSleepers(b *testing.B) {
+	const sleepers = 446
+	socket, pid := benchDaemon(b, "", strings.Fields(os.Getenv("BENCH_FLAGS"))...)
+	slim := benchBinary(b, "poolagent-run")
+	starts := func() []time.Duration {
+		var ds []time.Duration
+		for range b.N {
+			cmd := exec.Command(slim, "--socket", socket, "--", "/bin/true")
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("poolagent-run -- /bin/true: %v: %s", err, out)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		slices.Sort(ds)
+		return ds
+	}
+	b.ResetTimer()
+	quiet := starts()
+	b.StopTimer()
+
+	var sleeping []*exec.Cmd
+	b.Cleanup(func() {
+		for _, c := range sleeping {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	// In batches below the daemon's limit of admitted, not yet started
+	// queries per user (64); in place, each client becomes sleep once its
+	// query has started.
+	var stderr strings.Builder
+	isSleep := func(c *exec.Cmd) bool {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
+		return err == nil && strings.TrimSpace(string(comm)) == "sleep"
+	}
+	for len(sleeping) < sleepers {
+		batch := sleeping[len(sleeping):]
+		for range min(32, sleepers-len(sleeping)) {
+			c := exec.Command(slim, "--socket", socket, "--", "/bin/sleep", "600")
+			c.Stderr = &lockedWriter{w: &stderr}
+			if err := c.Start(); err != nil {
+				b.Fatal(err)
+			}
+			sleeping = append(sleeping, c)
+			batch = append(batch, c)
+		}
+		for deadline := time.Now().Add(time.Minute); !allOf(batch, isSleep); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("of %d in-place sleep queries, a batch did not start within a minute; their clients said:\n%.2000s", len(sleeping), stderr.String())
+			}
+		}
+	}
+	time.Sleep(5 * time.Second)
+	const window = 5 * time.Second
+	cpu0 := processCPU(b, pid)
+	time.Sleep(window)
+	atRest := processCPU(b, pid) - cpu0
+
+	b.StartTimer()
+	beside := starts()
+	b.StopTimer()
+
+	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p99 := func(ds []time.Duration) time.Duration { return ds[len(ds)*99/100] }
+	b.ReportMetric(msec(median(quiet)), "ms-quiet-median")
+	b.ReportMetric(msec(p99(quiet)), "ms-quiet-p99")
+	b.ReportMetric(msec(median(beside)), "ms-beside-median")
+	b.ReportMetric(msec(p99(beside)), "ms-beside-p99")
+	b.ReportMetric(float64(median(beside))/float64(median(quiet)), "median-ratio")
+	b.ReportMetric(float64(p99(beside))/float64(p99(quiet)), "p99-ratio")
+	b.ReportMetric(msec(atRest)/window.Seconds(), "daemon-cpu-ms/s-at-rest")
+}
+
+// allOf reports whether ok holds for every command.
+func allOf(cs []*exec.Cmd, ok func(*exec.Cmd) bool) bool {
+	for _, c := range cs {
+		if !ok(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// lockedWriter serialises the writes of several processes' stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
