@@ -19,7 +19,8 @@ import (
 // where there are polls, backed off for 5 s), and b.N starts again beside
 // them. Reported: each phase's median and p99 start, their ratios
 // (beside/quiet), and the daemon's CPU per second with the sleepers at
-// rest, over 5 s. On the host (v1) and in the VM (v2):
+// rest, over 5 s. BENCH_FLAGS adds daemon flags (BENCH_FLAGS="--history-window
+// 0" shows what the history costs). On the host (v1) and in the VM (v2):
 //
 //	sudo go test -run '^$' -bench StartBesideSleepers -benchtime 200x ./internal/daemon
 //	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -run '^$' -bench StartBesideSleepers -benchtime 200x \
