@@ -86,6 +86,7 @@ set -e
 sed 's/^/   | /' "$stage/lintian"
 check "lintian exits 0 and reports no error ($((SECONDS - t))s)" sh -c "[ $rc = 0 ] && ! grep -q '^E:' '$stage/lintian'"
 check "every warning is documented" documented $(awk '/^W:/ { print $3 }' "$stage/lintian" | sort -u)
+check "no hardening warning: the daemon is a PIE with RELRO (install.sh)" sh -c "! grep -q ' hardening-' '$stage/lintian'"
 
 echo "== rpm -qp $(basename "$rpm")"
 check "/etc/poolagent/pools.sql is its only %config file" test "$(rpm -qp --configfiles "$rpm")" = /etc/poolagent/pools.sql
