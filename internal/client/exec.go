@@ -76,10 +76,11 @@ func askInPlace(opts *RunOptions) (protocol.Reply, Result, *os.File, error) {
 	}
 	conn := os.NewFile(uintptr(fd), opts.Socket)
 	req := protocol.Request{Op: protocol.OpExec, Pool: opts.Pool, App: opts.App, Progress: opts.Progress != nil}
-	// The command's standard error goes with the request: the daemon
-	// tells it there when one of the query's processes is killed at a
-	// memory limit, as the command has replaced this client by then.
-	if err := sendRequest(conn, protocol.AppendRequest(nil, req), opts.Stderr); err != nil {
+	// No descriptor goes with the request: the daemon takes a path
+	// handle of this process's standard error itself, to tell there when
+	// one of the query's processes is killed at a memory limit, as the
+	// command has replaced this client by then.
+	if _, err := conn.Write(protocol.AppendRequest(nil, req)); err != nil {
 		return protocol.Reply{}, Result{}, conn, fmt.Errorf("send request: %w", err)
 	}
 	line, rest, err := readLine(conn)
@@ -107,16 +108,6 @@ func askInPlace(opts *RunOptions) (protocol.Reply, Result, *os.File, error) {
 		err = fmt.Errorf("the daemon answered %q to an in-place run, want %q", started.Type, protocol.ReplyStarted)
 	}
 	return started, res, conn, err
-}
-
-// sendRequest sends the request b, with stderr's descriptor when there is
-// one.
-func sendRequest(conn *os.File, b []byte, stderr *os.File) error {
-	if stderr == nil {
-		_, err := conn.Write(b)
-		return err
-	}
-	return sendWithFD(conn, b, int(stderr.Fd()))
 }
 
 // readLine reads the daemon's first answer, line (with its newline), and

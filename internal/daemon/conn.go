@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,7 @@ var (
 // within the Limits: none longer than protocol.MaxMessageBytes, the first
 // whole within FirstRequest of the connection, a later one whole within
 // Message of its first byte, and later ones no faster than the message
-// budget. It keeps the descriptor last sent with a message (fds).
+// budget. It keeps the descriptor an OpRun query's start sent (fds).
 type msgReader struct {
 	conn   *net.UnixConn
 	fds    *fdReader
@@ -141,13 +142,20 @@ func readErrorCode(err error) string {
 // accepts: the start request carries one pidfd; more are closed at once.
 const maxReceivedFDs = 1
 
-// fdReader reads a client's messages and keeps the last descriptor sent
-// with them (SCM_RIGHTS), which the start request carries: its child's
-// pidfd. Descriptors beyond maxReceivedFDs per read are closed by the
-// kernel (MSG_CTRUNC), and a descriptor replaced by a later one is closed.
+// fdReader reads a client's messages and keeps the descriptor sent with
+// them (SCM_RIGHTS) that the start request of an OpRun query carries: its
+// child's pidfd. A descriptor is taken into the daemon's table only once
+// accept is set (the first request was an OpRun), and only one: every
+// other read passes the kernel no room for descriptors, so a descriptor
+// sent with any other message is dropped by the kernel without ever being
+// the daemon's to close. A close calls the file's flush, which can sleep
+// for good (a FUSE server that never answers), whereas the kernel's drop
+// only lets go of its reference. Descriptors beyond maxReceivedFDs are
+// dropped by the kernel too (MSG_CTRUNC).
 type fdReader struct {
-	conn *net.UnixConn
-	oob  []byte
+	conn   *net.UnixConn
+	oob    []byte
+	accept atomic.Bool
 
 	mu sync.Mutex
 	fd int // -1: none
@@ -159,18 +167,23 @@ func newFDReader(conn *net.UnixConn) *fdReader {
 
 // Read implements io.Reader.
 func (r *fdReader) Read(p []byte) (int, error) {
-	n, oobn, _, _, err := r.conn.ReadMsgUnix(p, r.oob)
+	var oob []byte
+	if r.accept.Load() {
+		oob = r.oob
+	}
+	n, oobn, _, _, err := r.conn.ReadMsgUnix(p, oob)
 	if oobn > 0 {
-		r.keep(r.oob[:oobn])
+		r.keep(oob[:oobn])
 	}
 	// NOTE: ReadMsgUnix may return n = -1 with an error (a deadline);
 	// io.Reader allows no negative count.
 	return max(n, 0), err
 }
 
-// keep takes the descriptors out of control messages, keeping the last
-// and closing the rest.
+// keep takes the descriptor out of control messages and accepts no
+// more: a connection hands the daemon at most one.
 func (r *fdReader) keep(oob []byte) {
+	r.accept.Store(false)
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return
@@ -180,12 +193,9 @@ func (r *fdReader) keep(oob []byte) {
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds {
+		for _, fd := range fds { // one at most: room for one was given
 			unix.CloseOnExec(fd)
 			r.mu.Lock()
-			if r.fd >= 0 {
-				unix.Close(r.fd)
-			}
 			r.fd = fd
 			r.mu.Unlock()
 		}

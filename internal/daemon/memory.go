@@ -89,16 +89,16 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 	return &o
 }
 
-// tellInPlace serves an in-place query's stderr (fd, which the client
-// sent with its request and which this closes): once the command (the
+// tellInPlace serves an in-place query's stderr (fd, a path handle of it
+// from tell.Open, which this closes): once the command (the
 // client process, which exited is watching) has exited, it reads the
 // query cgroup's memory and tasks and, when the command's end was an OOM
 // kill at a limit of poolagent's, or forks of the query were refused at
 // one, has a teller of the client's user (uid, gid) write the message
-// there ([tell.Tellers]): no thread of the daemon's polls or writes a
-// descriptor a user handed it. The descriptor is held
-// only while the command runs, so whoever reads that pipe sees its end
-// when the command exits, as without poolagent. When the query's end
+// there ([tell.Tellers]): no thread of the daemon's polls, writes or
+// closes a file of the user's. The handle opens no file (a reader of
+// that pipe sees its end when the command exits, as without poolagent).
+// When the query's end
 // came first (the command was its last process, and the cgroup is gone
 // by the time it is read, or empty and about to go), the kill is the one
 // the end's statistics found (ended).

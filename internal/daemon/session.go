@@ -14,6 +14,7 @@ import (
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -84,6 +85,8 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 			admission.ErrAccessDenied, cred.Uid, protocol.OpPlace))
 		return
 	}
+	// Only an OpRun query's start names a process by a descriptor.
+	in.fds.accept.Store(req.Op == protocol.OpRun)
 	go se.read(in)
 	id, err := s.users.Identity(cred)
 	if err != nil {
@@ -189,7 +192,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
 	switch req.Op {
 	case protocol.OpExec:
-		se.runInPlace(ctx, q, client, fds.take(), admitted, notStarted)
+		se.runInPlace(ctx, q, client, admitted, notStarted)
 		return
 	case protocol.OpPlace:
 		se.runPlaced(ctx, q, admitted, notStarted)
@@ -305,11 +308,15 @@ func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Proces
 // about the query's: only the cgroup does, and the command's children and
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
-// stderr is the client's standard error, sent with its request (-1 when
-// none came): where an OOM kill at a memory limit is told
-// ([Server.tellInPlace]).
-func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, stderr int, started protocol.Reply, notStarted func()) {
+// The client's standard error, where a kill of the command at a memory
+// limit is told ([Server.tellInPlace]), is taken as a path handle while
+// the client is alive ([tell.Open]): the client sends no descriptor.
+func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, started protocol.Reply, notStarted func()) {
 	s := se.s
+	stderr, err := tell.Open(s.cfg.ProcRoot, client)
+	if err != nil {
+		s.cfg.Log.Debug("in-place client's stderr not taken: its query's end will not be told there", "pool", q.pool, "query", q.name, "err", err)
+	}
 	defer func() {
 		if stderr >= 0 {
 			unix.Close(stderr)

@@ -22,9 +22,10 @@ const msgNotTold = "query's end not told on the client's stderr"
 
 // TestKernelOOMToldOnStuckFile: 200 in-place queries, each killed at its
 // memory limit, whose stderr is a file on a FUSE filesystem that never
-// answers a write. The daemon's threads stay within threadSlack of idle:
-// the message is written by tellers of the user's, at most tell.PerUID
-// of them caught at once, and the rest are in the daemon's log. A kill -9
+// answers a write, nor a flush (a close) the daemon asks for. The daemon
+// never asks one, and its threads stay within threadSlack of idle: the
+// message is written by tellers of the user's, at most tell.PerUID of
+// them caught at once, and the rest are in the daemon's log. A kill -9
 // of the daemon then releases its socket at once (no thread of it is
 // caught in the kernel), and a new daemon serves on it.
 func TestKernelOOMToldOnStuckFile(t *testing.T) {
@@ -35,6 +36,7 @@ func TestKernelOOMToldOnStuckFile(t *testing.T) {
 	// 200 kills take little time under emulation); 4 at once.
 	pools := olapPool(4, 200, ", QUERY_MEMORY_LIMIT_PERCENT_PER_NODE=1")
 	d := startDaemonProc(t, daemonSpec{Pools: pools, Root: root.Path, RootUsers: true})
+	stuck.StallFlushesOf(d.cmd.Process.Pid)
 	// Should the daemon be caught in a write after all, the test fails
 	// rather than hangs: the filesystem is aborted before the daemon is
 	// stopped.
@@ -117,8 +119,11 @@ func TestKernelOOMToldOnStuckFile(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	threads, tellers := d.threads(t), d.tellers(t)
-	t.Logf("%d of %d queries killed at their memory limit; %d writes reached the stuck file, %d kills not told; daemon threads %d idle, %d after; %d tellers caught",
-		killed, n, stuck.Writes(), notTold, idle, threads, tellers)
+	t.Logf("%d of %d queries killed at their memory limit; %d writes reached the stuck file, %d flushes of the daemon, %d kills not told; daemon threads %d idle, %d after; %d tellers caught",
+		killed, n, stuck.Writes(), stuck.StalledFlushes(), notTold, idle, threads, tellers)
+	if f := stuck.StalledFlushes(); f > 0 {
+		t.Errorf("the daemon closed the user's file %d times, each close a thread of it caught in the filesystem's flush", f)
+	}
 	if killed != n {
 		t.Errorf("%d of %d queries were killed at their limit", killed, n)
 	}

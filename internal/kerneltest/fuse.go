@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,38 +20,59 @@ import (
 // (setup.sh takes it from the kernel package).
 const fuseModule = "/lib/modules/fuse.ko"
 
-// StuckFS is a FUSE filesystem with one file, File, whose every write is
+// StuckFS is two FUSE filesystems of one file each. File's every write is
 // read by the server and never answered: a writer sleeps in the kernel,
-// uninterruptibly, until the filesystem is aborted (at the test's end).
-// Everything else the kernel asks for a write is answered: the lookup,
-// the open (with FOPEN_NOFLUSH, so a close never asks the server), the
-// attributes; what the server does not do is refused with ENOSYS.
+// uninterruptibly, until the filesystem is aborted (at the test's end);
+// it is opened with FOPEN_NOFLUSH, so that a close does not wait behind
+// that write (a FUSE flush takes the file's lock, which a writer holds).
+// FlushFile takes writes, and leaves unanswered every flush (which a
+// close asks for) of the process StallFlushesOf names, as a server that
+// tells requesters apart by their pid can do; other processes' flushes
+// are answered, so that they can close it. Everything else the kernel
+// asks is answered: the lookups, the opens, the attributes; what the
+// server does not do is refused with ENOSYS.
 type StuckFS struct {
-	// File is the path of the file.
-	File   string
-	writes atomic.Int64
-	abort  func()
+	// File is the path of the file whose writes are never answered.
+	File string
+	// FlushFile is the path of the file whose flushes by one process
+	// are never answered.
+	FlushFile string
+	writes    atomic.Int64
+	stall     atomic.Int64 // a process's pid (its thread group's)
+	stalled   atomic.Int64
+	abort     func()
 }
 
-// Abort ends the filesystem's connection now, as the test's end does:
-// every write waiting fails. A test whose daemon may be caught in a write
-// registers it as a cleanup after the daemon's, so that it comes first.
+// Abort ends the filesystems' connections now, as the test's end does:
+// every write and flush waiting fails. A test whose daemon may be caught
+// in one registers it as a cleanup after the daemon's, so that it comes
+// first.
 func (s *StuckFS) Abort() { s.abort() }
 
 // Writes returns how many writes the server has read (and not answered).
 func (s *StuckFS) Writes() int64 { return s.writes.Load() }
 
-// MountStuckFS mounts a StuckFS in a temporary directory, loading the
+// StallFlushesOf makes the server leave unanswered every flush of
+// FlushFile asked by a thread of process pid.
+func (s *StuckFS) StallFlushesOf(pid int) { s.stall.Store(int64(pid)) }
+
+// StalledFlushes returns how many flushes the server has read and left
+// unanswered.
+func (s *StuckFS) StalledFlushes() int64 { return s.stalled.Load() }
+
+// MountStuckFS mounts a StuckFS in temporary directories, loading the
 // FUSE module first where /dev/fuse is missing (the test VM's kernel has
-// FUSE as a module). At the test's end the connection is aborted, which
-// ends every write still waiting with an error, and the mount is
-// detached. Needs root; a missing FUSE fails the test where
+// FUSE as a module). At the test's end the connections are aborted, which
+// ends every write and flush still waiting with an error, and the mounts
+// are detached. Needs root; a missing FUSE fails the test where
 // POOLAGENT_REQUIRE_KERNEL=1 and skips it otherwise.
 func MountStuckFS(t testing.TB) *StuckFS {
 	t.Helper()
 	s := &StuckFS{}
-	dir, abort := mountFUSE(t, "poolagent-stuck", fuseFiles{names: []string{"f"}, sizes: []int64{0}, openFlags: fopenDirectIO | fopenNoFlush, other: s.handle})
-	s.File, s.abort = filepath.Join(dir, "f"), abort
+	dir, abortWrites := mountFUSE(t, "poolagent-stuck", fuseFiles{names: []string{"f"}, sizes: []int64{0}, openFlags: fopenDirectIO | fopenNoFlush, other: s.handle})
+	flushDir, abortFlushes := mountFUSE(t, "poolagent-stuck-flush", fuseFiles{names: []string{"g"}, sizes: []int64{0}, openFlags: fopenDirectIO, other: s.handleFlushFile, answerFlush: s.answerFlush})
+	s.File, s.FlushFile = filepath.Join(dir, "f"), filepath.Join(flushDir, "g")
+	s.abort = func() { abortWrites(); abortFlushes() }
 	return s
 }
 
@@ -131,6 +154,7 @@ const (
 	fuseOpen      = 14
 	fuseRead      = 15
 	fuseWrite     = 16
+	fuseFlush     = 25
 	fuseRelease   = 18
 	fuseInit      = 26
 	fuseInterrupt = 36
@@ -158,6 +182,9 @@ type fuseFiles struct {
 	// openFlags are the FOPEN_ flags of every open.
 	openFlags uint32
 	other     func(dev int, op uint32, unique, node uint64, body []byte) bool
+	// answerFlush, when set, says whether a flush (what a close asks)
+	// by thread tid is answered; unset, flushes go to other.
+	answerFlush func(tid uint32) bool
 }
 
 // size is node's size in bytes; ok is false for no file.
@@ -234,6 +261,14 @@ func serveFUSE(dev int, stop <-chan struct{}, files fuseFiles) {
 			reply(dev, unique, 0, out)
 		case fuseRelease:
 			reply(dev, unique, 0, nil)
+		case fuseFlush:
+			if files.answerFlush == nil {
+				if !files.other(dev, op, unique, node, body) {
+					reply(dev, unique, -int32(unix.ENOSYS), nil)
+				}
+			} else if files.answerFlush(le.Uint32(buf[32:])) { // fuse_in_header.pid
+				reply(dev, unique, 0, nil)
+			}
 		default:
 			if !files.other(dev, op, unique, node, body) {
 				reply(dev, unique, -int32(unix.ENOSYS), nil)
@@ -249,6 +284,43 @@ func (s *StuckFS) handle(dev int, op uint32, unique, node uint64, body []byte) b
 	}
 	s.writes.Add(1) // never answered
 	return true
+}
+
+// handleFlushFile does FlushFile's writes: all answered.
+func (s *StuckFS) handleFlushFile(dev int, op uint32, unique, node uint64, body []byte) bool {
+	if op != fuseWrite {
+		return false
+	}
+	out := make([]byte, 8)
+	binary.LittleEndian.PutUint32(out[0:], binary.LittleEndian.Uint32(body[16:])) // fuse_write_in.size: all written
+	reply(dev, unique, 0, out)
+	return true
+}
+
+// answerFlush leaves unanswered a flush of FlushFile by a thread of the
+// stalled process (the requester is a thread, its pid its own; the
+// status file under /proc/TID names its process), counting it.
+func (s *StuckFS) answerFlush(tid uint32) bool {
+	if stall := s.stall.Load(); stall != 0 && tgid(tid) == stall {
+		s.stalled.Add(1)
+		return false
+	}
+	return true
+}
+
+// tgid returns the process of thread tid, 0 when it is unknown.
+func tgid(tid uint32) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // putAttr writes the fuse_attr of node: the root directory, or a file

@@ -1,20 +1,24 @@
-// Package tell writes a short message to a descriptor a user handed the
-// daemon (an in-place client's standard error) without a thread of the
-// daemon ever reading, writing or polling it.
+// Package tell writes a short message to a user's file (an in-place
+// client's standard error) without a thread of the daemon ever reading,
+// writing, polling or closing it.
 //
 // A write to a descriptor can sleep in the kernel for as long as whatever
 // is behind it wants: a file on a FUSE filesystem whose server never
-// answers, a hard-mounted NFS file, a full pipe, a stopped terminal. A
-// daemon thread caught there stays caught (FUSE's wait is uninterruptible
-// once the request is read), and a daemon whose thread is caught cannot
-// finish dying: after kill -9 it stays a zombie that keeps every
-// descriptor, the listening socket among them. So the daemon hands the
-// write to a teller: this very executable started again as the user
-// (uid and gid of the client), with the descriptor as its standard error
-// and nothing else, that writes once and exits. The daemon does not wait
-// for it: the teller's pidfd is watched by the Go runtime's poller, which
-// costs no thread, and it is reaped once it has exited. A teller caught
-// in a write holds its own user's file and nothing of the daemon's.
+// answers, a hard-mounted NFS file, a full pipe, a stopped terminal. So
+// can a close, which calls the filesystem's flush (FUSE's is a request
+// the closer waits for uninterruptibly). A daemon thread caught there
+// stays caught, and a daemon whose thread is caught cannot finish dying:
+// after kill -9 it stays in the kernel keeping every descriptor, the
+// listening socket among them. So the daemon never holds the user's file:
+// [Open] takes a path handle of the process's standard error (O_PATH,
+// which has no read, write, flush or release), and the write goes to a
+// teller: this very executable started again as the user (uid and gid of
+// the client), with that handle and nothing else of the daemon's, which
+// opens the file anew as the user, writes once and exits. The daemon does
+// not wait for it: the teller's pidfd is watched by the Go runtime's
+// poller, which costs no thread, and it is reaped once it has exited. A
+// teller caught in a write holds its own user's file and nothing of the
+// daemon's.
 //
 // Tellers are bounded per uid ([PerUID] running at once): a user whose
 // tellers are all caught gets no more until one exits, and the daemon's
@@ -26,11 +30,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pidfd"
 )
 
@@ -52,17 +58,46 @@ const (
 // running already.
 var ErrBusy = errors.New("the user's tellers are all still running")
 
-// init is the teller's whole life: write the message to standard error
-// once and exit, before the program does anything else.
+// targetFD is the teller's descriptor of the path handle [Open] took.
+const targetFD = 3
+
+// init is the teller's whole life: open the file the handle names, as
+// the user, write the message once and exit, before the program does
+// anything else. The open does not wait for a reader of a FIFO (there
+// is none once the command has gone); the write then may wait.
 func init() {
 	msg, ok := syscall.Getenv(envMessage)
 	if !ok || len(os.Args) == 0 || os.Args[0] != argv0 {
 		return
 	}
-	if _, err := syscall.Write(2, []byte(msg)); err != nil {
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(targetFD), unix.O_WRONLY|unix.O_APPEND|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		syscall.Exit(2)
+	}
+	unix.SetNonblock(fd, false)
+	if _, err := unix.Write(fd, []byte(msg)); err != nil {
 		syscall.Exit(1)
 	}
 	syscall.Exit(0)
+}
+
+// Open returns a path handle (O_PATH) of process p's standard error, for
+// [Tellers.Tell]: it names the file and lets no one read, write or flush
+// it through it, so closing it never waits on the file's filesystem. The
+// process is checked alive after the open, so the handle is of its own
+// standard error, not of a process that took its pid. procRoot is the
+// proc filesystem p's pid is in.
+func Open(procRoot string, p peer.Process) (int, error) {
+	path := procRoot + "/" + strconv.Itoa(p.PID) + "/fd/2"
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := p.Alive(); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // Tellers starts tellers and counts them per uid. The zero value is not
@@ -81,12 +116,15 @@ func New() *Tellers {
 	return &Tellers{exe: "/proc/self/exe", running: map[uint32]int{}}
 }
 
-// Tell writes msg to fd from a teller running as uid and gid (no
-// supplementary groups), in a session of its own; fd stays the caller's
-// to close. It returns once the teller has started (the kernel has
-// executed it), never waiting for the write; ErrBusy when uid has PerUID
-// tellers running.
-func (t *Tellers) Tell(fd int, uid, gid uint32, msg string) error {
+// Tell writes msg to the file of handle (from [Open]) from a teller
+// running as uid and gid (no supplementary groups), in a session of its
+// own, which opens it anew with the user's rights and appends to it: a
+// file the user may not open (a socket, as systemd's journal gives a
+// service, or a file of another user opened for it) is not told. handle
+// stays the caller's to close. Tell returns once the teller has started
+// (the kernel has executed it), never waiting for the write; ErrBusy when
+// uid has PerUID tellers running.
+func (t *Tellers) Tell(handle int, uid, gid uint32, msg string) error {
 	if len(msg) > MaxMessageBytes {
 		return fmt.Errorf("message of %d bytes, over %d", len(msg), MaxMessageBytes)
 	}
@@ -94,11 +132,11 @@ func (t *Tellers) Tell(fd int, uid, gid uint32, msg string) error {
 		return ErrBusy
 	}
 	pfd := -1
-	closed := ^uintptr(0) // -1: the teller's stdin and stdout are closed (its runtime opens /dev/null there)
+	closed := ^uintptr(0) // -1: the teller's 0, 1 and 2 are closed (its runtime opens /dev/null there)
 	_, err := syscall.ForkExec(t.exe, []string{argv0}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{envMessage + "=" + msg},
-		Files: []uintptr{closed, closed, uintptr(fd)},
+		Files: []uintptr{closed, closed, closed, uintptr(handle)}, // targetFD
 		Sys: &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}},
 			Setsid:     true,

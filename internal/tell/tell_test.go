@@ -5,11 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/poolagent/poolagent/internal/peer"
 )
 
 // otherUID is a uid no account has: the tellers run as it.
@@ -37,25 +43,100 @@ func waitRunning(t *testing.T, tl *Tellers, uid uint32, n int) {
 	}
 }
 
-// TestTell: the message arrives on the descriptor, written by a process
-// of the given uid, and the teller is reaped once it exited.
-func TestTell(t *testing.T) {
-	requireRoot(t)
-	r, w, err := os.Pipe()
+// fifo makes a FIFO any user may open, opens its reading end (r) and
+// returns a path handle of it (handle, as Open takes), closed at the
+// test's end.
+func fifo(t *testing.T) (r *os.File, handle int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	tl := New()
-	if err := tl.Tell(int(w.Fd()), otherUID, otherUID, "hello\n"); err != nil {
+	t.Cleanup(func() { r.Close() })
+	handle, err = unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
-	b, err := io.ReadAll(r)
-	if err != nil || string(b) != "hello\n" {
-		t.Fatalf("read %q, %v; want %q", b, err, "hello\n")
+	t.Cleanup(func() { unix.Close(handle) })
+	return r, handle
+}
+
+// TestTell: the message arrives in the file the handle names, written
+// by a process of the given uid, and the teller is reaped once it
+// exited.
+func TestTell(t *testing.T) {
+	requireRoot(t)
+	r, handle := fifo(t)
+	tl := New()
+	if err := tl.Tell(handle, otherUID, otherUID, "hello\n"); err != nil {
+		t.Fatal(err)
 	}
 	waitRunning(t, tl, otherUID, 0)
+	b := make([]byte, 64)
+	n, err := r.Read(b)
+	if err != nil || string(b[:n]) != "hello\n" {
+		t.Fatalf("read %q, %v; want %q", b[:n], err, "hello\n")
+	}
+}
+
+// TestOpenAppends: Open's handle of a process's standard error (a file
+// it writes at an offset of its own) takes a teller's message at the
+// file's end, and is a path handle, which has no flush to wait for on
+// close.
+func TestOpenAppends(t *testing.T) {
+	requireRoot(t)
+	path := filepath.Join(t.TempDir(), "stderr")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	pidfd := -1
+	cmd := exec.Command("/bin/sh", "-c", "echo before >&2; read x")
+	cmd.Stderr = f
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	for b, _ := os.ReadFile(path); string(b) != "before\n"; b, _ = os.ReadFile(path) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	handle, err := Open("/proc", peer.Process{FD: pidfd, PID: cmd.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(handle)
+	if fl, err := unix.FcntlInt(uintptr(handle), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH == 0 {
+		t.Fatalf("the handle's flags %#x, %v: want O_PATH", fl, err)
+	}
+	stdin.Close()
+	cmd.Wait()
+	tl := New()
+	if err := tl.Tell(handle, otherUID, otherUID, "told\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, tl, otherUID, 0)
+	if b, _ := os.ReadFile(path); string(b) != "before\ntold\n" {
+		t.Fatalf("the file holds %q, want %q", b, "before\ntold\n")
+	}
+	if _, err := Open("/proc", peer.Process{FD: pidfd, PID: cmd.Process.Pid}); err == nil {
+		t.Error("Open of an exited process's standard error: no error")
+	}
 }
 
 // TestTellBounded: tellers caught on a full pipe (a write that never
@@ -65,34 +146,32 @@ func TestTell(t *testing.T) {
 // pipe is read the caught tellers exit and are reaped.
 func TestTellBounded(t *testing.T) {
 	requireRoot(t)
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	r, handle := fifo(t)
+	// Fill the pipe: every further blocking write waits for a reader.
+	w, err := unix.Open("/proc/self/fd/"+strconv.Itoa(handle), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Fill the pipe: every further blocking write waits for a reader.
 	for {
-		if _, err := unix.Write(p[1], make([]byte, 4096)); err != nil {
+		if _, err := unix.Write(w, make([]byte, 4096)); err != nil {
 			break
 		}
 	}
-	unix.SetNonblock(p[1], false)
-	r := os.NewFile(uintptr(p[0]), "pipe")
-	defer r.Close()
-	wfd := p[1]
+	unix.Close(w)
 	tl := New()
 	for i := range PerUID {
-		if err := tl.Tell(wfd, otherUID, otherUID, "caught\n"); err != nil {
+		if err := tl.Tell(handle, otherUID, otherUID, "caught\n"); err != nil {
 			t.Fatalf("teller %d: %v", i, err)
 		}
 	}
 	began := time.Now()
-	if err := tl.Tell(wfd, otherUID, otherUID, "caught\n"); !errors.Is(err, ErrBusy) {
+	if err := tl.Tell(handle, otherUID, otherUID, "caught\n"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("teller %d of a uid: %v, want ErrBusy", PerUID+1, err)
 	}
 	if took := time.Since(began); took > time.Second {
 		t.Errorf("a refused Tell took %v", took)
 	}
-	if err := tl.Tell(wfd, otherUID+1, otherUID+1, "other\n"); err != nil {
+	if err := tl.Tell(handle, otherUID+1, otherUID+1, "other\n"); err != nil {
 		t.Fatalf("another uid's teller: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -102,7 +181,6 @@ func TestTellBounded(t *testing.T) {
 	if got := tellerCreds(t); len(got) != 2 || got[otherUID] != PerUID || got[otherUID+1] != 1 {
 		t.Errorf("tellers by uid %v, want %d of %d and 1 of %d, each with its gid, no groups, a session of its own", got, PerUID, otherUID, otherUID+1)
 	}
-	unix.Close(wfd)
 	go io.Copy(io.Discard, r)
 	waitRunning(t, tl, otherUID, 0)
 	waitRunning(t, tl, otherUID+1, 0)
