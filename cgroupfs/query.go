@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/poolagent/poolagent/planner"
 )
@@ -62,6 +65,15 @@ func (t *Tree) MakeQuery(ps planner.PoolState, query string) error {
 // MakeQuery with the same ps), in every hierarchy, by writing its
 // cgroup.procs. A failure leaves the cgroup, which the process may have
 // entered in some hierarchy: the caller removes it once it is empty.
+//
+// Where the query is in more than one hierarchy (v1 with cpu, cpuacct and
+// cpuset mounted apart), the process keeps running between the writes,
+// and a child it forks in between starts in the query cgroup of the
+// hierarchies already written and outside it in the others. So the move
+// ends by gathering the query ([Tree.gather]): every process in the query
+// cgroup of any hierarchy is moved into it in all of them, until a round
+// finds none missing. A query is then whole: a process of it is in its
+// cgroup in every hierarchy, and its later children are born there.
 func (t *Tree) MoveToQuery(ps planner.PoolState, query string, pid int) error {
 	cg, hiers, err := t.queryHiers(ps, query)
 	if err != nil {
@@ -78,7 +90,67 @@ func (t *Tree) MoveToQuery(ps planner.PoolState, query string, pid int) error {
 		}
 		return fmt.Errorf("place pid %d in query %s: %w", pid, cg, err)
 	}
+	if len(hiers) > 1 {
+		if err := t.gather(cg, hiers); err != nil {
+			return fmt.Errorf("place pid %d in query %s: %w", pid, cg, err)
+		}
+	}
 	return nil
+}
+
+// maxGatherRounds bounds [Tree.gather]: a round after the first finds a
+// straggler only if one was forked during the round before by a process
+// being moved, so two rounds suffice unless the processes fork faster
+// than the moves; past this many the query is reported split.
+const maxGatherRounds = 64
+
+// gather makes query cgroup cg hold the same processes in every hierarchy
+// of hiers: a process found in it in one hierarchy and not in another is
+// moved there, round after round until a round moves none. A process
+// that exits meanwhile is no longer the query's to gather.
+func (t *Tree) gather(cg string, hiers []string) error {
+	for round := 0; round < maxGatherRounds; round++ {
+		in := make(map[string]map[int]bool, len(hiers))
+		all := map[int]bool{}
+		for _, h := range hiers {
+			f, err := t.fs(h)
+			if err != nil {
+				return err
+			}
+			pids, err := readProcs(f, cg)
+			if err != nil {
+				return fmt.Errorf("gather the query's processes: %w", err)
+			}
+			in[h] = map[int]bool{}
+			for _, p := range pids {
+				in[h][p], all[p] = true, true
+			}
+		}
+		moved := 0
+		for _, h := range hiers {
+			f, err := t.fs(h)
+			if err != nil {
+				return err
+			}
+			for _, p := range slices.Sorted(maps.Keys(all)) {
+				if in[h][p] {
+					continue
+				}
+				err := f.WriteFile(path.Join(cg, fileProcs), strconv.Itoa(p))
+				if errors.Is(err, syscall.ESRCH) {
+					continue // exited
+				}
+				if err != nil {
+					return fmt.Errorf("gather process %d into the %s hierarchy: %w", p, h, err)
+				}
+				moved++
+			}
+		}
+		if moved == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the query's processes still differ between hierarchies %v after %d rounds of moving them: they fork faster than they can be moved", hiers, maxGatherRounds)
 }
 
 // queryHiers checks the names and the query template of ps and returns
