@@ -22,10 +22,11 @@ const msgNotTold = "query's end not told on the client's stderr"
 
 // TestKernelOOMToldOnStuckFile: 200 in-place queries, each killed at its
 // memory limit, whose stderr is a file on a FUSE filesystem that never
-// answers a write, nor a flush (a close) the daemon asks for. The daemon
-// never asks one, and its threads stay within threadSlack of idle: the
-// message is written by tellers of the user's, at most tell.PerUID of
-// them caught at once, and the rest are in the daemon's log. A kill -9
+// answers a write; then 50 whose stderr is a file on it that never
+// answers a flush (what a close asks) of the daemon's. The daemon asks no
+// flush, and its threads stay within threadSlack of idle: the message is
+// written by tellers of the user's, at most tell.PerUID of them caught at
+// once, and the rest are in the daemon's log. A kill -9
 // of the daemon then releases its socket at once (no thread of it is
 // caught in the kernel), and a new daemon serves on it.
 func TestKernelOOMToldOnStuckFile(t *testing.T) {
@@ -118,9 +119,22 @@ func TestKernelOOMToldOnStuckFile(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); notTold+tell.PerUID < killed && time.Now().Before(deadline); notTold = d.logged(msgNotTold) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The close: queries whose stderr the daemon could never close.
+	flushFile, err := os.OpenFile(stuck.FlushFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flushFile.Close()
+	const closes = 50
+	for range closes {
+		if st := run(flushFile, "0"); st != 0 {
+			t.Fatalf("a query within its limit, its stderr on the flush-stalling file: status %d\n%s", st, d.tail())
+		}
+	}
+	waitFor(t, "the queries to end", func() bool { return poolRow(t, d.answers(t), "olap").RunningQueries == 0 })
 	threads, tellers := d.threads(t), d.tellers(t)
-	t.Logf("%d of %d queries killed at their memory limit; %d writes reached the stuck file, %d flushes of the daemon, %d kills not told; daemon threads %d idle, %d after; %d tellers caught",
-		killed, n, stuck.Writes(), stuck.StalledFlushes(), notTold, idle, threads, tellers)
+	t.Logf("%d of %d queries killed at their memory limit; %d writes reached the stuck file, %d kills not told; %d flushes of the daemon's after %d queries on the other file; daemon threads %d idle, %d after; %d tellers caught",
+		killed, n, stuck.Writes(), notTold, stuck.StalledFlushes(), closes, idle, threads, tellers)
 	if f := stuck.StalledFlushes(); f > 0 {
 		t.Errorf("the daemon closed the user's file %d times, each close a thread of it caught in the filesystem's flush", f)
 	}
