@@ -21,8 +21,11 @@ type FS interface {
 	// WriteFile writes value to an existing file in one write(2), as the
 	// cgroup filesystem expects.
 	WriteFile(name, value string) error
-	// Mkdir creates a cgroup.
+	// Mkdir creates a cgroup, marked as poolagent's (see Marked).
 	Mkdir(name string) error
+	// Marked reports whether cgroup name carries the mark Mkdir leaves:
+	// whether poolagent made it.
+	Marked(name string) (bool, error)
 	// Rmdir removes an empty cgroup.
 	Rmdir(name string) error
 	// ReadDir returns the names of the subdirectories (child cgroups).
@@ -298,9 +301,54 @@ func (d *Dir) WriteFile(name, value string) error {
 	return nil
 }
 
-// Mkdir implements FS: mkdirat(2) in the parent opened beneath the root.
+// The mark Mkdir leaves on a cgroup it made: an extended attribute,
+// trusted.poolagent where the caller may set trusted attributes (root),
+// user.poolagent otherwise (cgroup v2 takes user attributes from the
+// directory's owner, a delegated user). Its value says nothing.
+const (
+	markTrusted = "trusted.poolagent"
+	markUser    = "user.poolagent"
+)
+
+// Mkdir implements FS: mkdirat(2) in the parent opened beneath the root,
+// then the mark on the new directory. A mark the filesystem refuses is
+// not an error: the cgroup is made, and a teardown lists it as not
+// poolagent's rather than remove it.
 func (d *Dir) Mkdir(name string) error {
-	return d.inParent("mkdir", name, func(pfd int, base string) error { return unix.Mkdirat(pfd, base, 0o755) })
+	return d.inParent("mkdir", name, func(pfd int, base string) error {
+		if err := unix.Mkdirat(pfd, base, 0o755); err != nil {
+			return err
+		}
+		fd, err := unix.Openat(pfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil
+		}
+		defer unix.Close(fd)
+		if unix.Fsetxattr(fd, markTrusted, []byte("1"), 0) != nil {
+			unix.Fsetxattr(fd, markUser, []byte("1"), 0)
+		}
+		return nil
+	})
+}
+
+// Marked implements FS: whether the directory carries either mark.
+func (d *Dir) Marked(name string) (bool, error) {
+	fd, err := d.open(name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return false, &os.PathError{Op: "read the mark of", Path: d.full(name), Err: err}
+	}
+	defer unix.Close(fd)
+	for _, attr := range []string{markTrusted, markUser} {
+		_, err := unix.Fgetxattr(fd, attr, nil)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, unix.ENODATA), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EPERM):
+		default:
+			return false, &os.PathError{Op: "read the mark of", Path: d.full(name), Err: err}
+		}
+	}
+	return false, nil
 }
 
 // Rmdir implements FS: unlinkat(2, AT_REMOVEDIR) in the parent opened

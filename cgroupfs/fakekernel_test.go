@@ -233,6 +233,8 @@ func (f *fakeFS) Mkdir(name string) error {
 	return nil
 }
 
+func (f *fakeFS) Marked(name string) (bool, error) { return f.d.Marked(name) }
+
 func (f *fakeFS) Rmdir(name string) error {
 	abs := f.d.full(name)
 	ents, err := os.ReadDir(abs)
