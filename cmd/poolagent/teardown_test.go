@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,20 +148,11 @@ func TestKernelTeardownMixed(t *testing.T) {
 	}
 }
 
-// cgroupsBelow returns dir and every directory below it, sorted.
+// cgroupsBelow returns dir and every cgroup below it, sorted.
 func cgroupsBelow(t *testing.T, dir string) []string {
 	t.Helper()
-	var dirs []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	dirs, err := kerneltest.Cgroups(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(dirs)

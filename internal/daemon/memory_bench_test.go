@@ -13,23 +13,37 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/pooltree"
+	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/planner"
 )
 
 // What telling OOM kills costs the daemon per query, before (as it was:
 // no descriptor with the request, the query's CPU read at its end) and
 // after, interleaved in one run, as ratios. Nothing is watched on the
-// start path; an in-place query adds a descriptor to its request and
-// holds two (its stderr, a pidfd) while the command runs, watched by the
-// runtime's poller; the end reads the query's and its pool's memory.
+// start path; for an in-place query the daemon takes a path handle of
+// the client's stderr (tell.Open) and holds two descriptors (that handle,
+// a pidfd) while the command runs, watched by the runtime's poller; the
+// end reads the query's and its pool's memory.
 
 // BenchmarkQueryMemoryStart: the in-place request as the daemon receives
-// it, without and with the client's stderr attached (SCM_RIGHTS), over a
-// Unix socket pair; and the descriptors and memory an in-place query's
+// it over a Unix socket pair, alone and followed by the path handle of a
+// process's stderr; and the descriptors and memory an in-place query's
 // watch holds while its command runs (fds/query, bytes/query).
 func BenchmarkQueryMemoryStart(b *testing.B) {
+	sleeper := exec.Command("/bin/sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	pfd, err := unix.PidfdOpen(sleeper.Process.Pid, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	client := peer.Process{FD: pfd, PID: sleeper.Process.Pid}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -53,11 +67,15 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 		}
 		r.Read(buf)
 		t1 := time.Now()
-		if err := unix.Sendmsg(pair[0], msg, unix.UnixRights(2), nil, 0); err != nil {
+		if _, err := unix.Write(pair[0], msg); err != nil {
 			b.Fatal(err)
 		}
 		r.Read(buf)
-		unix.Close(r.take())
+		handle, err := tell.Open("/proc", client)
+		if err != nil {
+			b.Fatal(err)
+		}
+		unix.Close(handle)
 		t2 := time.Now()
 		before, after = before+t1.Sub(t0), after+t2.Sub(t1)
 	}
@@ -67,17 +85,7 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 	b.ReportMetric(float64(after)/float64(before), "after/before")
 
 	// The watch of 100 running in-place commands: a pidfd each, polled by
-	// the runtime, and the stderr each client sent.
-	sleeper := exec.Command("/bin/sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	pfd, err := unix.PidfdOpen(sleeper.Process.Pid, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(pfd)
+	// the runtime, and the handle of each client's stderr.
 	const queries = 100
 	fdsBefore, memBefore := openFDs(b), inUse()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,7 +95,7 @@ func BenchmarkQueryMemoryStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stderr, err := unix.Dup(2)
+		stderr, err := tell.Open("/proc", client)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -112,10 +112,9 @@ func safeName(s string) string {
 	return b.String()
 }
 
-// removeTree removes the cgroup dir and every cgroup below it, children
-// first. Burners inside are killed and reaped; any other process inside
-// stays where it is and is reported, because its cgroup cannot be removed.
-func removeTree(dir string) error {
+// Cgroups returns the cgroup dir and every cgroup below it, parents
+// first (lexical order within a directory); none when dir does not exist.
+func Cgroups(dir string) ([]string, error) {
 	var dirs []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -127,8 +126,16 @@ func removeTree(dir string) error {
 		return nil
 	})
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
+	return dirs, err
+}
+
+// removeTree removes the cgroup dir and every cgroup below it, children
+// first. Burners inside are killed and reaped; any other process inside
+// stays where it is and is reported, because its cgroup cannot be removed.
+func removeTree(dir string) error {
+	dirs, err := Cgroups(dir)
 	if err != nil {
 		return err
 	}
