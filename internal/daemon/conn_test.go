@@ -203,3 +203,59 @@ func TestStopCutsFirstRequest(t *testing.T) {
 		t.Fatal("the first request was still awaited 30 s after the stop, with an hour's deadline")
 	}
 }
+
+// TestFDReaderTakesOneOnlyWhenAsked: a descriptor sent with a message
+// read before accept is set (any request but an OpRun query's start) is
+// dropped by the kernel and never enters this process's table; once
+// accept is set the first one is kept, and any later one dropped again.
+func TestFDReaderTakesOneOnlyWhenAsked(t *testing.T) {
+	daemonEnd, clientEnd := socketPair(t)
+	r := newFDReader(daemonEnd)
+	raw, err := clientEnd.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(msg string) {
+		t.Helper()
+		var serr error
+		raw.Control(func(fd uintptr) {
+			serr = unix.Sendmsg(int(fd), []byte(msg+"\n"), unix.UnixRights(0), nil, 0)
+		})
+		if serr != nil {
+			t.Fatal(serr)
+		}
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	buf := make([]byte, 512)
+	before := fds()
+	send(`{"op":"exec"}`)
+	if _, err := r.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if fd := r.take(); fd >= 0 || fds() != before {
+		t.Fatalf("unasked: took descriptor %d, this process has %d descriptors, had %d", fd, fds(), before)
+	}
+	r.accept.Store(true)
+	send(`{"op":"start"}`)
+	if _, err := r.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	fd := r.take()
+	if fd < 0 {
+		t.Fatal("asked: no descriptor taken")
+	}
+	unix.Close(fd)
+	send(`{"op":"exited"}`)
+	if _, err := r.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if fd := r.take(); fd >= 0 || fds() != before {
+		t.Fatalf("after the one asked for: took descriptor %d, this process has %d descriptors, had %d", fd, fds(), before)
+	}
+}
