@@ -78,6 +78,15 @@ func TestKernelTeardown(t *testing.T) {
 func applySeedBelow(t *testing.T, root kerneltest.Root) (pools string, twins []string) {
 	t.Helper()
 	pools = filepath.Join(root.Path, "pools")
+	// On v2 the test's root hands its controllers down (v1 has no
+	// cgroup.controllers).
+	if have, err := os.ReadFile(filepath.Join(root.Path, "cgroup.controllers")); err == nil {
+		for _, c := range strings.Fields(string(have)) {
+			if err := os.WriteFile(filepath.Join(root.Path, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
+				t.Fatalf("enable %s below the test's root: %v", c, err)
+			}
+		}
+	}
 	if _, stderr, err := runApp(t, "apply", "--pools", "../../testdata/pools/seed.sql", "--root", pools, "--cpus", "10", "--memory", "17179869184"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, stderr)
 	}
