@@ -171,7 +171,7 @@ func (b *builder) memoryValues(tg target) {
 	if limit := pageDown(w.memBytes, b.cur.pageSize); limit != pageDown(c.memBytes, b.cur.pageSize) {
 		used, known := b.cur.usage[tg.path]
 		if known && !b.cur.force && limit >= 0 && (c.memBytes < 0 || limit < c.memBytes) && used > limit {
-			b.pending = append(b.pending, Pending{Dir: path.Join(b.cur.roots[h], tg.path), File: hard, UsageBytes: used, LimitBytes: limit, KeptBytes: c.memBytes})
+			b.pending = append(b.pending, Pending{Dir: path.Join(b.cur.roots[h], tg.path), File: hard, Path: tg.path, UsageBytes: used, LimitBytes: limit, KeptBytes: c.memBytes})
 		} else {
 			b.add(h, tg.path, OpWrite, hard, memoryValue(w.memBytes, b.cur.v2))
 		}

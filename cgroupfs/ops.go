@@ -89,10 +89,19 @@ type Pending struct {
 	// Dir is the cgroup's directory, File its limit file (memory.max,
 	// v1 memory.limit_in_bytes).
 	Dir, File string
+	// Path is the cgroup below the pool root: a pool ("olap") or a
+	// query ("olap/q-7").
+	Path string
 	// UsageBytes is what the cgroup used when the change was worked out
 	// (memory.current, v1 memory.usage_in_bytes), LimitBytes the new
 	// limit and KeptBytes the limit kept meanwhile (-1: none).
 	UsageBytes, LimitBytes, KeptBytes int64
+}
+
+// Pool is the pool whose cgroup (its own or a query's) the limit is of.
+func (p Pending) Pool() string {
+	pool, _, _ := strings.Cut(p.Path, "/")
+	return pool
 }
 
 // String is the pending line of plan and apply: "pending: usage X above

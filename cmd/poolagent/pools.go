@@ -18,7 +18,8 @@ func poolsCommand() *cli.Command {
 			"queries running and queued and the CPU limit written now (vCPUs; max = none). The table\n" +
 			"fits 120 columns with short labels, explained under it; --wide shows every column under\n" +
 			"YDB's name. --format json adds every parameter and the cgroup's cpu.weight. Any local user\n" +
-			"may look.\n\n" +
+			"may look. A lowered memory limit the daemon holds back, its cgroup using more, is shown\n" +
+			"under the table by pool (\"olap: pending: usage X above new limit Y ...\").\n\n" +
 			"In fleet mode (daemon --etcd) the running and queued queries of a globally limited\n" +
 			"pool are the whole cluster's (Node *); --local counts this node's alone (Node is its\n" +
 			"name).",

@@ -43,6 +43,7 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 			sysview.MarkRunTime(reply.Pools, sysview.Pools(file, nil, planner.Desired{}, time.Now()))
 		}
 		s.clusterPools(reply.Pools, req.Local)
+		s.pendingPools(reply.Pools)
 	case protocol.OpClassifiers:
 		reply.Classifiers = sysview.Classifiers(s.Model())
 	case protocol.OpQueries:
@@ -154,4 +155,16 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 		reply.Type, reply.Code, reply.Error = protocol.ReplyError, protocol.CodeInternal, err.Error()
 	}
 	return reply
+}
+
+// pendingPools adds to each pool row its lowered memory limits held back
+// (the pool's own and its queries').
+func (s *Server) pendingPools(rows []protocol.Pool) {
+	by := map[string][]string{}
+	for _, p := range s.cg.Pending() {
+		by[p.Pool()] = append(by[p.Pool()], p.String())
+	}
+	for i := range rows {
+		rows[i].Pending = by[rows[i].Name]
+	}
 }

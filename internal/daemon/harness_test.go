@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
@@ -326,7 +327,7 @@ func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
 func (f *fakeCgroups) PoolPids(string) (*observe.Pids, error)     { return nil, nil }
 
-func (f *fakeCgroups) Pending() []string { return nil }
+func (f *fakeCgroups) Pending() []cgroupfs.Pending { return nil }
 
 // KillQuery ends the query as its processes' exit would.
 func (f *fakeCgroups) KillQuery(pool, query string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -268,7 +269,10 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 	}
 	d.srv.SetPolicy(policyOf(t, olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=5")))
 	waitFor(t, "the lowered limit to be pending", func() bool { return len(cg.Pending()) == 1 })
-	p := cg.Pending()[0]
+	if path := cg.Pending()[0].Path; path != "olap" {
+		t.Errorf("pending limit of %q, want the pool olap's", path)
+	}
+	p := cg.Pending()[0].String()
 	if !strings.HasPrefix(p, "pending: usage ") || !strings.Contains(p, " above new limit 53686272 of ") {
 		t.Errorf("pending %q, want the usage above the new limit 53686272 (51.2 MiB in pages)", p)
 	}
@@ -276,6 +280,14 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 		t.Fatalf("while pending: limit %d, OOM kills %d, running %d; want the old limit 512 MiB, no kill, the query running", m.LimitBytes, m.Events.OOMKill, d.pool(t, "olap").Running)
 	}
 	t.Logf("%s", p)
+	if n := pendingMetric(t, d.srv, "olap"); n != 1 {
+		t.Errorf("poolagent_pool_limit_pending{pool=olap,file=memory.max} = %d while pending, want 1", n)
+	}
+	if r, err := ask(d.socket, protocol.Request{Op: protocol.OpPools}, 5*time.Second); err != nil {
+		t.Error(err)
+	} else if i := slices.IndexFunc(r.Pools, func(p protocol.Pool) bool { return p.Name == "olap" }); i < 0 || !slices.Equal(r.Pools[i].Pending, []string{p}) {
+		t.Errorf("poolagent pools: %+v, want olap's row with the pending line %q", r.Pools, p)
+	}
 	qs, err := cg.Queries()
 	if err != nil || len(qs) != 1 {
 		t.Fatalf("queries %v, %v", qs, err)
@@ -285,7 +297,27 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 	}
 	c.wait()
 	waitFor(t, "the new limit to be written", func() bool { return poolMemory().LimitBytes == 53686272 && len(cg.Pending()) == 0 })
+	if n := pendingMetric(t, d.srv, "olap"); n != 0 {
+		t.Errorf("poolagent_pool_limit_pending{pool=olap,file=memory.max} = %d once written, want none", n)
+	}
 	if m := poolMemory(); m.Events.OOMKill != 0 {
 		t.Errorf("OOM kills %d, want none", m.Events.OOMKill)
 	}
+}
+
+// pendingMetric is the pending memory.max limits the metrics show for
+// pool (poolagent_pool_limit_pending).
+func pendingMetric(t *testing.T, srv *Server, pool string) int {
+	t.Helper()
+	snap, err := srv.MetricsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range snap.Pools {
+		if p.Name == pool {
+			return p.LimitsPending["memory.max"]
+		}
+	}
+	t.Fatalf("no pool %s in the metrics", pool)
+	return 0
 }

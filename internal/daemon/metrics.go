@@ -49,6 +49,13 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			}
 		}
 	}
+	pending := map[string]map[string]int{} // pool -> file -> cgroups
+	for _, p := range s.cg.Pending() {
+		if pending[p.Pool()] == nil {
+			pending[p.Pool()] = map[string]int{}
+		}
+		pending[p.Pool()][p.File]++
+	}
 	for _, p := range pools {
 		if local != nil {
 			p.Running, p.Queued = local[p.Name][0], local[p.Name][1]
@@ -62,6 +69,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
 			Starved:                s.starvation.Starved(p.Name),
 			UsersRunning:           p.UsersRunning, UsersQueued: p.UsersQueued,
+			LimitsPending: pending[p.Name],
 		}
 		if s.cfg.MetricsPerUser {
 			for _, u := range p.Users {

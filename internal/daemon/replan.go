@@ -152,7 +152,10 @@ func (rp *replanner) reconcile() error {
 // more, when they differ from those the last apply held back: a new one
 // as a warning, and that none is left once usage allowed the last.
 func (rp *replanner) logPending() {
-	now := rp.cg.Pending()
+	var now []string
+	for _, p := range rp.cg.Pending() {
+		now = append(now, p.String())
+	}
 	if slices.Equal(now, rp.pending) {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/guard"
@@ -71,8 +72,8 @@ type Cgroups interface {
 	// KillQuery kills every process in the query cgroup at once.
 	KillQuery(pool, query string) error
 	// Pending are the lowered memory limits the last Apply or Repair
-	// held back, their cgroups using more, as "pending: ..." lines.
-	Pending() []string
+	// held back, their cgroups using more.
+	Pending() []cgroupfs.Pending
 	// QueryCgroup is the query cgroup's path as /proc/PID/cgroup names it
 	// on cgroup v2, for a program that places the query's processes
 	// itself (protocol.OpPlace); an error on cgroup v1.

@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -129,6 +130,10 @@ type Pool struct {
 	// Pids is the pool cgroup's tasks; nil where the pids controller is
 	// not there for it: the task series are then not exposed.
 	Pids *observe.Pids
+	// LimitsPending counts, by limit file (memory.max, v1
+	// memory.limit_in_bytes), the pool's cgroups (its own and its
+	// queries') whose lowered limit is held back because they use more.
+	LimitsPending map[string]int
 	// PredictedThrottledUsec is the simulator's throttled time for the same
 	// intervals the measured counters cover, cumulative, microseconds.
 	PredictedThrottledUsec uint64
@@ -169,6 +174,7 @@ type Collector struct {
 	memoryOOMKills, memoryEvents                            *prometheus.Desc
 	memoryPressureSome, memoryPressureFull                  *prometheus.Desc
 	pidsTasks, pidsLimit, pidsRefused, queryForksRefused    *prometheus.Desc
+	limitPending                                            *prometheus.Desc
 
 	clusterRunning, clusterQueued              *prometheus.Desc
 	etcdConnected, etcdRoundTrip, etcdWatchLag *prometheus.Desc
@@ -244,6 +250,8 @@ func NewCollector(src Source) *Collector {
 		pidsLimit: d("pool_tasks_limit", "The pool cgroup's task limit, pids.max (TOTAL_PIDS_LIMIT; absent when unlimited).", pool),
 		pidsRefused: d("pool_forks_refused_total",
 			"Forks and thread creations refused at a task limit (pids.events max of the pool cgroup: see docs/metrics.md for which refusals a kernel counts there).", pool),
+		limitPending: d("pool_limit_pending",
+			"Cgroups of the pool (its own and its queries') whose lowered limit in file is held back because they use more: the old limit stays until usage allows (absent when none).", []string{"pool", "file"}),
 		queryForksRefused: d("pool_query_forks_refused_total",
 			"Forks and thread creations refused at a task limit in the pool's ended queries (each query cgroup's pids.events max at its end).", pool),
 
@@ -288,7 +296,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.pressureSome, c.pressureFull,
 		c.memory, c.memoryLimit, c.memoryHigh, c.memoryMin, c.memoryLow, c.memoryPeak, c.memorySwap, c.memoryOOMKills, c.memoryEvents,
 		c.memoryPressureSome, c.memoryPressureFull,
-		c.pidsTasks, c.pidsLimit, c.pidsRefused, c.queryForksRefused,
+		c.pidsTasks, c.pidsLimit, c.pidsRefused, c.queryForksRefused, c.limitPending,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
 		c.cadvisorMemoryUsage, c.cadvisorMemoryLimit, c.cadvisorMemoryMaxUsage, c.cadvisorOOMEvents,
 		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions,
@@ -366,6 +374,9 @@ func (c *Collector) collectAdmission(out sink, p Pool) {
 	out.counter(c.rejected, float64(p.Rejected), p.Name)
 	out.counter(c.timedOut, float64(p.TimedOut), p.Name)
 	out.counter(c.queryForksRefused, float64(p.QueryForksRefused), p.Name)
+	for _, file := range slices.Sorted(maps.Keys(p.LimitsPending)) {
+		out.gauge(c.limitPending, float64(p.LimitsPending[file]), p.Name, file)
+	}
 	out <- prometheus.MustNewConstHistogram(c.queueWait, p.QueueWait.Count, p.QueueWait.SumSeconds, p.QueueWait.buckets(), p.Name)
 }
 

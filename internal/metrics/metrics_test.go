@@ -41,6 +41,7 @@ func fixture() Snapshot {
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,
 				Admitted: 57, Rejected: 5, TimedOut: 2, QueueWait: olapWaits.Snapshot(), QueryForksRefused: 1234,
+				LimitsPending: map[string]int{"memory.max": 2},
 				CPULimitCores: 7, CPUWeight: 100, CPUs: 8,
 				CPU: &observe.CPUStat{
 					UsageUsec: 93_500_000, UserUsec: 90_000_000, SystemUsec: 3_500_000,

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 
 	"github.com/poolagent/poolagent/cgroupfs"
@@ -123,16 +124,11 @@ func (h *Handle) Repair(d planner.Desired) (int, error) {
 }
 
 // Pending are the lowered memory limits the last Apply or Repair held
-// back, their cgroups using more ([cgroupfs.Changes.Pending]), as lines
-// "pending: usage X above new limit Y ...".
-func (h *Handle) Pending() []string {
+// back, their cgroups using more ([cgroupfs.Changes.Pending]).
+func (h *Handle) Pending() []cgroupfs.Pending {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]string, len(h.pending))
-	for i, p := range h.pending {
-		out[i] = p.String()
-	}
-	return out
+	return slices.Clone(h.pending)
 }
 
 // PoolStats reads the counters of the named pools' cgroups

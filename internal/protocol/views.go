@@ -59,6 +59,10 @@ type Pool struct {
 	// sql`, kept in the state directory) set over the pool file; "Name"
 	// when the pool itself was created at run time.
 	RunTime []string `json:"RunTime,omitempty"`
+	// Pending are the pool's lowered memory limits (its own or its
+	// queries') held back because their cgroups use more, as lines
+	// "pending: usage X above new limit Y of FILE; ...".
+	Pending []string `json:"Pending,omitempty"`
 }
 
 // PoolUser is one user's queries in a pool, a part of a [Pool] row.

@@ -203,6 +203,11 @@ func WritePools(w io.Writer, rows []protocol.Pool, wide bool) error {
 	if marked {
 		fmt.Fprintln(w, "* set at run time (poolagent sql), kept in the state directory and applied over the pool file")
 	}
+	for _, r := range rows {
+		for _, p := range r.Pending {
+			fmt.Fprintf(w, "%s: %s\n", r.Name, p)
+		}
+	}
 	return writePoolUsers(w, rows)
 }
 

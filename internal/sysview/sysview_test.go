@@ -208,4 +208,13 @@ func TestMarkRunTime(t *testing.T) {
 		lines[4] != "* set at run time (poolagent sql), kept in the state directory and applied over the pool file" {
 		t.Errorf("table:\n%s", b.String())
 	}
+	// A limit held back shows under the table, by pool.
+	now[1].Pending = []string{"pending: usage 2 above new limit 1 of /p/olap/memory.max; memory.max kept at max until usage falls below it"}
+	b.Reset()
+	if err := WritePools(&b, now, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\nolap: pending: usage 2 above new limit 1 of /p/olap/memory.max;") {
+		t.Errorf("no pending line for olap:\n%s", b.String())
+	}
 }
