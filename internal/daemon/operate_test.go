@@ -475,3 +475,27 @@ func TestKillQuery(t *testing.T) {
 	running.release.Close()
 	queued.release.Close()
 }
+
+// TestEndBoundKillsAtOnce: the processes of a bound query whose client
+// is gone are killed by the query cgroup's one kill (cgroup.kill, else
+// freezing and signalling: TestKernelKillWhileForking), not signalled one
+// by one, so that no child forked meanwhile survives; a query whose
+// cgroup is already gone is nothing to kill.
+func TestEndBoundKillsAtOnce(t *testing.T) {
+	d, cg, _, _ := operated(t, olapPool(1, 3, ""), peer.SystemUsers{})
+	running := startInProc(t, d.socket, "olap")
+	waitFor(t, "the query to start", running.isStarted)
+	rows := d.srv.queryRows()
+	if len(rows) != 1 {
+		t.Fatalf("queries %+v, want the one running", rows)
+	}
+	d.srv.endBound(&query{queryView: queryView{pool: "olap", name: rows[0].QueryId}})
+	d.srv.endBound(&query{queryView: queryView{pool: "olap", name: "gone"}})
+	cg.mu.Lock()
+	killed := slices.Clone(cg.killed)
+	cg.mu.Unlock()
+	if !slices.Equal(killed, []string{"olap/" + rows[0].QueryId}) {
+		t.Errorf("killed %v, want the bound query's cgroup", killed)
+	}
+	running.release.Close()
+}

@@ -91,9 +91,14 @@ func (s *Server) passSignal(q *query, r protocol.Request) {
 }
 
 // endBound kills the processes of q, whose client has gone before its
-// cgroup emptied.
+// cgroup emptied, all at once ([cgroupfs.Tree.KillQuery]: cgroup.kill,
+// else freezing and signalling), so that no child forked meanwhile
+// outlives its unit.
 func (s *Server) endBound(q *query) {
-	n, err := s.signalQuery(q, unix.SIGKILL)
+	err := s.cg.KillQuery(q.pool, q.name)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // its processes were gone, and their cgroup with them
+	}
 	s.cfg.Log.Info("the client of a bound query is gone: its processes killed", "pool", q.pool, "query", q.name,
-		"uid", q.id.UID, "processes", n, "err", err)
+		"uid", q.id.UID, "err", err)
 }
