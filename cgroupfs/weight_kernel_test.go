@@ -1,0 +1,69 @@
+package cgroupfs_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/kerneltest"
+	"github.com/poolagent/poolagent/planner"
+)
+
+// TestKernelWeightShare: the weights alone are a guarantee under
+// contention (docs/pools.md, "CPU guarantees"). Two pools without a CPU
+// limit, weights 300 and 100 (v1: the cpu.shares they convert to), each
+// run a query of two busy threads pinned to CPU 0 for two seconds (so
+// they contend whatever the number of CPUs the machine has): the first
+// gets 75% of the CPU time the two used, the second 25%, each within 7
+// points. Judged only while the machine gives the test its CPU
+// (kerneltest.Root.Retry).
+func TestKernelWeightShare(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	k.root.Favour(t)
+	d := planner.Desired{
+		Node: planner.Node{CPUs: 2, PeriodUsec: 100000},
+		Pools: []planner.PoolState{
+			{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+			{Name: "heavy", Pool: cg(-1, 100000, 0, 300), Query: cg(-1, 100000, 0, 0)},
+			{Name: "light", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		},
+	}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	k.root.Retry(t, 3, func(n int) string {
+		var burners []*kerneltest.Burner
+		for _, ps := range d.Pools[1:] {
+			b := kerneltest.StartBurner(t, kerneltest.Burn{For: 2 * time.Second, Threads: 2, Pin: true, CPU: 0})
+			if err := k.tree.PlaceQuery(ps, fmt.Sprintf("q%d", n), b.PID); err != nil {
+				t.Fatal(err)
+			}
+			burners = append(burners, b)
+		}
+		for _, b := range burners {
+			if err := b.Go(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var used []time.Duration
+		for _, b := range burners {
+			u, err := b.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			used = append(used, u)
+		}
+		for _, ps := range d.Pools[1:] {
+			if err := k.tree.RemoveQuery(ps.Name, fmt.Sprintf("q%d", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		share := used[0].Seconds() / (used[0] + used[1]).Seconds()
+		t.Logf("weights 300:100: heavy used %v, light %v of CPU time in 2 s: heavy's share %.1f%% (want 75%%)", used[0], used[1], share*100)
+		if share < 0.68 || share > 0.82 {
+			return fmt.Sprintf("heavy's share %.1f%% of the CPU time the two pools used, want 75%% ± 7", share*100)
+		}
+		return ""
+	})
+}
