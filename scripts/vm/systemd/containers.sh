@@ -55,8 +55,6 @@ cat >/etc/poolagent/pools.sql <<'SQL'
 CREATE RESOURCE POOL ctr WITH (CONCURRENT_QUERY_LIMIT = 2, QUEUE_SIZE = 1,
     TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 50, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 25,
     QUERY_MEMORY_LIMIT_PERCENT_PER_NODE = 5);
-CREATE RESOURCE POOL ctrd WITH (CONCURRENT_QUERY_LIMIT = 1, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 10);
-CREATE RESOURCE POOL CLASSIFIER ctr_c1 WITH (RESOURCE_POOL = 'ctrd', HAS_APP_NAME = 'ctrd-c1');
 SQL
 mkdir -p /etc/systemd/system/poolagent.service.d
 printf '[Service]\nExecStart=\nExecStart=%s --metrics-listen 127.0.0.1:9561\n' \
@@ -149,6 +147,50 @@ check "a fourth is refused: the adopted count against the limit" grep -q 'Query 
 for c in limits adopt2; do podman kill "$c" >/dev/null 2>&1 || true; done
 check "once the adopted end, the queued one runs" wait "$a3"
 check "and every slot is free" until_ 30 test "$(running)" = 0
+
+step "a container over its memory limit: the daemon logs its query's OOM kill"
+# podman creates, then starts: the runtime's create has returned before
+# the container runs, so the kill is told where the query ends, in the
+# daemon's log (docs/containers.md "Memory").
+# tail keeps what it reads until it has its last lines: of /dev/zero, no
+# line ever ends, so it grows until a memory limit stops it.
+eat='exec tail /dev/zero'
+status=0
+prun oom -- sh -c "$eat" >/tmp/oom.out 2>&1 || status=$?
+quote cat /tmp/oom.out
+check "the container did not survive (status $status)" test "$status" != 0
+# oomlog: the daemon's lines on OOM kills at pool ctr's query memory limit.
+oomlog() { journalctl -u poolagent.service --no-pager -o cat | grep "OOM killer at a memory limit" | grep "pool=ctr" | grep "limit=query"; }
+check "the daemon's log says its query was OOM-killed at the query's memory limit" until_ 30 oomlog
+quote oomlog
+check "its slot was freed" until_ 20 test "$(running)" = 0
+
+step "runc run without --detach through poolagent-oci: the OOM kill is told on its standard error too"
+bundle=/var/lib/poolagent-test/bundle
+mkdir -p "$bundle"
+rm -f "$bundle/config.json"
+(cd "$bundle" && runc spec)
+printf '#!/bin/sh\n%s\n' "$eat" >"$rootfs/bin/eat"
+chmod 755 "$rootfs/bin/eat"
+# runc's template runs sh on a terminal in ./rootfs: the job is /bin/eat,
+# without one, in the busybox root, in pool ctr.
+sed -i -e 's/"terminal": true/"terminal": false/' -e 's|^\(\s*\)"sh"$|\1"/bin/eat"|' -e "s|\"path\": \"rootfs\"|\"path\": \"$rootfs\"|" \
+	-e 's|"ociVersion": "\([^"]*\)",|"ociVersion": "\1", "annotations": {"io.poolagent.pool": "ctr"},|' "$bundle/config.json"
+status=0
+"$oci" --runtime-path /usr/bin/runc run --no-pivot --bundle "$bundle" oomrun >/tmp/oomrun.out 2>&1 </dev/null || status=$?
+quote cat /tmp/oomrun.out
+check "runc run exits non-zero (status $status)" test "$status" != 0
+check "its standard error says the query was OOM-killed at the query's memory limit" grep -q "poolagent-oci: query .* in pool ctr was killed by the kernel's OOM killer: the query's memory limit" /tmp/oomrun.out
+check "its slot was freed" until_ 20 test "$(running)" = 0
+
+step "the runtimes' cgroup writes (runc and crun enable every controller in the query cgroup's ancestors) did not disturb the daemon"
+quote sh -c "cat $pools/cgroup.subtree_control $pools/ctr/cgroup.subtree_control"
+# A reload compares the pool tree with the plan (reconcile), as the
+# daemon does every 30 s while the containers above ran.
+systemctl reload poolagent.service
+check "the reload is done (its STATUS=)" until_ 30 sh -c 'systemctl show -P StatusText poolagent.service | grep -q "^reloaded:"'
+check "no drift repaired and no error in the daemon's log since containers.sh began" \
+	sh -c "! journalctl -u poolagent.service --since @${began%.*} --no-pager -o cat | grep -E 'drifted|level=ERROR'"
 
 step "clean up"
 rm -r /etc/systemd/system/poolagent.service.d

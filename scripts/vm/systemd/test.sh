@@ -19,5 +19,5 @@ cp scripts/install.sh scripts/uninstall.sh scripts/pools-scope.sh scripts/poolag
 cp -r monitoring "$stage/"
 cp "$here/steps.sh" "$here/lifecycle.sh" "$here/units.sh" "$here/containers.sh" "$stage/"
 # A loaded CI machine slows the guest down: the lifecycle took 7 to 11
-# minutes on 2 shared cores, 14 at the worst; the containers add 4 to 10.
+# minutes on 2 shared cores, 14 at the worst; the containers add 3 to 12 (3.2 at a load of 8, 8.5 at 18).
 POOLAGENT_VM_TIMING=1 POOLAGENT_VM_TIMEOUT=${POOLAGENT_VM_TIMEOUT:-2700} "$here/run.sh" "$stage" sh -c './lifecycle.sh && ./containers.sh'
