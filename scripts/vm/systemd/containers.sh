@@ -31,6 +31,9 @@ prun() {
 }
 # running [POOL]: how many queries of the pool (ctr) `poolagent queries` lists as running.
 running() { poolagent queries 2>/dev/null | awk -v p="${1:-ctr}" '$2 == p && $3 == "RUNNING"' | wc -l; }
+# running_is N [POOL]: whether N queries of the pool (ctr) run; read at
+# each try of until_, not once before it.
+running_is() { test "$(running "${2:-ctr}")" = "$1"; }
 
 step "engines: podman $(podman --version | awk '{print $3}'), crun $(crun --version | awk 'NR == 1 {print $3}'), runc $(runc --version | awk 'NR == 1 {print $3}'), containerd $(containerd --version | awk '{print $3}')"
 # The initramfs root: podman's overlay storage cannot sit on tmpfs, and
@@ -128,11 +131,11 @@ check "poolagent stat shows pool ctr" sh -c "poolagent stat --root $pools | grep
 
 step "restart the daemon while containers run: they are adopted"
 prun adopt2 -d -- sleep 60 >/dev/null
-check "two containers run" until_ 30 test "$(running)" = 2
+check "two containers run" until_ 30 running_is 2
 old=$(systemctl show -P MainPID poolagent.service)
 systemctl restart poolagent.service
 check "a new daemon" test "$(systemctl show -P MainPID poolagent.service)" != "$old"
-check "the new daemon counts both containers" until_ 20 test "$(running)" = 2
+check "the new daemon counts both containers" until_ 20 running_is 2
 quote poolagent queries
 (
 	trap - ERR
@@ -146,7 +149,7 @@ quote cat /tmp/adopt4.out
 check "a fourth is refused: the adopted count against the limit" grep -q 'Query failed during adding/waiting in workload pool ctr' /tmp/adopt4.out
 for c in limits adopt2; do podman kill "$c" >/dev/null 2>&1 || true; done
 check "once the adopted end, the queued one runs" wait "$a3"
-check "and every slot is free" until_ 30 test "$(running)" = 0
+check "and every slot is free" until_ 30 running_is 0
 
 step "a container over its memory limit: the daemon logs its query's OOM kill"
 # podman creates, then starts: the runtime's create has returned before
@@ -163,7 +166,7 @@ check "the container did not survive (status $status)" test "$status" != 0
 oomlog() { journalctl -u poolagent.service --no-pager -o cat | grep "OOM killer at a memory limit" | grep "pool=ctr" | grep "limit=query"; }
 check "the daemon's log says its query was OOM-killed at the query's memory limit" until_ 30 oomlog
 quote oomlog
-check "its slot was freed" until_ 20 test "$(running)" = 0
+check "its slot was freed" until_ 20 running_is 0
 
 step "runc run without --detach through poolagent-oci: the OOM kill is told on its standard error too"
 bundle=/var/lib/poolagent-test/bundle
@@ -181,7 +184,7 @@ status=0
 quote cat /tmp/oomrun.out
 check "runc run exits non-zero (status $status)" test "$status" != 0
 check "its standard error says the query was OOM-killed at the query's memory limit" grep -q "poolagent-oci: query .* in pool ctr was killed by the kernel's OOM killer: the query's memory limit" /tmp/oomrun.out
-check "its slot was freed" until_ 20 test "$(running)" = 0
+check "its slot was freed" until_ 20 running_is 0
 
 step "the runtimes' cgroup writes (runc and crun enable every controller in the query cgroup's ancestors) did not disturb the daemon"
 quote sh -c "cat $pools/cgroup.subtree_control $pools/ctr/cgroup.subtree_control"
