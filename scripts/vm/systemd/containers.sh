@@ -58,6 +58,11 @@ cat >/etc/poolagent/pools.sql <<'SQL'
 CREATE RESOURCE POOL ctr WITH (CONCURRENT_QUERY_LIMIT = 2, QUEUE_SIZE = 1,
     TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 50, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 25,
     QUERY_MEMORY_LIMIT_PERCENT_PER_NODE = 5);
+CREATE RESOURCE POOL ctrd WITH (CONCURRENT_QUERY_LIMIT = 1, QUERY_CPU_LIMIT_PERCENT_PER_NODE = 10);
+CREATE RESOURCE POOL CLASSIFIER ctr_c1 WITH (RESOURCE_POOL = 'ctrd', HAS_APP_NAME = 'ctrd-c1');
+-- A classifier places a query only in a pool its member may use: root,
+-- which runs the runtimes, too.
+GRANT USE ON RESOURCE POOL ctrd TO root;
 SQL
 mkdir -p /etc/systemd/system/poolagent.service.d
 printf '[Service]\nExecStart=\nExecStart=%s --metrics-listen 127.0.0.1:9561\n' \
@@ -185,6 +190,58 @@ quote cat /tmp/oomrun.out
 check "runc run exits non-zero (status $status)" test "$status" != 0
 check "its standard error says the query was OOM-killed at the query's memory limit" grep -q "poolagent-oci: query .* in pool ctr was killed by the kernel's OOM killer: the query's memory limit" /tmp/oomrun.out
 check "its slot was freed" until_ 20 running_is 0
+
+step "containerd: ctr run --runc-binary poolagent-oci, classified by the container's name"
+# ctr mounts no cgroup file system in a container run on a bare
+# --rootfs: inside, it is told its CPU cap by POOLAGENT_CPU_LIMIT.
+# The guest's root is its initramfs, which pivot_root cannot leave, and
+# ctr's --no-pivot would replace the shim's options, --runc-binary with
+# them (containerd 1.6 takes a task's options over its runtime's): so
+# containerd finds, first on its PATH, a runc that adds --no-pivot to
+# create, and poolagent-oci runs that runc.
+nopivot=/var/lib/poolagent-test/nopivot
+mkdir -p "$nopivot" /etc/systemd/system/containerd.service.d
+cat >"$nopivot/runc" <<'SH'
+#!/bin/sh
+n=$#
+for a in "$@"; do
+	set -- "$@" "$a"
+	[ "$a" = create ] && set -- "$@" --no-pivot
+done
+shift "$n"
+exec /usr/bin/runc "$@"
+SH
+chmod 755 "$nopivot/runc"
+printf '[Service]\nEnvironment=PATH=%s:%s\n' "$nopivot" "$PATH" >/etc/systemd/system/containerd.service.d/nopivot.conf
+systemctl daemon-reload
+# Debian starts containerd at boot: a restart takes the new PATH.
+systemctl restart containerd
+check "containerd is up" until_ 60 ctr version
+rm -f "$shared"/*
+(
+	trap - ERR
+	ctr run --rm --runc-binary "$oci" --mount "type=bind,src=$shared,dst=/shared,options=rbind:rw" --rootfs "$rootfs" ctrd-c1 \
+		/bin/sh -c 'cat /proc/self/cgroup >/shared/cgroup; echo "$POOLAGENT_CPU_LIMIT" >/shared/cpulimit; sleep 30'
+) >/tmp/ctr.out 2>&1 &
+c1=$!
+check "the container runs as a query of pool ctrd, chosen by its name" until_ 60 running_is 1 ctrd
+quote poolagent queries
+check "it wrote what it sees" until_ 30 test -s "$shared/cpulimit"
+quote cat "$shared/cgroup" "$shared/cpulimit"
+check "its cgroup is its query's leaf" grep -q "^0::/system.slice/poolagent-pools.scope/pools/ctrd/q.*/container\$" "$shared/cgroup"
+cg=/sys/fs/cgroup$(cut -d: -f3 "$shared/cgroup")
+check "its query cgroup's cpu.max is pool ctrd's (10% of 2 CPUs)" grep -qx '20000 100000' "$(dirname "$cg")/cpu.max"
+check "and POOLAGENT_CPU_LIMIT 0.2" test "$(cat "$shared/cpulimit")" = 0.2
+# A reload compares the pool tree with the plan (reconcile) while the
+# container's leaf and its runtime's controllers are there: the last
+# step checks that nothing was taken for drift.
+systemctl reload poolagent.service
+check "ctr run exits 0" wait "$c1"
+quote cat /tmp/ctr.out
+check "its slot was freed" until_ 30 running_is 0 ctrd
+systemctl stop containerd
+rm -r /etc/systemd/system/containerd.service.d
+systemctl daemon-reload
 
 step "the runtimes' cgroup writes (runc and crun enable every controller in the query cgroup's ancestors) did not disturb the daemon"
 quote sh -c "cat $pools/cgroup.subtree_control $pools/ctr/cgroup.subtree_control"
