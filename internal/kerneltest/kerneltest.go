@@ -4,13 +4,17 @@
 // it afterwards, starts CPU-burning child processes, and tells a wrong
 // timing result from a machine too busy to judge one (Retry).
 //
-// Two environment variables steer the gate, and a third where the tests'
-// cgroups go:
+// Two environment variables steer the gate, a third where the tests'
+// cgroups go, and a fourth which v1 hierarchies are the tests' own:
 //
 //	POOLAGENT_REQUIRE_KERNEL=1   a test that cannot run fails instead of skipping
 //	POOLAGENT_KERNEL_MODE=v1|v2  the mode this run covers (the VM harness sets v2)
 //	POOLAGENT_KERNEL_PARENT=DIR  create the test subtrees below DIR (a
 //	                             delegated cgroup) instead of the hierarchy's root
+//	POOLAGENT_VM_GUEST_CGROUP=v1 set by the busybox VM's init in its cgroup v1
+//	                             boot (scripts/vm/init), whose v1 pids
+//	                             hierarchy is the VM's own: only there do v1
+//	                             tests get a pids hierarchy
 //
 // Every real-kernel test names the modes it can run in. A run covers one
 // mode: POOLAGENT_KERNEL_MODE when set, otherwise the mode of the host's cpu
@@ -55,6 +59,12 @@ const (
 	// the tests (scripts/vm/systemd/exec.sh runs them in a scope with
 	// Delegate=yes), so they meet v2 as services have it.
 	EnvParent = "POOLAGENT_KERNEL_PARENT"
+	// EnvVMGuest is "v1" in the busybox VM's cgroup v1 boot, where init
+	// mounted the v1 hierarchies itself (scripts/vm/init, run.sh's
+	// POOLAGENT_VM_CGROUP=v1). A v1 test that needs the pids hierarchy
+	// runs only there: a host's own pids hierarchy is not the tests' to
+	// use.
+	EnvVMGuest = "POOLAGENT_VM_GUEST_CGROUP"
 )
 
 // Mode is a cgroup version a test runs against.
@@ -72,9 +82,12 @@ type Need struct {
 	// Modes the test can run in; a mode-aware test lists both.
 	Modes []Mode
 	// Controllers the test needs besides cpu, which is always needed:
-	// "cpuacct" (v1 only, ignored in v2 where cpu.stat carries usage) and
+	// "cpuacct" (v1 only, ignored in v2 where cpu.stat carries usage),
 	// "memory" (v2 only: v1 memory cgroups are never tested, because the
-	// test process may not leave the memory cgroup it started in).
+	// test process may not leave the memory cgroup it started in) and
+	// "pids" (v1: the pids hierarchy, only in the VM's v1 boot, see
+	// [EnvVMGuest], elsewhere the test belongs to that run; v2: not
+	// checked here, the test turns it on with [Host.Enable]).
 	Controllers []string
 }
 
@@ -98,7 +111,7 @@ func Require(t testing.TB, need Need) Host {
 	if len(need.Modes) == 0 {
 		t.Fatalf("kerneltest.Require: Need.Modes is empty; a test that names no mode would never run")
 	}
-	h, reason, other := check(need, os.Getenv(EnvMode), os.Geteuid(), "/")
+	h, reason, other := check(need, os.Getenv(EnvMode), os.Getenv(EnvVMGuest) == string(V1), os.Geteuid(), "/")
 	switch {
 	case reason == "":
 		return h
@@ -114,8 +127,9 @@ func Require(t testing.TB, need Need) Host {
 
 // check is Require without the testing.TB: it returns the host, or why the
 // test cannot run; other says the test belongs to another run's mode, so
-// skipping is right even when a real kernel is required.
-func check(need Need, envMode string, euid int, root string) (h Host, reason string, other bool) {
+// skipping is right even when a real kernel is required. vmV1 says this is
+// the VM's v1 boot ([EnvVMGuest]).
+func check(need Need, envMode string, vmV1 bool, euid int, root string) (h Host, reason string, other bool) {
 	if envMode != "" && envMode != string(V1) && envMode != string(V2) {
 		return Host{}, fmt.Sprintf("%s=%q: want v1, v2 or empty", EnvMode, envMode), false
 	}
@@ -153,6 +167,9 @@ func check(need Need, envMode string, euid int, root string) (h Host, reason str
 			if c == "memory" {
 				return Host{}, "v1 memory cgroups are never tested: the test process may not leave the memory cgroup it started in", false
 			}
+			if c == "pids" && !vmV1 {
+				return Host{}, fmt.Sprintf("v1 pids cgroups are tested only in the busybox VM's cgroup v1 boot (%s=v1): this host's own pids hierarchy is not the tests' to use", EnvVMGuest), true
+			}
 			if _, ok := ms.V1[c]; !ok {
 				return Host{}, fmt.Sprintf("no v1 %s hierarchy mounted", c), false
 			}
@@ -164,7 +181,7 @@ func check(need Need, envMode string, euid int, root string) (h Host, reason str
 		}
 		enabled := strings.Fields(string(sub))
 		for _, c := range append([]string{"cpu"}, need.Controllers...) {
-			if c == "cpuacct" {
+			if c == "cpuacct" || c == "pids" {
 				continue
 			}
 			if !slices.Contains(enabled, c) {

@@ -19,6 +19,7 @@ func TestCheck(t *testing.T) {
 		name     string
 		need     Need
 		envMode  string
+		vmV1     bool
 		euid     int
 		root     string
 		wantMode Mode   // "" = cannot run
@@ -33,6 +34,9 @@ func TestCheck(t *testing.T) {
 		{name: "unified: cpuacct is ignored", need: Need{Modes: both, Controllers: []string{"cpuacct"}}, root: fixture("unified"), wantMode: V2},
 		{name: "unified: memory not in subtree_control", need: Need{Modes: both, Controllers: []string{"memory"}}, envMode: "v2", root: fixture("unified"), reason: "+memory"},
 		{name: "v1 memory is refused", need: Need{Modes: both, Controllers: []string{"memory"}}, root: fixture("hybrid"), reason: "never tested"},
+		{name: "v1 pids belongs to the VM's v1 boot", need: Need{Modes: both, Controllers: []string{"pids"}}, root: fixture("hybrid"), reason: "only in the busybox VM", other: true},
+		{name: "v1 pids in the VM's v1 boot", need: Need{Modes: both, Controllers: []string{"pids"}}, envMode: "v1", vmV1: true, root: fixture("hybrid"), wantMode: V1},
+		{name: "unified: pids is the test's to enable", need: Need{Modes: both, Controllers: []string{"pids"}}, envMode: "v2", root: fixture("unified"), wantMode: V2},
 		{name: "missing v1 hierarchy", need: Need{Modes: both, Controllers: []string{"rdma"}}, root: fixture("hybrid"), reason: "no v1 rdma"},
 		{name: "not root", need: Need{Modes: both}, euid: 1000, root: fixture("hybrid"), reason: "needs root"},
 		{name: "no cpu controller", need: Need{Modes: both}, root: fixture("unified-nocpu"), reason: "no cpu controller"},
@@ -41,7 +45,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, reason, other := check(tt.need, tt.envMode, tt.euid, tt.root)
+			h, reason, other := check(tt.need, tt.envMode, tt.vmV1, tt.euid, tt.root)
 			if tt.wantMode != "" {
 				if reason != "" {
 					t.Fatalf("cannot run: %s", reason)

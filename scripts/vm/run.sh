@@ -23,7 +23,8 @@
 # Exit status: the binary's; 124 the VM hit its time limit, or froze on
 # its last boot; 125 the VM ended without reporting a status (the console
 # log is printed to stderr); 126 the guest could not set up cgroup2 with
-# the cpu and memory controllers.
+# the cpu and memory controllers (or, booted with POOLAGENT_VM_CGROUP=v1,
+# its v1 cpu,cpuacct and pids hierarchies).
 #
 # Env:
 #   POOLAGENT_VM_TIMEOUT   seconds before the VM is stopped (default: the
@@ -37,6 +38,10 @@
 #                          fails after a stall (default 2)
 #   POOLAGENT_VM_CPUS      guest vCPUs (default 2)
 #   POOLAGENT_VM_MEM_MIB   guest memory (default 1024)
+#   POOLAGENT_VM_CGROUP    v2 (default) or v1: boot the guest with cgroup v1
+#                          hierarchies instead of cgroup2, as a legacy host
+#                          has them (init says which); POOLAGENT_KERNEL_MODE
+#                          then defaults to v1
 #   POOLAGENT_VM_ENV       extra variable names to pass into the guest
 #   POOLAGENT_VM_FILES     more host files the job runs (absolute paths, not
 #                          below /tmp), copied into the guest at the same
@@ -46,7 +51,7 @@
 #   POOLAGENT_VM_TIMING=1  print one line to stderr: boot, job and wall seconds
 #   POOLAGENT_VM_LAB       setup.sh's lab folder (default: scripts/vm/lab)
 # Always passed into the guest: POOLAGENT_REQUIRE_KERNEL, POOLAGENT_KERNEL_MODE
-# (set to v2 when unset) and GOTRACEBACK when set.
+# (set to POOLAGENT_VM_CGROUP's mode when unset) and GOTRACEBACK when set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -57,6 +62,12 @@ die() { echo "vm run: $*" >&2; exit 125; }
 bin=$1
 shift
 [ -f "$bin" ] || die "no such file: $bin"
+cgroup=${POOLAGENT_VM_CGROUP:-v2}
+case $cgroup in
+v1) cgroup_append=poolagent.cgroup=v1 ;;
+v2) cgroup_append= ;;
+*) die "POOLAGENT_VM_CGROUP=$cgroup: want v1 or v2" ;;
+esac
 kernel=$lab/kernel/current/vmlinuz
 [ -s "$kernel" ] && [ -s "$lab/base.cpio.gz" ] || die "no VM in $lab: run scripts/vm/setup.sh first"
 [ "$(cat "$here/init" "$(command -v busybox)" | sha256sum | cut -d' ' -f1)" = "$(cat "$lab/base.sha256")" ] ||
@@ -99,7 +110,7 @@ for f in ${POOLAGENT_VM_FILES:-}; do
 done
 
 quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-: "${POOLAGENT_KERNEL_MODE:=v2}"
+: "${POOLAGENT_KERNEL_MODE:=$cgroup}"
 export POOLAGENT_KERNEL_MODE
 {
 	echo "cd $(quote "/src/$rel") || exit 125"
@@ -156,7 +167,7 @@ boots=${POOLAGENT_VM_BOOTS:-2}
 # panic=-1 with -no-reboot: a kernel panic ends qemu at once.
 vm=
 boot() {
-	vm_boot 1024 "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off ${POOLAGENT_VM_APPEND:-}"
+	vm_boot 1024 "console=ttyS0 loglevel=4 panic=-1 tsc=reliable mitigations=off $cgroup_append ${POOLAGENT_VM_APPEND:-}"
 }
 
 # go test stops a runner that outlives its -timeout with SIGQUIT: say what
@@ -204,5 +215,5 @@ for ((n = 1; ; n++)); do
 	fi
 	echo "vm run: booting again ($((n + 1)) of $boots)" >&2
 done
-[ "$status" = 126 ] && { echo "vm run: the guest could not set up cgroup2; console tail:" >&2; tail -30 "$work/console.log" >&2; }
+[ "$status" = 126 ] && { echo "vm run: the guest could not set up its cgroups ($cgroup); console tail:" >&2; tail -30 "$work/console.log" >&2; }
 vm_finish "vm run" "vm run: ${bin##*/}" "POOLAGENT_VM_TIMEOUT, or the binary's -test.timeout plus 30 s" " (qemu status $qemu)"
