@@ -9,7 +9,9 @@
 #      (cgroup v1 cpu on the project's hybrid hosts)
 #   4. the same real-kernel tests under cgroup v2, in a qemu VM (scripts/vm)
 #   5. a check that every TestKernel* test passed in step 3 or step 4
-#   (4 also runs the GOMAXPROCS test again in a VM with 4 vCPUs)
+#   (4 also runs the GOMAXPROCS test again in a VM with 4 vCPUs, and the
+#   task limit tests in a boot of the VM with cgroup v1 hierarchies, whose
+#   pids hierarchy, unlike the host's, is the tests' to use)
 #   6. the operator's lifecycle on a real systemd host: install, socket
 #      activation, restarts with queries running, watchdog, uninstall, in
 #      a Debian 12 VM with systemd 252 as PID 1 (scripts/vm/systemd); the
@@ -233,6 +235,15 @@ if scripts/vm/setup.sh; then
 	(cd internal/daemon && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_VM_CPUS=4 \
 		go test -count=1 -v -timeout 5m -exec "$PWD/../../scripts/vm/run.sh" -run '^TestKernelQueryCPULimitVisible$' . 2>&1) |
 		tee "$logs/vm4" | terse || failed+=("GOMAXPROCS in a 4-vCPU VM")
+	# The host's own v1 pids hierarchy is not the tests' to use (they skip
+	# there); the VM booted with v1 hierarchies has one of its own.
+	echo "== real-kernel process limits under cgroup v1 (VM)"
+	(cd cgroupfs && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v1 POOLAGENT_VM_CGROUP=v1 \
+		go test -count=1 -v -timeout 3m -exec "$PWD/../scripts/vm/run.sh" -run '^TestKernelPidsLimits$' . 2>&1) |
+		tee "$logs/vm1" | terse || failed+=("process limits under cgroup v1 (VM)")
+	# A guest that did not say its v1 hierarchies are its own would make
+	# the test skip as on the host: only a pass counts.
+	grep -q '^--- PASS: TestKernelPidsLimits ' "$logs/vm1" || failed+=("process limits under cgroup v1 (VM): the test did not pass")
 else
 	failed+=("VM setup")
 fi
@@ -283,7 +294,7 @@ fi
 # A timing-judging test reruns an attempt that a starved machine spoiled
 # (kerneltest.Root.Retry, docs/testing.md): say how often, and which.
 echo "== timing-judging attempts rerun because the machine was starved"
-for run in host vm vm4 delegated; do
+for run in host vm vm4 vm1 delegated; do
 	[ -s "$logs/$run" ] || continue
 	awk -v run="$run" '/^=== RUN/ { name = $3 } /starved, running it again/ { n[name]++ }
 		END { for (t in n) printf "  %s (%s): %d\n", t, run, n[t] }' "$logs/$run"
@@ -292,7 +303,7 @@ echo "$(awk -F': ' '{ s += $NF } END { print s + 0 }' "$logs/reruns") reruns; th
 
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAILED: %s\n' "${failed[@]}" >&2
-	for run in unit host vm vm4 delegated; do
+	for run in unit host vm vm4 vm1 delegated; do
 		[ -s "$logs/$run" ] || continue
 		list=$(failures "$logs/$run")
 		[ -z "$list" ] && continue
@@ -301,6 +312,7 @@ if [ ${#failed[@]} -gt 0 ]; then
 		host) echo "failed real-kernel tests on this host:" ;;
 		vm) echo "failed real-kernel tests under cgroup v2 (VM):" ;;
 		vm4) echo "failed in the 4-vCPU VM:" ;;
+		vm1) echo "failed real-kernel tests under cgroup v1 (VM):" ;;
 		delegated) echo "failed real-kernel tests under systemd's delegation (VM):" ;;
 		esac
 		echo "$list"
