@@ -238,12 +238,14 @@ if scripts/vm/setup.sh; then
 	# The host's own v1 pids hierarchy is not the tests' to use (they skip
 	# there); the VM booted with v1 hierarchies has one of its own.
 	echo "== real-kernel process limits under cgroup v1 (VM)"
-	(cd cgroupfs && CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v1 POOLAGENT_VM_CGROUP=v1 \
-		go test -count=1 -v -timeout 3m -exec "$PWD/../scripts/vm/run.sh" -run '^TestKernelPidsLimits$' . 2>&1) |
-		tee "$logs/vm1" | terse || failed+=("process limits under cgroup v1 (VM)")
+	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v1 POOLAGENT_VM_CGROUP=v1 \
+		go test -count=1 -p 1 -v -timeout 3m -exec "$PWD/scripts/vm/run.sh" -run '^(TestKernelPidsLimits|TestKernelForkBomb)$' \
+		./cgroupfs ./internal/daemon 2>&1 | tee "$logs/vm1" | terse || failed+=("process limits under cgroup v1 (VM)")
 	# A guest that did not say its v1 hierarchies are its own would make
-	# the test skip as on the host: only a pass counts.
-	grep -q '^--- PASS: TestKernelPidsLimits ' "$logs/vm1" || failed+=("process limits under cgroup v1 (VM): the test did not pass")
+	# the tests skip as on the host: only a pass counts.
+	for test in TestKernelPidsLimits TestKernelForkBomb; do
+		grep -q "^--- PASS: $test " "$logs/vm1" || failed+=("process limits under cgroup v1 (VM): $test did not pass")
+	done
 else
 	failed+=("VM setup")
 fi

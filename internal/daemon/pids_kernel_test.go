@@ -16,13 +16,13 @@ import (
 )
 
 // Real-kernel tests of the task limits: in the cgroup v2 VM, whose init
-// does not enable the pids controller (the test does). The host's own
-// v1 pids hierarchy is not the tests' to use; the v1 backend is tested on
-// the emulated kernel (cgroupfs TestPidsLimits).
+// does not enable the pids controller (the test does), and in the VM's
+// cgroup v1 boot, which has a pids hierarchy of its own. The host's own
+// v1 pids hierarchy is not the tests' to use.
 
-// pidsNeed is what the task limit tests need: cgroup v2 (pids is enabled
-// by the test, kerneltest.Host.Enable).
-var pidsNeed = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V2}}
+// pidsNeed is what the task limit tests need: the pids controller (on v2
+// enabled by the test, kerneltest.Host.Enable; on v1 the VM's own).
+var pidsNeed = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"pids"}}
 
 // bombTasks is the fork bomb's pool limit: TOTAL_PIDS_LIMIT of pool olap.
 const bombTasks = 24

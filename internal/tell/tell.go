@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -81,12 +82,16 @@ func init() {
 	syscall.Exit(0)
 }
 
-// Open returns a path handle (O_PATH) of process p's standard error, for
-// [Tellers.Tell]: it names the file and lets no one read, write or flush
-// it through it, so closing it never waits on the file's filesystem. The
-// process is checked alive after the open, so the handle is of its own
-// standard error, not of a process that took its pid. procRoot is the
-// proc filesystem p's pid is in.
+// Open returns a handle of process p's standard error, for
+// [Tellers.Tell]. As a rule it is a path handle (O_PATH): it names the
+// file and lets no one read, write or flush it through it, so closing it
+// never waits on the file's filesystem. A pipe is held open for writing
+// instead: a pipe's close waits on nothing, and the reader at its other
+// end (`poolagent-run … 2>&1 | tee`) must not see the end of the pipe
+// when the command exits, before the teller has written the query's end
+// there. The process is checked alive after the open, so the handle is of
+// its own standard error, not of a process that took its pid. procRoot
+// is the proc filesystem p's pid is in.
 func Open(procRoot string, p peer.Process) (int, error) {
 	path := procRoot + "/" + strconv.Itoa(p.PID) + "/fd/2"
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -96,6 +101,15 @@ func Open(procRoot string, p peer.Process) (int, error) {
 	if err := p.Alive(); err != nil {
 		unix.Close(fd)
 		return -1, err
+	}
+	// The link of the handle itself names what it holds without asking
+	// the file's filesystem ("pipe:[INODE]" for a pipe).
+	self := "/proc/self/fd/" + strconv.Itoa(fd)
+	if target, err := os.Readlink(self); err == nil && strings.HasPrefix(target, "pipe:[") {
+		if w, err := unix.Open(self, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+			unix.Close(fd)
+			return w, nil
+		}
 	}
 	return fd, nil
 }
