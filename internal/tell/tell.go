@@ -63,17 +63,22 @@ var ErrBusy = errors.New("the user's tellers are all still running")
 const targetFD = 3
 
 // init is the teller's whole life: open the file the handle names, as
-// the user, write the message once and exit, before the program does
-// anything else. The open does not wait for a reader of a FIFO (there
-// is none once the command has gone); the write then may wait.
+// the user (a pipe is written through the descriptor it came as), write
+// the message once and exit, before the program does anything else.
+// The open does not wait for a reader of a FIFO (there is none once the
+// command has gone); the write then may wait.
 func init() {
 	msg, ok := syscall.Getenv(envMessage)
 	if !ok || len(os.Args) == 0 || os.Args[0] != argv0 {
 		return
 	}
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(targetFD), unix.O_WRONLY|unix.O_APPEND|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		syscall.Exit(2)
+	// A pipe comes open for writing (Open): written as it is, whoever
+	// made it. Any other file comes as a path handle, opened here anew.
+	fd := targetFD
+	if fl, err := unix.FcntlInt(targetFD, unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 || fl&unix.O_ACCMODE != unix.O_WRONLY {
+		if fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(targetFD), unix.O_WRONLY|unix.O_APPEND|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			syscall.Exit(2)
+		}
 	}
 	unix.SetNonblock(fd, false)
 	if _, err := unix.Write(fd, []byte(msg)); err != nil {

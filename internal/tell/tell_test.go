@@ -139,6 +139,49 @@ func TestOpenAppends(t *testing.T) {
 	}
 }
 
+// TestOpenHoldsAPipe: a command's stderr that is a pipe is held open for
+// writing, so its reader does not see the pipe end when the command
+// exits, and reads the teller's message before the end.
+func TestOpenHoldsAPipe(t *testing.T) {
+	requireRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pidfd := -1
+	cmd := exec.Command("/bin/sh", "-c", "read x")
+	cmd.Stderr = w
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	w.Close()
+	handle, err := Open("/proc", peer.Process{FD: pidfd, PID: cmd.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl, err := unix.FcntlInt(uintptr(handle), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 || fl&unix.O_ACCMODE != unix.O_WRONLY {
+		t.Fatalf("the handle's flags %#x, %v: want a pipe open for writing", fl, err)
+	}
+	stdin.Close()
+	cmd.Wait()
+	tl := New()
+	if err := tl.Tell(handle, otherUID, otherUID, "told\n"); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(handle)
+	b, err := io.ReadAll(r)
+	if err != nil || string(b) != "told\n" {
+		t.Fatalf("the pipe's reader read %q, %v: want %q, then its end", b, err, "told\n")
+	}
+}
+
 // TestTellBounded: tellers caught on a full pipe (a write that never
 // returns) are at most PerUID per uid; the next Tell is refused with
 // ErrBusy at once, another uid's is not; each runs as its uid and gid
