@@ -273,7 +273,10 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 		t.Errorf("pending limit of %q, want the pool olap's", path)
 	}
 	p := cg.Pending()[0].String()
-	if !strings.HasPrefix(p, "pending: usage ") || !strings.Contains(p, " above new limit 53686272 of ") {
+	pendingLine := func(p string) bool {
+		return strings.HasPrefix(p, "pending: usage ") && strings.Contains(p, " above new limit 53686272 of ")
+	}
+	if !pendingLine(p) {
 		t.Errorf("pending %q, want the usage above the new limit 53686272 (51.2 MiB in pages)", p)
 	}
 	if m := poolMemory(); m.LimitBytes != 512<<20 || m.Events.OOMKill != 0 || d.pool(t, "olap").Running != 1 {
@@ -285,8 +288,10 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 	}
 	if r, err := ask(d.socket, protocol.Request{Op: protocol.OpPools}, 5*time.Second); err != nil {
 		t.Error(err)
-	} else if i := slices.IndexFunc(r.Pools, func(p protocol.Pool) bool { return p.Name == "olap" }); i < 0 || !slices.Equal(r.Pools[i].Pending, []string{p}) {
-		t.Errorf("poolagent pools: %+v, want olap's row with the pending line %q", r.Pools, p)
+	} else if i := slices.IndexFunc(r.Pools, func(p protocol.Pool) bool { return p.Name == "olap" }); i < 0 || len(r.Pools[i].Pending) != 1 || !pendingLine(r.Pools[i].Pending[0]) {
+		// The usage in the line is the one read at the last reconcile:
+		// the query still allocates, so it may have grown since.
+		t.Errorf("poolagent pools: %+v, want olap's row with one pending line like %q", r.Pools, p)
 	}
 	qs, err := cg.Queries()
 	if err != nil || len(qs) != 1 {
