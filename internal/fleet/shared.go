@@ -105,7 +105,9 @@ func (s *Shared) seed(ctx context.Context, source string, src []byte, changes []
 		return nil, nil, err
 	}
 	switch {
-	case seeded:
+	// A seed whose answer was lost (etcd took it, the reply did not come
+	// back) reads, when tried again, as a cluster this node seeded.
+	case seeded || d.Seed == s.Backend.cfg.Node+":"+source && d.PoolFile == string(src) && len(d.Changes) == len(changes):
 		s.setNote("cluster %s seeded from %s", s.Backend.cfg.Cluster, source)
 	case d.PoolFile != string(src) || len(d.Changes) != len(changes):
 		s.setNote("cluster %s definitions in force (seeded by %s, %d run-time changes); they differ from %s, which is not used",
