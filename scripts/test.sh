@@ -264,8 +264,10 @@ echo "$(wc -l <"$logs/want") real-kernel tests; passed on the host: $(passed "$l
 for run in host vm; do
 	other=vm && [ $run = vm ] && other=host
 	skipped "$logs/$run" | sort -u | while read -r pkg test; do
-		why=$(reasons SKIP "$logs/$run" | awk -v k="  $pkg $test: " 'index($0, k) == 1 { print substr($0, length(k) + 1); exit }')
-		if passed "$logs/$other" | grep -qx "$pkg $test"; then
+		# Each reader reads its input whole: one that stops early (grep -q,
+		# awk's exit) would fail the pipe under pipefail.
+		why=$(reasons SKIP "$logs/$run" | awk -v k="  $pkg $test: " 'index($0, k) == 1 && !found { found = substr($0, length(k) + 1) } END { print found }')
+		if passed "$logs/$other" | grep -x "$pkg $test" >/dev/null; then
 			echo "  SKIP on the $run: $pkg $test (passed in the $other run): $why"
 		else
 			echo "  SKIP on the $run: $pkg $test (not covered by the $other run either): $why"
