@@ -101,18 +101,7 @@ func TestOpenAppends(t *testing.T) {
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	pidfd := -1
-	cmd := exec.Command("/bin/sh", "-c", "echo before >&2; read x")
-	cmd.Stderr = f
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pidfd)
+	cmd, stdin, pidfd := startWithStderr(t, "echo before >&2; read x", f)
 	for b, _ := os.ReadFile(path); string(b) != "before\n"; b, _ = os.ReadFile(path) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -139,6 +128,26 @@ func TestOpenAppends(t *testing.T) {
 	}
 }
 
+// startWithStderr starts shell script with stderr as its standard error
+// and a pipe as its standard input (closing it ends a "read x"), and
+// returns it with its pidfd, which the test's cleanup closes.
+func startWithStderr(t *testing.T, script string, stderr *os.File) (*exec.Cmd, io.WriteCloser, int) {
+	t.Helper()
+	pidfd := -1
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pidfd) })
+	return cmd, stdin, pidfd
+}
+
 // TestOpenHoldsAPipe: a command's stderr that is a pipe is held open for
 // writing, so its reader does not see the pipe end when the command
 // exits, and reads the teller's message before the end.
@@ -149,18 +158,7 @@ func TestOpenHoldsAPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	pidfd := -1
-	cmd := exec.Command("/bin/sh", "-c", "read x")
-	cmd.Stderr = w
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pidfd)
+	cmd, stdin, pidfd := startWithStderr(t, "read x", w)
 	w.Close()
 	handle, err := Open("/proc", peer.Process{FD: pidfd, PID: cmd.Process.Pid})
 	if err != nil {
