@@ -23,30 +23,17 @@ import (
 // Benchmarks of the real daemon binary on real cgroups (root needed):
 // scripts/bench-admission.sh runs them and prints docs/performance.md's figures.
 
-var (
-	benchBinMu sync.Mutex
-	benchBins  = map[string]string{}
-)
-
-// benchBinary builds cmd/NAME (poolagent or poolagent-run) once per
-// benchmark run and returns the binary's path.
+// benchBinary builds cmd/NAME (poolagent or poolagent-run) into the
+// benchmark's temporary directory, removed when it ends, and returns the
+// binary's path. Go's build cache makes every build after the first
+// cheap.
 func benchBinary(b *testing.B, name string) string {
 	b.Helper()
-	benchBinMu.Lock()
-	defer benchBinMu.Unlock()
-	if bin, ok := benchBins[name]; ok {
-		return bin
-	}
-	dir, err := os.MkdirTemp("", "poolagent-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, name)
+	bin := filepath.Join(b.TempDir(), name)
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/poolagent/poolagent/cmd/"+name).CombinedOutput()
 	if err != nil {
 		b.Fatalf("go build %s: %v: %s", name, err, out)
 	}
-	benchBins[name] = bin
 	return bin
 }
 

@@ -2,12 +2,10 @@ package daemon
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -56,7 +54,7 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	// In batches below the daemon's limit of admitted, not yet started
 	// queries per user (64); in place, each client becomes sleep once its
 	// query has started.
-	var stderr strings.Builder
+	var stderr lockedBuffer
 	isSleep := func(c *exec.Cmd) bool {
 		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
 		return err == nil && strings.TrimSpace(string(comm)) == "sleep"
@@ -65,7 +63,7 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 		batch := sleeping[len(sleeping):]
 		for range min(32, sleepers-len(sleeping)) {
 			c := exec.Command(slim, "--socket", socket, "--", "/bin/sleep", "600")
-			c.Stderr = &lockedWriter{w: &stderr}
+			c.Stderr = &stderr
 			if err := c.Start(); err != nil {
 				b.Fatal(err)
 			}
@@ -107,16 +105,4 @@ func allOf(cs []*exec.Cmd, ok func(*exec.Cmd) bool) bool {
 		}
 	}
 	return true
-}
-
-// lockedWriter serialises the writes of several processes' stderr.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
