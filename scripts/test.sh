@@ -98,11 +98,14 @@ reasons() {
 		if (n == 0 && failed && want == "FAIL") printf "  %s: failed without a failed test (build error, panic or timeout; see its output)\n", pkg
 		n = 0; pending = ""; after = 0
 	}
-	function reason(line) {
+	# A line ending in " log:" heads a log a test prints when it ends
+	# failed ("daemon log:"): it names a failure only when nothing else does.
+	function reason(line,   dump) {
 		sub(/^ +/, "", line)
+		dump = (line ~ / log:$/)
 		if (length(line) > 200) line = substr(line, 1, 200) "…"
-		if (after > 0) reasons[after] = line   # without -v: the lines after --- FAIL
-		else pending = line                    # with -v: the lines before it
+		if (after > 0) { if (!dump || reasons[after] == "") reasons[after] = line }   # without -v: the lines after --- FAIL
+		else if (!dump || pending == "") pending = line                              # with -v: the lines before it
 	}
 	/^=== RUN/ { pending = ""; after = 0; next }
 	/^ +[^ ]+\.go:[0-9]+: / || /^panic: / { reason($0); next }

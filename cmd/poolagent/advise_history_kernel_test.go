@@ -110,10 +110,19 @@ func TestKernelAdviseFromHistory(t *testing.T) {
 // burners (kerneltest.Burner) started with `poolagent run` before the
 // bursts, so each burst is the same work at once whatever a process's
 // start costs here, and the work is CPU time however slowly the host
-// runs it. On a host the burns are short (30 ms, 500 ms apart); where a
+// runs it. On a host the burns are short (60 ms, 500 ms apart); where a
 // shell's start costs more than 3 ms of CPU (the test VM's emulated
 // CPUs) they are 100 ms, 1 s apart, so that the daemon's reads, which
 // come late there, still see each burst's periods.
+//
+// A burst is 2 × burn against a quota of 40 ms per 100 ms period, at
+// both the pool's level and its query's, whose period timers run at
+// phases of their own. Which level runs out first is the kernel's race;
+// a burst of only 60 ms ended while the pool held the query back in
+// most bursts (1 or 2 of 8 throttled at the query level, and sometimes
+// none); one of 120 ms outlasts the pool's refill and meets the
+// query's own limit again and again (14 to 21 query-level throttled
+// periods in each of 5 runs).
 const historyBursts = 8
 
 // historyWorkload is the burn and gap for this host.
@@ -128,7 +137,7 @@ func historyWorkload(t *testing.T) (burn, gap time.Duration) {
 	if start > 3*time.Millisecond {
 		return 100 * time.Millisecond, time.Second
 	}
-	return 30 * time.Millisecond, 500 * time.Millisecond
+	return 60 * time.Millisecond, 500 * time.Millisecond
 }
 
 // runHistoryBursts starts the bursts' queries in pool app through the

@@ -11,7 +11,8 @@ import (
 // TestTestShFailures: the last lines of scripts/test.sh name every failed
 // test with the line it failed on, read from go test's output with and
 // without -v (testdata/gotest: a failed test, a failed subtest, a panic,
-// a package that does not build and one whose test skips), so a failure
+// a package that does not build, one whose test skips, and one whose
+// failed test then prints a log of its daemon), so a failure
 // is not hundreds of lines above the end of the run; a skipped test is
 // named with its reason.
 func TestTestShFailures(t *testing.T) {
@@ -35,6 +36,7 @@ func TestTestShFailures(t *testing.T) {
 			"  example.com/ft/a TestSub/one: a_test.go:11: the VM stayed too busy to judge",
 			"  example.com/ft/b TestB: panic: boom [recovered, repanicked]",
 			"  example.com/ft/c: failed without a failed test (build error, panic or timeout; see its output)",
+			"  example.com/ft/e TestDump: e_test.go:12: the history shows no throttling of the query cgroups",
 		},
 		// With -v a subtest logs before its parent's --- FAIL line: both
 		// get its reason.
@@ -44,6 +46,7 @@ func TestTestShFailures(t *testing.T) {
 			"  example.com/ft/a TestSub/one: a_test.go:11: the VM stayed too busy to judge",
 			"  example.com/ft/b TestB: panic: boom [recovered, repanicked]",
 			"  example.com/ft/c: failed without a failed test (build error, panic or timeout; see its output)",
+			"  example.com/ft/e TestDump: e_test.go:12: the history shows no throttling of the query cgroups",
 		},
 		"skips in verbose.txt": {
 			"  example.com/ft/d TestSkip: d_test.go:4: the host's other work kept its CPUs busy",
