@@ -5,6 +5,7 @@
 // problem reported as FILE:LINE:COL: message), and Plan divides a node's
 // vCPUs among the active pools by weighted max-min fairness and returns
 // each pool's and each query's cgroup limits (Desired) for cgroupfs to
-// write. The package is pure: no files, no clock. docs/pools.md describes
-// the language, the rules and the division.
+// write; WriteText and WriteJSON print a plan as `poolagent plan` shows it.
+// The package is pure: no files, no clock. docs/pools.md describes the
+// language, the rules and the division.
 package planner
