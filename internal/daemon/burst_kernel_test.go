@@ -65,12 +65,12 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 		// may count more than the 1 ms minimum), which shrinks every
 		// burst.
 		// The query cgroups are written after their pool: wait for both.
+		var held planner.PoolState
 		waitFor(t, "olap held to its idle demand", func() bool {
-			ps := olapState(d)
-			q := ps.Pool.CPU.QuotaUsec
-			return q < 150000 && poolQuotaUsec(t, cg, "olap") == q && queryBurstsAre(t, cg, root.Path, ps.Query.CPU.BurstUsec)
+			held = olapState(d)
+			q := held.Pool.CPU.QuotaUsec
+			return q < 150000 && poolQuotaUsec(t, cg, "olap") == q && queryBurstsAre(t, cg, root.Path, held.Query.CPU.BurstUsec)
 		})
-		held := olapState(d)
 		t.Logf("olap held to a quota of %d µs, its queries to %d µs", held.Pool.CPU.QuotaUsec, held.Query.CPU.QuotaUsec)
 		checkBursts(t, d, cg, root.Path, 1)
 		// The second query forgets the demand: the plan lifts the pool's
@@ -88,8 +88,35 @@ func TestKernelBurstOnNewQuery(t *testing.T) {
 }
 
 // checkBursts compares the burst of pool olap's cgroup and of each of its
-// n query cgroups below root with the plan's.
+// n query cgroups below root with the plan's. The daemon writes a plan's
+// cgroups after it takes the plan, and a replan may come while the test
+// reads: the files are read again until they hold the plan they were
+// read with, for up to 10 s, and the last difference fails the test.
 func checkBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		said, diffs := readBursts(t, d, cg, root, n)
+		if len(diffs) == 0 {
+			for _, s := range said {
+				t.Log(s)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, s := range diffs {
+				t.Error(s)
+			}
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// readBursts reads the plan of pool olap and the bursts of its cgroup and
+// its n query cgroups below root: what matches the plan, and what does
+// not.
+func readBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n int) (said, diffs []string) {
 	t.Helper()
 	file := burstFile(cg)
 	readBurst := func(cgroup string) int64 {
@@ -111,9 +138,9 @@ func checkBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, 
 		t.Fatalf("plan of olap: pool burst %d µs, query burst %d µs; want both set by CPU_BURST_PERCENT=50", poolWant, queryWant)
 	}
 	if got := readBurst("olap"); got != poolWant {
-		t.Errorf("pool cgroup's %s is %d, want the plan's %d", file, got, poolWant)
+		diffs = append(diffs, fmt.Sprintf("pool cgroup's %s is %d, want the plan's %d", file, got, poolWant))
 	} else {
-		t.Logf("pool olap: %s %d µs, as planned", file, got)
+		said = append(said, fmt.Sprintf("pool olap: %s %d µs, as planned", file, got))
 	}
 	qs, err := cg.Queries()
 	if err != nil || len(qs) != n {
@@ -121,11 +148,12 @@ func checkBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, 
 	}
 	for _, q := range qs {
 		if got := readBurst(filepath.Join(q[0], q[1])); got != queryWant {
-			t.Errorf("query cgroup %s/%s: %s is %d, want the plan's %d", q[0], q[1], file, got, queryWant)
+			diffs = append(diffs, fmt.Sprintf("query cgroup %s/%s: %s is %d, want the plan's %d", q[0], q[1], file, got, queryWant))
 		} else {
-			t.Logf("query %s: %s %d µs, as planned", q[1], file, got)
+			said = append(said, fmt.Sprintf("query %s: %s %d µs, as planned", q[1], file, got))
 		}
 	}
+	return said, diffs
 }
 
 // olapState is pool olap's state in the plan last applied.
