@@ -25,7 +25,7 @@
 //
 //   - planner: YDB's resource pool DDL parsed into a pool model, and the
 //     model divided over a node (weighted max-min) into the desired cgroup
-//     state. Pure.
+//     state, printed as `poolagent plan` shows it. Pure.
 //   - internal/admission: a pool's concurrency limit, queue, queue-wait deadline and
 //     CPU-load threshold, per user where asked. Pure.
 //   - internal/state: the journal of run-time DDL changes (`poolagent sql`) in the
@@ -52,7 +52,8 @@
 // # Observation: what the kernel and the daemon report
 //
 //   - observe: parsers of what the kernel reports (cpu.stat, PSI, memory,
-//     /proc/stat), as values; it never writes.
+//     /proc/stat), as values, and the table `poolagent stat` prints of
+//     them; it never writes a cgroup file.
 //   - internal/sysview: the host's version of YDB's system views (pools, classifiers,
 //     queries) as tables and JSON.
 //   - internal/metrics: the daemon's pools for Prometheus.

@@ -2,9 +2,9 @@
 // cgroup files (cpu.stat of cgroup v2 and v1, PSI, memory) that package
 // cgroupfs reads and hands over as bytes, and the readers of host-wide
 // /proc and /sys (host load, memory, online CPUs, threads, kernel
-// settings). It never opens a cgroup file. The simulator produces the
-// same CPUStat type, so predictions and measurements compare field by
-// field.
+// settings). It never opens a cgroup file. WriteTable prints samples as
+// `poolagent stat` shows them. The simulator produces the same CPUStat
+// type, so predictions and measurements compare field by field.
 package observe
 
 // CPUStat is one cgroup's CPU accounting, shaped like cgroup v2's cpu.stat:
