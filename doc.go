@@ -60,8 +60,10 @@
 //
 // # Service: the programs and how they run
 //
-//   - cmd/poolagent: the command-line interface, one file per command, the
-//     only place flags are declared.
+//   - cmd/poolagent: the command-line interface, the only place flags are
+//     declared: a file per command (a large one split by what it wires, as
+//     daemon_open.go), each at most 150 lines, and the framework's
+//     plumbing (usage errors, help, the manual page) in files of their own.
 //   - cmd/poolagent-run: the slim client.
 //   - cmd/poolagent-oci, internal/oci: the OCI runtime that puts containers
 //     in pools: runc's and crun's command lines, a container's config.json

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -112,4 +113,21 @@ func adviseAll(c *cli.Context, b advise.Budget) error {
 		return advise.WriteNodeJSON(c.App.Writer, pools, b)
 	}
 	return advise.WriteNode(c.App.Writer, pools, b)
+}
+
+// recordFromDaemon writes the daemon's history of pool as a trace file.
+func recordFromDaemon(c *cli.Context, pool, out string) error {
+	if c.IsSet("for") || c.IsSet("interval") {
+		return errors.New("--from-daemon writes what the daemon kept: --for and --interval do not apply (accepted: --since)")
+	}
+	ts, earlier, err := daemonTraces(c, pool)
+	if err != nil {
+		return err
+	}
+	if err := writeTraceFile(out, ts[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals written to %s", strings.TrimSuffix(fromDaemonNote(ts[0], earlier[pool]), "\n"), len(ts[0].Samples), out)
+	fmt.Fprintln(c.App.ErrWriter)
+	return nil
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -92,17 +88,8 @@ func runCompare(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if path := c.String("report"); path != "" {
-		if err := writeFile(path, func(w io.Writer) error { return compare.WriteHTML(w, report) }); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.ErrWriter, "poolagent compare: wrote the HTML report to %s\n", path)
-	}
-	if path := c.String("json"); path != "" {
-		if err := writeFile(path, func(w io.Writer) error { return compare.WriteJSON(w, report) }); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.ErrWriter, "poolagent compare: wrote the JSON report to %s\n", path)
+	if err := writeReportFiles(c, report); err != nil {
+		return err
 	}
 	if err := writeCompare(c, format, report); err != nil {
 		return err
@@ -116,28 +103,6 @@ func runCompare(c *cli.Context) error {
 // exitMissed is compare's exit status under --strict when the kernel
 // model missed its target on a group, or nothing was measured.
 const exitMissed = 3
-
-// writeCompare prints report on standard output in format.
-func writeCompare(c *cli.Context, format string, report *compare.Report) error {
-	switch format {
-	case "json":
-		return compare.WriteJSON(c.App.Writer, report)
-	case "markdown":
-		// Rows first, so that a report without measurements prints
-		// nothing, not a header without rows.
-		var rows strings.Builder
-		label := "built-in default.scn"
-		if path := c.String("scenario"); path != "" {
-			label = filepath.Base(path)
-		}
-		if err := compare.WriteMarkdownRows(&rows, report, label); err != nil {
-			return err
-		}
-		_, err := io.WriteString(c.App.Writer, compare.MarkdownHeader+rows.String())
-		return err
-	}
-	return compare.WriteText(c.App.Writer, report, c.Int("periods"))
-}
 
 // cannotMeasure says why this process cannot run a scenario for real, or
 // "" when it can.
@@ -153,17 +118,4 @@ func cannotMeasure() string {
 		return fmt.Sprintf("no cgroup cpu controller: %v", err)
 	}
 	return ""
-}
-
-// writeFile writes a file through render, removing it again on error.
-func writeFile(path string, render func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	if err := errors.Join(render(f), f.Close()); err != nil {
-		os.Remove(path)
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -130,22 +129,5 @@ func writeTraceFile(path string, t *advise.Trace) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write trace %s: %w", path, err)
 	}
-	return nil
-}
-
-// recordFromDaemon writes the daemon's history of pool as a trace file.
-func recordFromDaemon(c *cli.Context, pool, out string) error {
-	if c.IsSet("for") || c.IsSet("interval") {
-		return errors.New("--from-daemon writes what the daemon kept: --for and --interval do not apply (accepted: --since)")
-	}
-	ts, earlier, err := daemonTraces(c, pool)
-	if err != nil {
-		return err
-	}
-	if err := writeTraceFile(out, ts[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.ErrWriter, "poolagent record: %s: %d intervals written to %s", strings.TrimSuffix(fromDaemonNote(ts[0], earlier[pool]), "\n"), len(ts[0].Samples), out)
-	fmt.Fprintln(c.App.ErrWriter)
 	return nil
 }
