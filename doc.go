@@ -52,8 +52,10 @@
 // # Observation: what the kernel and the daemon report
 //
 //   - observe: parsers of what the kernel reports (cpu.stat, PSI, memory,
-//     /proc/stat), as values, and the table `poolagent stat` prints of
-//     them; it never writes a cgroup file.
+//     /proc/stat), as values, and of what the throttling models assume of
+//     the host (sched_ext, CFS bandwidth control, the kernel's release and
+//     tick), and the table `poolagent stat` prints of them; it never writes
+//     a cgroup file.
 //   - internal/sysview: the host's version of YDB's system views (pools, classifiers,
 //     queries) as tables and JSON.
 //   - internal/metrics: the daemon's pools for Prometheus.

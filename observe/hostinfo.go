@@ -85,17 +85,8 @@ func ReadKernelSettings(procRoot, bootRoot, release string) KernelSettings {
 // (SCHED_TUNABLESCALING_LOG). From 6.6, and for a release it cannot
 // read, it is 0: EEVDF keeps the entity's lag instead.
 func WakeCreditUsec(release string, cpus int) int64 {
-	major, rest, ok := strings.Cut(release, ".")
-	if !ok {
-		return 0
-	}
-	minor := rest
-	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-		minor = rest[:i]
-	}
-	maj, err1 := strconv.Atoi(major)
-	mnr, err2 := strconv.Atoi(minor)
-	if err1 != nil || err2 != nil || maj > 6 || (maj == 6 && mnr >= 6) {
+	major, minor, err := ParseKernelRelease(release)
+	if err != nil || major > 6 || (major == 6 && minor >= 6) {
 		return 0
 	}
 	factor := int64(bits.Len(uint(min(max(cpus, 1), 8)))) // 1 + ilog2

@@ -73,13 +73,13 @@ func ParseSchedExtState(b []byte) (string, error) {
 	return "", fmt.Errorf("state %q not understood (accepted: %s)", s, strings.Join(schedExtStates, ", "))
 }
 
-// Caveat says, in one plain sentence, why the throttling models may not
-// hold on this host, or "" when its scheduler is the one they model.
+// Caveat says in one plain clause why the throttling models may not hold
+// on this host's scheduler, or "" when it is the fair class they model.
 func (s Scheduler) Caveat() string {
-	const assume = "the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does"
+	const assume = "where the models assume the kernel's fair class (CFS/EEVDF)"
 	switch {
 	case s.Err != "":
-		return fmt.Sprintf("cannot tell which scheduler enforces cpu.max (%s); %s", s.Err, assume)
+		return fmt.Sprintf("cannot tell which scheduler enforces cpu.max (%s), %s", s.Err, assume)
 	case s.ExtState == "" || s.ExtState == "disabled":
 		return ""
 	}
@@ -91,5 +91,5 @@ func (s Scheduler) Caveat() string {
 	if !s.ExtSwitchAll {
 		what = "schedules the tasks that ask for SCHED_EXT"
 	}
-	return fmt.Sprintf("sched_ext is %s: %s %s and enforces cpu.max its own way; %s", s.ExtState, who, what, assume)
+	return fmt.Sprintf("sched_ext is %s: %s %s and enforces cpu.max its own way, %s", s.ExtState, who, what, assume)
 }

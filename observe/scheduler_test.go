@@ -3,7 +3,6 @@ package observe
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -53,9 +52,10 @@ func TestParseSchedExtState(t *testing.T) {
 	}
 }
 
-// TestSchedulerCaveat is the message test: nothing to say for the fair
-// class; otherwise one sentence naming the BPF scheduler, how much it
-// takes, and what the models assume.
+// TestSchedulerCaveat is the message test of the scheduler's clause
+// (TestReadModelHost pins the sentence it ends up in): nothing to say for
+// the fair class; otherwise the BPF scheduler, how much it takes, and
+// what the models assume.
 func TestSchedulerCaveat(t *testing.T) {
 	tests := []struct {
 		s    Scheduler
@@ -64,44 +64,15 @@ func TestSchedulerCaveat(t *testing.T) {
 		{Scheduler{}, ""},
 		{Scheduler{ExtState: "disabled"}, ""},
 		{Scheduler{ExtState: "enabled", ExtOps: "rusty", ExtSwitchAll: true},
-			`sched_ext is enabled: the BPF scheduler "rusty" schedules every task and enforces cpu.max its own way; ` +
-				"the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does"},
+			`sched_ext is enabled: the BPF scheduler "rusty" schedules every task and enforces cpu.max its own way` + fairClass},
 		{Scheduler{ExtState: "enabling"},
-			"sched_ext is enabling: a BPF scheduler schedules the tasks that ask for SCHED_EXT and enforces cpu.max its own way; " +
-				"the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does"},
+			"sched_ext is enabling: a BPF scheduler schedules the tasks that ask for SCHED_EXT and enforces cpu.max its own way" + fairClass},
 		{Scheduler{Err: "/sys/kernel/sched_ext/state: permission denied"},
-			"cannot tell which scheduler enforces cpu.max (/sys/kernel/sched_ext/state: permission denied); " +
-				"the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does"},
+			"cannot tell which scheduler enforces cpu.max (/sys/kernel/sched_ext/state: permission denied)" + fairClass},
 	}
 	for _, tt := range tests {
 		if got := tt.s.Caveat(); got != tt.want {
 			t.Errorf("%+v:\n got %q\nwant %q", tt.s, got, tt.want)
 		}
 	}
-	if got := ReadScheduler(writeTree(t, "enabled\n", "bad\n")).Caveat(); !strings.HasPrefix(got, "sched_ext is enabled: the BPF scheduler \"bad\"") {
-		t.Errorf("caveat from files: %q", got)
-	}
-	if got := ReadScheduler(writeTree(t, "weird\n", "")).Caveat(); !strings.Contains(got, `cannot tell which scheduler enforces cpu.max (`) || !strings.Contains(got, `state "weird" not understood`) {
-		t.Errorf("caveat for an unknown state: %q", got)
-	}
-}
-
-// writeTree makes a /sys with sched_ext's state and, unless empty, the
-// root scheduler's name.
-func writeTree(t *testing.T, state, ops string) string {
-	t.Helper()
-	sys := t.TempDir()
-	dir := filepath.Join(sys, "kernel/sched_ext")
-	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "state"), []byte(state), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if ops != "" {
-		if err := os.WriteFile(filepath.Join(dir, "root/ops"), []byte(ops), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return sys
 }

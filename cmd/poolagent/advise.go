@@ -59,7 +59,7 @@ func runAdvise(c *cli.Context) error {
 	if c.IsSet("report") && !c.Bool("all") {
 		return errors.New("--report writes the page of --all (accepted: --all --report FILE)")
 	}
-	schedulerNote(c, "/sys")
+	modelNote(c.App.ErrWriter, c.Command.Name, "/")
 	if c.Bool("all") {
 		return adviseAll(c, b)
 	}

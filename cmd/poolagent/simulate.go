@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -42,7 +43,7 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	schedulerNote(c, "/sys")
+	modelNote(c.App.ErrWriter, c.Command.Name, "/")
 
 	trace := simulate.TimelineTicks(s.Host, periods)
 	if format == "json" {
@@ -58,12 +59,14 @@ func runSimulate(c *cli.Context) error {
 	return simulate.WriteText(c.App.Writer, s, run, periods)
 }
 
-// schedulerNote says once on stderr, when this host's scheduler is not
-// the kernel's fair class the models assume (observe.Scheduler), that the
-// prediction may not hold here; sysRoot is normally /sys.
-func schedulerNote(c *cli.Context, sysRoot string) {
-	if caveat := observe.ReadScheduler(sysRoot).Caveat(); caveat != "" {
-		fmt.Fprintf(c.App.ErrWriter, "poolagent %s: note: %s\n", c.Command.Name, caveat)
+// modelNote says once on stderr which of the models' assumptions about
+// how the kernel enforces cpu.max do not hold on the host below root
+// (normally "/"; observe.ModelHost): a sched_ext scheduler, no CFS
+// bandwidth control, a kernel older than the model, ... The tick and
+// slice are the scenario's or the trace's, so the host's are not checked.
+func modelNote(w io.Writer, command, root string) {
+	if note := observe.ReadModelHost(root).Caveats().Mechanisms().String(); note != "" {
+		fmt.Fprintf(w, "poolagent %s: note: %s\n", command, note)
 	}
 }
 

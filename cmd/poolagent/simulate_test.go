@@ -85,3 +85,26 @@ func TestSimulateErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestModelNote is the message test of the note simulate and advise print
+// on a host whose kernel the models do not cover (the literal host trees
+// of observe/testdata/host), and of their silence where it is covered.
+func TestModelNote(t *testing.T) {
+	for tree, want := range map[string]string{
+		"fair": "",
+		"scx-rusty": `poolagent simulate: note: the throttling prediction may not match this host: sched_ext is enabled: the BPF scheduler "rusty" schedules every task ` +
+			"and enforces cpu.max its own way, where the models assume the kernel's fair class (CFS/EEVDF)\n",
+		// A trace or a scenario carries its tick: an unknown CONFIG_HZ is not said.
+		"garbage": `poolagent simulate: note: the throttling prediction may not match this host: kernel release "banana" not understood ` +
+			"(accepted: MAJOR.MINOR, then anything, as uname -r prints it), where the models follow the CFS bandwidth code of Linux 5.4 and later; " +
+			"the nohz_full CPUs cannot be read (ROOT/sys/devices/system/cpu/nohz_full: CPU list \"cpu one\" not understood (accepted: a list such as 1-3,5, or (null))), " +
+			"where the models check every busy CPU's quota at each tick\n",
+	} {
+		root := filepath.Join("../../observe/testdata/host", tree)
+		var b bytes.Buffer
+		modelNote(&b, "simulate", root)
+		if got := strings.ReplaceAll(b.String(), root, "ROOT"); got != want {
+			t.Errorf("%s:\n got %q\nwant %q", tree, got, want)
+		}
+	}
+}

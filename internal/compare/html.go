@@ -76,8 +76,8 @@ svg .hover:hover{fill:rgba(0,0,0,.06)}
 		fmt.Fprintf(&b, "<p>Simulation only, the scenario's %d CPU(s): %s. Kernel model: slice %d µs, tick %d µs (%s).</p>\n",
 			e.CPUs, esc(e.Why), e.SliceUsec, e.TickUsec, esc(e.TickSource))
 	}
-	if e.Scheduler != "" {
-		fmt.Fprintf(&b, "<p class=\"miss\">Scheduler: %s.</p>\n", esc(e.Scheduler))
+	if e.ModelCaveat != "" {
+		fmt.Fprintf(&b, "<p class=\"miss\">Note: %s.</p>\n", esc(e.ModelCaveat))
 	}
 	if e.Measured {
 		sum := r.Summarize()

@@ -307,3 +307,24 @@ func TestPeriodMisses(t *testing.T) {
 		t.Errorf("throttled_usec not judged: marks %v, want none", got)
 	}
 }
+
+// TestModelCaveatShown: a host the models do not cover is said once, in
+// the header of the text and of the page, before any figure.
+func TestModelCaveatShown(t *testing.T) {
+	r := fixtureReport(true)
+	r.Env.ModelCaveat = "the throttling prediction may not match this host: skew_tick=1 is on the kernel command line"
+	var text, page bytes.Buffer
+	if err := WriteText(&text, r, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(text.String(), "\n\n")
+	if n := strings.Count(text.String(), "note: "+r.Env.ModelCaveat+"\n"); n != 1 || !strings.Contains(header, "\nnote: ") {
+		t.Errorf("the note is in the text %d times, want once in the header:\n%s", n, text.String())
+	}
+	if n := strings.Count(page.String(), "Note: "+r.Env.ModelCaveat+"."); n != 1 {
+		t.Errorf("the note is in the page %d times, want once", n)
+	}
+}

@@ -70,10 +70,10 @@ type Env struct {
 	// guest charges code translation and time the host took away to the
 	// running task: usage is then not a measure of the work done.
 	Emulated bool `json:"emulated,omitempty"`
-	// Scheduler says why the models may not hold for this host's
-	// scheduler (observe.Scheduler.Caveat), "" when it is the fair class
-	// they model.
-	Scheduler string `json:"scheduler,omitempty"`
+	// ModelCaveat says which of the models' assumptions do not hold on
+	// this host (observe.ModelHost.Caveats: a sched_ext scheduler, no CFS
+	// bandwidth control, an unknown CONFIG_HZ, ...), "" when all hold.
+	ModelCaveat string `json:"model_caveat,omitempty"`
 }
 
 // Target is the accuracy goal of the kernel model for one scenario.

@@ -78,7 +78,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 	}
 	env := Env{Measured: true, Kernel: observe.KernelRelease(), Cgroup: "v1", CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec,
 		TickUsec: opt.Kernel.TickUsec(), TickSource: opt.Kernel.Source, Runs: max(opt.Repeat, 1), Load1Start: observe.Load1(proc), Emulated: observe.Emulated(proc),
-		Scheduler: observe.ReadScheduler(filepath.Join(host, "sys")).Caveat()}
+		ModelCaveat: observe.ReadModelHost(host).Caveats().String()}
 	if v2 {
 		env.Cgroup = "v2"
 	}
@@ -106,7 +106,7 @@ func Measure(ctx context.Context, name string, l *Layout, opt Options) (*Report,
 // can be measured; why says so in the report.
 func Predict(name string, l *Layout, opt Options, why string) (*Report, error) {
 	env := Env{Why: why, CPUs: l.Kernel.CPUs, SliceUsec: opt.Kernel.SliceUsec, TickUsec: opt.Kernel.TickUsec(),
-		TickSource: opt.Kernel.Source, Runs: 1, Scheduler: observe.ReadScheduler(filepath.Join(cmp.Or(opt.HostRoot, "/"), "sys")).Caveat()}
+		TickSource: opt.Kernel.Source, Runs: 1, ModelCaveat: observe.ReadModelHost(cmp.Or(opt.HostRoot, "/")).Caveats().String()}
 	run := runResult{phases: map[string]int64{}, arrivals: map[string]int64{}}
 	return assemble(name, l, opt, env, []runResult{run})
 }

@@ -25,8 +25,8 @@ func WriteText(w io.Writer, r *Report, periods int) error {
 		fmt.Fprintf(&b, "simulation only, scenario's CPUs: %d: %s\n", e.CPUs, e.Why)
 	}
 	fmt.Fprintf(&b, "kernel model: slice %dµs, tick %dµs (%s)\n", e.SliceUsec, e.TickUsec, e.TickSource)
-	if e.Scheduler != "" {
-		fmt.Fprintf(&b, "scheduler: %s\n", e.Scheduler)
+	if e.ModelCaveat != "" {
+		fmt.Fprintf(&b, "note: %s\n", e.ModelCaveat)
 	}
 	if e.Measured {
 		t := r.Target

@@ -23,11 +23,11 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 	d := s.Desired()
 	load := s.Load()
 	snap := metrics.Snapshot{Host: metrics.Host{
-		CPUs:             d.Node.CPUs,
-		LoadRatio:        load.AveragePercent / 100,
-		ReservedRatio:    load.ReservedPercent / 100,
-		RepairWrites:     s.rp.repairs.Load(),
-		PredictionCaveat: s.schedulerCaveat,
+		CPUs:          d.Node.CPUs,
+		LoadRatio:     load.AveragePercent / 100,
+		ReservedRatio: load.ReservedPercent / 100,
+		RepairWrites:  s.rp.repairs.Load(),
+		ModelCaveats:  s.modelCaveats,
 	}}
 	planned := map[string]int{}
 	for i, p := range d.Pools {

@@ -152,9 +152,9 @@ type Config struct {
 	// ProcRoot is the proc filesystem used to check the processes clients
 	// name; "/proc" when empty.
 	ProcRoot string
-	// SysRoot is the sysfs the scheduler is read from
-	// (observe.ReadScheduler); "" is /sys.
-	SysRoot string
+	// HostRoot is where the kernel's files (sys, proc) are read to check
+	// the throttling model's assumptions (observe.ReadModelHost); "" is /.
+	HostRoot string
 	// Log receives the daemon's own events; slog.Default() when nil.
 	Log *slog.Logger
 	// MayLeave lists cgroups ("/"-rooted, as /proc/PID/cgroup names them)
@@ -203,11 +203,12 @@ const DefaultReconcile = 30 * time.Second
 // lock that is a leaf: nothing is called while it is held.
 type Server struct {
 	cfg Config
-	// schedulerCaveat says why the throttling prediction may not hold on
-	// this host's scheduler, "" when it is the fair class; read once.
-	schedulerCaveat string
-	limits          Limits
-	peers           *perUser
+	// modelCaveats are the throttling model's assumptions that do not
+	// hold on this host, read once; the prediction takes its own tick and
+	// slice, so only the kernel's mechanisms count.
+	modelCaveats observe.ModelCaveats
+	limits       Limits
+	peers        *perUser
 	// loops are the accept loops running, for the health check.
 	loops sync.Map // *guard.Listener -> struct{}
 	// listening is closed once Serve accepts clients.
@@ -263,8 +264,8 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if cfg.SysRoot == "" {
-		cfg.SysRoot = "/sys"
+	if cfg.HostRoot == "" {
+		cfg.HostRoot = "/"
 	}
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
@@ -299,10 +300,10 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
-		schedulerCaveat: observe.ReadScheduler(cfg.SysRoot).Caveat(),
+		modelCaveats: observe.ReadModelHost(cfg.HostRoot).Caveats().Mechanisms(),
 	}
-	if s.schedulerCaveat != "" {
-		cfg.Log.Warn("throttling prediction: " + s.schedulerCaveat)
+	if len(s.modelCaveats) > 0 {
+		cfg.Log.Warn(s.modelCaveats.String(), "reasons", s.modelCaveats.Reasons())
 	}
 	if cfg.History.Window > 0 {
 		s.history = newHistory(cfg.History)

@@ -79,10 +79,11 @@ type Host struct {
 	// changed a value), found by the daemon's periodic reconcile or on
 	// SIGHUP.
 	RepairWrites uint64
-	// PredictionCaveat says why the predicted throttled time may not hold
-	// on this host (observe.Scheduler.Caveat: a sched_ext BPF scheduler
-	// enforces cpu.max); "" when the kernel's fair class does.
-	PredictionCaveat string
+	// ModelCaveats are the throttling model's assumptions that do not
+	// hold on this host (observe.ModelHost.Caveats: a sched_ext BPF
+	// scheduler, no CFS bandwidth control, ...), so the predicted throttled
+	// time may not either; none when they all hold.
+	ModelCaveats observe.ModelCaveats
 }
 
 // Pool is one pool's state. Limits use -1 for "no limit", as in the DDL.
@@ -157,7 +158,7 @@ type Collector struct {
 	src Source
 
 	hostCPUs, hostLoad, hostReserved, repairWrites *prometheus.Desc
-	predictionUnmodelled                           *prometheus.Desc
+	modelApplies                                   *prometheus.Desc
 
 	running, queued, concurrencyLimit, queueSize *prometheus.Desc
 	admitted, rejected, timedOut, queueWait      *prometheus.Desc
@@ -199,8 +200,8 @@ func NewCollector(src Source) *Collector {
 		hostCPUs:     d("host_cpus", "vCPUs of the node as the planner sees them.", nil),
 		hostLoad:     d("host_cpu_load_ratio", "Moving average of host CPU busy time (0..1 of all CPUs) at the last load refresh.", nil),
 		hostReserved: d("host_cpu_reserved_ratio", "Host CPU reserved by queries admitted since the last load refresh (0.1 each, 0..1).", nil),
-		predictionUnmodelled: d("throttling_prediction_unmodelled",
-			"1, with the reason, when this host's scheduler is not the kernel's fair class the throttling prediction models (a sched_ext BPF scheduler enforces cpu.max its own way): pool_cpu_predicted_throttled_seconds_total may not hold. Absent otherwise.", []string{"reason"}),
+		modelApplies: d("throttling_model_applies",
+			"1 when every assumption the throttling prediction makes of this host holds, 0 when one does not: reason names those that do not (sched_ext, no_cfs_bandwidth, kernel_release, nohz_full, skew_tick), and pool_cpu_predicted_throttled_seconds_total may not hold.", []string{"reason"}),
 		repairWrites: d("tree_repair_writes_total", "Writes made to bring the pool tree back to the plan after another writer changed it (a pool cgroup removed, a value changed), by the periodic reconcile or on SIGHUP.", nil),
 
 		running:          d("pool_running_queries", "Queries running in the pool.", pool),
@@ -286,7 +287,7 @@ var cadvisorLabels = []string{"container", "pool"}
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.hostCPUs, c.hostLoad, c.hostReserved, c.repairWrites, c.predictionUnmodelled,
+		c.hostCPUs, c.hostLoad, c.hostReserved, c.repairWrites, c.modelApplies,
 		c.running, c.queued, c.concurrencyLimit, c.queueSize,
 		c.admitted, c.rejected, c.timedOut, c.queueWait,
 		c.cpuLimit, c.cpuWeight, c.cpuIdle, c.starved, c.cpus,
@@ -317,9 +318,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	out.gauge(c.hostLoad, s.Host.LoadRatio)
 	out.gauge(c.hostReserved, s.Host.ReservedRatio)
 	out.counter(c.repairWrites, float64(s.Host.RepairWrites))
-	if s.Host.PredictionCaveat != "" {
-		out.gauge(c.predictionUnmodelled, 1, s.Host.PredictionCaveat)
+	applies := 1.0
+	if len(s.Host.ModelCaveats) > 0 {
+		applies = 0
 	}
+	out.gauge(c.modelApplies, applies, s.Host.ModelCaveats.Reasons())
 	pools := slices.Clone(s.Pools)
 	slices.SortFunc(pools, func(a, b Pool) int { return cmp.Compare(a.Name, b.Name) })
 	for _, p := range pools {

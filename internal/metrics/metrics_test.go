@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"runtime"
@@ -36,7 +37,7 @@ func fixture() Snapshot {
 	}
 	return Snapshot{
 		Host: Host{CPUs: 10, LoadRatio: 0.4125, ReservedRatio: 0.2, RepairWrites: 3,
-			PredictionCaveat: `sched_ext is enabled: the BPF scheduler "rusty" schedules every task and enforces cpu.max its own way; the throttling models assume the kernel's fair class (CFS/EEVDF) enforcing cpu.max, so predictions here may not match what this host does`},
+			ModelCaveats: observe.ModelCaveats{{Reason: "sched_ext", Text: `sched_ext is enabled: the BPF scheduler "rusty" schedules every task and enforces cpu.max its own way`}, {Reason: "skew_tick"}}},
 		Pools: []Pool{
 			{
 				Name: "olap", Running: 10, Queued: 3, ConcurrentQueryLimit: 10, QueueSize: 100,
@@ -250,5 +251,16 @@ func TestWaitRecorderBuckets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestModelApplies: on a host where every assumption of the throttling
+// model holds, the gauge is 1 with no reason (the golden exposition has
+// the other case: 0 and the reasons).
+func TestModelApplies(t *testing.T) {
+	srv := httptest.NewServer(Handler(SourceFunc(func() (Snapshot, error) { return Snapshot{Host: Host{CPUs: 2}}, nil })))
+	defer srv.Close()
+	if got := scrape(t, srv.URL+"/metrics"); !bytes.Contains(got, []byte("\npoolagent_throttling_model_applies{reason=\"\"} 1\n")) {
+		t.Errorf("no poolagent_throttling_model_applies{reason=\"\"} 1 in\n%s", got)
 	}
 }
