@@ -78,3 +78,19 @@ func counterDelta(cur, prev uint64) uint64 {
 	}
 	return cur - prev
 }
+
+// Deltas is what each sample of cur grew by since prev, an earlier read
+// of the same tree, in cur's order: each as [Sample.Sub] takes it against
+// prev's sample of the same group, a group new since prev counting from
+// its creation.
+func Deltas(cur, prev []Sample) []Sample {
+	before := make(map[string]Sample, len(prev))
+	for _, s := range prev {
+		before[s.Group] = s
+	}
+	out := make([]Sample, 0, len(cur))
+	for _, s := range cur {
+		out = append(out, s.Sub(before[s.Group]))
+	}
+	return out
+}

@@ -88,3 +88,26 @@ func TestSampleSub(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltas matches each group of a read with the same group of the read
+// before, whatever the order, and counts a new group from its creation.
+func TestDeltas(t *testing.T) {
+	prev := []Sample{
+		{Group: ".", CPU: CPUStat{UsageUsec: 1000, NrPeriods: 10}},
+		{Group: "olap", CPU: CPUStat{UsageUsec: 400, NrPeriods: 4, NrThrottled: 1}},
+		{Group: "gone", CPU: CPUStat{UsageUsec: 7}},
+	}
+	cur := []Sample{
+		{Group: "olap", CPU: CPUStat{UsageUsec: 900, NrPeriods: 9, NrThrottled: 3}},
+		{Group: ".", CPU: CPUStat{UsageUsec: 1500, NrPeriods: 12}},
+		{Group: "olap/q-1", CPU: CPUStat{UsageUsec: 50, NrPeriods: 1}},
+	}
+	want := []Sample{
+		{Group: "olap", CPU: CPUStat{UsageUsec: 500, NrPeriods: 5, NrThrottled: 2}},
+		{Group: ".", CPU: CPUStat{UsageUsec: 500, NrPeriods: 2}},
+		{Group: "olap/q-1", CPU: CPUStat{UsageUsec: 50, NrPeriods: 1}},
+	}
+	if got := Deltas(cur, prev); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}

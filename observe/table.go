@@ -10,22 +10,6 @@ import (
 	"time"
 )
 
-// Deltas is what each sample of cur grew by since prev, an earlier read
-// of the same tree, in cur's order: each as [Sample.Sub] takes it against
-// prev's sample of the same group, a group new since prev counting from
-// its creation.
-func Deltas(cur, prev []Sample) []Sample {
-	before := make(map[string]Sample, len(prev))
-	for _, s := range prev {
-		before[s.Group] = s
-	}
-	out := make([]Sample, 0, len(cur))
-	for _, s := range cur {
-		out = append(out, s.Sub(before[s.Group]))
-	}
-	return out
-}
-
 // NarrowColumns are the columns WriteTable shows when not wide (`poolagent
 // stat` without --wide), so the table fits 120 columns: CPU use,
 // throttling, the CPU pressure's 10 s average, memory use and its limit,
@@ -33,10 +17,10 @@ func Deltas(cur, prev []Sample) []Sample {
 var NarrowColumns = []string{"GROUP", "CPUS", "USAGE_S", "PERIODS", "THROTTLED", "RATIO", "THROTTLED_S", "BURST_S",
 	"PSI_SOME10", "MEM_MIB", "MAX_MIB", "OOM_KILLS"}
 
-// writeStatTable prints samples as a table: every column when wide, the
-// NarrowColumns otherwise. With a non-zero interval the samples are
-// deltas and a CPUS column shows the CPUs' worth of usage in the
-// interval.
+// WriteTable prints samples as `poolagent stat` shows them, a table of
+// one row per group: every column when wide, the NarrowColumns otherwise.
+// With a non-zero interval the samples are deltas and a CPUS column shows
+// the CPUs' worth of usage in the interval.
 func WriteTable(w io.Writer, samples []Sample, interval time.Duration, wide bool) error {
 	header := []string{"GROUP", "CPUS", "USAGE_S", "PERIODS", "THROTTLED", "RATIO", "THROTTLED_S", "BURSTS", "BURST_S",
 		"PSI_SOME10", "PSI_FULL10", "PSI_SOME_S", "PSI_FULL_S",
