@@ -257,6 +257,11 @@ type Health struct {
 	// reflects; WatchLag is how long ago the watch last delivered.
 	WatchRevision int64
 	WatchAt       time.Time
+	// WatchEvents and WatchBytes count the key events the watch has
+	// delivered and their encoded size (key, value, revisions): what the
+	// cluster's writes cost this node, growing with the cluster's key
+	// writes, not with this node's own queries.
+	WatchEvents, WatchBytes int64
 	// Sessions counts the leases the node has held (1 + re-registrations).
 	Sessions int
 }

@@ -60,8 +60,19 @@ func openBenchNode(b *testing.B, eps []string, cluster, name string, pools map[s
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := &benchNode{Backend: be, waiting: map[admission.QueryID]chan admission.Event{}, early: map[admission.QueryID]admission.Event{}}
-	done := make(chan struct{})
+	n, done := newBenchNode(be)
+	b.Cleanup(func() {
+		be.Close()
+		<-done
+	})
+	return n
+}
+
+// newBenchNode routes be's events to the goroutines waiting for them
+// until be closes; done closes then.
+func newBenchNode(be *Backend) (n *benchNode, done chan struct{}) {
+	n = &benchNode{Backend: be, waiting: map[admission.QueryID]chan admission.Event{}, early: map[admission.QueryID]admission.Event{}}
+	done = make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
@@ -80,54 +91,69 @@ func openBenchNode(b *testing.B, eps []string, cluster, name string, pools map[s
 			}
 		}
 	}()
-	b.Cleanup(func() {
-		be.Close()
-		<-done
-	})
-	return n
+	return n, done
 }
 
 // await waits for the final event of query id (not a Queued one).
 func (n *benchNode) await(b *testing.B, id admission.QueryID) admission.Event {
+	ev, err := n.final(id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ev
+}
+
+// final waits for the final event of query id (not a Queued one), at
+// most 30 s for each.
+func (n *benchNode) final(id admission.QueryID) (admission.Event, error) {
 	for {
-		if ev := n.awaitAny(b, id); !ev.Queued {
-			return ev
+		ev, err := n.awaitAny(id)
+		if err != nil || !ev.Queued {
+			return ev, err
 		}
 	}
 }
 
-// awaitAny waits for the next event of query id.
-func (n *benchNode) awaitAny(b *testing.B, id admission.QueryID) admission.Event {
+// awaitAny waits for the next event of query id, at most 30 s.
+func (n *benchNode) awaitAny(id admission.QueryID) (admission.Event, error) {
 	n.mu.Lock()
 	if ev, ok := n.early[id]; ok {
 		delete(n.early, id)
 		n.mu.Unlock()
-		return ev
+		return ev, nil
 	}
 	ch := make(chan admission.Event, 1)
 	n.waiting[id] = ch
 	n.mu.Unlock()
 	select {
 	case ev := <-ch:
-		return ev
+		return ev, nil
 	case <-time.After(30 * time.Second):
-		b.Fatalf("node %s: no event for query %d within 30 s", n.cfg.Node, id)
-		return admission.Event{}
+		return admission.Event{}, fmt.Errorf("node %s: no event for query %d within 30 s", n.cfg.Node, id)
 	}
 }
 
 // admitted submits a query and waits until it starts.
 func (n *benchNode) admitted(b *testing.B, pool string) admission.QueryID {
-	id, started, err := n.Submit(pool, "alice", time.Now())
+	id, err := n.admit(pool)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if !started {
-		if ev := n.await(b, id); ev.Err != nil {
-			b.Fatal(ev.Err)
-		}
-	}
 	return id
+}
+
+// admit submits a query and waits until it starts; an error if it is
+// refused or fails.
+func (n *benchNode) admit(pool string) (admission.QueryID, error) {
+	id, started, err := n.Submit(pool, "alice", time.Now())
+	if err != nil || started {
+		return id, err
+	}
+	ev, err := n.final(id)
+	if err == nil {
+		err = ev.Err
+	}
+	return id, err
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

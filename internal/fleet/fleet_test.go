@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(nodeEnv); spec != "" {
 		os.Exit(runNode(spec))
 	}
+	if spec := os.Getenv(benchNodeEnv); spec != "" {
+		os.Exit(runBenchNode(spec))
+	}
 	if spec := os.Getenv(chaosQueryEnv); spec != "" {
 		os.Exit(runChaosQuery(spec))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/poolagent/poolagent/internal/admission"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // loadViews reads the whole cluster prefix and makes the views match it.
@@ -89,7 +90,13 @@ func (b *Backend) readCluster(ctx context.Context) {
 
 func (b *Backend) applyWatch(wr clientv3.WatchResponse) {
 	var defs *Definitions
+	size := 0
+	for _, ev := range wr.Events {
+		size += proto.Size(ev)
+	}
 	b.mu.Lock()
+	b.health.WatchEvents += int64(len(wr.Events))
+	b.health.WatchBytes += int64(size)
 	for _, ev := range wr.Events {
 		switch ev.Type {
 		case clientv3.EventTypePut:
