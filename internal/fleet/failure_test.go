@@ -46,19 +46,9 @@ type nodeSpec struct {
 // it is killed (or its standard input closes).
 func runNode(spec string) int {
 	var s nodeSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		fmt.Fprintln(os.Stderr, "node spec:", err)
-		return 2
-	}
-	l := limits(s.C, s.Q)
-	l.StrictSlots = s.Strict
-	b, err := Open(context.Background(), Config{
-		Endpoints: s.Endpoints, Cluster: s.Cluster, Node: s.Node, TTL: s.TTL,
-		RequestTimeout: 10 * time.Second, VCPUs: 2, Version: "test",
-	}, map[string]admission.Limits{s.Pool: l})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+	b, code := openSpecNode(spec, &s, &s)
+	if b == nil {
+		return code
 	}
 	undecided := 0
 	for range s.Submit {
@@ -81,26 +71,32 @@ func runNode(spec string) int {
 	return 0
 }
 
+// openSpecNode decodes a node process's spec (JSON) into v and joins the
+// cluster as *s says once decoded: the backend, or nil and the process's
+// exit status.
+func openSpecNode(spec string, v any, s *nodeSpec) (*Backend, int) {
+	if err := json.Unmarshal([]byte(spec), v); err != nil {
+		fmt.Fprintln(os.Stderr, "node spec:", err)
+		return nil, 2
+	}
+	l := limits(s.C, s.Q)
+	l.StrictSlots = s.Strict
+	b, err := Open(context.Background(), Config{
+		Endpoints: s.Endpoints, Cluster: s.Cluster, Node: s.Node, TTL: s.TTL,
+		RequestTimeout: 10 * time.Second, VCPUs: 2, Version: "test",
+	}, map[string]admission.Limits{s.Pool: l})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return nil, 1
+	}
+	return b, 0
+}
+
 // startNode starts a node process; the test kills it at the end if it has
 // not already.
 func startNode(t *testing.T, s nodeSpec) *exec.Cmd {
 	t.Helper()
-	spec, _ := json.Marshal(s)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, out := spawnSelf(t, nodeEnv, s)
 	t.Cleanup(func() {
 		stdin.Close()
 		cmd.Process.Kill()
@@ -121,6 +117,33 @@ func startNode(t *testing.T, s nodeSpec) *exec.Cmd {
 		t.Fatalf("node process %s not ready after 60 s", s.Node)
 	}
 	return cmd
+}
+
+// spawnSelf starts the test binary as a process of its own with
+// $env holding spec as JSON (see TestMain), killed if this process dies;
+// the caller ends it.
+func spawnSelf(t testing.TB, env string, spec any) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	js, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+string(js))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	var out io.ReadCloser
+	if err == nil {
+		out, err = cmd.StdoutPipe()
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, out
 }
 
 // queryKeys returns the query keys (queue, slot, extra) under a cluster's

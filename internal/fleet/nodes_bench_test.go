@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,14 +39,7 @@ import (
 // $POOLAGENT_FLEET_BENCH_SECONDS sets the load's duration at each size
 // (default 10).
 func BenchmarkFleetNodes(b *testing.B) {
-	window := 10 * time.Second
-	if s := os.Getenv("POOLAGENT_FLEET_BENCH_SECONDS"); s != "" {
-		sec, err := strconv.Atoi(s)
-		if err != nil || sec < 1 || sec > 600 {
-			b.Fatalf("POOLAGENT_FLEET_BENCH_SECONDS=%q: want whole seconds from 1 to 600", s)
-		}
-		window = time.Duration(sec) * time.Second
-	}
+	window := benchWindow(b)
 	for _, size := range []struct{ nodes, active int }{{3, 3}, {10, 10}, {50, 50}, {50, 3}} {
 		name := fmt.Sprintf("nodes=%d", size.nodes)
 		if size.active < size.nodes {
@@ -71,8 +62,7 @@ const benchClients = 100
 
 // benchNodeSpec is what one node process of BenchmarkFleetNodes does.
 type benchNodeSpec struct {
-	Endpoints     []string
-	Cluster, Node string
+	nodeSpec
 	// Clients loop admissions for Window from the moment the node reads
 	// "go" on its standard input.
 	Clients int
@@ -94,8 +84,9 @@ type benchNodeResult struct {
 	// that was: the node at rest, renewing its lease.
 	RestCPU, RestWall time.Duration
 	// Failed counts the queries that did not start (the node cut off
-	// from etcd on a loaded host: the pool refuses none), Err says why
-	// the first did not.
+	// from etcd on a loaded host: the pool refuses none); Err says why
+	// the first did not, and whether the watch fell short of the
+	// cluster's writes (its counts are then short too).
 	Failed int
 	Err    string
 }
@@ -105,18 +96,9 @@ type benchNodeResult struct {
 // prints its result and leaves.
 func runBenchNode(spec string) int {
 	var s benchNodeSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		fmt.Fprintln(os.Stderr, "bench node spec:", err)
-		return 2
-	}
-	pools := map[string]admission.Limits{"olap": limits(1000, 1000)}
-	be, err := Open(context.Background(), Config{
-		Endpoints: s.Endpoints, Cluster: s.Cluster, Node: s.Node,
-		RequestTimeout: 30 * time.Second, VCPUs: 2, Version: "bench",
-	}, pools)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+	be, code := openSpecNode(spec, &s, &s.nodeSpec)
+	if be == nil {
+		return code
 	}
 	n, done := newBenchNode(be)
 	defer func() {
@@ -129,7 +111,7 @@ func runBenchNode(spec string) int {
 		return 1
 	}
 	rest, restWall := selfCPU()-cpu0, time.Since(t0)
-	r := n.loop(s, pools)
+	r := n.loop(s)
 	r.RestCPU, r.RestWall = rest, restWall
 	json.NewEncoder(os.Stdout).Encode(r)
 	return 0
@@ -138,9 +120,9 @@ func runBenchNode(spec string) int {
 // loop runs s.Clients clients for s.Window: each submits a query to the
 // single-host controller and leaves it, then to the cluster, awaits its
 // start and leaves it.
-func (n *benchNode) loop(s benchNodeSpec, pools map[string]admission.Limits) benchNodeResult {
+func (n *benchNode) loop(s benchNodeSpec) benchNodeResult {
 	var r benchNodeResult
-	single, err := admission.NewController(admission.LoadConfig{}, pools)
+	single, err := admission.NewController(admission.LoadConfig{}, map[string]admission.Limits{s.Pool: limits(s.C, s.Q)})
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -152,7 +134,7 @@ func (n *benchNode) loop(s benchNodeSpec, pools map[string]admission.Limits) ben
 	for range s.Clients {
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				dSingle, dFleet, err := n.once(single, &singleMu)
+				dSingle, dFleet, err := n.once(s.Pool, single, &singleMu)
 				mu.Lock()
 				if err == nil {
 					r.Admissions++
@@ -169,9 +151,12 @@ func (n *benchNode) loop(s benchNodeSpec, pools map[string]admission.Limits) ben
 	}
 	wg.Wait()
 	time.Sleep(time.Until(end)) // a node without clients follows the cluster as long
-	// The last ends' deletes (50 ms after them at the latest) reach the
-	// watch of every node.
-	time.Sleep(500 * time.Millisecond)
+	// The last ends' deletes go 50 ms after them at the latest; every
+	// write until then is counted once the watch has delivered it.
+	time.Sleep(200 * time.Millisecond)
+	if err := n.caughtUp(time.Minute); err != nil {
+		r.Err = fmt.Sprint(r.Err, " ", err)
+	}
 	h := n.Health()
 	r.WatchEvents, r.WatchBytes = h.WatchEvents-h0.WatchEvents, h.WatchBytes-h0.WatchBytes
 	r.CPU = selfCPU() - cpu0
@@ -181,14 +166,33 @@ func (n *benchNode) loop(s benchNodeSpec, pools map[string]admission.Limits) ben
 	return r
 }
 
+// caughtUp waits until n's watch has delivered the cluster's revision of
+// now, at most for within.
+func (n *benchNode) caughtUp(within time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.keys.defs())
+	if err != nil {
+		return err
+	}
+	for n.Health().WatchRevision < resp.Header.Revision {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s: watch short of revision %d after %v", n.cfg.Node, resp.Header.Revision, within)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // once is one query of a client of loop: the time the single-host
 // controller takes to admit it, and the time n takes to start it.
-func (n *benchNode) once(single *admission.Controller, singleMu *sync.Mutex) (dSingle, dFleet time.Duration, err error) {
+func (n *benchNode) once(pool string, single *admission.Controller, singleMu *sync.Mutex) (dSingle, dFleet time.Duration, err error) {
 	// The controller is not safe for concurrent use: the daemon calls it
 	// under a lock of its own.
 	singleMu.Lock()
 	t0 := time.Now()
-	id, _, err := single.Submit("olap", "alice", t0)
+	id, _, err := single.Submit(pool, "alice", t0)
 	dSingle = time.Since(t0)
 	single.Leave(id, time.Now())
 	singleMu.Unlock()
@@ -196,7 +200,7 @@ func (n *benchNode) once(single *admission.Controller, singleMu *sync.Mutex) (dS
 		return 0, 0, err
 	}
 	t1 := time.Now()
-	id, err = n.admit("olap")
+	id, err = n.admit(pool)
 	dFleet = time.Since(t1)
 	n.Leave(id, time.Now())
 	return dSingle, dFleet, err
@@ -223,23 +227,11 @@ func startBenchNodes(b *testing.B, procs *[]*benchNodeProc, eps []string, cluste
 	b.Helper()
 	clients := append(spread(benchClients, active), make([]int, n-active)...)
 	for i, clients := range clients {
-		spec, _ := json.Marshal(benchNodeSpec{Endpoints: eps, Cluster: cluster, Node: fmt.Sprintf("n%d", i), Clients: clients, Window: window})
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), benchNodeEnv+"="+string(spec))
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		p := &benchNodeProc{cmd: cmd, lines: make(chan string, 2)}
-		var err error
-		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			b.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
+		cmd, stdin, out := spawnSelf(b, benchNodeEnv, benchNodeSpec{
+			nodeSpec: nodeSpec{Endpoints: eps, Cluster: cluster, Node: fmt.Sprintf("n%d", i), Pool: "olap", C: 1000, Q: 1000},
+			Clients:  clients, Window: window,
+		})
+		p := &benchNodeProc{cmd: cmd, stdin: stdin, lines: make(chan string, 2)}
 		*procs = append(*procs, p)
 		go func() {
 			defer close(p.lines)
@@ -277,19 +269,6 @@ func (p *benchNodeProc) next(b *testing.B, within time.Duration) string {
 	}
 }
 
-// spread divides clients over n nodes, the first ones taking one more
-// when they do not divide evenly.
-func spread(clients, n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = clients / n
-		if i < clients%n {
-			out[i]++
-		}
-	}
-	return out
-}
-
 // fleetNodes is one size of BenchmarkFleetNodes.
 func fleetNodes(b *testing.B, n, active int, window time.Duration) {
 	eps, cluster := benchCluster(b)
@@ -321,8 +300,8 @@ func fleetNodes(b *testing.B, n, active int, window time.Duration) {
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			b.Fatalf("node n%d: %q: %v", i, line, err)
 		}
-		if r.Failed > 0 {
-			b.Logf("node n%d: %d queries did not start, the first: %s", i, r.Failed, r.Err)
+		if r.Err != "" {
+			b.Logf("node n%d: %d queries did not start; %s", i, r.Failed, r.Err)
 		}
 		results = append(results, r)
 	}
@@ -343,88 +322,4 @@ func revisionOf(b *testing.B, cli *clientv3.Client) int64 {
 		b.Fatal(err)
 	}
 	return resp.Header.Revision
-}
-
-// rssOf is the resident memory of the processes, summed.
-func rssOf(b *testing.B, pids []int) int64 {
-	var sum int64
-	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for line := range strings.Lines(string(raw)) {
-			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				sum += kb << 10
-			}
-		}
-	}
-	return sum
-}
-
-// nodesFigures are one size's figures of BenchmarkFleetNodes.
-type nodesFigures struct {
-	nodes, admissions   int
-	failed              int
-	addedP50, addedP99  time.Duration
-	eventsPerAdmPerNode float64
-	bytesPerAdmPerNode  float64
-	nodesCPU            time.Duration
-	nodesIdlePct        float64 // of one CPU, every node at rest
-	maxRSS, sumRSS      int64
-	// From the members, filled in by fleetNodes.
-	membersCPU, membersIdle time.Duration
-	writes                  int64
-	membersRSS              int64
-}
-
-// summarize adds up the nodes' results: the latencies of every node
-// together, the watch figures as each node's mean per admission of the
-// whole cluster.
-func summarize(rs []benchNodeResult, window time.Duration) nodesFigures {
-	f := nodesFigures{nodes: len(rs)}
-	var fleet, single []time.Duration
-	var events, bytes int64
-	for _, r := range rs {
-		f.admissions += r.Admissions
-		f.failed += r.Failed
-		fleet, single = append(fleet, r.Fleet...), append(single, r.Single...)
-		events, bytes = events+r.WatchEvents, bytes+r.WatchBytes
-		f.nodesCPU += r.CPU
-		if r.RestWall > 0 {
-			f.nodesIdlePct += 100 * r.RestCPU.Seconds() / r.RestWall.Seconds()
-		}
-		f.maxRSS = max(f.maxRSS, r.MaxRSS)
-		f.sumRSS += r.MaxRSS
-	}
-	if f.admissions == 0 || len(rs) == 0 {
-		return f
-	}
-	f.addedP50 = quantile(fleet, 0.5) - quantile(single, 0.5)
-	f.addedP99 = quantile(fleet, 0.99) - quantile(single, 0.99)
-	per := float64(f.admissions) * float64(len(rs))
-	f.eventsPerAdmPerNode, f.bytesPerAdmPerNode = float64(events)/per, float64(bytes)/per
-	return f
-}
-
-func (f nodesFigures) report(b *testing.B, window, rest time.Duration) {
-	adm := float64(f.admissions)
-	b.ReportMetric(adm/window.Seconds(), "admissions/s")
-	b.ReportMetric(float64(f.failed), "failed")
-	b.ReportMetric(ms(f.addedP50), "added-p50-ms")
-	b.ReportMetric(ms(f.addedP99), "added-p99-ms")
-	b.ReportMetric(f.eventsPerAdmPerNode, "events/adm/node")
-	b.ReportMetric(f.bytesPerAdmPerNode, "bytes/adm/node")
-	// Everything leaving the members: every node watches every event.
-	b.ReportMetric(f.eventsPerAdmPerNode*float64(f.nodes)*adm/window.Seconds(), "fanout-events/s")
-	b.ReportMetric(float64(f.writes)/adm, "etcd-writes/adm")
-	b.ReportMetric(100*f.membersCPU.Seconds()/window.Seconds(), "members-cpu-%")
-	b.ReportMetric(ms(f.membersCPU)/adm, "members-cpu-ms/adm")
-	b.ReportMetric(100*f.membersIdle.Seconds()/rest.Seconds(), "members-idle-cpu-%")
-	b.ReportMetric(ms(f.nodesCPU)/adm, "nodes-cpu-ms/adm")
-	b.ReportMetric(f.nodesIdlePct, "nodes-idle-cpu-%")
-	b.ReportMetric(float64(f.maxRSS)/(1<<20), "node-max-rss-MiB")
-	b.ReportMetric(float64(f.sumRSS)/(1<<20), "nodes-rss-MiB")
-	b.ReportMetric(float64(f.membersRSS)/(1<<20), "members-rss-MiB")
 }
