@@ -16,9 +16,12 @@
 #      fleet nodes on 3 fsync members against one daemon without etcd, in
 #      alternating phases (admissions/s, p50/p99, CPU per admission), and
 #      a free pool's start beside a saturated limited pool with etcd 25 ms
-#      away (BenchmarkFleetEndToEnd, BenchmarkFreePoolBesideEtcd).
+#      away (BenchmarkFleetEndToEnd, BenchmarkFreePoolBesideEtcd);
+#   6. 3, 10 and 50 node processes against the same members, 100 clients
+#      spread over them (BenchmarkFleetNodes, docs/fleet.md "Fifty nodes").
 #
-# Env: N (default 2000) iterations of 1-4, E (default 2) rounds of 5.
+# Env: N (default 2000) iterations of 1-4, E (default 2) rounds of 5,
+# POOLAGENT_FLEET_BENCH_SECONDS (default 10) the load of each size of 6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
@@ -27,11 +30,13 @@ go build -o "$bin/etcd-member" ./internal/etcdtest/etcd-member
 export POOLAGENT_ETCD_MEMBER=$bin/etcd-member
 echo "== host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -count=1 -run '^$' -bench '^Benchmark(AdmitLatency|ClusterAdmissions|HandOver|EtcdWrites)$' \
-	-benchtime "${N:-2000}x" ./fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
+	-benchtime "${N:-2000}x" ./internal/fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
 if [ "$(id -u)" = 0 ]; then
 	go test -count=1 -run '^$' -bench '^Benchmark(FleetEndToEnd|FreePoolBesideEtcd)$' \
-		-benchtime "${E:-2}x" -timeout 20m ./fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
+		-benchtime "${E:-2}x" -timeout 20m ./internal/fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
 else
 	echo "== not root: the end-to-end benchmarks (real daemons in cgroups) skipped"
 fi
+go test -count=1 -run '^$' -bench '^BenchmarkFleetNodes$' -benchtime 1x -timeout 20m \
+	./internal/fleet/ 2>&1 | grep -E '^(Benchmark|FAIL|---)|_test\.go'
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
