@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/internal/sysview"
 	"github.com/poolagent/poolagent/planner"
@@ -122,7 +123,7 @@ func (s *Server) serveKill(cred *unix.Ucred, req protocol.Request) protocol.Admi
 			queued = true
 			continue
 		}
-		if err := s.cg.KillQuery(r.ResourcePoolId, r.QueryId); err != nil {
+		if err := pooltree.NewQuery(s.cg, pooltree.QueryKey{Pool: r.ResourcePoolId, Name: r.QueryId}).Kill(); err != nil {
 			return adminError(protocol.CodeInternal, fmt.Errorf("kill query %s in pool %s: %w", r.QueryId, r.ResourcePoolId, err))
 		}
 		s.cfg.Log.Warn("query killed by an administrator", "uid", id.UID, "user", id.User, "pool", r.ResourcePoolId, "query", r.QueryId)

@@ -147,10 +147,10 @@ func readBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n
 		t.Fatalf("query cgroups %v (%v), want %d", qs, err, n)
 	}
 	for _, q := range qs {
-		if got := readBurst(filepath.Join(q[0], q[1])); got != queryWant {
-			diffs = append(diffs, fmt.Sprintf("query cgroup %s/%s: %s is %d, want the plan's %d", q[0], q[1], file, got, queryWant))
+		if got := readBurst(filepath.Join(q.Pool, q.Name)); got != queryWant {
+			diffs = append(diffs, fmt.Sprintf("query cgroup %s/%s: %s is %d, want the plan's %d", q.Pool, q.Name, file, got, queryWant))
 		} else {
-			said = append(said, fmt.Sprintf("query %s: %s %d µs, as planned", q[1], file, got))
+			said = append(said, fmt.Sprintf("query %s: %s %d µs, as planned", q.Name, file, got))
 		}
 	}
 	return said, diffs
@@ -186,7 +186,7 @@ func queryBurstsAre(t *testing.T, cg *pooltree.Handle, root string, want int64) 
 		t.Fatal(err)
 	}
 	for _, q := range qs {
-		b, err := os.ReadFile(filepath.Join(root, q[0], q[1], file))
+		b, err := os.ReadFile(filepath.Join(root, q.Pool, q.Name, file))
 		if err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(want, 10) {
 			return false
 		}

@@ -4,16 +4,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/poolagent/poolagent/internal/pooltree"
 )
 
-// TestWaitEmptyWatchesFirst: waitEmpty registers for the kernel's notice
+// TestWaitEmptyWatchesFirst: a query cgroup's Wait registers for the kernel's notice
 // before it first looks at the cgroup (so no change falls in between),
 // wakes on the notice, and deregisters when it returns.
 func TestWaitEmptyWatchesFirst(t *testing.T) {
 	f := &notifyingCgroups{fakeCgroups: newFakeCgroups(t)}
 	d := startDaemon(t, Config{}, policyOf(t, olapPool(1, 0, "")), f, rootIdentity)
 	done := make(chan error, 1)
-	go func() { done <- d.srv.waitEmpty(t.Context(), "olap", "q1", nil) }()
+	go func() {
+		done <- pooltree.NewQuery(d.srv.cg, pooltree.QueryKey{Pool: "olap", Name: "q1"}).Wait(t.Context())
+	}()
 	waitFor(t, "the watch", func() bool { return f.watching() })
 	f.notify()
 	select {
@@ -22,10 +26,10 @@ func TestWaitEmptyWatchesFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("waitEmpty did not return after the notice")
+		t.Fatal("Wait did not return after the notice")
 	}
 	if f.watching() {
-		t.Error("still watching after waitEmpty returned")
+		t.Error("still watching after Wait returned")
 	}
 	if f.lookedBeforeWatch {
 		t.Error("looked at the cgroup before watching it")

@@ -27,6 +27,7 @@ import (
 	"github.com/poolagent/poolagent/internal/client"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -355,13 +356,13 @@ func (f *fakeCgroups) QueryCgroup(pool, query string) (string, error) {
 	return "/fake/" + pool + "/" + query, nil
 }
 
-func (f *fakeCgroups) Queries() ([][2]string, error) {
+func (f *fakeCgroups) Queries() ([]pooltree.QueryKey, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out [][2]string
+	var out []pooltree.QueryKey
 	for key := range f.queries {
 		pool, query, _ := strings.Cut(key, "/")
-		out = append(out, [2]string{pool, query})
+		out = append(out, pooltree.QueryKey{Pool: pool, Name: query})
 	}
 	return out, nil
 }

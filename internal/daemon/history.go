@@ -10,6 +10,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -181,7 +182,7 @@ func (s *Server) sampleHistory(now time.Time) time.Time {
 	running := s.reg.runningQueries()
 	active := map[string]bool{}
 	for _, q := range running {
-		active[q[0]] = true
+		active[q.Pool] = true
 	}
 	due, next := s.history.due(s.Desired(), now, active)
 	if len(due) == 0 {
@@ -254,7 +255,7 @@ func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) 
 type historyRead struct {
 	stats   map[string]observe.Sample
 	queries map[string]map[string]observe.CPUStat
-	listed  map[[2]string]bool
+	listed  map[pooltree.QueryKey]bool
 	threads map[string]threadRead
 }
 
@@ -280,12 +281,12 @@ type threadLister interface {
 // period): their counters are what the last read found, and reading them
 // again, every interval for as long as they sleep, would cost the daemon
 // CPU for each sleeping query.
-func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
+func (s *Server) readHistory(due []duePool, running []pooltree.QueryKey) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
 		names[i] = p.name
 	}
-	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[[2]string]bool{}, threads: map[string]threadRead{}}
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[pooltree.QueryKey]bool{}, threads: map[string]threadRead{}}
 	var err error
 	if r.stats, err = s.cg.PoolStats(names); err != nil {
 		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
@@ -297,18 +298,18 @@ func (s *Server) readHistory(due []duePool, running [][2]string) historyRead {
 		}
 	}
 	for _, q := range running {
-		if _, ok := r.stats[q[0]]; !ok {
+		if _, ok := r.stats[q.Pool]; !ok {
 			continue
 		}
 		r.listed[q] = true
-		if !ran[q[0]] {
+		if !ran[q.Pool] {
 			continue // kept as last read (keepQueries)
 		}
-		if st, err := s.cg.QueryStat(q[0], q[1]); err == nil {
-			if r.queries[q[0]] == nil {
-				r.queries[q[0]] = map[string]observe.CPUStat{}
+		if st, err := pooltree.NewQuery(s.cg, q).Stat(); err == nil {
+			if r.queries[q.Pool] == nil {
+				r.queries[q.Pool] = map[string]observe.CPUStat{}
 			}
-			r.queries[q[0]][q[1]] = st.CPU
+			r.queries[q.Pool][q.Name] = st.CPU
 		}
 	}
 	for pool := range ran {
@@ -393,7 +394,7 @@ func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.
 func (ph *poolHistory) keepQueries(pool string, r historyRead) {
 	queries := r.queries[pool]
 	for q, st := range ph.prevQueries {
-		if _, ok := queries[q]; !ok && r.listed[[2]string{pool, q}] {
+		if _, ok := queries[q]; !ok && r.listed[pooltree.QueryKey{Pool: pool, Name: q}] {
 			if queries == nil {
 				queries = map[string]observe.CPUStat{}
 			}
@@ -662,15 +663,14 @@ func (s *Server) serveHistory(uid uint32, req protocol.Request) (reply protocol.
 	return reply, release
 }
 
-// runningQueries lists the queries admitted and placed, as [pool, query
-// cgroup] pairs.
-func (r *registry) runningQueries() [][2]string {
+// runningQueries lists the cgroups of the queries admitted and placed.
+func (r *registry) runningQueries() []pooltree.QueryKey {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out [][2]string
+	var out []pooltree.QueryKey
 	for q := range r.clients {
 		if q.qid != 0 && q.name != "" {
-			out = append(out, [2]string{q.pool, q.name})
+			out = append(out, pooltree.QueryKey{Pool: q.pool, Name: q.name})
 		}
 	}
 	return out

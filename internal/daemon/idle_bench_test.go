@@ -124,5 +124,5 @@ func (c *countedCgroups) Populated(pool, query string) (bool, error) {
 // noticedCgroups is countedCgroups with the wrapped NotifyEmpty.
 type noticedCgroups struct {
 	*countedCgroups
-	emptyNotifier
+	pooltree.EmptyNotifier
 }

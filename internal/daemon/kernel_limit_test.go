@@ -185,7 +185,7 @@ CREATE RESOURCE POOL b WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=75, RESOURCES_WEIG
 	waitFor(t, "the program to start", func() bool {
 		limit, procs, _ := g.seen()
 		if qs, _ := cg.Queries(); len(qs) == 1 {
-			query = qs[0][1]
+			query = qs[0].Name
 		}
 		return limit != "" && procs > 0 && query != ""
 	})

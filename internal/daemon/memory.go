@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/pidfd"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -102,7 +103,8 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 // came first (the command was its last process, and the cgroup is gone
 // by the time it is read, or empty and about to go), the kill is the one
 // the end's statistics found (ended).
-func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, pool, query string, poolBefore *observe.Memory) {
+func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, cg *pooltree.Query, poolBefore *observe.Memory) {
+	pool, query := cg.Key().Pool, cg.Key().Name
 	defer unix.Close(fd)
 	defer exited.Close()
 	if err := pidfd.Await(ctx, exited); err != nil {
@@ -110,8 +112,8 @@ func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended
 	}
 	var o *protocol.OOMKill
 	var f *protocol.ForkRefused
-	st, err := s.cg.QueryStat(pool, query)
-	switch busy, perr := s.cg.Populated(pool, query); {
+	st, err := cg.Stat()
+	switch busy, perr := cg.Populated(); {
 	case err == nil && (st.Memory != nil || st.Pids != nil):
 		o, f = s.oomKill(pool, st.Memory, poolBefore), s.forkRefused(pool, st.Pids, nil)
 	case perr == nil && !busy:

@@ -186,8 +186,8 @@ func TestKernelKillIsNotOOM(t *testing.T) {
 			waitFor(t, "the command to hold its memory", func() bool {
 				qs, _ := cg.Queries()
 				for _, q := range qs {
-					if m, err := cg.Reader().Memory(q[0] + "/" + q[1]); err == nil && m != nil && m.CurrentBytes >= 8<<20 {
-						tids, _, _ = cg.Reader().Threads(q[0]+"/"+q[1], 1000)
+					if m, err := cg.Reader().Memory(q.Pool + "/" + q.Name); err == nil && m != nil && m.CurrentBytes >= 8<<20 {
+						tids, _, _ = cg.Reader().Threads(q.Pool+"/"+q.Name, 1000)
 					}
 				}
 				return len(tids) > 0
@@ -297,7 +297,7 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 	if err != nil || len(qs) != 1 {
 		t.Fatalf("queries %v, %v", qs, err)
 	}
-	if err := cg.KillQuery(qs[0][0], qs[0][1]); err != nil {
+	if err := cg.KillQuery(qs[0].Pool, qs[0].Name); err != nil {
 		t.Fatal(err)
 	}
 	c.wait()

@@ -19,6 +19,7 @@ import (
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/client"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/internal/service"
 	"github.com/poolagent/poolagent/internal/state"
@@ -489,8 +490,9 @@ func TestEndBoundKillsAtOnce(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("queries %+v, want the one running", rows)
 	}
-	d.srv.endBound(&query{queryView: queryView{pool: "olap", name: rows[0].QueryId}})
-	d.srv.endBound(&query{queryView: queryView{pool: "olap", name: "gone"}})
+	for _, name := range []string{rows[0].QueryId, "gone"} {
+		d.srv.endBound(&query{queryView: queryView{pool: "olap", name: name}, cg: pooltree.NewQuery(cg, pooltree.QueryKey{Pool: "olap", Name: name})})
+	}
 	cg.mu.Lock()
 	killed := slices.Clone(cg.killed)
 	cg.mu.Unlock()

@@ -138,10 +138,10 @@ func killQueries(t *testing.T, root string, cg *pooltree.Handle, pool string) {
 		t.Fatal(err)
 	}
 	for _, q := range qs {
-		if q[0] != pool {
+		if q.Pool != pool {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(root, q[0], q[1], "cgroup.procs"))
+		b, err := os.ReadFile(filepath.Join(root, q.Pool, q.Name, "cgroup.procs"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/planner"
 )
 
@@ -25,17 +26,17 @@ var ErrConfined = errors.New("held by a limit the query would leave")
 // process that does not stop (one sitting in vfork()) takes up to a
 // second, which must not hold up other users' starts, re-plans, reloads
 // or reconciles. A re-plan in between leaves the empty cgroup
-// (Cgroups.MakeQuery); a drop of the pool removes it, and the query fails
+// (pooltree.Query.Make); a drop of the pool removes it, and the query fails
 // as dropped.
 func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
 	var ps planner.PoolState
 	err := s.procs.Hold(p, func(pid int) error {
 		found, err := s.rp.withPool(q.pool, func(cur planner.PoolState) error {
 			ps = cur
-			if err := s.confined(pid, cur, q.name); err != nil {
+			if err := s.confined(pid, cur, q.cg); err != nil {
 				return err
 			}
-			return s.cg.MakeQuery(cur, q.name)
+			return q.cg.Make(cur)
 		})
 		if !found {
 			return dropped(q.pool)
@@ -46,7 +47,7 @@ func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
 		if s.cfg.beforeMove != nil {
 			s.cfg.beforeMove(pid)
 		}
-		err = s.cg.MoveToQuery(ps, q.name, pid)
+		err = q.cg.Move(pid)
 		if _, ok := s.rp.poolState(q.pool); err != nil && !ok {
 			return fmt.Errorf("%w: %w", dropped(q.pool), err)
 		}
@@ -63,8 +64,8 @@ func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
 // it (a user's session capped at 10%, or made idle, would run uncapped in
 // the default pool), or from the caps of the query it runs in, and root's
 // write to cgroup.procs is not refused by the kernel.
-func (s *Server) confined(pid int, ps planner.PoolState, query string) error {
-	limits, err := s.cg.LimitsLeft(ps, query, pid)
+func (s *Server) confined(pid int, ps planner.PoolState, cg *pooltree.Query) error {
+	limits, err := cg.LimitsLeft(ps, pid)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // query is one query from its classification (or, for a query of an
@@ -18,8 +21,10 @@ import (
 // waits, and its cgroup once admitted. Release gives the slot back and
 // forgets the query, once, however the query ends; keep leaves the slot
 // to the next daemon instead, when this one stops while the query runs.
-// The cgroup is removed, once it is empty, by whoever waits for that
-// (session.finish, Server.adoptRunning), before Release.
+// A query that was given a cgroup ends through end, whatever ended it (its
+// command's exit, an administrator's kill, its client's going for a bound
+// query, a container's last process, a query of an earlier daemon):
+// end waits for the cgroup to empty, reads and removes it, then Releases.
 //
 // The fields of queryView set at classification never change; the rest
 // of query is guarded by registry.mu.
@@ -33,6 +38,12 @@ type query struct {
 	// used is the CPU time its cgroup used, charged to its user at
 	// Release (0: not known). Only its owner sets it, before Release.
 	used time.Duration
+	// cg is its cgroup, named once the query is (at admission or
+	// adoption) and used by its owner's goroutines alone.
+	cg *pooltree.Query
+	// adopted: a query of an earlier daemon, whose CPU time ran under
+	// that daemon's fair order and is not charged at Release.
+	adopted bool
 }
 
 // queryView is what the queries view shows of a query of a connected
@@ -72,14 +83,15 @@ func (s *Server) newQuery(id admission.Identity, clientPID int, place admission.
 	return q
 }
 
-// adoptQuery counts the query of an earlier daemon whose cgroup <pool>/<name>
-// still holds processes, as the query of the user who owns them
+// adoptQuery counts the query of an earlier daemon whose cgroup cg still
+// holds processes, as the query of the user who owns them
 // (adoptedOwner), for the per-user limits, the fair order and the usage.
-func (s *Server) adoptQuery(pool, name string) *query {
-	q := &query{queryView: queryView{pool: pool, name: name}, s: s}
+func (s *Server) adoptQuery(cg *pooltree.Query) *query {
+	k := cg.Key()
+	q := &query{queryView: queryView{pool: k.Pool, name: k.Name}, s: s, cg: cg, adopted: true}
 	user := ""
-	if id, err := s.adoptedOwner(pool, name); err != nil {
-		s.cfg.Log.Warn("owner of a query of an earlier daemon not known; it counts for no user", "pool", pool, "query", name, "err", err)
+	if id, err := s.adoptedOwner(k); err != nil {
+		s.cfg.Log.Warn("owner of a query of an earlier daemon not known; it counts for no user", "pool", k.Pool, "query", k.Name, "err", err)
 	} else {
 		q.id, user = id, id.UserKey()
 	}
@@ -88,14 +100,14 @@ func (s *Server) adoptQuery(pool, name string) *query {
 }
 
 // adoptedOwner is the identity of the user owning the first process of
-// the query cgroup <pool>/<name>: the client the earlier daemon placed
-// there, or its command.
-func (s *Server) adoptedOwner(pool, name string) (admission.Identity, error) {
+// the query cgroup k: the client the earlier daemon placed there, or its
+// command.
+func (s *Server) adoptedOwner(k pooltree.QueryKey) (admission.Identity, error) {
 	tl, ok := s.cg.(threadLister)
 	if !ok {
 		return admission.Identity{}, errors.New("the cgroups cannot list their threads")
 	}
-	tids, _, err := tl.Threads(pool+"/"+name, 1)
+	tids, _, err := tl.Threads(k.String(), 1)
 	if err != nil {
 		return admission.Identity{}, err
 	}
@@ -107,6 +119,28 @@ func (s *Server) adoptedOwner(pool, name string) (admission.Identity, error) {
 		return admission.Identity{}, err
 	}
 	return s.users.Identity(&unix.Ucred{Pid: int32(tids[0]), Uid: uid, Gid: gid})
+}
+
+// end is the end of a query given a cgroup: it waits until q's cgroup is
+// empty, reads its accounting (st), removes it and Releases q. When ctx
+// ends first (the daemon stops), q is kept instead: it runs on, and the
+// next daemon adopts its cgroup; the error is then ctx's. A cgroup that
+// cannot be read or removed frees the slot rather than hold it for ever,
+// and the error says why.
+func (q *query) end(ctx context.Context) (st observe.Sample, err error) {
+	defer q.Release()
+	if err := q.cg.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			q.keep()
+		}
+		return observe.Sample{}, err
+	}
+	st, err = q.cg.Stat()
+	err = errors.Join(err, q.cg.Remove())
+	if !q.adopted {
+		q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond
+	}
+	return st, err
 }
 
 // Release ends the query: its slot (unless kept) goes back, which may

@@ -28,58 +28,38 @@ import (
 	"github.com/poolagent/poolagent/internal/guard"
 	"github.com/poolagent/poolagent/internal/metrics"
 	"github.com/poolagent/poolagent/internal/peer"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
-// Cgroups is the cgroup work the daemon needs. The production
-// implementation, *pooltree.Handle, writes and reads through package
-// cgroupfs; tests may use a fake. Pool and query names are
-// plain names, never paths. A query cgroup that no longer exists (its pool
-// was dropped and its processes moved to default) reads as empty.
+// Cgroups is the cgroup work the daemon needs: the pool cgroups' plan and
+// counters, and the query cgroups, each of which a query holds as a
+// *pooltree.Query working through the tree's pooltree.QueryTree. The
+// production implementation, *pooltree.Handle, writes and reads through
+// package cgroupfs; tests may use a fake. Pool names are plain names,
+// never paths. A query cgroup that no longer exists (its pool was dropped
+// and its processes moved to default) reads as empty.
 type Cgroups interface {
+	pooltree.QueryTree
 	// Apply makes the pool cgroups match d, writing only what differs.
 	Apply(d planner.Desired) error
 	// Repair is Apply that also says how many writes it made: none when
 	// the tree still matched d.
 	Repair(d planner.Desired) (writes int, err error)
-	// MakeQuery creates the query cgroup <pool>/<query> with the pool's
-	// query template. It stays, empty, through Apply and Repair until
-	// RemoveQuery.
-	MakeQuery(ps planner.PoolState, query string) error
-	// MoveToQuery moves process pid into the query cgroup MakeQuery made
-	// with ps.
-	MoveToQuery(ps planner.PoolState, query string, pid int) error
-	// LimitsLeft returns the CPU and memory limits, set outside the query
-	// cgroup's own path, that process pid would leave by being placed in
-	// <pool>/<query>.
-	LimitsLeft(ps planner.PoolState, query string, pid int) ([]observe.CgroupLimit, error)
-	// Populated reports whether the query cgroup still holds a process.
-	Populated(pool, query string) (bool, error)
-	// QueryStat reads the query cgroup's CPU accounting and memory (nil
-	// where the memory controller is not there).
-	QueryStat(pool, query string) (observe.Sample, error)
+	// Pending are the lowered memory limits the last Apply or Repair
+	// held back, their cgroups using more.
+	Pending() []cgroupfs.Pending
+	// Queries lists the query cgroups that exist.
+	Queries() ([]pooltree.QueryKey, error)
 	// PoolMemory reads the pool cgroup's memory; nil where the memory
 	// controller is not there.
 	PoolMemory(pool string) (*observe.Memory, error)
 	// PoolPids reads the pool cgroup's tasks; nil where the pids
 	// controller is not there for it.
 	PoolPids(pool string) (*observe.Pids, error)
-	// RemoveQuery removes the (empty) query cgroup.
-	RemoveQuery(pool, query string) error
-	// KillQuery kills every process in the query cgroup at once.
-	KillQuery(pool, query string) error
-	// Pending are the lowered memory limits the last Apply or Repair
-	// held back, their cgroups using more.
-	Pending() []cgroupfs.Pending
-	// QueryCgroup is the query cgroup's path as /proc/PID/cgroup names it
-	// on cgroup v2, for a program that places the query's processes
-	// itself (protocol.OpPlace); an error on cgroup v1.
-	QueryCgroup(pool, query string) (string, error)
-	// Queries lists the query cgroups that exist, as [pool, query] pairs.
-	Queries() ([][2]string, error)
 	// PoolStats reads the counters of the named pools' cgroups: CPU
 	// accounting and, where the kernel keeps them, CPU pressure and
 	// memory.
@@ -88,16 +68,6 @@ type Cgroups interface {
 	// (the samples' CPU and UsageKnown), for a reader of those counters
 	// only.
 	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
-}
-
-// emptyNotifier is a Cgroups that can say when a query cgroup may have
-// emptied, so the daemon need not poll it: *pooltree.Handle on cgroup v2.
-type emptyNotifier interface {
-	// NotifyEmpty sends on wake, without blocking, whenever the query
-	// cgroup <pool>/<query> may have changed from populated to empty,
-	// until stop is called. An error means no notice will come (the
-	// caller polls).
-	NotifyEmpty(pool, query string, wake chan<- struct{}) (stop func(), err error)
 }
 
 // rootWatcher is a Cgroups that can say its pool root was removed while
@@ -420,35 +390,26 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("list running queries: %w", err)
 	}
 	s.avoidNames(queries)
-	for _, c := range queries {
-		pool, name := c[0], c[1]
-		busy, err := s.cg.Populated(pool, name)
+	for _, k := range queries {
+		cg := pooltree.NewQuery(s.cg, k)
+		busy, err := cg.Populated()
 		if err != nil {
-			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", pool, "query", name, "err", err)
+			s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; not counted", "pool", k.Pool, "query", k.Name, "err", err)
 			continue
 		}
 		if !busy {
-			if err := s.cg.RemoveQuery(pool, name); err != nil {
-				s.cfg.Log.Error("remove empty query cgroup of an earlier daemon", "pool", pool, "query", name, "err", err)
+			if err := cg.Remove(); err != nil {
+				s.cfg.Log.Error("remove empty query cgroup of an earlier daemon", "pool", k.Pool, "query", k.Name, "err", err)
 			}
 			continue
 		}
-		q := s.adoptQuery(pool, name)
-		s.cfg.Log.Info("query of an earlier daemon still running", "pool", pool, "query", name)
+		q := s.adoptQuery(cg)
+		s.cfg.Log.Info("query of an earlier daemon still running", "pool", k.Pool, "query", k.Name)
 		wg.Go(func() {
-			defer q.Release()
-			if err := s.waitEmpty(ctx, pool, name, nil); err != nil {
-				if ctx.Err() != nil {
-					q.keep()
-					return
-				}
-				// As for a query of this daemon: a cgroup that cannot be
-				// read frees its slot rather than hold it for ever.
-				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read; slot freed", "pool", pool, "query", name, "err", err)
-				return
-			}
-			if err := s.cg.RemoveQuery(pool, name); err != nil {
-				s.cfg.Log.Error("remove query cgroup", "query", name, "err", err)
+			// As for a query of this daemon: a cgroup that cannot be
+			// read or removed frees its slot rather than hold it for ever.
+			if _, err := q.end(ctx); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Error("query cgroup of an earlier daemon cannot be read or removed; slot freed", "pool", k.Pool, "query", k.Name, "err", err)
 			}
 		})
 	}
@@ -463,14 +424,14 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 // earlier one started in would otherwise name its queries like the earlier
 // one's still running, and place new processes in their cgroups; it takes
 // a start after the latest one found instead. Called before serving.
-func (s *Server) avoidNames(queries [][2]string) {
+func (s *Server) avoidNames(queries []pooltree.QueryKey) {
 	start, err := strconv.ParseInt(s.start, 36, 64)
 	if err != nil {
 		return
 	}
 	latest := start - 1
 	for _, q := range queries {
-		rest, ok := strings.CutPrefix(q[1], "q")
+		rest, ok := strings.CutPrefix(q.Name, "q")
 		prefix, _, cut := strings.Cut(rest, "-")
 		if v, err := strconv.ParseInt(prefix, 36, 64); ok && cut && err == nil {
 			latest = max(latest, v)
@@ -563,49 +524,4 @@ func (s *Server) sampleLoop(ctx context.Context) {
 			s.rp.request()
 		}
 	})
-}
-
-// Polling intervals of waitEmpty for long queries: with the kernel's
-// notice of an emptied cgroup the poll is only a safety net.
-const (
-	maxPoll         = 100 * time.Millisecond
-	maxPollNotified = 2 * time.Second
-)
-
-// waitEmpty returns once the query cgroup holds no process, or with ctx's
-// error. It looks at once on a value from wake (the client saw its child
-// exit) and on the kernel's notice that the cgroup may have emptied
-// (cgroup v2), and otherwise polls, every millisecond at first and then
-// less often, up to every maxPoll (maxPollNotified with the notice).
-func (s *Server) waitEmpty(ctx context.Context, pool, query string, wake <-chan struct{}) error {
-	longest := maxPoll
-	emptied := make(chan struct{}, 1)
-	if n, ok := s.cg.(emptyNotifier); ok {
-		// Watch before the first look, so no change falls in between.
-		if stop, err := n.NotifyEmpty(pool, query, emptied); err == nil {
-			defer stop()
-			longest = maxPollNotified
-		}
-	}
-	poll := time.Millisecond
-	t := time.NewTimer(poll)
-	defer t.Stop()
-	for {
-		busy, err := s.cg.Populated(pool, query)
-		if err != nil {
-			return err
-		}
-		if !busy {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-		case <-emptied:
-		case <-t.C:
-			poll = min(2*poll, longest)
-			t.Reset(poll)
-		}
-	}
 }

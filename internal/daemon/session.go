@@ -13,6 +13,7 @@ import (
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pidfd"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/observe"
@@ -150,9 +151,10 @@ func errorCode(err error) string {
 	return protocol.CodeInternal
 }
 
-// end ends q and then tells the client why (code, err): the slot goes
-// back before a reply the client may be slow to read.
-func (se *session) end(q *query, code string, err error) {
+// release ends q, which was given no cgroup, and then tells the client
+// why (code, err): the slot goes back before a reply the client may be
+// slow to read.
+func (se *session) release(q *query, code string, err error) {
 	q.Release()
 	se.fail(code, err)
 }
@@ -177,18 +179,19 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	}
 	ps, ok := s.rp.poolState(q.pool)
 	if !ok {
-		se.end(q, protocol.CodePoolDropped, dropped(q.pool))
+		se.release(q, protocol.CodePoolDropped, dropped(q.pool))
 		return
 	}
 	limit := ps.Query.CPU.VCPU()
 	notStarted, err := s.peers.admitted(q.id.UID)
 	if err != nil {
-		se.end(q, protocol.CodeLimit, err)
+		se.release(q, protocol.CodeLimit, err)
 		return
 	}
 	defer notStarted()
 	name := s.queryName(q.qid)
 	s.reg.admitted(q, name, queuedFor, limit)
+	q.cg = pooltree.NewQuery(s.cg, pooltree.QueryKey{Pool: q.pool, Name: name})
 	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
 	switch req.Op {
 	case protocol.OpExec:
@@ -247,12 +250,12 @@ func (se *session) awaitStart(ctx context.Context, q *query) (protocol.Request, 
 			}
 		case <-startBy.C:
 			s.cfg.Log.Info("admitted query not started in time; slot freed", "pool", q.pool, "query", q.name, "uid", q.id.UID, "within", s.limits.Start)
-			se.end(q, protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", q.name, protocol.OpStart, s.limits.Start, q.pool))
+			se.release(q, protocol.CodeTimeout, fmt.Errorf("query %s: no %q within %s of admission; its slot in pool %s was given back", q.name, protocol.OpStart, s.limits.Start, q.pool))
 			return protocol.Request{}, false
 		case <-ctx.Done():
 			// Nothing runs yet: the client is told, as a queued one is,
 			// rather than holding up the daemon's stop.
-			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			se.release(q, protocol.CodeStopping, protocol.ErrStopping)
 			return protocol.Request{}, false
 		}
 	}
@@ -266,12 +269,12 @@ func (se *session) awaitStart(ctx context.Context, q *query) (protocol.Request, 
 func (se *session) placed(ctx context.Context, q *query, err error, started protocol.Reply) bool {
 	switch {
 	case errors.Is(err, errPoolDropped):
-		// A cgroup made before the drop went with its pool: removing it
-		// again only forgets it (Cgroups.MakeQuery).
-		if rerr := se.s.cg.RemoveQuery(q.pool, q.name); rerr != nil {
+		// A cgroup made before the drop went with its pool: it reads as
+		// empty, and removing it again only forgets it (Query.Remove).
+		if _, rerr := q.end(ctx); rerr != nil {
 			se.s.cfg.Log.Warn("remove the query cgroup of a dropped pool", "pool", q.pool, "query", q.name, "err", rerr)
 		}
-		se.end(q, protocol.CodePoolDropped, err)
+		se.fail(protocol.CodePoolDropped, err)
 		return false
 	case err != nil:
 		se.fail(errorCode(err), err)
@@ -334,7 +337,7 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	ended := make(chan protocol.Stats, 1)
 	if stderr >= 0 {
 		if exited, err := pidfd.Watch(client.FD); err == nil {
-			go s.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.pool, q.name, poolBefore)
+			go s.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.cg, poolBefore)
 			stderr = -1
 		}
 	}
@@ -357,13 +360,13 @@ func (se *session) runPlaced(ctx context.Context, q *query, started protocol.Rep
 	s := se.s
 	found, err := s.rp.withPool(q.pool, func(cur planner.PoolState) error {
 		started.CPULimit = cur.Query.CPU.VCPU()
-		return s.cg.MakeQuery(cur, q.name)
+		return q.cg.Make(cur)
 	})
 	if !found {
 		err = dropped(q.pool)
 	}
 	if err == nil {
-		started.Cgroup, err = s.cg.QueryCgroup(q.pool, q.name)
+		started.Cgroup, err = q.cg.Path()
 	}
 	started.Type = protocol.ReplyStarted
 	if !se.placed(ctx, q, err, started) {
@@ -477,24 +480,22 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 			}
 		case <-ctx.Done():
 			s.decided(q.pool, q.qid, "failed", time.Since(q.arrived), protocol.ErrStopping)
-			se.end(q, protocol.CodeStopping, protocol.ErrStopping)
+			se.release(q, protocol.CodeStopping, protocol.ErrStopping)
 			return 0, false
 		}
 	}
 }
 
-// finish holds q until its cgroup is empty, then reads its accounting,
-// removes the cgroup and releases q. The client's OpExited makes it look
-// at once, its OpSignal signals the query's processes; the client hanging
-// up does not end the query while processes remain in its cgroup, unless
-// the query is bound to it (then they are killed). When the daemon stops
-// first, q is kept: it runs on, and the next daemon adopts it. poolBefore
-// is the pool's memory as the query started; its tasks are read here, as
-// the query starts too.
+// finish holds q until its cgroup is empty, then ends it (query.end). The
+// client's OpExited makes it look at once, its OpSignal signals the
+// query's processes; the client hanging up does not end the query while
+// processes remain in its cgroup, unless the query is bound to it (then
+// they are killed). When the daemon stops first, q is kept: it runs on,
+// and the next daemon adopts it. poolBefore is the pool's memory as the
+// query started; its tasks are read here, as the query starts too.
 func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
 	pidsBefore := s.poolPidsBefore(q.pool)
-	wake := make(chan struct{}, 1)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -509,10 +510,7 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 				}
 				switch r.Op {
 				case protocol.OpExited:
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
+					q.cg.Look()
 				case protocol.OpSignal:
 					s.passSignal(q, r)
 				}
@@ -521,21 +519,7 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 			}
 		}
 	}()
-	err := s.waitEmpty(waitCtx, q.pool, q.name, wake)
-	if err != nil && ctx.Err() != nil {
-		q.keep()
-		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
-	}
-	// A cgroup that cannot be read frees the slot rather than hold it for
-	// ever.
-	var st observe.Sample
-	if err == nil {
-		var statErr error
-		st, statErr = s.cg.QueryStat(q.pool, q.name)
-		err = errors.Join(statErr, s.cg.RemoveQuery(q.pool, q.name))
-	}
-	q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond
-	q.Release()
+	st, err := q.end(waitCtx)
 	if err != nil {
 		return protocol.Stats{}, fmt.Errorf("query %s: %w", q.name, err)
 	}

@@ -95,7 +95,7 @@ func (s *Server) passSignal(q *query, r protocol.Request) {
 // else freezing and signalling), so that no child forked meanwhile
 // outlives its unit.
 func (s *Server) endBound(q *query) {
-	err := s.cg.KillQuery(q.pool, q.name)
+	err := q.cg.Kill()
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil // its processes were gone, and their cgroup with them
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/metrics"
+	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) queryRows() []protocol.Query {
 	all := s.reg.submitted()
 	now := time.Now()
 	var rows []protocol.Query
-	owned := map[[2]string]bool{}
+	owned := map[pooltree.QueryKey]bool{}
 	for _, t := range all {
 		r := protocol.Query{
 			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
@@ -68,7 +69,7 @@ func (s *Server) queryRows() []protocol.Query {
 			}
 			r.State, r.QueuedTimeUs = protocol.StateQueued, now.Sub(t.arrived).Microseconds()
 		} else {
-			owned[[2]string{t.pool, t.name}] = true
+			owned[pooltree.QueryKey{Pool: t.pool, Name: t.name}] = true
 			r.State, r.QueuedTimeUs, r.RunningTimeUs = protocol.StateRunning, t.queuedFor.Microseconds(), now.Sub(t.admitted).Microseconds()
 			if t.cpuLimit > 0 {
 				r.CpuLimitCores = t.cpuLimit
@@ -78,14 +79,14 @@ func (s *Server) queryRows() []protocol.Query {
 		rows = append(rows, r)
 	}
 	if cgs, err := s.cg.Queries(); err == nil {
-		for _, q := range cgs {
-			if owned[q] {
+		for _, k := range cgs {
+			if owned[k] {
 				continue
 			}
-			if busy, err := s.cg.Populated(q[0], q[1]); err != nil || !busy {
+			if busy, err := pooltree.NewQuery(s.cg, k).Populated(); err != nil || !busy {
 				continue
 			}
-			r := protocol.Query{QueryId: q[1], ResourcePoolId: q[0], State: protocol.StateRunning, CpuLimitCores: -1, Adopted: true}
+			r := protocol.Query{QueryId: k.Name, ResourcePoolId: k.Pool, State: protocol.StateRunning, CpuLimitCores: -1, Adopted: true}
 			s.readQueryStat(&r)
 			rows = append(rows, r)
 		}
@@ -102,7 +103,7 @@ func (s *Server) queryRows() []protocol.Query {
 // readQueryStat fills r's CPU and memory columns from its query cgroup; a
 // cgroup just removed leaves them zero.
 func (s *Server) readQueryStat(r *protocol.Query) {
-	sample, err := s.cg.QueryStat(r.ResourcePoolId, r.QueryId)
+	sample, err := pooltree.NewQuery(s.cg, pooltree.QueryKey{Pool: r.ResourcePoolId, Name: r.QueryId}).Stat()
 	if err != nil {
 		return
 	}

@@ -17,7 +17,7 @@ import (
 // runtime's poller (a goroutine, no thread, no timer); when that process
 // exits it says "look" and waits on the next. A process moved out by an
 // administrator, or a PID reused between the read and the pidfd, is
-// caught by the caller's own slow look (the daemon's maxPollNotified).
+// caught by the caller's own slow look ([Query.Wait]'s maxPollNotified).
 type exitWatcher struct {
 	// procs lists one process of a query cgroup (the Handle's Procs);
 	// populated is the Handle's Populated. Fields, so a test can count

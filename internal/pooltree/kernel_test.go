@@ -59,7 +59,7 @@ func TestKernelQueryCgroup(t *testing.T) {
 		}
 	}
 	const query = "q1"
-	if qs, err := h.Queries(); err != nil || !slices.Equal(qs, [][2]string{{"olap", query}}) {
+	if qs, err := h.Queries(); err != nil || !slices.Equal(qs, []QueryKey{{"olap", query}}) {
 		t.Errorf("Queries = %v, %v; want [[olap %s]]", qs, err, query)
 	}
 	if busy, err := h.Populated("olap", query); err != nil || !busy {

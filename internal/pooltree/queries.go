@@ -15,8 +15,13 @@ import (
 // A query cgroup is <root>/<pool>/<query>: made with its pool's query
 // template when the query is admitted, holding the query's processes until
 // they have all exited, then removed. The calls below are the whole life
-// of one; names are checked by cgroupfs (one path component, no interface
-// file prefix).
+// of one, the QueryTree a [Query] works through; names are checked by
+// cgroupfs (one path component, no interface file prefix).
+
+var (
+	_ QueryTree     = (*Handle)(nil)
+	_ EmptyNotifier = (*Handle)(nil)
+)
 
 // PlaceQuery creates the query cgroup <pool>/<query> with ps's query
 // template and moves process pid into it, in every hierarchy
@@ -152,9 +157,8 @@ func (h *Handle) KillQuery(pool, query string) error {
 }
 
 // Queries lists the query cgroups that exist, the cgroups two levels
-// below the pool root, as [pool, query] pairs; none when the root is not
-// there.
-func (h *Handle) Queries() ([][2]string, error) {
+// below the pool root; none when the root is not there.
+func (h *Handle) Queries() ([]QueryKey, error) {
 	groups, err := h.reader.Groups()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -162,10 +166,10 @@ func (h *Handle) Queries() ([][2]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out [][2]string
+	var out []QueryKey
 	for _, g := range groups {
 		if parts := strings.Split(g, "/"); len(parts) == 2 {
-			out = append(out, [2]string{parts[0], parts[1]})
+			out = append(out, QueryKey{Pool: parts[0], Name: parts[1]})
 		}
 	}
 	return out, nil
