@@ -1,9 +1,11 @@
 // Command gen turns the JSON reports of an accuracy run
 // (scripts/accuracy.sh) into the accuracy table of docs/accuracy.md (-md)
 // and into internal/accuracy/measured.go, the model's measured error per workload
-// class (-o):
+// class (-o); -doc writes the table, with the run's date (-date) and
+// machines, between the accuracy run's markers of docs/accuracy.md; -line
+// prints one line per report, its scenario and compare's verdict:
 //
-//	go run ./internal/accuracy/gen [-md] [-o internal/accuracy/measured.go] REPORT.json...
+//	go run ./internal/accuracy/gen [-md] [-o internal/accuracy/measured.go] [-doc docs/accuracy.md -date 2026-12-05] [-line] REPORT.json...
 //
 // Every group with a quota in a measured report is one row; a class's
 // error is the largest of its rows' (compare.GroupResult.ThrottledErrorPercent),
@@ -34,35 +36,60 @@ import (
 func main() {
 	out := flag.String("o", "", "write the measured error per class to this Go file")
 	md := flag.Bool("md", false, "print the accuracy table's rows, its summary and the error per class")
+	doc := flag.String("doc", "", "write the run's date and machines, the table, its summary and the error per class between the accuracy run's markers of this markdown file")
+	date := flag.String("date", "", "the run's date, for -doc")
+	line := flag.Bool("line", false, "print one line per report: its scenario, cgroup and verdict")
 	flag.Parse()
-	if (*out == "" && !*md) || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run ./internal/accuracy/gen [-md] [-o internal/accuracy/measured.go] REPORT.json...")
+	if (*out == "" && !*md && *doc == "" && !*line) || flag.NArg() == 0 || (*doc == "") != (*date == "") {
+		fmt.Fprintln(os.Stderr, "usage: go run ./internal/accuracy/gen [-md] [-o internal/accuracy/measured.go] [-doc docs/accuracy.md -date YYYY-MM-DD] [-line] REPORT.json...")
 		os.Exit(2)
 	}
-	if err := run(flag.Args(), *md, *out); err != nil {
+	if err := run(flag.Args(), outputs{md: *md, out: *out, doc: *doc, date: *date, line: *line}); err != nil {
 		fmt.Fprintln(os.Stderr, "internal/accuracy/gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(files []string, md bool, out string) error {
+// outputs are what gen writes, from its flags.
+type outputs struct {
+	md, line       bool
+	out, doc, date string
+}
+
+func run(files []string, o outputs) error {
 	reports, err := read(files)
 	if err != nil {
 		return err
 	}
-	if md {
+	if o.line {
+		for _, r := range reports {
+			fmt.Println(verdictLine(r))
+		}
+	}
+	if o.md {
 		if err := writeMarkdown(os.Stdout, reports); err != nil {
 			return err
 		}
 	}
-	if out == "" {
-		return nil
+	// Both files are made before either is written: nothing is written
+	// when one cannot be.
+	writes := map[string][]byte{}
+	if o.out != "" {
+		if writes[o.out], err = generate(reports); err != nil {
+			return err
+		}
 	}
-	src, err := generate(reports)
-	if err != nil {
-		return err
+	if o.doc != "" {
+		if writes[o.doc], err = docWithRun(o.doc, o.date, reports); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(out, src, 0o644)
+	for path, b := range writes {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // read reads measured compare reports.
@@ -235,4 +262,10 @@ func throttledDiff(g compare.GroupResult) string {
 		return fmt.Sprintf("%+.1f%%", *f.DiffPct)
 	}
 	return "no throttled_usec"
+}
+
+// verdictLine is the progress line of one report (-line): its scenario,
+// cgroup version and compare's verdict over its groups.
+func verdictLine(r *compare.Report) string {
+	return fmt.Sprintf("%s %s: %s", filepath.Base(r.Scenario), r.Env.Cgroup, r.Verdict.Line)
 }
