@@ -381,3 +381,25 @@ func TestKernelBurst(t *testing.T) {
 		t.Errorf("never throttled: a 1 s busy loop must exhaust 20 ms per period")
 	}
 }
+
+// TestKernelModelHost reads what the throttling models assume of this very
+// kernel (observe.ReadModelHost): on a live kernel each file it reads is
+// absent or understood, never "cannot be read", the release is uname's,
+// and CFS bandwidth control, which every test here needs, is there. The
+// caveats found are logged: none on the development host (6.18, no
+// sched_ext), the tick's source in the VM.
+func TestKernelModelHost(t *testing.T) {
+	h := observe.ReadModelHost("/")
+	if h.ReleaseErr != "" || h.Release != observe.KernelRelease() {
+		t.Errorf("release %q (%s), uname says %q", h.Release, h.ReleaseErr, observe.KernelRelease())
+	}
+	for what, err := range map[string]string{"sched_ext": h.Scheduler.Err, "slice": h.SliceErr, "nohz_full": h.NohzErr} {
+		if err != "" {
+			t.Errorf("%s not understood on a live kernel: %s", what, err)
+		}
+	}
+	if h.NoBandwidth {
+		t.Error("no sched_cfs_bandwidth_slice_us on a kernel that enforces cpu.max")
+	}
+	t.Logf("Linux %s, sched_ext %q, nohz_full %q, skew_tick %v; caveats: %q", h.Release, h.Scheduler.ExtState, h.NohzFull, h.SkewTick, h.Caveats().String())
+}
