@@ -71,5 +71,6 @@ func (v clusterView) Queries() []daemon.ClusterQuery {
 
 func (v clusterView) Health() daemon.ClusterHealth {
 	h := v.b.Health()
-	return daemon.ClusterHealth{Connected: h.Connected, RoundTrip: h.LastRoundTrip, WatchLag: time.Since(h.WatchAt), Sessions: h.Sessions}
+	return daemon.ClusterHealth{Connected: h.Connected, RoundTrip: h.LastRoundTrip, WatchLag: time.Since(h.WatchAt), Sessions: h.Sessions,
+		WatchEvents: h.WatchEvents, WatchBytes: h.WatchBytes}
 }

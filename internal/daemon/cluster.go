@@ -46,6 +46,9 @@ type ClusterHealth struct {
 	WatchLag time.Duration
 	// Sessions counts the leases the node has held.
 	Sessions int
+	// WatchEvents and WatchBytes count the key events the watch has
+	// delivered and their encoded size.
+	WatchEvents, WatchBytes int64
 }
 
 // clusterPools marks the pools view in fleet mode: a globally limited

@@ -42,6 +42,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 		snap.Cluster = &metrics.Cluster{
 			Connected: h.Connected, RoundTripSeconds: h.RoundTrip.Seconds(),
 			WatchLagSeconds: h.WatchLag.Seconds(), Sessions: h.Sessions,
+			WatchEvents: h.WatchEvents, WatchBytes: h.WatchBytes,
 		}
 		for _, p := range pools {
 			if p.Limits.Global() {

@@ -110,3 +110,24 @@ func TestQueueDeadline(t *testing.T) {
 	waitFor(t, func() bool { return len(queryKeys(t, eps, "deadline")) == 1 }, "only a's slot key left")
 	a.Leave(held, time.Now())
 }
+
+// TestWatchCounts: a node's Health counts the key events its watch
+// delivers and their encoded size (poolagent_etcd_watch_events_total and
+// ..._bytes_total): another node's query that starts and ends is at least
+// the put and the delete of its slot key on this node's watch, each event
+// carrying at least its key.
+func TestWatchCounts(t *testing.T) {
+	const cluster = "watchcount"
+	eps, pools := sharedCluster(t), map[string]admission.Limits{"olap": limits(4, 10)}
+	a, b := openNode(t, eps, cluster, "a", pools, 0), openNode(t, eps, cluster, "b", pools, 0)
+	h0 := b.Health()
+	id := admit(t, a, "olap", 10*time.Second)
+	a.Leave(id, time.Now())
+	waitFor(t, func() bool { return len(queryKeys(t, eps, cluster)) == 0 }, "the slot key deleted")
+	waitFor(t, func() bool { return b.Health().WatchEvents-h0.WatchEvents >= 2 }, "b's watch counts the slot key's put and delete")
+	h := b.Health()
+	events, size := h.WatchEvents-h0.WatchEvents, h.WatchBytes-h0.WatchBytes
+	if minimum := events * int64(len(newKeySpace(cluster).prefix)); size < minimum {
+		t.Errorf("%d events of %d bytes in all; want at least %d, each event's key", events, size, minimum)
+	}
+}

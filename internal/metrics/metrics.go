@@ -56,6 +56,9 @@ type Cluster struct {
 	WatchLagSeconds float64
 	// Sessions counts the session leases the node has taken.
 	Sessions int
+	// WatchEvents and WatchBytes count the key events the node's watch
+	// has delivered and their encoded size.
+	WatchEvents, WatchBytes int64
 }
 
 // ClusterPool is one globally limited pool across the cluster.
@@ -179,7 +182,8 @@ type Collector struct {
 
 	clusterRunning, clusterQueued              *prometheus.Desc
 	etcdConnected, etcdRoundTrip, etcdWatchLag *prometheus.Desc
-	etcdSessions                               *prometheus.Desc
+	etcdSessions, etcdWatchEvents              *prometheus.Desc
+	etcdWatchBytes                             *prometheus.Desc
 
 	// cAdvisor's names for the same cpu.stat counters, so its dashboards
 	// and alerts (kubernetes-mixin's CPUThrottlingHigh) work on pools.
@@ -261,12 +265,14 @@ func NewCollector(src Source) *Collector {
 		userRunning:  d("pool_user_running_queries", "Queries of one user running in the pool (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
 		userQueued:   d("pool_user_queued_queries", "Queries of one user waiting in the pool's queue (only with poolagent daemon --metrics-per-user).", []string{"pool", "user"}),
 
-		clusterRunning: d("cluster_pool_running_queries", "Fleet mode: queries running in a globally limited pool across the cluster.", pool),
-		clusterQueued:  d("cluster_pool_queued_queries", "Fleet mode: queries waiting in a globally limited pool's queue across the cluster.", pool),
-		etcdConnected:  d("etcd_session_up", "Fleet mode: 1 while the node holds a live etcd session lease, else 0.", nil),
-		etcdRoundTrip:  d("etcd_round_trip_seconds", "Fleet mode: duration of the node's latest successful etcd request.", nil),
-		etcdWatchLag:   d("etcd_watch_lag_seconds", "Fleet mode: time since the node's watch on the cluster last delivered.", nil),
-		etcdSessions:   d("etcd_sessions_total", "Fleet mode: etcd session leases the node has taken (1 + each time it lost one).", nil),
+		clusterRunning:  d("cluster_pool_running_queries", "Fleet mode: queries running in a globally limited pool across the cluster.", pool),
+		clusterQueued:   d("cluster_pool_queued_queries", "Fleet mode: queries waiting in a globally limited pool's queue across the cluster.", pool),
+		etcdConnected:   d("etcd_session_up", "Fleet mode: 1 while the node holds a live etcd session lease, else 0.", nil),
+		etcdRoundTrip:   d("etcd_round_trip_seconds", "Fleet mode: duration of the node's latest successful etcd request.", nil),
+		etcdWatchLag:    d("etcd_watch_lag_seconds", "Fleet mode: time since the node's watch on the cluster last delivered.", nil),
+		etcdSessions:    d("etcd_sessions_total", "Fleet mode: etcd session leases the node has taken (1 + each time it lost one).", nil),
+		etcdWatchEvents: d("etcd_watch_events_total", "Fleet mode: key events the node's watch on the cluster has delivered (every node sees every key write).", nil),
+		etcdWatchBytes:  d("etcd_watch_bytes_total", "Fleet mode: encoded size of the key events the node's watch on the cluster has delivered.", nil),
 
 		cadvisorUsage:            c("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds (cAdvisor's name; the pool's usage_usec)."),
 		cadvisorPeriods:          c("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals (cAdvisor's name; the pool's nr_periods)."),
@@ -300,7 +306,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.pidsTasks, c.pidsLimit, c.pidsRefused, c.queryForksRefused, c.limitPending,
 		c.cadvisorUsage, c.cadvisorPeriods, c.cadvisorThrottledPeriods, c.cadvisorThrottled,
 		c.cadvisorMemoryUsage, c.cadvisorMemoryLimit, c.cadvisorMemoryMaxUsage, c.cadvisorOOMEvents,
-		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions,
+		c.clusterRunning, c.clusterQueued, c.etcdConnected, c.etcdRoundTrip, c.etcdWatchLag, c.etcdSessions, c.etcdWatchEvents, c.etcdWatchBytes,
 	} {
 		ch <- d
 	}
@@ -477,6 +483,8 @@ func (c *Collector) collectCluster(out sink, cl *Cluster) {
 	out.gauge(c.etcdRoundTrip, cl.RoundTripSeconds)
 	out.gauge(c.etcdWatchLag, cl.WatchLagSeconds)
 	out.counter(c.etcdSessions, float64(cl.Sessions))
+	out.counter(c.etcdWatchEvents, float64(cl.WatchEvents))
+	out.counter(c.etcdWatchBytes, float64(cl.WatchBytes))
 	cps := slices.Clone(cl.Pools)
 	slices.SortFunc(cps, func(a, b ClusterPool) int { return cmp.Compare(a.Name, b.Name) })
 	for _, p := range cps {

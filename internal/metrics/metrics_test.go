@@ -83,6 +83,7 @@ func fixture() Snapshot {
 		Cluster: &Cluster{
 			Pools:     []ClusterPool{{Name: "olap", Running: 10, Queued: 24}},
 			Connected: true, RoundTripSeconds: 0.0042, WatchLagSeconds: 1.5, Sessions: 2,
+			WatchEvents: 1200, WatchBytes: 116000,
 		},
 	}
 }
