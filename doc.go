@@ -13,7 +13,8 @@
 //   - internal/cpulimit: a cgroup's CPU limit as one value (quota, period, burst,
 //     weight, idle, CPUs) and the kernel's encodings of it, v2 and v1.
 //   - cgroupfs: the one door to the cgroup filesystem, to read and to write,
-//     one file per controller (cpu, cpuset, memory); opens beneath the root
+//     one file per controller (cpu, memory, cpuset, pids), iterated from
+//     one table (controller.go); opens beneath the root
 //     (openat2), finds the mounts, diffs a plan against the tree and applies
 //     it in the kernel's order; owns a pool root while a writer runs.
 //   - internal/pooltree: poolagent's pool tree on this host as one handle: the root

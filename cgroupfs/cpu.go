@@ -51,6 +51,49 @@ const (
 	fileAcctStat     = "cpuacct.stat"
 )
 
+// cpuController manages a cgroup's CPU bandwidth (v2 cpu.max and
+// cpu.max.burst, v1 cpu.cfs_*), its weight (v2 cpu.weight, v1
+// cpu.shares) and cpu.idle; every tree uses it.
+var cpuController = controller{
+	name: HierCPU,
+	desired: func(c planner.Cgroup, s *settings) {
+		s.cpu = c.CPU
+		if c.CPU.Weight != 0 { // v1 writes the weight as cpu.shares
+			s.shares = c.CPU.Shares()
+		}
+	},
+	check:  func(c planner.Cgroup) error { return c.CPU.Check() },
+	refuse: func(t *Tree, d planner.Desired, _ uses) error { return t.checkIdle(d) },
+	read:   readCPU,
+	top: func(t *Tree, cur *current, _ planner.Desired) (err error) {
+		if !t.v2 {
+			cur.rootHi, err = t.v1RootBound()
+		}
+		return err
+	},
+	values: (*builder).cpuValues,
+	stat:   (*Reader).cpuSample,
+}
+
+// readCPU reads cg's CPU bandwidth, weight (v2) or shares (v1) and
+// cpu.idle beneath f into s.
+func readCPU(f FS, cg string, v2 bool, dir string, s *settings) error {
+	bw, err := readCPULimit(f, cg, v2, dir)
+	if err != nil {
+		return err
+	}
+	s.cpu.QuotaUsec, s.cpu.PeriodUsec, s.cpu.BurstUsec = bw.QuotaUsec, bw.PeriodUsec, bw.BurstUsec
+	if v2 {
+		if s.cpu.Weight, err = readOr(f, cg, fileCPUWeight, s.cpu.Weight, parseCount); err != nil {
+			return err
+		}
+	} else if s.shares, err = readOr(f, cg, fileShares, s.shares, parseCount); err != nil {
+		return err
+	}
+	s.cpu.Idle, err = readIdle(f, cg)
+	return err
+}
+
 // readCPULimit reads cgroup cg's CPU bandwidth beneath f, the one reader
 // of it: v2 cpu.max and cpu.max.burst; v1 cpu.cfs_quota_us (-1: none),
 // cpu.cfs_period_us and cpu.cfs_burst_us. A missing burst file (a
@@ -110,6 +153,23 @@ func (r *Reader) CPUStat(group string) (observe.CPUStat, error) {
 		parse = observe.ParseCPUStatV2
 	}
 	return read(r, r.cpuHier(), group, fileCPUStat, parse)
+}
+
+// cpuSample reads group's CPU counters into s: accounting and throttling
+// ([Reader.ReadCPU]), the throttled time of the group's own tasks and, on
+// v2, CPU pressure.
+func (r *Reader) cpuSample(group string, s *observe.Sample) error {
+	if err := r.readCPU(group, s); err != nil {
+		return err
+	}
+	var err error
+	if s.LocalThrottledUsec, err = r.localThrottled(group); err != nil {
+		return err
+	}
+	if r.v2 {
+		s.Pressure, err = r.pressure(group, fileCPUPressure)
+	}
+	return err
 }
 
 // localThrottled reads throttled time from group's cpu.stat.local, in

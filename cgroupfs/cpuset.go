@@ -28,23 +28,39 @@ const (
 	fileCPUSetEff  = "cpuset.cpus.effective"
 )
 
-// readCPUSet reads cg's cpuset.cpus and cpuset.mems in the v1 cpuset
-// hierarchy into s; a cgroup not there yet (the hierarchy just came into
-// use) has neither, as a new one.
-func readCPUSet(open func(string) (FS, error), cg string, s settings) (settings, error) {
-	f, err := open(HierCPUSet)
-	if err == nil {
-		s.cpu.CPUs, err = readCPUs(f, cg)
+// cpusetController manages a pool's CPUs (cpuset.cpus) and, on v1,
+// every cgroup's cpuset twin. Only the pools get its files on v2: their
+// queries run on their pool's CPUs.
+var cpusetController = controller{
+	name:      HierCPUSet,
+	need:      func(s settings, use *uses) { use.cpuset = use.cpuset || !s.cpu.CPUs.IsEmpty() },
+	in:        func(use uses) bool { return use.cpuset },
+	poolsOnly: true,
+	unmounted: "CPUS set: %w: no v1 cpuset hierarchy is mounted beside the cpu hierarchy; accepted here: CPUS=-1",
+	read:      readCPUSet,
+	top:       (*Tree).readCPUSetTop,
+	before:    func(b *builder, pools, queries []target) { b.cpusets(b.cpusetTargets(pools, queries)) },
+	after:     func(b *builder, _ planner.Desired, queries []target) { b.join(queries) },
+}
+
+// readCPUSet reads cg's cpuset.cpus beneath f into s, and on v1 its
+// cpuset.mems; a cgroup without them (not there yet in a hierarchy that
+// just came into use, the controller not enabled for it on v2) is not
+// confined and has no memory nodes, as a new one.
+func readCPUSet(f FS, cg string, v2 bool, _ string, s *settings) error {
+	var err error
+	if s.cpu.CPUs, err = readCPUs(f, cg); err != nil || v2 {
+		return err
 	}
-	var b []byte
-	if err == nil {
-		b, err = f.ReadFile(path.Join(cg, fileCPUSetMems))
-	}
+	b, err := f.ReadFile(path.Join(cg, fileCPUSetMems))
 	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	s.mems = strings.TrimSpace(string(b))
-	return s, err
+	return nil
 }
 
 // readCPUs reads cg's cpuset.cpus; a cgroup without the file (the cpuset
@@ -73,7 +89,7 @@ func readCPUs(f FS, cg string) (cpulimit.CPUSet, error) {
 func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
 	h, file, on := HierCPUSet, fileCPUSetCPUs, slices.Contains(cur.hiers, HierCPUSet)
 	if t.v2 {
-		h, file, on = HierUnified, fileCPUSetEff, usesCPUSet(d) || slices.Contains(cur.enabled["."], "cpuset")
+		h, file, on = HierUnified, fileCPUSetEff, cur.use.cpuset || slices.Contains(cur.enabled["."], "cpuset")
 	}
 	if !on {
 		return nil
@@ -84,9 +100,15 @@ func (t *Tree) readCPUSetTop(cur *current, d planner.Desired) error {
 		return err
 	}
 	if !t.v2 && cur.rootIn[h] {
-		if cur.values["."], err = readCPUSet(t.fs, ".", settings{}); err != nil {
+		f, err := t.fs(h)
+		if err != nil {
 			return err
 		}
+		var root settings
+		if err := readCPUSet(f, ".", false, t.roots[h], &root); err != nil {
+			return err
+		}
+		cur.values["."] = root
 	}
 	where := filepath.Join(t.mounts[h], parent, file)
 	for _, p := range d.Pools {
@@ -225,16 +247,6 @@ func (b *builder) join(queries []target) {
 			b.ops = append(b.ops, Op{Kind: OpMove, Hier: HierCPUSet, Dir: b.cur.roots[HierCPUSet], Path: q.path, To: q.path, PIDs: pids})
 		}
 	}
-}
-
-// usesCPUSet reports whether any pool in d is confined to a set of CPUs.
-func usesCPUSet(d planner.Desired) bool {
-	for _, p := range d.Pools {
-		if !p.Pool.CPU.CPUs.IsEmpty() || !p.Query.CPU.CPUs.IsEmpty() {
-			return true
-		}
-	}
-	return false
 }
 
 // cpusValue is what is written to cpuset.cpus for set: its list, or a

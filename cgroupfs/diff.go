@@ -30,10 +30,13 @@ func (t *Tree) Changes(d planner.Desired) (Changes, error) {
 // nothing: cur holds all it decides on.
 //
 // Order: pool roots; controllers in subtree_control (v2); new pools and
-// query cgroups, parents first; removal of empty query cgroups; values,
-// tightening children before parents, then loosening parents before
-// children; dropped pools' processes moved into default; dropped pools
-// removed, children first.
+// query cgroups, parents first; removal of empty query cgroups; the
+// controllers' writes before the values (cpuset's CPUs); values, each
+// cgroup's controller by controller, tightening children before parents,
+// then loosening parents before children; the controllers' writes after
+// the values (the root's memory guarantees, v1's cpuset twins joined);
+// dropped pools' processes moved into default; dropped pools removed,
+// children first.
 func diff(cur *current, d planner.Desired) []Op {
 	ops, _ := diffPending(cur, d)
 	return ops
@@ -48,20 +51,8 @@ func diffPending(cur *current, d planner.Desired) ([]Op, []Pending) {
 			b.add(h, ".", OpMkdir, "", "")
 		}
 	}
-	controllers := []string{"cpu"}
-	if usesMemory(d) {
-		controllers = append(controllers, "memory")
-	}
-	if usesPids(d) {
-		controllers = append(controllers, "pids")
-	}
+	top, below := enabled(usesIn(d))
 	if cur.v2 {
-		// Query cgroups inherit their pool's CPUs: only the pools get
-		// cpuset's files.
-		top := controllers
-		if usesCPUSet(d) {
-			top = append(slices.Clone(controllers), "cpuset")
-		}
 		b.enable(".", top)
 	}
 
@@ -72,7 +63,7 @@ func diffPending(cur *current, d planner.Desired) ([]Op, []Pending) {
 	for _, pool := range pools {
 		b.mkdir(pool.path)
 		if cur.v2 {
-			b.enable(pool.path, controllers)
+			b.enable(pool.path, below)
 		}
 		for _, q := range queries {
 			if path.Dir(q.path) == pool.path {
@@ -85,10 +76,17 @@ func diffPending(cur *current, d planner.Desired) ([]Op, []Pending) {
 	for _, q := range stale {
 		b.rmdirTree(q)
 	}
-	b.cpusets(b.cpusetTargets(pools, queries))
+	for _, c := range controllers {
+		if c.before != nil {
+			c.before(b, pools, queries)
+		}
+	}
 	b.allValues(pools, queries)
-	b.rootGuarantees(d)
-	b.join(queries)
+	for _, c := range controllers {
+		if c.after != nil {
+			c.after(b, d, queries)
+		}
+	}
 	for _, mv := range moves {
 		for _, h := range cur.hiers {
 			if n := cur.nodes[mv.from]; n.in[h] && len(n.procs[h]) > 0 {
@@ -270,10 +268,12 @@ func (b *builder) enable(cg string, controllers []string) {
 	}
 }
 
-// values writes what differs between tg's current and wanted values:
-// CPU, then memory, then tasks.
+// values writes what differs between tg's current and wanted values,
+// each controller its own, in the table's order.
 func (b *builder) values(tg target) {
-	b.cpuValues(tg)
-	b.memoryValues(tg)
-	b.pidsValues(tg)
+	for _, c := range controllers {
+		if c.values != nil {
+			c.values(b, tg)
+		}
+	}
 }

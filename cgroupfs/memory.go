@@ -1,13 +1,13 @@
 package cgroupfs
 
-// The memory controller: its files, how a cgroup's memory limit is read
-// back and written, and its counters.
+// The memory controller: its files, how a cgroup's memory limits and
+// guarantees are read back and written, and its counters.
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
-	"slices"
 	"strconv"
 
 	"github.com/poolagent/poolagent/observe"
@@ -47,17 +47,86 @@ const (
 	fileMemOOMControl  = "memory.oom_control"
 )
 
-// memHier is the hierarchy holding the memory files of the tree: v2's
-// unified one, v1's memory hierarchy when hiers (the hierarchies a
-// change touches) has it, else "".
-func (t *Tree) memHier(hiers []string) string {
-	switch {
-	case t.v2:
-		return HierUnified
-	case slices.Contains(hiers, HierMemory):
-		return HierMemory
+// memoryController manages a cgroup's memory limits (memory.max,
+// memory.high) and guarantees (memory.min, memory.low; v2 only). A
+// lowered limit is held back while the cgroup uses more (memoryValues).
+var memoryController = controller{
+	name: HierMemory,
+	need: func(s settings, use *uses) {
+		use.guarantee = use.guarantee || s.memMin > 0 || s.memLow > 0
+		use.memory = use.memory || use.guarantee || s.memBytes >= 0 || s.memHigh > 0
+	},
+	in:        func(use uses) bool { return use.memory },
+	unmounted: "memory limit set: %w: no v1 memory hierarchy is mounted",
+	desired: func(c planner.Cgroup, s *settings) {
+		s.memBytes, s.memHigh, s.memMin, s.memLow = c.MemoryBytes, max(c.MemoryHighBytes, 0), c.MemoryMinBytes, c.MemoryLowBytes
+	},
+	check:  checkMemory,
+	refuse: refuseGuarantees,
+	read:   readMemory,
+	top:    readRootGuarantees,
+	values: (*builder).memoryValues,
+	after:  func(b *builder, d planner.Desired, _ []target) { b.rootGuarantees(d) },
+	stat: func(r *Reader, group string, s *observe.Sample) (err error) {
+		s.Memory, err = r.Memory(group)
+		return err
+	},
+}
+
+// checkMemory refuses memory limits and guarantees the kernel would not
+// take.
+func checkMemory(c planner.Cgroup) error {
+	if c.MemoryBytes < -1 {
+		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", c.MemoryBytes)
 	}
-	return ""
+	if c.MemoryMinBytes < -1 || c.MemoryLowBytes < -1 {
+		return fmt.Errorf("memory guarantees %d and %d bytes: want 0 (none), -1 (all it uses) or bytes", c.MemoryMinBytes, c.MemoryLowBytes)
+	}
+	return nil
+}
+
+// refuseGuarantees refuses memory guarantees on cgroup v1, which has none.
+func refuseGuarantees(t *Tree, _ planner.Desired, use uses) error {
+	if !t.v2 && use.guarantee {
+		return fmt.Errorf("TOTAL_MEMORY_MIN_PERCENT_PER_NODE or TOTAL_MEMORY_LOW_PERCENT_PER_NODE set: %w: cgroup v1 has no memory guarantee (memory.min and memory.low are cgroup v2's; v1's soft limit only reclaims, it protects nothing); accepted here: -1 for both", ErrNoController)
+	}
+	return nil
+}
+
+// readMemory reads cg's memory limits, its guarantees (v2) and what it
+// uses into s.
+func readMemory(f FS, cg string, v2 bool, dir string, s *settings) error {
+	var err error
+	if s.memBytes, err = readMemoryLimit(f, cg, v2, dir); err != nil {
+		return err
+	}
+	if s.memHigh, err = readMemoryHigh(f, cg, v2, dir); err != nil {
+		return err
+	}
+	if v2 {
+		if s.memMin, s.memLow, err = readMemoryGuarantees(f, cg, dir); err != nil {
+			return err
+		}
+	}
+	s.memUsed, err = readMemoryUsage(f, cg, v2, dir)
+	return err
+}
+
+// readRootGuarantees reads, on v2, the pool root's memory guarantees into
+// cur.rootGuarantee, where the root exists.
+func readRootGuarantees(t *Tree, cur *current, _ planner.Desired) error {
+	if !t.v2 || !cur.rootIn[HierUnified] {
+		return nil
+	}
+	f, err := t.fs(HierUnified)
+	if err != nil {
+		return err
+	}
+	g := &cur.rootGuarantee
+	if g.memMin, g.memLow, err = readMemoryGuarantees(f, ".", t.roots[HierUnified]); err != nil {
+		return fmt.Errorf("read pool root: %w", err)
+	}
+	return nil
 }
 
 // memoryLimitFile is the memory limit's file on v2 or v1.
@@ -145,16 +214,6 @@ func (b *builder) rootGuarantees(d planner.Desired) {
 	b.guaranteeValues(".", want, b.cur.rootGuarantee)
 }
 
-// usesGuarantees reports whether any cgroup in d has a memory guarantee.
-func usesGuarantees(d planner.Desired) bool {
-	for _, p := range d.Pools {
-		if p.Pool.MemoryMinBytes > 0 || p.Pool.MemoryLowBytes > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // memoryValues writes tg's memory limits that differ, as the kernel
 // keeps them (in pages): the hard one, v2 memory.max ("max" for none), v1
 // memory.limit_in_bytes (-1 for none); the soft one, v2 memory.high, v1
@@ -169,9 +228,8 @@ func (b *builder) memoryValues(tg target) {
 		h, hard, soft = HierMemory, fileMemLimit, fileMemSoftLimit
 	}
 	if limit := pageDown(w.memBytes, b.cur.pageSize); limit != pageDown(c.memBytes, b.cur.pageSize) {
-		used, known := b.cur.usage[tg.path]
-		if known && !b.cur.force && limit >= 0 && (c.memBytes < 0 || limit < c.memBytes) && used > limit {
-			b.pending = append(b.pending, Pending{Dir: path.Join(b.cur.roots[h], tg.path), File: hard, Path: tg.path, UsageBytes: used, LimitBytes: limit, KeptBytes: c.memBytes})
+		if !b.cur.force && limit >= 0 && (c.memBytes < 0 || limit < c.memBytes) && c.memUsed > limit {
+			b.pending = append(b.pending, Pending{Dir: path.Join(b.cur.roots[h], tg.path), File: hard, Path: tg.path, UsageBytes: c.memUsed, LimitBytes: limit, KeptBytes: c.memBytes})
 		} else {
 			b.add(h, tg.path, OpWrite, hard, memoryValue(w.memBytes, b.cur.v2))
 		}
@@ -200,30 +258,18 @@ func memoryValue(v int64, v2 bool) string {
 }
 
 // readMemoryUsage reads cgroup cg's memory in use beneath f: v2
-// memory.current, v1 memory.usage_in_bytes; ok is false where the file
+// memory.current, v1 memory.usage_in_bytes; 0, unknown, where the file
 // is missing.
-func readMemoryUsage(f FS, cg string, v2 bool, dir string) (used int64, ok bool, err error) {
+func readMemoryUsage(f FS, cg string, v2 bool, dir string) (int64, error) {
 	file := fileMemUsage
 	if v2 {
 		file = fileMemoryCurrent
 	}
 	v, err := readValue(f, cg, file, dir, func(s string) (uint64, error) { return observe.ParseBytes([]byte(s)) })
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return 0, nil
 	}
-	return int64(min(v, 1<<62)), err == nil, err
-}
-
-// usesMemory reports whether any cgroup in d sets a memory limit (-1,
-// unlimited, is what a cgroup without the memory controller has anyway)
-// or a guarantee.
-func usesMemory(d planner.Desired) bool {
-	for _, p := range d.Pools {
-		if p.Pool.MemoryBytes >= 0 || p.Query.MemoryBytes >= 0 || p.Pool.MemoryHighBytes > 0 || p.Query.MemoryHighBytes > 0 {
-			return true
-		}
-	}
-	return usesGuarantees(d)
+	return int64(min(v, 1<<62)), err
 }
 
 // pageDown is the memory limit the kernel reads back after b is written:

@@ -6,8 +6,11 @@
 // RESOLVE_BENEATH), so no pool name can address a path outside it. Its
 // [Reader] reads counters and limits through the same door and hands the
 // bytes to package observe's parsers. One file per controller (cpu.go,
-// cpuset.go, memory.go, pids.go) holds that controller's files, read-back, diff
-// and encodings.
+// memory.go, cpuset.go, pids.go) holds the whole of that controller: its
+// files, how its values are read back, the ops that change them and its
+// counters, as one entry of the table in controller.go, which reading
+// (current.go), deciding (diff.go) and sampling (reader.go) iterate. A
+// new controller is one new file and its entry there.
 package cgroupfs
 
 import (

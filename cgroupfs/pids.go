@@ -5,8 +5,8 @@ package cgroupfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
-	"slices"
 
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -28,17 +28,28 @@ const (
 	filePidsEventsLocal = "pids.events.local"
 )
 
-// pidsHier is the hierarchy holding the pids files of the tree: v2's
-// unified one, v1's pids hierarchy when hiers (the hierarchies a change
-// touches) has it, else "".
-func (t *Tree) pidsHier(hiers []string) string {
-	switch {
-	case t.v2:
-		return HierUnified
-	case slices.Contains(hiers, HierPids):
-		return HierPids
-	}
-	return ""
+// pidsController manages a cgroup's task limit (pids.max).
+var pidsController = controller{
+	name:      HierPids,
+	need:      func(s settings, use *uses) { use.pids = use.pids || s.pidsMax > 0 },
+	in:        func(use uses) bool { return use.pids },
+	unmounted: "TOTAL_PIDS_LIMIT or QUERY_PIDS_LIMIT set: %w: no v1 pids hierarchy is mounted beside the cpu hierarchy; accepted here: -1 for both",
+	desired:   func(c planner.Cgroup, s *settings) { s.pidsMax = max(c.PidsMax, 0) },
+	check: func(c planner.Cgroup) error {
+		if c.PidsMax > planner.MaxPidsLimit {
+			return fmt.Errorf("task limit %d: want 0 or -1 (none) or 1..%d", c.PidsMax, planner.MaxPidsLimit)
+		}
+		return nil
+	},
+	read: func(f FS, cg string, _ bool, dir string, s *settings) (err error) {
+		s.pidsMax, err = readPidsMax(f, cg, dir)
+		return err
+	},
+	values: (*builder).pidsValues,
+	stat: func(r *Reader, group string, s *observe.Sample) (err error) {
+		s.Pids, err = r.Pids(group)
+		return err
+	},
 }
 
 // readPidsMax reads cgroup cg's task limit beneath f, 0 for none: a
@@ -64,16 +75,6 @@ func (b *builder) pidsValues(tg target) {
 		h = HierPids
 	}
 	b.add(h, tg.path, OpWrite, filePidsMax, planner.Cgroup{PidsMax: tg.want.pidsMax}.PidsMaxValue())
-}
-
-// usesPids reports whether any cgroup in d sets a task limit.
-func usesPids(d planner.Desired) bool {
-	for _, p := range d.Pools {
-		if p.Pool.PidsMax > 0 || p.Query.PidsMax > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // Pids reads group's tasks ([observe.Pids]); nil when the pids

@@ -202,28 +202,19 @@ func (r *Reader) Groups() ([]string, error) {
 	return groups, nil
 }
 
-// Read reads one group's counters: CPU accounting and throttling
-// ([Reader.ReadCPU]), the throttled time of the group's own tasks, CPU
-// pressure, memory and tasks where their controllers are there
-// ([Reader.Memory], [Reader.Pids]).
+// Read reads one group's counters, each controller its own: CPU
+// accounting and throttling ([Reader.ReadCPU]), the throttled time of the
+// group's own tasks, CPU pressure, memory and tasks where their
+// controllers are there ([Reader.Memory], [Reader.Pids]).
 func (r *Reader) Read(group string) (observe.Sample, error) {
-	s, err := r.ReadCPU(group)
-	if err != nil {
-		return observe.Sample{}, err
-	}
-	if s.LocalThrottledUsec, err = r.localThrottled(group); err != nil {
-		return observe.Sample{}, err
-	}
-	if r.v2 {
-		if s.Pressure, err = r.pressure(group, fileCPUPressure); err != nil {
+	s := observe.Sample{Group: group}
+	for _, c := range controllers {
+		if c.stat == nil {
+			continue
+		}
+		if err := c.stat(r, group, &s); err != nil {
 			return observe.Sample{}, err
 		}
-	}
-	if s.Memory, err = r.Memory(group); err != nil {
-		return observe.Sample{}, err
-	}
-	if s.Pids, err = r.Pids(group); err != nil {
-		return observe.Sample{}, err
 	}
 	return s, nil
 }
@@ -235,17 +226,21 @@ func (r *Reader) Read(group string) (observe.Sample, error) {
 // each second: one file on v2, where Read reads eleven with the memory
 // controller there. The sample's other fields are left empty.
 func (r *Reader) ReadCPU(group string) (observe.Sample, error) {
-	s := observe.Sample{Group: group, UsageKnown: r.v2}
-	var err error
-	if s.CPU, err = r.CPUStat(group); err != nil {
+	s := observe.Sample{Group: group}
+	if err := r.readCPU(group, &s); err != nil {
 		return observe.Sample{}, err
 	}
-	if !r.v2 {
-		if err := r.usageV1(group, &s); err != nil {
-			return observe.Sample{}, err
-		}
-	}
 	return s, nil
+}
+
+// readCPU reads group's CPU accounting and throttling into s ([Reader.ReadCPU]).
+func (r *Reader) readCPU(group string, s *observe.Sample) error {
+	s.UsageKnown = r.v2
+	var err error
+	if s.CPU, err = r.CPUStat(group); err != nil || r.v2 {
+		return err
+	}
+	return r.usageV1(group, s)
 }
 
 // ReadAll reads every group of Groups, in that order. A group removed

@@ -2,11 +2,11 @@ package cgroupfs
 
 import (
 	"github.com/poolagent/poolagent/internal/cpulimit"
-	"github.com/poolagent/poolagent/planner"
 )
 
 // Interface files of the cgroup core; each controller's files are in its
-// own file (cpu.go, cpuset.go, memory.go, pids.go).
+// own file (cpu.go, memory.go, cpuset.go, pids.go: the table in
+// controller.go).
 //
 //	v2 cgroup.subtree_control "cpu memory"; written as "+cpu"
 //	v2 cgroup.controllers     the controllers the cgroup may enable
@@ -23,7 +23,10 @@ const (
 // convert to a weight exactly; 0: not managed), the memory limit (-1:
 // unlimited), the soft memory limit (0: none), the memory guarantees (v2
 // memory.min and memory.low; 0: none, -1: "max"), the task limit (0:
-// none) and cgroup v1's cpuset.mems ("": not managed, or none yet).
+// none) and cgroup v1's cpuset.mems ("": not managed, or none yet). Each
+// controller ([controller]) reads and writes its own fields. memUsed is
+// not a value but what the cgroup uses, read back for the memory limit
+// (0: unknown, as for a new cgroup; never written).
 type settings struct {
 	cpu      cpulimit.Limit
 	shares   int64
@@ -31,16 +34,7 @@ type settings struct {
 	memHigh  int64
 	memMin   int64
 	memLow   int64
+	memUsed  int64
 	pidsMax  int64
 	mems     string
-}
-
-// fromDesired is the settings c asks for: v1 writes the weight as
-// cpu.shares.
-func fromDesired(c planner.Cgroup) settings {
-	s := settings{cpu: c.CPU, memBytes: c.MemoryBytes, memHigh: max(c.MemoryHighBytes, 0), memMin: c.MemoryMinBytes, memLow: c.MemoryLowBytes, pidsMax: max(c.PidsMax, 0)}
-	if c.CPU.Weight != 0 {
-		s.shares = c.CPU.Shares()
-	}
-	return s
 }

@@ -112,7 +112,13 @@ func Open(m Mounts, root string, opt Options) (*Tree, error) {
 	t.roots[HierCPU], t.mounts[HierCPU] = root, cpuDir
 	t.order = []string{HierCPU}
 	t.acctRoot = m.Twin(HierCPUAcct, root)
-	for _, h := range []string{HierCPUAcct, HierMemory, HierCPUSet, HierPids} {
+	twins := []string{HierCPUAcct}
+	for _, c := range controllers {
+		if c.name != HierCPU {
+			twins = append(twins, c.name)
+		}
+	}
+	for _, h := range twins {
 		if d := m.Twin(h, root); d != "" && d != root {
 			t.roots[h], t.mounts[h] = d, m.Twin(h, cpuDir)
 			t.order = append(t.order, h)
@@ -136,9 +142,11 @@ func (t *Tree) Reader() *Reader {
 	if t.v2 {
 		return NewReader(true, t.roots[HierUnified], "", "", t.openFS)
 	}
-	r := NewReader(false, t.roots[HierCPU], t.acctRoot, t.roots[HierMemory], t.openFS)
-	if d := t.roots[HierPids]; d != "" {
-		r.dirs[HierPids] = d
+	r := NewReader(false, t.roots[HierCPU], t.acctRoot, "", t.openFS)
+	for _, c := range controllers {
+		if d := t.roots[c.name]; d != "" && c.stat != nil {
+			r.dirs[c.name] = d
+		}
 	}
 	return r
 }

@@ -81,20 +81,3 @@ func validate(d planner.Desired, v2 bool) error {
 	}
 	return nil
 }
-
-// checkCgroup applies the kernel's rules for one cgroup's values.
-func checkCgroup(c planner.Cgroup) error {
-	if err := c.CPU.Check(); err != nil {
-		return err
-	}
-	if c.MemoryBytes < -1 {
-		return fmt.Errorf("memory limit %d bytes: want -1 (unlimited) or bytes", c.MemoryBytes)
-	}
-	if c.MemoryMinBytes < -1 || c.MemoryLowBytes < -1 {
-		return fmt.Errorf("memory guarantees %d and %d bytes: want 0 (none), -1 (all it uses) or bytes", c.MemoryMinBytes, c.MemoryLowBytes)
-	}
-	if c.PidsMax > planner.MaxPidsLimit {
-		return fmt.Errorf("task limit %d: want 0 or -1 (none) or 1..%d", c.PidsMax, planner.MaxPidsLimit)
-	}
-	return nil
-}

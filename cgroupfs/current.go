@@ -24,9 +24,11 @@ type current struct {
 	v2       bool
 	pageSize int64
 	roots    map[string]string // hierarchy name -> pool root directory
+	// use is what the change uses ([usesIn]).
+	use uses
 	// hiers are the hierarchies the change touches, cpu's first: on v1
-	// the memory (pids) hierarchy only when a memory (task) limit is
-	// wanted or poolagent's root exists there.
+	// a controller's hierarchy only when the change uses it or
+	// poolagent's root exists there ([Tree.hiers]).
 	hiers []string
 	// rootIn says in which hierarchies the pool root exists.
 	rootIn map[string]bool
@@ -38,14 +40,14 @@ type current struct {
 	// cgroups directly below them, by path; a cgroup without an entry is
 	// new and has the kernel's defaults.
 	values map[string]settings
-	// usage is the memory those cgroups use, by path, where the memory
-	// controller is there: a lowered memory limit is checked against it.
-	usage map[string]int64
 	// force writes a lowered memory limit even below usage (Tree.Force).
 	force bool
 	// enabled is, on v2, the controllers in the cgroup.subtree_control
 	// of the root (".") and of each existing pool.
 	enabled map[string][]string
+	// What the controllers read of the pool root and above it (their
+	// top hooks).
+	//
 	// rootHi is, on v1, the ratio of the pool root's nearest limited
 	// ancestor-or-self (math.MaxUint64: none), the bound for pools.
 	rootHi uint64
@@ -59,31 +61,25 @@ type current struct {
 	top settings
 }
 
-// readCurrent reads what [diff] needs to reach d. It refuses a tree whose
-// controllers will not be available (ErrNoController) or whose root cannot
-// be made (ErrBadRoot).
+// readCurrent reads what [diff] needs to reach d: the tree, the values of
+// its pools and of the cgroups below them (each controller its own) and
+// what each controller needs of the pool root and above it. It refuses a
+// tree whose controllers will not be available (ErrNoController) or
+// whose root cannot be made (ErrBadRoot).
 func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
-	use := uses{memory: usesMemory(d), guarantee: usesGuarantees(d), cpuset: usesCPUSet(d), pids: usesPids(d)}
+	use := usesIn(d)
 	hiers, err := t.hiers(use)
 	if err != nil {
 		return nil, fmt.Errorf("read pool tree: %w", err)
 	}
-	if err := t.checkControllers(use, hiers); err != nil {
+	if err := t.checkControllers(d, use, hiers); err != nil {
 		return nil, err
 	}
-	if err := t.checkIdle(d); err != nil {
-		return nil, err
-	}
-	cur := &current{v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, usage: map[string]int64{}, force: t.force,
+	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, force: t.force,
 		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
 			return nil, fmt.Errorf("read pool tree: %w", err)
-		}
-	}
-	if !t.v2 {
-		if cur.rootHi, err = t.v1RootBound(); err != nil {
-			return nil, err
 		}
 	}
 	desired := map[string]bool{}
@@ -95,57 +91,54 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 		if !desired[top] || strings.Count(p, "/") > 1 || !n.in[hiers[0]] {
 			continue
 		}
-		s, err := t.readSettings(p, hiers)
-		if err != nil {
+		if cur.values[p], err = t.readSettings(p, hiers); err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
-		cur.values[p] = s
-		if h := t.memHier(hiers); h != "" {
-			f, err := t.fs(h)
-			if err != nil {
-				return nil, err
-			}
-			used, ok, err := readMemoryUsage(f, p, t.v2, t.roots[h])
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", p, err)
-			}
-			if ok {
-				cur.usage[p] = used
-			}
-		}
 	}
-	if t.v2 {
-		cgs := []string{}
-		if cur.rootIn[HierUnified] {
-			cgs = append(cgs, ".")
-		}
-		for _, p := range d.Pools {
-			if n, ok := cur.nodes[p.Name]; ok && n.in[HierUnified] {
-				cgs = append(cgs, p.Name)
-			}
-		}
-		f, err := t.fs(HierUnified)
-		if err == nil && cur.rootIn[HierUnified] {
-			g := &cur.rootGuarantee
-			if g.memMin, g.memLow, err = readMemoryGuarantees(f, ".", t.roots[HierUnified]); err != nil {
-				return nil, fmt.Errorf("read pool root: %w", err)
-			}
-		}
-		for _, cg := range cgs {
-			if err != nil {
-				return nil, err
-			}
-			raw, err := f.ReadFile(path.Join(cg, fileSubtreeControl))
-			if err != nil {
-				return nil, err
-			}
-			cur.enabled[cg] = strings.Fields(string(raw))
-		}
-	}
-	if err := t.readCPUSetTop(cur, d); err != nil {
+	if err := t.readEnabled(cur, d); err != nil {
 		return nil, err
 	}
+	for _, c := range controllers {
+		if c.top == nil {
+			continue
+		}
+		if err := c.top(t, cur, d); err != nil {
+			return nil, err
+		}
+	}
 	return cur, nil
+}
+
+// readEnabled reads, on v2, the cgroup.subtree_control of the pool root
+// and of each of d's pools that exists into cur.enabled.
+func (t *Tree) readEnabled(cur *current, d planner.Desired) error {
+	if !t.v2 {
+		return nil
+	}
+	cgs := []string{}
+	if cur.rootIn[HierUnified] {
+		cgs = append(cgs, ".")
+	}
+	for _, p := range d.Pools {
+		if n, ok := cur.nodes[p.Name]; ok && n.in[HierUnified] {
+			cgs = append(cgs, p.Name)
+		}
+	}
+	if len(cgs) == 0 {
+		return nil
+	}
+	f, err := t.fs(HierUnified)
+	if err != nil {
+		return err
+	}
+	for _, cg := range cgs {
+		raw, err := f.ReadFile(path.Join(cg, fileSubtreeControl))
+		if err != nil {
+			return err
+		}
+		cur.enabled[cg] = strings.Fields(string(raw))
+	}
+	return nil
 }
 
 // readHier reads hierarchy h's pool root, if it exists, into cur: its
@@ -180,15 +173,6 @@ func (t *Tree) readHier(cur *current, h string) error {
 	return cur.walk(f, h, ".")
 }
 
-// uses says which of the controllers a tree may do without a change (or
-// a query) needs.
-type uses struct{ memory, guarantee, cpuset, pids bool }
-
-// usesOf is what a cgroup with settings s needs.
-func usesOf(s settings) uses {
-	return uses{memory: s.memBytes >= 0, guarantee: s.memMin != 0 || s.memLow != 0, cpuset: !s.cpu.CPUs.IsEmpty(), pids: s.pidsMax > 0}
-}
-
 // hiers lists the hierarchies a change touches: on v1 the memory hierarchy
 // only when a memory limit is wanted, the cpuset hierarchy only when CPU
 // sets are, the pids hierarchy only when a task limit is, or poolagent's
@@ -196,7 +180,7 @@ func usesOf(s settings) uses {
 func (t *Tree) hiers(use uses) ([]string, error) {
 	var out []string
 	for _, h := range t.order {
-		if h == HierMemory && !use.memory || h == HierCPUSet && !use.cpuset || h == HierPids && !use.pids {
+		if c := controllerOf(h); c != nil && !c.used(use) {
 			f, err := t.mountFS(h)
 			if err != nil {
 				return nil, err
@@ -328,66 +312,6 @@ func (cur *current) busy(dir string) bool {
 	return false
 }
 
-// readSettings reads the managed values of cgroup cg (which exists). On
-// v1, memory is read only when the memory hierarchy is in use.
-func (t *Tree) readSettings(cg string, hiers []string) (settings, error) {
-	s := defaults() // what a file a kernel lacks reads as
-	cpuH := t.order[0]
-	f, err := t.fs(cpuH)
-	if err != nil {
-		return s, err
-	}
-	bw, err := readCPULimit(f, cg, t.v2, t.roots[cpuH])
-	if err != nil {
-		return s, err
-	}
-	s.cpu.QuotaUsec, s.cpu.PeriodUsec, s.cpu.BurstUsec = bw.QuotaUsec, bw.PeriodUsec, bw.BurstUsec
-	if t.v2 {
-		if s.cpu.Weight, err = readOr(f, cg, fileCPUWeight, s.cpu.Weight, parseCount); err != nil {
-			return s, err
-		}
-	} else if s.shares, err = readOr(f, cg, fileShares, s.shares, parseCount); err != nil {
-		return s, err
-	}
-	if s.cpu.Idle, err = readIdle(f, cg); err != nil {
-		return s, err
-	}
-	if memH := t.memHier(hiers); memH != "" {
-		mf, err := t.fs(memH)
-		if err != nil {
-			return s, err
-		}
-		if s.memBytes, err = readMemoryLimit(mf, cg, t.v2, t.roots[memH]); err != nil {
-			return s, err
-		}
-		if s.memHigh, err = readMemoryHigh(mf, cg, t.v2, t.roots[memH]); err != nil {
-			return s, err
-		}
-		if t.v2 {
-			if s.memMin, s.memLow, err = readMemoryGuarantees(mf, cg, t.roots[memH]); err != nil {
-				return s, err
-			}
-		}
-	}
-	if h := t.pidsHier(hiers); h != "" {
-		pf, err := t.fs(h)
-		if err != nil {
-			return s, err
-		}
-		if s.pidsMax, err = readPidsMax(pf, cg, t.roots[h]); err != nil {
-			return s, err
-		}
-	}
-	switch {
-	case t.v2:
-		s.cpu.CPUs, err = readCPUs(f, cg)
-		return s, err
-	case slices.Contains(hiers, HierCPUSet):
-		return readCPUSet(t.fs, cg, s)
-	}
-	return s, nil
-}
-
 // readOr reads cg's file with parse; a missing file (a kernel without
 // that feature, a controller not enabled here) reads as def. A value parse
 // refuses is an error naming the file.
@@ -422,22 +346,14 @@ func defaults() settings {
 	return settings{cpu: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), shares: cpulimit.DefaultShares, memBytes: -1}
 }
 
-// checkControllers refuses a tree where the cpu controller (or memory, when
-// a limit is set, cpuset, when a pool has CPUS, or pids, when a task limit
-// is set) will not be available to the pools.
-func (t *Tree) checkControllers(use uses, hiers []string) error {
+// checkAvailable refuses a tree where a controller the change uses has
+// no hierarchy mounted (v1) or is not enabled for the pool root (v2).
+func (t *Tree) checkAvailable(use uses, hiers []string) error {
 	if !t.v2 {
-		if use.guarantee {
-			return fmt.Errorf("TOTAL_MEMORY_MIN_PERCENT_PER_NODE or TOTAL_MEMORY_LOW_PERCENT_PER_NODE set: %w: cgroup v1 has no memory guarantee (memory.min and memory.low are cgroup v2's; v1's soft limit only reclaims, it protects nothing); accepted here: -1 for both", ErrNoController)
-		}
-		if use.pids && !slices.Contains(hiers, HierPids) {
-			return fmt.Errorf("TOTAL_PIDS_LIMIT or QUERY_PIDS_LIMIT set: %w: no v1 pids hierarchy is mounted beside the cpu hierarchy; accepted here: -1 for both", ErrNoController)
-		}
-		if use.memory && !slices.Contains(hiers, HierMemory) {
-			return fmt.Errorf("memory limit set: %w: no v1 memory hierarchy is mounted", ErrNoController)
-		}
-		if use.cpuset && !slices.Contains(hiers, HierCPUSet) {
-			return fmt.Errorf("CPUS set: %w: no v1 cpuset hierarchy is mounted beside the cpu hierarchy; accepted here: CPUS=-1", ErrNoController)
+		for _, c := range controllers {
+			if c.used(use) && !slices.Contains(hiers, c.name) {
+				return fmt.Errorf(c.unmounted, ErrNoController)
+			}
 		}
 		return nil
 	}
@@ -461,20 +377,10 @@ func (t *Tree) checkControllers(use uses, hiers []string) error {
 	}
 	file = filepath.Join(t.mounts[HierUnified], file)
 	have := strings.Fields(string(raw))
-	need := []string{"cpu"}
-	if use.memory {
-		need = append(need, "memory")
-	}
-	if use.cpuset {
-		need = append(need, "cpuset")
-	}
-	if use.pids {
-		need = append(need, "pids")
-	}
-	for _, c := range need {
-		if !slices.Contains(have, c) {
+	for _, c := range controllers {
+		if c.used(use) && !slices.Contains(have, c.name) {
 			return fmt.Errorf("%s: %w: %s lists %q; enable it with \"+%s\" in %s",
-				c, ErrNoController, file, strings.Join(have, " "), c, filepath.Join(filepath.Dir(root), fileSubtreeControl))
+				c.name, ErrNoController, file, strings.Join(have, " "), c.name, filepath.Join(filepath.Dir(root), fileSubtreeControl))
 		}
 	}
 	return nil
