@@ -99,16 +99,16 @@ func runHeader(date string, reports []*compare.Report) string {
 	fmt.Fprintf(&b, "Written by `scripts/accuracy.sh -w` on %s from %d reports:\n", date, len(reports))
 	for _, key := range slices.Sorted(maps.Keys(passes)) {
 		p := passes[key]
-		cpu := "native CPUs"
+		cpu, where := "native CPUs", ""
 		if p.emulated {
-			cpu = "emulated CPUs"
+			cpu, where = "emulated CPUs", " in the guest"
 		}
 		load := "unknown"
 		if !math.IsInf(p.loadLo, 0) {
 			load = fmt.Sprintf("%.2f..%.2f", p.loadLo, p.loadHi)
 		}
-		fmt.Fprintf(&b, "- Linux %s, cgroup %s, %s, HZ=%d, slice %d µs: scenarios %d, runs %s each, 1-minute load average %s.",
-			p.kernel, p.cgroup, cpu, 1_000_000/max(p.tickUsec, 1), p.slice, p.scenarios, joinInts(slices.Sorted(maps.Keys(p.runs))), load)
+		fmt.Fprintf(&b, "- Linux %s, cgroup %s, %s, HZ=%d, slice %d µs: scenarios %d, runs %s each, 1-minute load average%s %s.",
+			p.kernel, p.cgroup, cpu, 1_000_000/max(p.tickUsec, 1), p.slice, p.scenarios, joinInts(slices.Sorted(maps.Keys(p.runs))), where, load)
 		for _, c := range slices.Sorted(maps.Keys(p.caveats)) {
 			fmt.Fprintf(&b, " Note: %s.", c)
 		}

@@ -36,7 +36,7 @@ func TestWriteDoc(t *testing.T) {
 	}
 	got := string(b)
 	want := regionStart + "Written by `scripts/accuracy.sh -w` on 2026-12-05 from 2 reports:\n" +
-		"- Linux 6.1.0-57-cloud-amd64, cgroup v2, emulated CPUs, HZ=250, slice 5000 µs: scenarios 1, runs 2 each, 1-minute load average 2.26..2.39." +
+		"- Linux 6.1.0-57-cloud-amd64, cgroup v2, emulated CPUs, HZ=250, slice 5000 µs: scenarios 1, runs 2 each, 1-minute load average in the guest 2.26..2.39." +
 		" Note: the throttling prediction may not match this host: CONFIG_HZ is not known.\n" +
 		"- Linux 6.18.44, cgroup v1, native CPUs, HZ=250, slice 5000 µs: scenarios 1, runs 2 each, 1-minute load average 1.09..1.15.\n\n" +
 		compare.MarkdownHeader
