@@ -53,6 +53,14 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
+// RemoveBuilt removes the etcd-member Binary built, if it built one: for
+// TestMain, once the tests are done.
+func RemoveBuilt() {
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+}
+
 // Member is one etcd member process.
 type Member struct {
 	Name      string

@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 			os.RemoveAll(c.dir)
 		}
 	}
+	etcdtest.RemoveBuilt() // once no member runs it
 	os.Exit(code)
 }
 
