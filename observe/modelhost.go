@@ -23,10 +23,13 @@ type ModelHost struct {
 	// NoBandwidth is true when /proc/sys/kernel/sched_cfs_bandwidth_slice_us
 	// does not exist: the kernel was built without CONFIG_CFS_BANDWIDTH.
 	NoBandwidth bool
-	// SliceErr says why the bandwidth slice could not be read or parsed.
-	SliceErr string
-	// HZErr says why CONFIG_HZ could not be read (the models then take
-	// DefaultHZ).
+	// SliceUsec is the bandwidth slice, µs; SliceErr says why it could
+	// not be read or parsed (then SliceUsec is 0).
+	SliceUsec int64
+	SliceErr  string
+	// HZ is CONFIG_HZ; HZErr says why it could not be read (then HZ is 0,
+	// and the models take DefaultHZ).
+	HZ    int
 	HZErr string
 	// NohzFull is /sys/devices/system/cpu/nohz_full, the CPUs whose tick
 	// may stop while they run one task ("" when none); NohzErr says why it
@@ -56,11 +59,11 @@ func ReadModelHost(root string) ModelHost {
 	case err != nil:
 		h.SliceErr = err.Error()
 	default:
-		if _, err := ParseSliceUsec(b); err != nil {
+		if h.SliceUsec, err = ParseSliceUsec(b); err != nil {
 			h.SliceErr = fmt.Sprintf("%s: %v", slicePath, err)
 		}
 	}
-	if _, _, err := readHZ(proc, filepath.Join(root, "boot"), h.Release); err != nil {
+	if h.HZ, _, err = readHZ(proc, filepath.Join(root, "boot"), h.Release); err != nil {
 		h.HZErr = err.Error()
 	}
 	nohzPath := filepath.Join(sys, "devices/system/cpu/nohz_full")
@@ -82,7 +85,8 @@ func ReadModelHost(root string) ModelHost {
 type ModelCaveat struct {
 	// Reason names the condition in a word, for a metric's label:
 	// sched_ext, no_cfs_bandwidth, slice_unknown, kernel_release,
-	// hz_unknown, nohz_full or skew_tick.
+	// hz_unknown, nohz_full or skew_tick (and tick_slice, from
+	// metrics.PredictionCaveats).
 	Reason string
 	// Text says it in one plain clause.
 	Text string

@@ -174,8 +174,8 @@ const DefaultReconcile = 30 * time.Second
 type Server struct {
 	cfg Config
 	// modelCaveats are the throttling model's assumptions that do not
-	// hold on this host, read once; the prediction takes its own tick and
-	// slice, so only the kernel's mechanisms count.
+	// hold for the prediction on this host (metrics.PredictionCaveats),
+	// read once.
 	modelCaveats observe.ModelCaveats
 	limits       Limits
 	peers        *perUser
@@ -270,7 +270,7 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		listening: make(chan struct{}),
 		start:     strconv.FormatInt(time.Now().Unix(), 36),
 		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
-		modelCaveats: observe.ReadModelHost(cfg.HostRoot).Caveats().Mechanisms(),
+		modelCaveats: metrics.PredictionCaveats(observe.ReadModelHost(cfg.HostRoot)),
 	}
 	if len(s.modelCaveats) > 0 {
 		cfg.Log.Warn(s.modelCaveats.String(), "reasons", s.modelCaveats.Reasons())

@@ -205,7 +205,7 @@ func NewCollector(src Source) *Collector {
 		hostLoad:     d("host_cpu_load_ratio", "Moving average of host CPU busy time (0..1 of all CPUs) at the last load refresh.", nil),
 		hostReserved: d("host_cpu_reserved_ratio", "Host CPU reserved by queries admitted since the last load refresh (0.1 each, 0..1).", nil),
 		modelApplies: d("throttling_model_applies",
-			"1 when every assumption the throttling prediction makes of this host holds, 0 when one does not: reason names those that do not (sched_ext, no_cfs_bandwidth, kernel_release, nohz_full, skew_tick), and pool_cpu_predicted_throttled_seconds_total may not hold.", []string{"reason"}),
+			"1 when every assumption the throttling prediction makes of this host holds, 0 when one does not: reason names those that do not (sched_ext, no_cfs_bandwidth, kernel_release, nohz_full, skew_tick, tick_slice), and pool_cpu_predicted_throttled_seconds_total may not hold.", []string{"reason"}),
 		repairWrites: d("tree_repair_writes_total", "Writes made to bring the pool tree back to the plan after another writer changed it (a pool cgroup removed, a value changed), by the periodic reconcile or on SIGHUP.", nil),
 
 		running:          d("pool_running_queries", "Queries running in the pool.", pool),

@@ -122,3 +122,24 @@ func PredictThrottledUsec(cpus float64, s PoolSample, usageUsec uint64) (uint64,
 	}
 	return run.Groups[0].Stat.ThrottledUsec, nil
 }
+
+// PredictionCaveats are the throttling model's caveats for the daemon's
+// prediction on host h: those about how its kernel enforces cpu.max
+// (observe.ModelCaveats.Mechanisms), and, reason tick_slice, a tick or
+// bandwidth slice other than the kernel defaults PredictThrottledUsec
+// takes. A tick or slice that could not be read is not said: the
+// prediction takes the defaults whatever the host's are.
+func PredictionCaveats(h observe.ModelHost) observe.ModelCaveats {
+	cs := h.Caveats().Mechanisms()
+	p := simulate.DefaultKernelParams()
+	tickUsec := int64(0)
+	if h.HZ > 0 {
+		tickUsec = int64(1_000_000 / h.HZ)
+	}
+	if tickUsec != 0 && tickUsec != p.TickUsec || h.SliceUsec != 0 && h.SliceUsec != p.SliceUsec {
+		cs = append(cs, observe.ModelCaveat{Reason: "tick_slice", Text: fmt.Sprintf(
+			"this host's tick (CONFIG_HZ=%d) and bandwidth slice (%d µs) are not the %d µs tick and %d µs slice the daemon's prediction takes",
+			h.HZ, h.SliceUsec, p.TickUsec, p.SliceUsec)})
+	}
+	return cs
+}

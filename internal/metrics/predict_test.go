@@ -126,3 +126,29 @@ func BenchmarkPredictInterval(b *testing.B) {
 		})
 	}
 }
+
+// TestPredictionCaveats: the daemon's prediction takes the kernel's
+// default tick and slice, so a host with others is said, in these words;
+// one whose tick or slice is unknown is not.
+func TestPredictionCaveats(t *testing.T) {
+	for _, tt := range []struct {
+		host observe.ModelHost
+		want string
+	}{
+		{observe.ModelHost{Release: "6.18.44", HZ: 250, SliceUsec: 5000}, ""},
+		{observe.ModelHost{Release: "6.18.44", HZErr: "no kernel configuration"}, ""},
+		{observe.ModelHost{Release: "6.18.44", HZ: 1000, SliceUsec: 5000},
+			"tick_slice: the throttling prediction may not match this host: this host's tick (CONFIG_HZ=1000) and bandwidth slice (5000 µs) are not the 4000 µs tick and 5000 µs slice the daemon's prediction takes"},
+		{observe.ModelHost{Release: "6.18.44", HZ: 250, SliceUsec: 3000, SkewTick: true},
+			"skew_tick,tick_slice: the throttling prediction may not match this host: skew_tick=1 is on the kernel command line: the CPUs' ticks are offset from each other, where the models assume them aligned; " +
+				"this host's tick (CONFIG_HZ=250) and bandwidth slice (3000 µs) are not the 4000 µs tick and 5000 µs slice the daemon's prediction takes"},
+	} {
+		got := ""
+		if cs := PredictionCaveats(tt.host); len(cs) > 0 {
+			got = cs.Reasons() + ": " + cs.String()
+		}
+		if got != tt.want {
+			t.Errorf("%+v:\n got %q\nwant %q", tt.host, got, tt.want)
+		}
+	}
+}
