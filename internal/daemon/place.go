@@ -28,7 +28,8 @@ var ErrConfined = errors.New("held by a limit the query would leave")
 // or reconciles. A re-plan in between leaves the empty cgroup
 // (pooltree.Query.Make); a drop of the pool removes it, and the query fails
 // as dropped.
-func (s *Server) place(q *query, p peer.Placement) (planner.PoolState, error) {
+func (q *query) place(p peer.Placement) (planner.PoolState, error) {
+	s := q.s
 	var ps planner.PoolState
 	err := s.procs.Hold(p, func(pid int) error {
 		found, err := s.rp.withPool(q.pool, func(cur planner.PoolState) error {

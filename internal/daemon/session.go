@@ -211,7 +211,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	target, err := startTarget(s.cfg.ProcRoot, client, fds.take(), r.PID)
 	if err == nil {
 		defer target.Close()
-		_, err = s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: target, Rel: peer.ChildOfPeer})
+		_, err = q.place(peer.Placement{Peer: client, UID: q.id.UID, Target: target, Rel: peer.ChildOfPeer})
 	}
 	// Counted until placed, so that one user holds at most
 	// Limits.NotStartedPerUID processes (and the daemon's threads) at once.
@@ -327,7 +327,7 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	}()
 	// As for a start, with the limits its pool has when its cgroup is
 	// made (the cap the command is told included).
-	ps, err := s.place(q, peer.Placement{Peer: client, UID: q.id.UID, Target: client, Rel: peer.PeerItself})
+	ps, err := q.place(peer.Placement{Peer: client, UID: q.id.UID, Target: client, Rel: peer.PeerItself})
 	notStarted()
 	started.Type, started.CPULimit = protocol.ReplyStarted, ps.Query.CPU.VCPU()
 	if !se.placed(ctx, q, err, started) {
@@ -512,7 +512,7 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 				case protocol.OpExited:
 					q.cg.Look()
 				case protocol.OpSignal:
-					s.passSignal(q, r)
+					q.passSignal(r)
 				}
 			case <-waitCtx.Done():
 				return

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 
 	"golang.org/x/sys/unix"
 
@@ -25,7 +24,7 @@ type procLister interface {
 }
 
 const (
-	// signalPasses bounds how often signalQuery lists the query's
+	// signalPasses bounds how often query.signal lists the query's
 	// processes again for ones forked since the last pass.
 	signalPasses = 8
 	// maxSignalled bounds the processes one pass lists.
@@ -34,12 +33,13 @@ const (
 	maxSignal = 64
 )
 
-// signalQuery sends sig to every process of q's cgroup that q's client
-// could signal itself ([peer.Checker.Signal]), listing the cgroup again
-// while it finds processes forked since, as systemd does for a unit's
-// cgroup. It returns how many processes it signalled; a query cgroup that
-// is gone has none.
-func (s *Server) signalQuery(q *query, sig unix.Signal) (int, error) {
+// signal sends sig to every process of q's cgroup that q's client could
+// signal itself ([peer.Checker.Signal]), listing the cgroup again while
+// it finds processes forked since, as systemd does for a unit's cgroup.
+// It returns how many processes it signalled; a query cgroup that is gone
+// has none.
+func (q *query) signal(sig unix.Signal) (int, error) {
+	s := q.s
 	pl, ok := s.cg.(procLister)
 	if !ok {
 		return 0, errors.New("this pool tree cannot list a query's processes")
@@ -47,7 +47,7 @@ func (s *Server) signalQuery(q *query, sig unix.Signal) (int, error) {
 	sent := map[int]bool{}
 	var errs []error
 	for range signalPasses {
-		pids, _, err := pl.Procs(path.Join(q.pool, q.name), maxSignalled)
+		pids, _, err := pl.Procs(q.cg.Key().String(), maxSignalled)
 		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
@@ -73,14 +73,15 @@ func (s *Server) signalQuery(q *query, sig unix.Signal) (int, error) {
 }
 
 // passSignal carries out a client's OpSignal r for its running query q.
-func (s *Server) passSignal(q *query, r protocol.Request) {
+func (q *query) passSignal(r protocol.Request) {
+	s := q.s
 	if r.Signal < 1 || r.Signal > maxSignal {
 		s.cfg.Log.Warn("signal request refused", "pool", q.pool, "query", q.name, "uid", q.id.UID,
 			"err", fmt.Sprintf("signal %d is not a signal number (accepted: 1 to %d)", r.Signal, maxSignal))
 		return
 	}
 	sig := unix.Signal(r.Signal)
-	n, err := s.signalQuery(q, sig)
+	n, err := q.signal(sig)
 	if n == 0 && err == nil {
 		// Nothing left to signal: the usual end of a query whose command
 		// exited (the client's SIGTERM for what it left behind).
