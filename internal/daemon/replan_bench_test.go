@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -59,8 +60,10 @@ type activeBackend struct {
 
 func (a *activeBackend) Active() []string { return a.active }
 
-// plannedOnly is Cgroups that takes every plan and writes nothing; the
-// replanner calls nothing else.
+// plannedOnly is Cgroups that takes every plan and writes nothing, so
+// holds nothing back; the replanner calls nothing else.
 type plannedOnly struct{ Cgroups }
 
 func (plannedOnly) Apply(planner.Desired) error { return nil }
+
+func (plannedOnly) Pending() []cgroupfs.Pending { return nil }

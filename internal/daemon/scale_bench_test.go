@@ -47,8 +47,8 @@ func BenchmarkCostByPools(b *testing.B) {
 }
 
 const (
-	restFor  = 3 * time.Second
-	sleepers = 20
+	restFor  = 8 * time.Second
+	sleepers = 50
 )
 
 // costByPools measures one pool count for BenchmarkCostByPools.
