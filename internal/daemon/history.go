@@ -320,6 +320,21 @@ func (s *Server) readHistory(due []duePool, running []pooltree.QueryKey) history
 	return r
 }
 
+// counters returns the counters the history last read of each of pools
+// that it read at or after since ([Server.poolCounters]); a pool it did
+// not read since then, or whose last read failed, is left out.
+func (h *history) counters(pools []string, since time.Time) map[string]observe.Sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]observe.Sample, len(pools))
+	for _, p := range pools {
+		if ph := h.pools[p]; ph != nil && ph.base && !ph.readAt.Before(since) {
+			out[p] = ph.prev
+		}
+	}
+	return out
+}
+
 // readThreads reads the threads of pool and its queries, at most
 // advise.MaxThreads; unknown (run nil) when they cannot be read.
 func readThreads(tl threadLister, procRoot, pool string) threadRead {

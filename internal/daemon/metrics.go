@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/poolagent/poolagent/internal/metrics"
+	"github.com/poolagent/poolagent/observe"
 )
 
 // MetricsSnapshot implements metrics.Source: admission state and counters,
@@ -97,11 +99,20 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 // throttled seconds accumulate beside the measured ones; the same
 // intervals count each pool's starved time (metrics.Starvation).
 func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
-	everyTick(ctx, every, func(time.Time) { s.closePredictionInterval() })
+	var since time.Time
+	everyTick(ctx, every, func(now time.Time) {
+		if since.IsZero() {
+			since = now.Add(-every)
+		}
+		since = s.closePredictionInterval(since)
+	})
 }
 
-// closePredictionInterval is one step of RunPredictor.
-func (s *Server) closePredictionInterval() {
+// closePredictionInterval is one step of RunPredictor: the pools'
+// counters read since the last step's (poolCounters) close the interval.
+// It returns when this step's counters were all read, the since of the
+// next step (since again when none were taken).
+func (s *Server) closePredictionInterval(since time.Time) time.Time {
 	d := s.Desired()
 	running := map[string]int{}
 	for _, p := range s.Pools() {
@@ -111,11 +122,12 @@ func (s *Server) closePredictionInterval() {
 	for i, p := range d.Pools {
 		names[i] = p.Name
 	}
-	stats, err := s.cg.PoolCPUStats(names)
+	stats, err := s.poolCounters(names, since)
 	if err != nil {
 		s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
-		return
+		return since
 	}
+	read := time.Now()
 	var samples []metrics.PoolSample
 	for _, p := range d.Pools {
 		st, ok := stats[p.Name]
@@ -124,8 +136,38 @@ func (s *Server) closePredictionInterval() {
 		}
 		samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
 	}
-	s.starvation.Step(time.Now(), samples)
+	s.starvation.Step(read, samples)
 	if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
 		s.cfg.Log.Warn("throttling prediction", "err", err)
 	}
+	return read
+}
+
+// poolCounters is the CPU accounting and throttling of the named pools
+// for a reader of those counters each interval: the counters the history
+// read at or after since, where it keeps one (it reads every pool at
+// least once a QuietHistoryInterval, and a pool that runs a query or
+// whose usage grew once a period), and a CPU-only read of the others.
+// The history and the prediction so share one read of a pool's files per
+// interval. A pool without a cgroup is left out.
+func (s *Server) poolCounters(names []string, since time.Time) (map[string]observe.Sample, error) {
+	var got map[string]observe.Sample
+	if s.history != nil {
+		got = s.history.counters(names, since)
+	}
+	var missing []string
+	for _, n := range names {
+		if _, ok := got[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return got, nil
+	}
+	read, err := s.cg.PoolCPUStats(missing)
+	if err != nil || got == nil {
+		return read, err
+	}
+	maps.Copy(got, read)
+	return got, nil
 }

@@ -201,7 +201,7 @@ func (rp *replanner) observeDemand(now time.Time) {
 	for _, p := range rp.policy().Model.Pools() {
 		pools = append(pools, p.Name)
 	}
-	stats, err := rp.cg.PoolStats(pools)
+	stats, err := rp.cg.PoolCPUStats(pools)
 	if err != nil {
 		rp.log.Error("read pool CPU accounting for demand", "err", err)
 		return

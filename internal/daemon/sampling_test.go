@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/poolagent/poolagent/observe"
+)
+
+// cpuCountingCgroups is statCgroups that counts the CPU-only reads of
+// each pool (PoolCPUStats) and the full ones (PoolStats).
+type cpuCountingCgroups struct {
+	*statCgroups
+	cpuReads, fullReads map[string]int
+}
+
+func (c *cpuCountingCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	for _, n := range names {
+		c.fullReads[n]++
+	}
+	return c.statCgroups.PoolStats(names)
+}
+
+func (c *cpuCountingCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
+	for _, n := range names {
+		c.cpuReads[n]++
+	}
+	out, err := c.statCgroups.PoolStats(names)
+	for n, s := range out {
+		out[n] = observe.Sample{Group: s.Group, UsageKnown: s.UsageKnown, CPU: s.CPU}
+	}
+	return out, err
+}
+
+// TestPredictionTakesHistoryReads steps the throttling prediction on the
+// counters the history read since the last step, reading none of those
+// pools again, and reads (CPU only) the pools the history did not read
+// since then.
+func TestPredictionTakesHistoryReads(t *testing.T) {
+	cg := &cpuCountingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+		cpuReads: map[string]int{}, fullReads: map[string]int{}}
+	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	set := func(usage uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage}}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	set(1000)
+	srv.sampleHistory(at(0))
+	srv.closePredictionInterval(at(0))
+	// Two seconds of CPU in one interval, far above the pool's 20% cap.
+	set(2_001_000)
+	srv.sampleHistory(at(100))
+	srv.closePredictionInterval(at(100))
+	if cg.cpuReads["olap"] != 0 || cg.fullReads["olap"] != 2 {
+		t.Errorf("olap read %d times CPU-only and %d in full, want 0 and 2 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])
+	}
+	if got := srv.predictor.ThrottledUsec("olap"); got == 0 {
+		t.Error("no throttling predicted for 2 s of CPU in an interval under a 20% cap: the history's counters were not taken")
+	}
+
+	// The counters grow after the history's last read: a step since
+	// then reads the pool itself, CPU only, and sees the growth.
+	set(2_500_000)
+	stats, err := srv.poolCounters([]string{"olap", "gone"}, at(150))
+	if err != nil || len(stats) != 1 || stats["olap"].CPU.UsageUsec != 2_500_000 {
+		t.Errorf("poolCounters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
+	}
+	if cg.cpuReads["olap"] != 1 || cg.fullReads["olap"] != 2 {
+		t.Errorf("olap read %d times CPU-only and %d in full, want 1 and 2", cg.cpuReads["olap"], cg.fullReads["olap"])
+	}
+	// What the history read at 100 ms is still the counters of a step
+	// since then.
+	if stats, _ := srv.poolCounters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 1 {
+		t.Errorf("poolCounters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
+	}
+}
