@@ -145,9 +145,9 @@ func (s *Server) closePredictionInterval(since time.Time) time.Time {
 
 // poolCounters is the CPU accounting and throttling of the named pools
 // for a reader of those counters each interval: the counters the history
-// read at or after since, where it keeps one (it reads every pool at
-// least once a QuietHistoryInterval, and a pool that runs a query or
-// whose usage grew once a period), and a CPU-only read of the others.
+// read at or after since, where it keeps one (it reads a pool that runs
+// a query or whose usage grew once an interval, any other once a
+// QuietHistoryInterval), and a CPU-only read of the others.
 // The history and the prediction so share one read of a pool's files per
 // interval. A pool without a cgroup is left out.
 func (s *Server) poolCounters(names []string, since time.Time) (map[string]observe.Sample, error) {
