@@ -49,6 +49,10 @@
 //     docs/accuracy.md, from an accuracy run's reports.
 //   - internal/advise: a recorded pool diagnosed, and the smallest change of its limit
 //     that meets a throttle budget.
+//   - internal/history: a pool's trace (the file format advise reads), and the one
+//     sampler that takes it from a live pool tree through a small reader: a
+//     recording of one pool (`poolagent record`) and the daemon's rolling window
+//     of every pool (`advise --pool`).
 //
 // # Observation: what the kernel and the daemon report
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // adviseCommand is `poolagent advise`: diagnose a recorded trace and
@@ -63,7 +64,7 @@ func runAdvise(c *cli.Context) error {
 	if c.Bool("all") {
 		return adviseAll(c, b)
 	}
-	var t *advise.Trace
+	var t *history.Trace
 	if c.IsSet("pool") {
 		ts, earlier, err := daemonTraces(c, c.String("pool"))
 		if err != nil {
@@ -91,13 +92,13 @@ func runAdvise(c *cli.Context) error {
 }
 
 // readTraceFile reads and checks the trace at path.
-func readTraceFile(path string) (*advise.Trace, error) {
+func readTraceFile(path string) (*history.Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--trace: %w", err)
 	}
 	defer f.Close()
-	return advise.ParseTrace(path, f)
+	return history.ParseTrace(path, f)
 }
 
 // adviseBudget reads the budget flags; neither given is 10% of periods.

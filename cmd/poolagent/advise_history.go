@@ -12,6 +12,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/client"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
 
@@ -28,7 +29,7 @@ func historyFlags() []cli.Flag {
 // the node, one at a time, when ""), and returns, per pool in the
 // daemon's order, its latest trace and how many earlier stretches under
 // other limits the window holds.
-func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier map[string]int, err error) {
+func daemonTraces(c *cli.Context, pool string) (latest []*history.Trace, earlier map[string]int, err error) {
 	since := c.Duration("since")
 	if since < 0 {
 		return nil, nil, usageErr("--since %s is not accepted (accepted: a positive duration such as 30m)", since)
@@ -55,7 +56,7 @@ func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier 
 			return nil, nil, err
 		}
 		for i, raw := range r.Traces {
-			t, err := advise.ParseTrace(fmt.Sprintf("the daemon's history of pool %s (trace %d)", p, i+1), bytes.NewReader(raw))
+			t, err := history.ParseTrace(fmt.Sprintf("the daemon's history of pool %s (trace %d)", p, i+1), bytes.NewReader(raw))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -74,7 +75,7 @@ func daemonTraces(c *cli.Context, pool string) (latest []*advise.Trace, earlier 
 }
 
 // fromDaemonNote says which stretch of the history a report is about.
-func fromDaemonNote(t *advise.Trace, earlier int) string {
+func fromDaemonNote(t *history.Trace, earlier int) string {
 	span := time.Duration(int64(len(t.Samples))*t.IntervalUsec) * time.Microsecond
 	s := fmt.Sprintf("from the daemon's history: the last %s of pool %s", span, t.Pool)
 	if t.StartUnixUsec > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
@@ -55,7 +56,7 @@ func TestKernelAdviseFromHistory(t *testing.T) {
 	burn, gap := historyWorkload(t)
 	// How much the workload was throttled is timing: judged only while the
 	// machine gives the test its CPU (kerneltest.Root.Retry).
-	var before *advise.Trace
+	var before *history.Trace
 	var since func() time.Duration
 	root.Retry(t, 3, func(n int) string {
 		before, since = runHistoryBursts(t, socket, burn, gap, filepath.Join(dir, fmt.Sprintf("before-%d.json", n)))
@@ -145,7 +146,7 @@ func historyWorkload(t *testing.T) (burn, gap time.Duration) {
 // history of the pool since the bursts began with `poolagent record
 // --from-daemon` to trace and returns it, and since: how long ago the
 // bursts began (from an idle interval before them), for --since.
-func runHistoryBursts(t *testing.T, socket string, burn, gap time.Duration, trace string) (tr *advise.Trace, since func() time.Duration) {
+func runHistoryBursts(t *testing.T, socket string, burn, gap time.Duration, trace string) (tr *history.Trace, since func() time.Duration) {
 	t.Helper()
 	// The burners start through this binary as poolagent run, which
 	// execs env, which execs this binary as the burner.
@@ -179,7 +180,7 @@ func runHistoryBursts(t *testing.T, socket string, burn, gap time.Duration, trac
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err = advise.ParseTrace(trace, f)
+	tr, err = history.ParseTrace(trace, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
@@ -97,7 +98,7 @@ func TestKernelAdvise(t *testing.T) {
 
 // runBursts runs the workload in pool app below root while `poolagent
 // record` records the pool into trace, and returns the trace.
-func runBursts(t *testing.T, root kerneltest.Root, trace string) *advise.Trace {
+func runBursts(t *testing.T, root kerneltest.Root, trace string) *history.Trace {
 	t.Helper()
 	var burners []*kerneltest.Burner
 	for range 2 * adviseBursts {
@@ -141,7 +142,7 @@ func runBursts(t *testing.T, root kerneltest.Root, trace string) *advise.Trace {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err := advise.ParseTrace(trace, f)
+	tr, err := history.ParseTrace(trace, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +156,4 @@ func runBursts(t *testing.T, root kerneltest.Root, trace string) *advise.Trace {
 }
 
 // ratio is a trace's measured share of throttled periods.
-func ratio(t *advise.Trace) float64 { return advise.Measured(t).ThrottledRatio() }
+func ratio(t *history.Trace) float64 { return advise.Measured(t).ThrottledRatio() }

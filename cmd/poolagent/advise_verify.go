@@ -13,13 +13,14 @@ import (
 	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/compare"
 	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/observe"
 )
 
 // verifyAdvice runs the trace's demand for real under lim with compare's
 // machinery and prints the measurement against the budget; it fails when
 // the budget is not met.
-func verifyAdvice(c *cli.Context, t *advise.Trace, b advise.Budget, lim cpulimit.Limit) error {
+func verifyAdvice(c *cli.Context, t *history.Trace, b advise.Budget, lim cpulimit.Limit) error {
 	if why := cannotMeasure(); why != "" {
 		return fmt.Errorf("--verify runs the demand for real and cannot here: %s (accepted: root on a host with the cgroup cpu controller)", why)
 	}

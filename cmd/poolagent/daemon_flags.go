@@ -10,6 +10,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/daemon"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -27,11 +28,11 @@ func checkDaemonFlags(c *cli.Context) error {
 			return usageErr("--%s %d is not accepted (accepted: 1..%d)", f, n, 1<<20)
 		}
 	}
-	if w := c.Duration("history-window"); w < 0 || w > daemon.MaxHistoryWindow {
-		return usageErr("--history-window %s is not accepted (accepted: 0 for none, up to %s)", w, daemon.MaxHistoryWindow)
+	if w := c.Duration("history-window"); w < 0 || w > history.MaxWindow {
+		return usageErr("--history-window %s is not accepted (accepted: 0 for none, up to %s)", w, history.MaxWindow)
 	}
-	if iv := c.Duration("history-interval"); iv != 0 && (iv < daemon.MinHistoryInterval || iv > time.Minute) {
-		return usageErr("--history-interval %s is not accepted (accepted: %s..1m)", iv, daemon.MinHistoryInterval)
+	if iv := c.Duration("history-interval"); iv != 0 && (iv < history.MinInterval || iv > time.Minute) {
+		return usageErr("--history-interval %s is not accepted (accepted: %s..1m)", iv, history.MinInterval)
 	}
 	for _, f := range []string{"load-sample", "load-refresh"} {
 		if d := c.Duration(f); d < 10*time.Millisecond {
@@ -67,7 +68,7 @@ func daemonConfig(c *cli.Context, log *slog.Logger, activated *net.UnixListener,
 	}
 	if w := c.Duration("history-window"); w > 0 {
 		ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
-		cfg.History = daemon.HistoryConfig{Window: w, Interval: c.Duration("history-interval"), Cgroup: cg.Reader().Version(), CPUs: node.OnlineCPUs().Count(),
+		cfg.History = history.Config{Window: w, Interval: c.Duration("history-interval"), Cgroup: cg.Reader().Version(), CPUs: node.OnlineCPUs().Count(),
 			SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec()}
 	}
 	return cfg

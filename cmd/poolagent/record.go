@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/internal/advise"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -72,9 +72,9 @@ func runRecord(c *cli.Context) error {
 	}
 	total := c.Duration("for")
 	n := int(total / interval)
-	if n < 1 || n > advise.MaxSamples {
+	if n < 1 || n > history.MaxSamples {
 		return usageErr("--for %s is not accepted at an interval of %s (accepted: 1 to %d intervals, %s..%s)",
-			total, interval, advise.MaxSamples, interval, interval*advise.MaxSamples)
+			total, interval, history.MaxSamples, interval, interval*history.MaxSamples)
 	}
 	ks := observe.ReadKernelSettings("/proc", "/boot", observe.KernelRelease())
 	nodeCap, err := cgroupfs.ReadNodeCapacity("/")
@@ -85,7 +85,7 @@ func runRecord(c *cli.Context) error {
 	if c.IsSet("cpus") {
 		nodeCPUs = c.Float64("cpus")
 	}
-	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: tree.Version(),
+	t := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: pool, Cgroup: tree.Version(),
 		CPUs: nodeCap.OnlineCPUs, NodeCPUs: nodeCPUs, SliceUsec: ks.SliceUsec, TickUsec: ks.TickUsec(), Limit: lim,
 		IntervalUsec: interval.Microseconds()}
 	if err := t.ValidateHeader(); err != nil {
@@ -93,7 +93,7 @@ func runRecord(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rec, err := advise.Record(ctx, tree, "/proc", t, n)
+	rec, err := history.Record(ctx, tree, "/proc", t, n)
 	if err != nil {
 		return fmt.Errorf("%w; nothing written", err)
 	}
@@ -105,7 +105,7 @@ func runRecord(c *cli.Context) error {
 	}
 	note := ""
 	if rec.Truncated {
-		note = fmt.Sprintf(" (threads counted up to %d)", advise.MaxThreads)
+		note = fmt.Sprintf(" (threads counted up to %d)", history.MaxThreads)
 	}
 	if rec.Stalls > 0 {
 		note += fmt.Sprintf(" (%d samples read an interval or more late, the host stalled: each shared evenly among the intervals it covers)", rec.Stalls)
@@ -116,12 +116,12 @@ func runRecord(c *cli.Context) error {
 
 // writeTraceFile writes the trace to a temporary file beside path and
 // renames it, so that path holds a whole trace or nothing new.
-func writeTraceFile(path string, t *advise.Trace) error {
+func writeTraceFile(path string, t *history.Trace) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("write trace: %w", err)
 	}
-	err = errors.Join(advise.WriteTrace(tmp, t), tmp.Close())
+	err = errors.Join(history.WriteTrace(tmp, t), tmp.Close())
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}

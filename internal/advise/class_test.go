@@ -5,12 +5,14 @@ import (
 
 	"github.com/poolagent/poolagent/internal/accuracy"
 	"github.com/poolagent/poolagent/internal/cpulimit"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // TestClassFor files demand under a limit by threads and quota, and takes
 // each class's error from the measured table.
 func TestClassFor(t *testing.T) {
-	tr := &Trace{CPUs: 4}
+	tr := &history.Trace{CPUs: 4}
 	one := []Slot{{NeedUsec: 50_000, Threads: 1}, {StartUsec: 100_000, NeedUsec: 30_000, Threads: 1}}
 	par := []Slot{{NeedUsec: 50_000, Threads: 1}, {StartUsec: 100_000, NeedUsec: 80_000, Threads: 3}}
 	tests := []struct {
@@ -41,7 +43,7 @@ func TestClassFor(t *testing.T) {
 		})
 	}
 	// One CPU: a slot's threads beyond the CPUs do not make it parallel.
-	if c, err := classFor(&Trace{CPUs: 1}, par, cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}); err != nil || c.Name != accuracy.OneCPU {
+	if c, err := classFor(&history.Trace{CPUs: 1}, par, cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}); err != nil || c.Name != accuracy.OneCPU {
 		t.Errorf("3 threads on one CPU: class %q (%v), want %q", c.Name, err, accuracy.OneCPU)
 	}
 }

@@ -1,6 +1,10 @@
 package advise
 
-import "math"
+import (
+	"math"
+
+	"github.com/poolagent/poolagent/internal/history"
+)
 
 // Slot is the demand reconstructed for one sample interval: work that
 // became runnable at StartUsec, NeedUsec of CPU time on up to Threads
@@ -30,7 +34,7 @@ type Slot struct {
 // slot that takes a backlog has at least the threads of the sample after
 // it. A recording that ends while the pool is still
 // throttled lacks the work that was left: its demand is a lower bound.
-func Demand(t *Trace) []Slot {
+func Demand(t *history.Trace) []Slot {
 	n := len(t.Samples)
 	throttled := func(i int) bool { return i < n && t.Samples[i].Throttled() }
 	backlog := make([]int64, n+1) // backlog[i+1] is L_i; backlog[0] = L_-1 = 0
@@ -39,7 +43,7 @@ func Demand(t *Trace) []Slot {
 			continue
 		}
 		after := int64(t.Samples[i+1].UsageUsec) + backlog[i+2]
-		waited := int64(t.Samples[i].throttledUsec() + t.Samples[i+1].throttledUsec())
+		waited := int64(t.Samples[i].ThrottledEitherUsec() + t.Samples[i+1].ThrottledEitherUsec())
 		backlog[i+1] = min(after, waited)
 	}
 	width := make([]int, n+1)
@@ -62,10 +66,10 @@ func Demand(t *Trace) []Slot {
 
 // threadsOf is a sample's parallelism: the threads that ran, or an
 // estimate from its usage and throttled time where that is unknown.
-func threadsOf(t *Trace, s Sample) int {
+func threadsOf(t *history.Trace, s history.Sample) int {
 	if s.Ran > 0 {
 		return s.Ran
 	}
-	est := int(math.Ceil(float64(s.UsageUsec+s.throttledUsec()) / float64(t.IntervalUsec)))
+	est := int(math.Ceil(float64(s.UsageUsec+s.ThrottledEitherUsec()) / float64(t.IntervalUsec)))
 	return min(max(est, 1), t.CPUs)
 }

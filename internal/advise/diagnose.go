@@ -3,6 +3,8 @@ package advise
 import (
 	"fmt"
 	"math"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // Mechanism is a reason a pool is throttled (docs/advise.md).
@@ -45,7 +47,7 @@ const (
 // Diagnose reads the trace's counters the way the seed chapter does: the
 // average against the quota, the share of periods throttled, and the
 // mechanism that explains the difference. b adds the latency wanted.
-func Diagnose(t *Trace, b Budget) Diagnosis {
+func Diagnose(t *history.Trace, b Budget) Diagnosis {
 	var d Diagnosis
 	say := func(format string, args ...any) { d.Lines = append(d.Lines, fmt.Sprintf(format, args...)) }
 	m := Measured(t)
@@ -125,7 +127,7 @@ func Diagnose(t *Trace, b Budget) Diagnosis {
 }
 
 // pressure sums the trace's PSI "some" time, if every sample has it.
-func pressure(t *Trace) (float64, bool) {
+func pressure(t *history.Trace) (float64, bool) {
 	var sum float64
 	for _, s := range t.Samples {
 		if s.PressureSomeUsec == nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files and the traces made from the chapter's scenarios")
@@ -34,7 +36,7 @@ func TestChapterTraces(t *testing.T) {
 	for _, c := range chapterTraces {
 		t.Run(c.file, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := WriteTrace(&b, modelTrace(t, c.scenario, c.group, c.cpus)); err != nil {
+			if err := history.WriteTrace(&b, modelTrace(t, c.scenario, c.group, c.cpus)); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join("testdata", "traces", c.file)
@@ -59,7 +61,7 @@ func TestChapterTraces(t *testing.T) {
 // so the trace starts with an idle period, sampled per period until two
 // idle periods after the model's end. Each task is a process whose
 // threads stay until the recording ends.
-func modelTrace(t *testing.T, scenario, group string, cpus int) *Trace {
+func modelTrace(t *testing.T, scenario, group string, cpus int) *history.Trace {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "scenarios", scenario))
 	if err != nil {
@@ -90,7 +92,7 @@ func modelTrace(t *testing.T, scenario, group string, cpus int) *Trace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: group, Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
+	tr := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: group, Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
 		SliceUsec: p.SliceUsec, TickUsec: p.TickUsec, Limit: cpulimit.Limit{QuotaUsec: g.QuotaUsec, PeriodUsec: g.PeriodUsec, BurstUsec: g.BurstUsec},
 		IntervalUsec: g.PeriodUsec}
 	ws := run.Groups[0].Windows
@@ -101,7 +103,7 @@ func modelTrace(t *testing.T, scenario, group string, cpus int) *Trace {
 			w = ws[k]
 		}
 		from, to := int64(k)*g.PeriodUsec, int64(k+1)*g.PeriodUsec
-		s := Sample{UsageUsec: w.RanUsec, ThrottledUsec: w.ThrottledUsec, Threads: 0}
+		s := history.Sample{UsageUsec: w.RanUsec, ThrottledUsec: w.ThrottledUsec, Threads: 0}
 		if w.ThrottledCPUs > 0 {
 			s.NrThrottled = 1
 		}
@@ -142,14 +144,14 @@ var goldenCases = []struct {
 	{"chapter-burst-periods", "chapter-burst.json", Budget{MaxThrottledRatio: 0.1}},
 }
 
-func readTrace(t testing.TB, name string) *Trace {
+func readTrace(t testing.TB, name string) *history.Trace {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "traces", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err := ParseTrace(name, f)
+	tr, err := history.ParseTrace(name, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func TestDocsExample(t *testing.T) {
 // text and JSON, to testdata/golden/node.{txt,json}: the chapter's three
 // experiments as the node's pools, worst first.
 func TestGoldenNode(t *testing.T) {
-	var traces []*Trace
+	var traces []*history.Trace
 	for _, c := range []struct{ file, pool string }{
 		{"chapter-fixed-window.json", "report"}, {"chapter-parallelism.json", "olap"}, {"chapter-burst.json", "batch"},
 	} {

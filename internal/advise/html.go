@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // SVG geometry of a pool's chart, px, and its colours: measured in
@@ -112,14 +114,14 @@ func writePoolHTML(s *strings.Builder, p PoolAdvice, b Budget) error {
 // writeNodeChart draws the trace's intervals (at most htmlMaxBars bars,
 // intervals summed into each) as stacked bars, measured left of the
 // replay, with the quota per bar now and advised.
-func writeNodeChart(s *strings.Builder, t *Trace, replay []Bin, advisedQuota int64) {
+func writeNodeChart(s *strings.Builder, t *history.Trace, replay []Bin, advisedQuota int64) {
 	n := len(t.Samples)
 	per := (n + htmlMaxBars - 1) / htmlMaxBars
 	bars := (n + per - 1) / per
 	measured, predicted := make([]Bin, bars), make([]Bin, bars)
 	for i, smp := range t.Samples {
 		measured[i/per].RanUsec += smp.UsageUsec
-		measured[i/per].ThrottledUsec += smp.throttledUsec()
+		measured[i/per].ThrottledUsec += smp.ThrottledEitherUsec()
 		predicted[i/per].RanUsec += replay[i].RanUsec
 		predicted[i/per].ThrottledUsec += replay[i].ThrottledUsec
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/browsertest"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // TestNodeHTMLInChromium renders `advise --all --report` for the
@@ -13,7 +15,7 @@ import (
 // the advice stand on one baseline in a chart hundreds of pixels wide,
 // with the current quota drawn across it.
 func TestNodeHTMLInChromium(t *testing.T) {
-	var traces []*Trace
+	var traces []*history.Trace
 	for _, c := range []struct{ file, pool string }{{"chapter-parallelism.json", "olap"}, {"chapter-burst.json", "batch"}} {
 		tr := readTrace(t, c.file)
 		tr.Pool = c.pool

@@ -8,11 +8,13 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // PoolAdvice is one pool of a node-wide report (`poolagent advise --all`).
 type PoolAdvice struct {
-	Trace     *Trace
+	Trace     *history.Trace
 	Diagnosis Diagnosis
 	// Advice is nil when the trace was too long to replay (Refused).
 	Advice *Advice
@@ -26,7 +28,7 @@ func (p PoolAdvice) OverBudget(b Budget) bool { return !b.Meets(Measured(p.Trace
 // AdviseNode advises every trace (one per pool) on b and orders them
 // worst first: the larger share of throttled periods, then the longer
 // worst delay, then the name.
-func AdviseNode(traces []*Trace, b Budget) ([]PoolAdvice, error) {
+func AdviseNode(traces []*history.Trace, b Budget) ([]PoolAdvice, error) {
 	out := make([]PoolAdvice, 0, len(traces))
 	for _, t := range traces {
 		p := PoolAdvice{Trace: t, Diagnosis: Diagnose(t, b)}

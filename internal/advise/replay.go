@@ -10,6 +10,8 @@ import (
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/simulate"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // Outcome is a pool's counters over a whole trace, measured or predicted,
@@ -58,7 +60,7 @@ const replayPool = "pool"
 // runs: by then the period timer has stopped and the pool is full again
 // (rules 5 and 6), the state a run starts from. A run whose work outlasts
 // the gap is merged with the next.
-func Replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
+func Replay(t *history.Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
 	return (&replayer{}).replay(t, slots, lim, scale)
 }
 
@@ -84,7 +86,7 @@ type Bin struct {
 
 // ReplayTimeline is Replay that also returns the replay's CPU time ran and
 // throttled per sample interval of the trace.
-func ReplayTimeline(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, []Bin, error) {
+func ReplayTimeline(t *history.Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, []Bin, error) {
 	r := &replayer{timeline: make([]Bin, len(t.Samples))}
 	o, err := r.replay(t, slots, lim, scale)
 	return o, r.timeline, err
@@ -92,7 +94,7 @@ func ReplayTimeline(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (
 
 // addTimeline adds a run's windows (one period each, from shift) to the
 // intervals they fall in.
-func (r *replayer) addTimeline(t *Trace, run simulate.KernelRun, lim cpulimit.Limit, shift int64) {
+func (r *replayer) addTimeline(t *history.Trace, run simulate.KernelRun, lim cpulimit.Limit, shift int64) {
 	if r.timeline == nil {
 		return
 	}
@@ -132,7 +134,7 @@ func runKey(slots []Slot, lim cpulimit.Limit, scale float64, shift int64) string
 	return string(b)
 }
 
-func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
+func (r *replayer) replay(t *history.Trace, slots []Slot, lim cpulimit.Limit, scale float64) (Outcome, error) {
 	if lim.QuotaUsec < 0 {
 		var o Outcome
 		for _, s := range slots {
@@ -178,7 +180,7 @@ func (r *replayer) replay(t *Trace, slots []Slot, lim cpulimit.Limit, scale floa
 
 // runsOf parts slots into runs, [first, last] index pairs: slots less
 // than gap plus an interval apart are one run.
-func runsOf(t *Trace, slots []Slot, gap int64) [][2]int {
+func runsOf(t *history.Trace, slots []Slot, gap int64) [][2]int {
 	var runs [][2]int
 	for first := 0; first < len(slots); {
 		last := first
@@ -312,7 +314,7 @@ func outcomeOf(run simulate.KernelRun) Outcome {
 // written before its quota, so the kernel refills it once (one quota) and
 // the burst has had no idle periods to build up. nil when the trace has
 // no query limit or either is unlimited.
-func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
+func queryLimitFor(t *history.Trace, lim cpulimit.Limit) *cpulimit.Limit {
 	q := t.QueryLimit
 	if q == nil || q.QuotaUsec < 0 || t.Limit.QuotaUsec <= 0 || lim.QuotaUsec < 0 {
 		return nil
@@ -324,7 +326,7 @@ func queryLimitFor(t *Trace, lim cpulimit.Limit) *cpulimit.Limit {
 // replaySet is one replay's demand and setting: the slots, the limit
 // and the margin.
 type replaySet struct {
-	t     *Trace
+	t     *history.Trace
 	slots []Slot
 	lim   cpulimit.Limit
 	scale float64
@@ -437,7 +439,7 @@ func replayHost(rs replaySet, runs [][2]int) (simulate.Host, simulate.KernelPara
 // arrival while work is runnable, and each step visits the running
 // threads. The work of a slot is taken to last its interval (a backlog
 // moved earlier lasts as long as the work it was moved from).
-func replayWork(t *Trace, slots []Slot, periodUsec int64) int64 {
+func replayWork(t *history.Trace, slots []Slot, periodUsec int64) int64 {
 	step := min(t.TickUsec, periodUsec)
 	steps := t.IntervalUsec/step + 2
 	var w int64

@@ -7,12 +7,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // WriteText writes the diagnosis and the advice for a trace: the pool and
 // its limit, the diagnosis lines, the statement to paste, and the
 // measured and predicted counters.
-func WriteText(w io.Writer, t *Trace, d Diagnosis, a *Advice) error {
+func WriteText(w io.Writer, t *history.Trace, d Diagnosis, a *Advice) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pool %s: cpu.max %s (%s%% of %s), %s, cgroup %s; %d intervals of %s (%s)\n",
 		t.Pool, limitText(t.Limit), percentText(settingOf(t).CapPercent), count(roundTo(t.NodeCPUs, 3), "vCPU"), count(float64(t.CPUs), "CPU"), t.Cgroup,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/poolagent/poolagent/internal/accuracy"
 	"github.com/poolagent/poolagent/internal/cpulimit"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // Budget is how much throttling a pool may show over a trace.
@@ -67,7 +69,7 @@ type Class struct {
 // the quota runs out (accuracy.QuotaEdge), whose one throttle more or less
 // the margin itself guards against: raised needs move the work off the
 // edge.
-func classFor(t *Trace, slots []Slot, lim cpulimit.Limit) (Class, error) {
+func classFor(t *history.Trace, slots []Slot, lim cpulimit.Limit) (Class, error) {
 	w := accuracy.Work{QuotaCPUs: -1}
 	for _, s := range slots {
 		w.Threads = max(w.Threads, min(s.Threads, t.CPUs))
@@ -192,12 +194,12 @@ func (e *TraceTooLongError) Error() string {
 // does both as reconstructed and with every need raised by the model's
 // measured error for the workload's class under that setting (classFor):
 // the margin follows the class.
-func Advise(t *Trace, b Budget) (*Advice, error) {
+func Advise(t *history.Trace, b Budget) (*Advice, error) {
 	return adviseWithin(t, b, MaxSearchWork)
 }
 
 // adviseWithin is Advise with a work budget of maxWork thread-steps.
-func adviseWithin(t *Trace, b Budget, maxWork int64) (*Advice, error) {
+func adviseWithin(t *history.Trace, b Budget, maxWork int64) (*Advice, error) {
 	s := &searcher{t: t, b: b, slots: Demand(t), maxWork: maxWork}
 	if w := replayWork(t, s.slots, t.Limit.PeriodUsec); w > maxWork/4 {
 		return nil, &TraceTooLongError{Pool: t.Pool, Work: w, Max: maxWork}
@@ -322,7 +324,7 @@ func periodsFrom(cur int64) []int64 {
 }
 
 type searcher struct {
-	t       *Trace
+	t       *history.Trace
 	b       Budget
 	slots   []Slot
 	replays int
@@ -461,18 +463,18 @@ func (s *searcher) smallestCap(from float64, p int64, cur Setting) (Candidate, b
 // its threads ran on (the kernel does not say how many runqueues were
 // throttled), with the throttled time booked at the sample's end counted
 // for the threads of the sample before.
-func Measured(t *Trace) Outcome {
+func Measured(t *history.Trace) Outcome {
 	var o Outcome
 	for i, s := range t.Samples {
 		o.UsageUsec += s.UsageUsec
 		o.NrPeriods += s.NrPeriods
 		o.NrThrottled += s.NrThrottledEither()
-		o.ThrottledUsec += s.throttledUsec()
+		o.ThrottledUsec += s.ThrottledEitherUsec()
 		o.QueryNrThrottled += s.QueryNrThrottled
 		o.QueryThrottledUsec += s.QueryThrottledUsec
 		o.NrBursts += s.NrBursts
 		o.BurstUsec += s.BurstUsec
-		if s.throttledUsec() == 0 {
+		if s.ThrottledEitherUsec() == 0 {
 			continue
 		}
 		cpus := threadsOf(t, s)
@@ -480,7 +482,7 @@ func Measured(t *Trace) Outcome {
 			cpus = max(cpus, threadsOf(t, t.Samples[i-1]))
 		}
 		cpus = min(cpus, t.CPUs)
-		o.MaxDelayUsec = max(o.MaxDelayUsec, int64(s.throttledUsec())/int64(cpus))
+		o.MaxDelayUsec = max(o.MaxDelayUsec, int64(s.ThrottledEitherUsec())/int64(cpus))
 	}
 	return o
 }

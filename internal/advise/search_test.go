@@ -12,20 +12,22 @@ import (
 	"testing"
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // randomTrace is a pool on 2..4 CPUs with bursts of work of 1..4 threads
 // after idle stretches, recorded per period as the model runs it at the
 // trace's limit.
-func randomTrace(t *testing.T, seed uint64) *Trace {
+func randomTrace(t *testing.T, seed uint64) *history.Trace {
 	r := rand.New(rand.NewPCG(seed, 1))
 	cpus := 2 + r.IntN(3)
 	period := []int64{50_000, 100_000}[r.IntN(2)]
 	quota := period * int64(20+r.IntN(60)) / 100
-	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
+	tr := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
 		SliceUsec: 5000, TickUsec: 4000, Limit: cpulimit.Limit{QuotaUsec: quota, PeriodUsec: period}, IntervalUsec: period}
 	for range 12 + r.IntN(12) {
-		s := Sample{Threads: 4, Ran: 0, Runnable: 0}
+		s := history.Sample{Threads: 4, Ran: 0, Runnable: 0}
 		if r.IntN(3) == 0 {
 			threads := 1 + r.IntN(4)
 			s.Ran = threads
@@ -47,18 +49,18 @@ func randomTrace(t *testing.T, seed uint64) *Trace {
 // propertyCases are the golden traces and random ones, with budgets.
 func propertyCases(t *testing.T) []struct {
 	name   string
-	trace  *Trace
+	trace  *history.Trace
 	budget Budget
 } {
 	var cs []struct {
 		name   string
-		trace  *Trace
+		trace  *history.Trace
 		budget Budget
 	}
 	for _, g := range goldenCases {
 		cs = append(cs, struct {
 			name   string
-			trace  *Trace
+			trace  *history.Trace
 			budget Budget
 		}{g.name, readTrace(t, g.trace), g.budget})
 	}
@@ -66,7 +68,7 @@ func propertyCases(t *testing.T) []struct {
 	for seed := range uint64(6) {
 		cs = append(cs, struct {
 			name   string
-			trace  *Trace
+			trace  *history.Trace
 			budget Budget
 		}{fmt.Sprintf("random-%d", seed), randomTrace(t, seed), budgets[seed%3]})
 	}
@@ -166,12 +168,12 @@ func TestAdviceIsMinimal(t *testing.T) {
 
 // busyTrace is n samples of a pool on cpus CPUs whose every thread runs
 // and is throttled in every interval, at a cap of one CPU's worth.
-func busyTrace(t *testing.T, n, cpus int, intervalUsec, periodUsec int64) *Trace {
-	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
+func busyTrace(t *testing.T, n, cpus int, intervalUsec, periodUsec int64) *history.Trace {
+	tr := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: "p", Cgroup: "v2", CPUs: cpus, NodeCPUs: float64(cpus),
 		SliceUsec: 1, TickUsec: 1000, Limit: cpulimit.Limit{QuotaUsec: periodUsec, PeriodUsec: periodUsec}, IntervalUsec: intervalUsec}
 	periods := uint64(intervalUsec / periodUsec)
 	for range n {
-		tr.Samples = append(tr.Samples, Sample{UsageUsec: uint64(intervalUsec), NrPeriods: periods, NrThrottled: periods,
+		tr.Samples = append(tr.Samples, history.Sample{UsageUsec: uint64(intervalUsec), NrPeriods: periods, NrThrottled: periods,
 			ThrottledUsec: uint64(intervalUsec) * uint64(cpus-1), Threads: cpus, Ran: cpus, Runnable: cpus})
 	}
 	if err := tr.Validate(); err != nil {
@@ -188,7 +190,7 @@ func TestAdviseBoundsItsWork(t *testing.T) {
 	b := Budget{MaxThrottledRatio: 0.1}
 	for _, c := range []struct {
 		name string
-		tr   *Trace
+		tr   *history.Trace
 	}{
 		{"1024 CPUs, 10 minutes", busyTrace(t, 10, 1024, 60_000_000, 1000)},
 		{"600 samples of 8 CPUs", busyTrace(t, 600, 8, 1_000_000, 1000)},
@@ -239,13 +241,13 @@ func BenchmarkAdviseFullBudget(b *testing.B) {
 // pool, and every 10 s a query whose two threads burn 100 ms each,
 // throttled as the kernel throttles it at both levels, with the threads
 // the daemon counts in every interval the pool ran.
-func hourTrace(t testing.TB, varied bool) *Trace {
+func hourTrace(t testing.TB, varied bool) *history.Trace {
 	q := cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}
-	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
+	tr := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
 		SliceUsec: 5000, TickUsec: 4000, Limit: q, QueryLimit: &q, IntervalUsec: 100_000}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 36_000 {
-		s := Sample{Threads: -1, Ran: -1, Runnable: -1}
+		s := history.Sample{Threads: -1, Ran: -1, Runnable: -1}
 		if k := i % 100; k < 5 {
 			s.UsageUsec, s.NrPeriods, s.NrThrottled, s.ThrottledUsec = 40_000, 1, 1, 60_000
 			s.QueryNrThrottled, s.QueryThrottledUsec = 1, 60_000
@@ -272,7 +274,7 @@ var hourTraceFile = flag.String("hour-trace", "", "also write BenchmarkAdviseHou
 func TestHourTrace(t *testing.T) {
 	tr := hourTrace(t, true)
 	var b bytes.Buffer
-	if err := WriteTrace(&b, tr); err != nil {
+	if err := history.WriteTrace(&b, tr); err != nil {
 		t.Fatal(err)
 	}
 	if *hourTraceFile != "" {
@@ -280,7 +282,7 @@ func TestHourTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := ParseTrace("hour", &b)
+	got, err := history.ParseTrace("hour", &b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +317,10 @@ func BenchmarkAdviseHour(b *testing.B) {
 // measurement is over, it says so and gives no advice rather than
 // "nothing to change".
 func TestAdviseSaysWhenTheModelDisagrees(t *testing.T) {
-	tr := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
+	tr := &history.Trace{Format: history.TraceFormat, Version: history.TraceVersion, Pool: "olap", Cgroup: "v2", CPUs: 2, NodeCPUs: 2,
 		SliceUsec: 5000, TickUsec: 4000, Limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, IntervalUsec: 100_000}
 	for range 20 {
-		tr.Samples = append(tr.Samples, Sample{UsageUsec: 10_000, NrPeriods: 1, QueryNrThrottled: 1, QueryThrottledUsec: 90_000,
+		tr.Samples = append(tr.Samples, history.Sample{UsageUsec: 10_000, NrPeriods: 1, QueryNrThrottled: 1, QueryThrottledUsec: 90_000,
 			Threads: -1, Ran: -1, Runnable: -1})
 	}
 	b := Budget{MaxThrottledRatio: 0.1}

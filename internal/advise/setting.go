@@ -8,6 +8,8 @@ import (
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/planner"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // Setting is a pool's CPU limit in the pool file's words:
@@ -22,7 +24,7 @@ type Setting struct {
 }
 
 // settingOf is the limit the trace recorded, in a pool file's words.
-func settingOf(t *Trace) Setting {
+func settingOf(t *history.Trace) Setting {
 	s := Setting{CapPercent: 100, PeriodUsec: t.Limit.PeriodUsec}
 	if t.Limit.QuotaUsec > 0 {
 		s.CapPercent = roundTo(t.Limit.VCPU()/t.NodeCPUs*100, 2)

@@ -7,6 +7,8 @@ import (
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/simulate"
+
+	"github.com/poolagent/poolagent/internal/history"
 )
 
 // Bounds on a verification, which runs the trace's demand for real: one
@@ -27,7 +29,7 @@ const verifyTickUsec = 1000
 // arriving at its start that burns its need (rounded to the millisecond,
 // at least 1 ms) on its threads. compare runs each task as a worker in a
 // query cgroup of its own below the pool, unpinned.
-func VerifyScenario(t *Trace, lim cpulimit.Limit) (*simulate.Scenario, error) {
+func VerifyScenario(t *history.Trace, lim cpulimit.Limit) (*simulate.Scenario, error) {
 	slots := Demand(t)
 	dur := int64(len(t.Samples)) * t.IntervalUsec
 	switch {

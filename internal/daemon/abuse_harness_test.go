@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pooltree"
@@ -55,9 +56,9 @@ type daemonSpec struct {
 	// makes its pools and queries in; fake cgroups otherwise.
 	Root string
 	// History is the daemon's history; with HistoryFill, the pools'
-	// history holds that many intervals of MinHistoryInterval (read from
+	// history holds that many intervals of history.MinInterval (read from
 	// the fake cgroups' stats, each busy) before the daemon serves.
-	History     HistoryConfig
+	History     history.Config
 	HistoryFill int
 	// RootUsers makes every client root (rootIdentity), for a host
 	// without /etc/passwd (the test VM); the system's users otherwise.
@@ -142,9 +143,9 @@ func daemonMain(spec string) int {
 		return 2
 	}
 	if s.HistoryFill > 0 && srv.history != nil {
-		from := time.Now().Add(-time.Duration(s.HistoryFill) * MinHistoryInterval)
+		from := time.Now().Add(-time.Duration(s.HistoryFill) * history.MinInterval)
 		for i := range s.HistoryFill {
-			srv.sampleHistory(from.Add(time.Duration(i) * MinHistoryInterval))
+			srv.history.Sample(from.Add(time.Duration(i) * history.MinInterval))
 		}
 	}
 	opt := service.Options{Log: log, PredictEvery: s.PredictEvery}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/client"
 	"github.com/poolagent/poolagent/internal/guard"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/metrics"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/planner"
@@ -575,7 +576,7 @@ func TestAbuseUnreadHistory(t *testing.T) {
 	d := startDaemonProc(t, daemonSpec{
 		Pools:       olapPool(1, 10, ""),
 		PoolStats:   true,
-		History:     HistoryConfig{Window: 10 * time.Minute, CPUs: 2},
+		History:     history.Config{Window: 10 * time.Minute, CPUs: 2},
 		HistoryFill: 5000,
 	})
 	req := protocol.Request{Op: protocol.OpHistory, Pool: "olap"}

@@ -50,8 +50,13 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	case protocol.OpQueries:
 		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
 	case protocol.OpHistory:
+		if s.history == nil {
+			reply = protocol.AdminReply{Type: protocol.ReplyError, Code: protocol.CodeBadRequest,
+				Error: "this daemon keeps no history of the pools (it was started with --history-window 0)"}
+			break
+		}
 		var release func()
-		reply, release = s.serveHistory(cred.Uid, req)
+		reply, release = s.history.Reply(cred.Uid, req)
 		defer release()
 	case protocol.OpSQL:
 		reply = s.serveSQL(cred, req)

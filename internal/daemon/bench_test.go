@@ -110,7 +110,7 @@ func BenchmarkRunTrue(b *testing.B) {
 	}
 	var viaRun, viaSlim, direct []time.Duration
 	var runCPU, slimCPU, trueCPU time.Duration
-	daemonBefore := processCPU(b, pid)
+	daemonBefore := kerneltest.ProcessCPU(b, pid)
 	b.ResetTimer()
 	for range b.N {
 		wall, cpu := timed(full, "run", "--socket", socket, "--", "/bin/true")
@@ -121,7 +121,7 @@ func BenchmarkRunTrue(b *testing.B) {
 		direct, trueCPU = append(direct, wall), trueCPU+cpu
 	}
 	b.StopTimer()
-	daemonCPU := processCPU(b, pid) - daemonBefore
+	daemonCPU := kerneltest.ProcessCPU(b, pid) - daemonBefore
 	mr, ms, md := median(viaRun), median(viaSlim), median(direct)
 	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	perRun := func(d time.Duration) float64 { return msec(d) / float64(b.N) }
@@ -134,23 +134,6 @@ func BenchmarkRunTrue(b *testing.B) {
 	b.ReportMetric(perRun(slimCPU), "ms-cpu-slim-client")
 	b.ReportMetric(perRun(daemonCPU)/2, "ms-cpu-daemon")
 	b.ReportMetric(perRun(trueCPU), "ms-cpu-true")
-}
-
-// processCPU is a process's user plus system time so far, from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms).
-func processCPU(b *testing.B, pid int) time.Duration {
-	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The command name (field 2) may hold spaces; fields count from
-	// after its closing parenthesis, which is field 2.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	var utime, stime int64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // benchClient speaks the protocol for the admission benchmarks.
@@ -238,7 +221,7 @@ func BenchmarkQueuedRSS(b *testing.B) {
 				b.Fatalf("client %d: reply %+v, %v; want %s", i, r, err, want)
 			}
 		}
-		b.ReportMetric(processRSSMiB(b, pid), "MB-daemon-rss")
+		b.ReportMetric(kerneltest.ProcessRSSMiB(b, pid), "MB-daemon-rss")
 		for _, c := range clients {
 			c.conn.Close()
 		}
@@ -374,7 +357,7 @@ func BenchmarkFairQueue(b *testing.B) {
 				Send: string(req) + "\n", LeaveAdmitted: true}, uint32(300000+u)))
 		}
 		waitFor(b, "1,000 queued", func() bool { return benchPool(b, socket).QueuedQueries == users*perUser })
-		rss[policy] = append(rss[policy], processRSSMiB(b, pid))
+		rss[policy] = append(rss[policy], kerneltest.ProcessRSSMiB(b, pid))
 		start := time.Now()
 		release.Close()
 		waitFor(b, "the queue drained", func() bool {
@@ -423,20 +406,4 @@ func benchPool(b *testing.B, socket string) protocol.Pool {
 	}
 	b.Fatalf("no pool shared in %+v", r.Pools)
 	return protocol.Pool{}
-}
-
-// processRSSMiB is a process's resident memory (VmRSS), MiB.
-func processRSSMiB(b *testing.B, pid int) float64 {
-	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var kib float64
-	for _, l := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			fmt.Sscan(f[1], &kib)
-		}
-	}
-	return kib / 1024
 }

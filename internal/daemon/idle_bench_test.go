@@ -96,9 +96,9 @@ func idleQueries(b *testing.B, cg Cgroups, counted *countedCgroups, n int) {
 	// notice) within 4.1 s.
 	time.Sleep(4500 * time.Millisecond)
 	const window = 5 * time.Second
-	cpu0, looks0 := processCPU(b, os.Getpid()), counted.looks.Load()
+	cpu0, looks0 := kerneltest.ProcessCPU(b, os.Getpid()), counted.looks.Load()
 	time.Sleep(window)
-	cpu, looks := processCPU(b, os.Getpid())-cpu0, counted.looks.Load()-looks0
+	cpu, looks := kerneltest.ProcessCPU(b, os.Getpid())-cpu0, counted.looks.Load()-looks0
 	b.ReportMetric(float64(cpu.Microseconds())/1000/window.Seconds(), "cpu-ms/s")
 	b.ReportMetric(float64(looks)/window.Seconds(), "looks/s")
 	for _, c := range sleepers {

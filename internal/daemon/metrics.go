@@ -147,13 +147,13 @@ func (s *Server) closePredictionInterval(since time.Time) time.Time {
 // for a reader of those counters each interval: the counters the history
 // read at or after since, where it keeps one (it reads a pool that runs
 // a query or whose usage grew once an interval, any other once a
-// QuietHistoryInterval), and a CPU-only read of the others.
+// history.QuietInterval), and a CPU-only read of the others.
 // The history and the prediction so share one read of a pool's files per
 // interval. A pool without a cgroup is left out.
 func (s *Server) poolCounters(names []string, since time.Time) (map[string]observe.Sample, error) {
 	var got map[string]observe.Sample
 	if s.history != nil {
-		got = s.history.counters(names, since)
+		got = s.history.Counters(names, since)
 	}
 	var missing []string
 	for _, n := range names {

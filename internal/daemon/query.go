@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
@@ -103,7 +104,7 @@ func (s *Server) adoptQuery(cg *pooltree.Query) *query {
 // the query cgroup k: the client the earlier daemon placed there, or its
 // command.
 func (s *Server) adoptedOwner(k pooltree.QueryKey) (admission.Identity, error) {
-	tl, ok := s.cg.(threadLister)
+	tl, ok := s.cg.(history.ThreadLister)
 	if !ok {
 		return admission.Identity{}, errors.New("the cgroups cannot list their threads")
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/planner"
 )
 
 // registry is the daemon's admission state: the admission backend, the
@@ -257,4 +258,28 @@ func (r *registry) submitted() []queryView {
 		all = append(all, v)
 	}
 	return all
+}
+
+// sampled is what the history samples (history.Pools): the plan the
+// replanner last applied and the queries of the registry, admitted and
+// placed, by pool.
+type sampled struct {
+	rp  *replanner
+	reg *registry
+}
+
+func (p sampled) Desired() planner.Desired { return p.rp.desired() }
+
+// Running lists the query cgroups of the queries admitted and placed,
+// by pool.
+func (p sampled) Running() map[string][]string {
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
+	out := map[string][]string{}
+	for q := range p.reg.clients {
+		if q.qid != 0 && q.name != "" {
+			out[q.pool] = append(out[q.pool], q.name)
+		}
+	}
+	return out
 }

@@ -1,11 +1,54 @@
 package daemon
 
 import (
+	"io"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/observe"
 )
+
+// statCgroups is fakeCgroups whose pools and query cgroups have counters
+// the test sets.
+type statCgroups struct {
+	*fakeCgroups
+	mu      sync.Mutex
+	pools   map[string]observe.Sample
+	queries map[[2]string]observe.CPUStat
+}
+
+func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]observe.Sample{}
+	for _, n := range names {
+		if s, ok := c.pools[n]; ok {
+			out[n] = s
+		}
+	}
+	return out, nil
+}
+
+func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
+}
+
+// historyServer is a server with a minute of history on a v2 host of 2
+// CPUs.
+func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
+	cfg := Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		History: history.Config{Window: time.Minute, Cgroup: "v2", CPUs: 2, SliceUsec: 5000, TickUsec: 4000}}
+	srv, err := New(cfg, policyOf(t, pools), cg, rootIdentity, &fixedLoad{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
 
 // cpuCountingCgroups is statCgroups that counts the CPU-only reads of
 // each pool (PoolCPUStats) and the full ones (PoolStats).
@@ -48,11 +91,11 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	set(1000)
-	srv.sampleHistory(at(0))
+	srv.history.Sample(at(0))
 	srv.closePredictionInterval(at(0))
 	// Two seconds of CPU in one interval, far above the pool's 20% cap.
 	set(2_001_000)
-	srv.sampleHistory(at(100))
+	srv.history.Sample(at(100))
 	srv.closePredictionInterval(at(100))
 	if cg.cpuReads["olap"] != 0 || cg.fullReads["olap"] != 2 {
 		t.Errorf("olap read %d times CPU-only and %d in full, want 0 and 2 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
 
@@ -64,10 +65,10 @@ func costByPools(b *testing.B, slim string, n int) map[string]float64 {
 	time.Sleep(time.Second)
 	// rate is the daemon's CPU per second of wall time while fn runs.
 	rate := func(fn func()) (perSecond float64, wall time.Duration) {
-		cpu, start := processCPU(b, pid), time.Now()
+		cpu, start := kerneltest.ProcessCPU(b, pid), time.Now()
 		fn()
 		wall = time.Since(start)
-		return msec(processCPU(b, pid)-cpu) / wall.Seconds(), wall
+		return msec(kerneltest.ProcessCPU(b, pid)-cpu) / wall.Seconds(), wall
 	}
 	rest, _ := rate(func() { time.Sleep(restFor) })
 	var running []*exec.Cmd

@@ -24,8 +24,8 @@ import (
 
 	"github.com/poolagent/poolagent/cgroupfs"
 	"github.com/poolagent/poolagent/internal/admission"
-	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/guard"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/metrics"
 	"github.com/poolagent/poolagent/internal/peer"
 	"github.com/poolagent/poolagent/internal/pooltree"
@@ -140,7 +140,7 @@ type Config struct {
 	Limits Limits
 	// History is what the daemon keeps of each pool's recent counters
 	// for `poolagent advise --pool`; a zero Window keeps none.
-	History HistoryConfig
+	History history.Config
 	// MetricsPerUser exports each user's running and queued queries per
 	// pool, with a user label; off, only the counts of distinct users.
 	MetricsPerUser bool
@@ -204,7 +204,7 @@ type Server struct {
 	waitHists sync.Map // pool name -> *metrics.WaitRecorder
 	// history is each pool's recent counters; nil when kept for no
 	// window.
-	history *history
+	history *history.Rolling
 	// tellers write what an in-place client's stderr is told, as its
 	// user, so that no thread of the daemon's writes there.
 	tellers *tell.Tellers
@@ -240,11 +240,8 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
-	if w := cfg.History.Window; w < 0 || w > MaxHistoryWindow {
-		return nil, fmt.Errorf("history window %s: accepted 0 (none) to %s", w, MaxHistoryWindow)
-	}
-	if iv := cfg.History.Interval; iv < 0 || iv > time.Minute || (cfg.History.Window > 0 && cfg.History.Window/max(iv, MinHistoryInterval) > advise.MaxSamples) {
-		return nil, fmt.Errorf("history interval %s: accepted 0 (the period) to 1m, and at most %d intervals in the window", iv, advise.MaxSamples)
+	if err := cfg.History.Check(); err != nil {
+		return nil, err
 	}
 	limits := cfg.Limits.withDefaults()
 	backend := cfg.Admission
@@ -275,12 +272,6 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	if len(s.modelCaveats) > 0 {
 		cfg.Log.Warn(s.modelCaveats.String(), "reasons", s.modelCaveats.Reasons())
 	}
-	if cfg.History.Window > 0 {
-		s.history = newHistory(cfg.History)
-		if tl, ok := cg.(threadLister); ok {
-			s.history.threads = func(pool string) threadRead { return readThreads(tl, cfg.ProcRoot, pool) }
-		}
-	}
 	s.reg = newRegistry(backend, policy)
 	s.tellers = tell.New()
 	s.changes = &changes{log: cfg.Log, reg: s.reg}
@@ -289,6 +280,9 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	s.changes.set(policy)
 	if err := s.rp.plan(); err != nil {
 		return nil, err
+	}
+	if cfg.History.Window > 0 {
+		s.history = history.New(cfg.History, cg, sampled{s.rp, s.reg}, cfg.ProcRoot, cfg.Log)
 	}
 	return s, nil
 }
@@ -354,7 +348,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	wg.Go(func() { s.sampleLoop(ctx) })
 	if s.history != nil {
-		wg.Go(func() { s.historyLoop(ctx) })
+		wg.Go(func() { s.history.Run(ctx) })
 	}
 	wg.Go(func() { s.rp.loop(ctx) })
 	wg.Go(func() { s.rp.reconcileLoop(ctx, s.cfg.Reconcile) })

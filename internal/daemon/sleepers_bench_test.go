@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/poolagent/poolagent/internal/kerneltest"
 )
 
 // BenchmarkStartBesideSleepers: what a host's long-running queries cost
@@ -78,9 +80,9 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	}
 	time.Sleep(5 * time.Second)
 	const window = 5 * time.Second
-	cpu0 := processCPU(b, pid)
+	cpu0 := kerneltest.ProcessCPU(b, pid)
 	time.Sleep(window)
-	atRest := processCPU(b, pid) - cpu0
+	atRest := kerneltest.ProcessCPU(b, pid) - cpu0
 
 	b.StartTimer()
 	beside := starts()

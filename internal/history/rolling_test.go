@@ -1,10 +1,11 @@
-package daemon
+package history
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,24 +18,26 @@ import (
 	"unsafe"
 
 	"github.com/poolagent/poolagent/cgroupfs"
-	"github.com/poolagent/poolagent/internal/admission"
-	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
+	"github.com/poolagent/poolagent/planner"
 )
 
-// statCgroups is fakeCgroups whose pools and query cgroups have counters
+// statCgroups is a Reader whose pools and query cgroups have counters
 // the test sets.
 type statCgroups struct {
-	*fakeCgroups
 	mu      sync.Mutex
 	pools   map[string]observe.Sample
 	queries map[[2]string]observe.CPUStat
 	// queryReads counts QueryStat calls.
 	queryReads int
+}
+
+func newStatCgroups() *statCgroups {
+	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
 }
 
 func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
@@ -84,14 +87,55 @@ func (c *threadCgroups) setThread(t *testing.T, tid int, runUsec uint64, state b
 	}
 }
 
-func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
-	cfg := Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		History: HistoryConfig{Window: time.Minute, Cgroup: "v2", CPUs: 2, SliceUsec: 5000, TickUsec: 4000}}
-	srv, err := New(cfg, policyOf(t, pools), cg, rootIdentity, &fixedLoad{})
+// testPools is the plan and the running queries a test sets.
+type testPools struct {
+	mu      sync.Mutex
+	desired planner.Desired
+	running map[string][]string
+}
+
+func (p *testPools) Desired() planner.Desired {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.desired
+}
+
+func (p *testPools) Running() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.running)
+}
+
+// plan makes the plan of pools (DDL) on a node of 2 CPUs the one in force.
+func (p *testPools) plan(t testing.TB, pools string) {
+	t.Helper()
+	m, _, err := planner.Load("test.sql", []byte(pools))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv
+	d, err := planner.Plan(m, planner.Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}, planner.Activity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.desired = d
+}
+
+// run makes query run in pool.
+func (p *testPools) run(pool, query string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running[pool] = append(p.running[pool], query)
+}
+
+// historyOf is a minute of history on a v2 host of 2 CPUs of the pools
+// (DDL) read through r.
+func historyOf(t testing.TB, r Reader, pools string) (*Rolling, *testPools) {
+	src := &testPools{running: map[string][]string{}}
+	src.plan(t, pools)
+	cfg := Config{Window: time.Minute, Cgroup: "v2", CPUs: 2, SliceUsec: 5000, TickUsec: 4000}
+	return New(cfg, r, src, "/proc", slog.New(slog.NewTextHandler(io.Discard, nil))), src
 }
 
 // TestHistory samples a pool on its schedule: a sample is what the pool's
@@ -99,8 +143,8 @@ func historyServer(t testing.TB, cg Cgroups, pools string) *Server {
 // intervals it covers, idle intervals come back as zeros, a limit change
 // starts a new trace, and the window and --since bound what is returned.
 func TestHistory(t *testing.T) {
-	cg := &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
-	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
 	set := func(usage, periods, throttled, throttledUsec, queryThrottled, queryThrottledUsec uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -109,21 +153,19 @@ func TestHistory(t *testing.T) {
 		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{NrThrottled: queryThrottled, ThrottledUsec: queryThrottledUsec}
 	}
 	// A query the daemon admitted, whose cgroup the history reads.
-	srv.reg.mu.Lock()
-	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
-	srv.reg.mu.Unlock()
+	src.run("olap", "q1")
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	set(0, 0, 0, 0, 0, 0)
-	srv.sampleHistory(at(0)) // the baseline
+	hist.Sample(at(0)) // the baseline
 	set(40_000, 1, 1, 60_000, 1, 20_000)
-	if next := srv.sampleHistory(at(100)); !next.Equal(at(200)) {
+	if next := hist.Sample(at(100)); !next.Equal(at(200)) {
 		t.Errorf("next due %v, want %v", next, at(200))
 	}
-	srv.sampleHistory(at(200)) // idle
+	hist.Sample(at(200)) // idle
 	set(100_000, 4, 1, 60_000, 1, 20_000)
-	srv.sampleHistory(at(520)) // two intervals late: shared among three
-	ts, ok := srv.history.traces("olap", 0, at(520))
+	hist.Sample(at(520)) // two intervals late: shared among three
+	ts, ok := hist.traces("olap", 0, at(520))
 	if !ok || len(ts) != 1 {
 		t.Fatalf("traces %v, %v", ts, ok)
 	}
@@ -134,7 +176,7 @@ func TestHistory(t *testing.T) {
 	if tr.Limit.QuotaUsec != 40_000 || tr.IntervalUsec != 100_000 || tr.StartUnixUsec != t0.UnixMicro() || len(tr.Samples) != 5 {
 		t.Fatalf("trace %+v", tr)
 	}
-	want := []advise.Sample{
+	want := []Sample{
 		{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, QueryNrThrottled: 1, QueryThrottledUsec: 20_000},
 		{}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1}, {UsageUsec: 20_000, NrPeriods: 1},
 	}
@@ -149,55 +191,52 @@ func TestHistory(t *testing.T) {
 			t.Errorf("sample %d %+v\nwant      %+v", i, got, w)
 		}
 	}
-	if ts, _ := srv.history.traces("olap", 250*time.Millisecond, at(520)); len(ts) != 1 || len(ts[0].Samples) != 2 {
+	if ts, _ := hist.traces("olap", 250*time.Millisecond, at(520)); len(ts) != 1 || len(ts[0].Samples) != 2 {
 		t.Errorf("since 250ms: %d samples, want the 2 whole intervals", len(ts[0].Samples))
 	}
-	if _, ok := srv.history.traces("nosuch", 0, at(520)); ok {
+	if _, ok := hist.traces("nosuch", 0, at(520)); ok {
 		t.Error("a pool that does not exist has a history")
 	}
 
 	// A limit change starts a new trace; the old one stays in the window
 	// until it has passed.
-	srv.SetPolicy(policyOf(t, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30);"))
-	if err := srv.rp.plan(); err != nil {
-		t.Fatal(err)
-	}
-	srv.sampleHistory(at(600))
+	src.plan(t, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 30);")
+	hist.Sample(at(600))
 	set(130_000, 5, 1, 60_000, 1, 20_000)
-	srv.sampleHistory(at(700))
-	ts, _ = srv.history.traces("olap", 0, at(700))
+	hist.Sample(at(700))
+	ts, _ = hist.traces("olap", 0, at(700))
 	if len(ts) != 2 || ts[1].Limit.QuotaUsec != 60_000 || len(ts[1].Samples) != 1 || ts[1].Samples[0].UsageUsec != 30_000 {
 		t.Fatalf("after the change: %d traces, the last %+v", len(ts), ts[len(ts)-1])
 	}
-	srv.sampleHistory(at(700).Add(time.Minute))
-	if ts, _ = srv.history.traces("olap", 0, at(700).Add(time.Minute)); len(ts) != 1 {
+	hist.Sample(at(700).Add(time.Minute))
+	if ts, _ = hist.traces("olap", 0, at(700).Add(time.Minute)); len(ts) != 1 {
 		t.Errorf("a minute later %d traces, want the one under the current limit", len(ts))
 	}
 
-	reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
+	reply, release := hist.Reply(1000, protocol.Request{Op: protocol.OpHistory, Pool: strings.Repeat("x", 1<<20)})
 	release()
 	if reply.Code != protocol.CodeUnknownPool || len(reply.Error) > 300 {
 		t.Errorf("unknown pool: %s %.300s (%d bytes)", reply.Code, reply.Error, len(reply.Error))
 	}
-	if reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
+	if reply, release := hist.Reply(1000, protocol.Request{Op: protocol.OpHistory}); reply.Code != protocol.CodeBadRequest {
 		t.Errorf("no pool named: %+v", reply)
 	} else {
 		release()
 	}
 	// One reply per uid at a time: the uid's next is built once the
 	// first is sent; another uid's at once.
-	first, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+	first, release := hist.Reply(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
 	if first.Type != protocol.ReplyDone {
 		t.Fatalf("history of olap: %+v", first)
 	}
-	if r, done := srv.serveHistory(1001, protocol.Request{Op: protocol.OpHistory, Pool: "olap"}); r.Type != protocol.ReplyDone {
+	if r, done := hist.Reply(1001, protocol.Request{Op: protocol.OpHistory, Pool: "olap"}); r.Type != protocol.ReplyDone {
 		t.Errorf("another uid's reply while the first is being written: %+v", r)
 	} else {
 		done()
 	}
 	got := make(chan protocol.AdminReply, 1)
 	go func() {
-		r, done := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
+		r, done := hist.Reply(1000, protocol.Request{Op: protocol.OpHistory, Pool: "olap"})
 		done()
 		got <- r
 	}()
@@ -210,7 +249,7 @@ func TestHistory(t *testing.T) {
 	if r := <-got; r.Type != protocol.ReplyDone {
 		t.Errorf("the second reply, once the first was sent: %+v", r)
 	}
-	if n := len(srv.history.replying.turns); n != 0 {
+	if n := len(hist.replying.turns); n != 0 {
 		t.Errorf("%d uids' turns kept after their replies were sent", n)
 	}
 }
@@ -219,8 +258,8 @@ func TestHistory(t *testing.T) {
 // grow are not read again (they ran no thread); once the pool runs they
 // are, and what they were throttled since their last read is counted.
 func TestHistorySleepingQueries(t *testing.T) {
-	cg := &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
-	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
 	set := func(usage, queryThrottledUsec uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -229,31 +268,29 @@ func TestHistorySleepingQueries(t *testing.T) {
 			cg.queries[[2]string{"olap", q}] = observe.CPUStat{NrThrottled: queryThrottledUsec / 10_000, ThrottledUsec: queryThrottledUsec}
 		}
 	}
-	srv.reg.mu.Lock()
-	for i, q := range []string{"q1", "q2"} {
-		srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: "olap", name: q}}] = struct{}{}
+	for _, q := range []string{"q1", "q2"} {
+		src.run("olap", q)
 	}
-	srv.reg.mu.Unlock()
 	reads := func() int { cg.mu.Lock(); defer cg.mu.Unlock(); return cg.queryReads }
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	set(50_000, 10_000)
-	srv.sampleHistory(at(0)) // the baseline reads both
+	hist.Sample(at(0)) // the baseline reads both
 	if n := reads(); n != 2 {
 		t.Fatalf("baseline: %d query reads, want 2", n)
 	}
 	for ms := 100; ms <= 300; ms += 100 {
-		srv.sampleHistory(at(ms)) // the pool's usage does not grow
+		hist.Sample(at(ms)) // the pool's usage does not grow
 	}
 	if n := reads(); n != 2 {
 		t.Errorf("three intervals of a pool that ran nothing: %d query reads in all, want the baseline's 2", n)
 	}
 	set(90_000, 30_000)
-	srv.sampleHistory(at(400))
+	hist.Sample(at(400))
 	if n := reads(); n != 4 {
 		t.Errorf("the pool ran: %d query reads in all, want 4", n)
 	}
-	ts, _ := srv.history.traces("olap", 0, at(400))
+	ts, _ := hist.traces("olap", 0, at(400))
 	last := ts[0].Samples[len(ts[0].Samples)-1]
 	if last.UsageUsec != 40_000 || last.QueryThrottledUsec != 40_000 || last.QueryNrThrottled != 2 {
 		t.Errorf("the interval the pool ran in: %+v, want usage 40000 µs, its queries throttled 2 × 20000 µs, 2 periods", last)
@@ -265,16 +302,14 @@ func TestHistorySleepingQueries(t *testing.T) {
 // worth of its usage (threads that started and ended between two reads),
 // and none read in an interval in which the pool did not run.
 func TestHistoryThreads(t *testing.T) {
-	if unsafe.Sizeof(histSample{}) != HistorySampleBytes {
-		t.Errorf("a stored interval takes %d bytes, HistorySampleBytes says %d", unsafe.Sizeof(histSample{}), HistorySampleBytes)
+	if unsafe.Sizeof(histSample{}) != SampleBytes {
+		t.Errorf("a stored interval takes %d bytes, SampleBytes says %d", unsafe.Sizeof(histSample{}), SampleBytes)
 	}
-	cg := &threadCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+	cg := &threadCgroups{statCgroups: newStatCgroups(),
 		procRoot: t.TempDir(), tids: map[string][]int{}}
-	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	srv.history.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
-	srv.reg.mu.Lock()
-	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
-	srv.reg.mu.Unlock()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	hist.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	src.run("olap", "q1")
 	usage := func(u uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -285,7 +320,7 @@ func TestHistoryThreads(t *testing.T) {
 	cg.tids["olap"] = []int{10}
 	cg.setThread(t, 10, 5_000, 'S') // a thread that ran before: not this interval's
 	usage(0)
-	srv.sampleHistory(at(0))
+	hist.Sample(at(0))
 	// Two threads run 30 ms each, a third runs 500 µs (< 1%: a runtime
 	// thread), and the first sleeps on.
 	cg.tids["olap"] = []int{10, 11, 12, 13}
@@ -293,14 +328,14 @@ func TestHistoryThreads(t *testing.T) {
 	cg.setThread(t, 12, 30_000, 'S')
 	cg.setThread(t, 13, 500, 'S')
 	usage(60_500)
-	srv.sampleHistory(at(100))
+	hist.Sample(at(100))
 	usage(60_500) // idle: the threads are not read
 	cg.tids["olap"] = nil
-	srv.sampleHistory(at(200))
+	hist.Sample(at(200))
 	// 150 ms of usage by threads that ended before the read: at least two.
 	usage(210_500)
-	srv.sampleHistory(at(300))
-	ts, _ := srv.history.traces("olap", 0, at(300))
+	hist.Sample(at(300))
+	ts, _ := hist.traces("olap", 0, at(300))
 	if len(ts) != 1 || len(ts[0].Samples) != 3 {
 		t.Fatalf("traces %+v", ts)
 	}
@@ -334,35 +369,33 @@ func (c *countingCgroups) PoolStats(names []string) (map[string]observe.Sample, 
 // next look, and what it ran is the last interval's: the intervals not
 // read were idle.
 func TestHistoryQuiet(t *testing.T) {
-	cg := &countingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
+	cg := &countingCgroups{statCgroups: newStatCgroups(),
 		reads: map[string]int{}}
-	srv := historyServer(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	cg.mu.Lock()
 	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 1000}}
 	cg.mu.Unlock()
 	for ms := 0; ms <= 1150; ms += 50 {
-		srv.sampleHistory(at(ms))
+		hist.Sample(at(ms))
 	}
 	// The baseline at 0, a read at 100 that finds it idle, the next at
 	// 1100.
 	if got := cg.reads["olap"]; got != 3 {
 		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1100 ms)", got)
 	}
-	srv.reg.mu.Lock()
-	srv.reg.clients[&query{queryView: queryView{qid: 1, pool: "olap", name: "q1"}}] = struct{}{}
-	srv.reg.mu.Unlock()
+	src.run("olap", "q1")
 	cg.mu.Lock()
 	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 41_000, NrPeriods: 1}}
 	cg.mu.Unlock()
-	srv.sampleHistory(at(1150)) // not due: the schedule is at 1200
-	srv.sampleHistory(at(1200))
-	srv.sampleHistory(at(1300))
+	hist.Sample(at(1150)) // not due: the schedule is at 1200
+	hist.Sample(at(1200))
+	hist.Sample(at(1300))
 	if got := cg.reads["olap"]; got != 5 {
 		t.Errorf("with a query the pool was read %d times, want 5 (each period again)", got)
 	}
-	ts, _ := srv.history.traces("olap", 0, at(1300))
+	ts, _ := hist.traces("olap", 0, at(1300))
 	if len(ts) != 1 || len(ts[0].Samples) != 13 {
 		t.Fatalf("traces %+v", ts)
 	}
@@ -385,8 +418,8 @@ func BenchmarkHistoryMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		h := newHistory(HistoryConfig{Window: time.Hour, CPUs: 2})
-		busy := advise.Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: 2, Ran: 2, Runnable: 1}
+		h := New(Config{Window: time.Hour, CPUs: 2}, nil, nil, "", nil)
+		busy := Sample{UsageUsec: 40_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 60_000, Threads: 2, Ran: 2, Runnable: 1}
 		for p := range 100 {
 			seg := &segment{limit: cpulimit.Limit{QuotaUsec: 40_000, PeriodUsec: 100_000}, intervalUsec: 100_000, start: time.Now()}
 			h.pools[fmt.Sprintf("pool%d", p)] = &poolHistory{segs: []*segment{seg}}
@@ -404,13 +437,13 @@ func BenchmarkHistoryMemory(b *testing.B) {
 // BenchmarkKernelHistorySample is what sampling costs the daemon on the
 // real kernel: 100 pools, each with one query cgroup holding a sleeping
 // process. "quiet": no query of this daemon runs in the pools, which did
-// not run, so each is read once a QuietHistoryInterval; "idle": each runs
+// not run, so each is read once a QuietInterval; "idle": each runs
 // a query of this daemon and is read once an interval, its query cgroup
 // too, but not its threads (the pool did not run); "ran": its threads are
 // read too, as for a pool that ran in every interval. Reported: CPU time
 // per pool per hour at the 100 ms default period.
 //
-//	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./internal/daemon
+//	go test -run '^$' -bench KernelHistorySample -benchtime 100x ./internal/history
 func BenchmarkKernelHistorySample(b *testing.B) {
 	need := kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kerneltest.V2}, Controllers: []string{"cpuacct"}}
 	h := kerneltest.Require(b, need)
@@ -424,12 +457,12 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 	for p := range 100 {
 		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
 	}
-	srv := historyServer(b, cg, pools.String())
-	srv.history.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
-	if err := cg.Apply(srv.Desired()); err != nil {
+	hist, src := historyOf(b, cg, pools.String())
+	hist.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
+	if err := cg.Apply(src.Desired()); err != nil {
 		b.Fatal(err)
 	}
-	for _, ps := range srv.Desired().Pools {
+	for _, ps := range src.Desired().Pools {
 		sleeper := exec.Command("sleep", "600")
 		if err := sleeper.Start(); err != nil {
 			b.Fatal(err)
@@ -447,30 +480,28 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 	// The clock the sampling sees: 100 ms later at every round, across
 	// the runs of every sub-benchmark, so that every pool is due.
 	clock := time.Now()
-	srv.sampleHistory(clock)
+	hist.Sample(clock)
 	for _, mode := range []string{"quiet", "idle", "ran"} {
 		if mode == "idle" {
 			// From here every pool runs a query of this daemon.
-			srv.reg.mu.Lock()
-			for i, ps := range srv.Desired().Pools {
-				srv.reg.clients[&query{queryView: queryView{qid: admission.QueryID(i + 1), pool: ps.Name, name: "q1"}}] = struct{}{}
+			for _, ps := range src.Desired().Pools {
+				src.run(ps.Name, "q1")
 			}
-			srv.reg.mu.Unlock()
 		}
 		b.Run(mode, func(b *testing.B) {
-			cpu0 := processCPU(b, os.Getpid())
+			cpu0 := kerneltest.ProcessCPU(b, os.Getpid())
 			for range b.N {
 				clock = clock.Add(100 * time.Millisecond)
-				srv.sampleHistory(clock)
+				hist.Sample(clock)
 				if mode == "ran" {
-					for _, ps := range srv.Desired().Pools {
-						if tr := srv.history.threads(ps.Name); len(tr.run) == 0 {
+					for _, ps := range src.Desired().Pools {
+						if tr := hist.threads(ps.Name); len(tr.run) == 0 {
 							b.Fatalf("pool %s: no threads read", ps.Name)
 						}
 					}
 				}
 			}
-			cpu := processCPU(b, os.Getpid()) - cpu0
+			cpu := kerneltest.ProcessCPU(b, os.Getpid()) - cpu0
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/100*36_000/1e6, "ms-cpu/pool-hour")
 		})
 	}
@@ -484,37 +515,37 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 // into the store). Reported: the growth of VmRSS, in bytes per pool per
 // hour, and the reply to `advise --pool` for one of them.
 //
-//	go test -run '^$' -bench HistoryRSS -benchtime 1x ./internal/daemon
+//	go test -run '^$' -bench HistoryRSS -benchtime 1x ./internal/history
 func BenchmarkHistoryRSS(b *testing.B) {
 	for range b.N {
-		cg := &statCgroups{fakeCgroups: newFakeCgroups(b), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+		cg := newStatCgroups()
 		var pools strings.Builder
 		for p := range 100 {
 			fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
 			cg.pools[fmt.Sprintf("p%d", p)] = observe.Sample{}
 		}
-		srv := historyServer(b, cg, pools.String())
-		srv.history.cfg.Window = time.Hour
+		hist, _ := historyOf(b, cg, pools.String())
+		hist.cfg.Window = time.Hour
 		start := time.Now().Add(-time.Hour)
-		srv.sampleHistory(start) // every pool's segment and baseline
+		hist.Sample(start) // every pool's segment and baseline
 		runtime.GC()
 		debug.FreeOSMemory()
-		before := processRSSMiB(b, os.Getpid())
-		busy := advise.Sample{UsageUsec: 4_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 6_000, QueryNrThrottled: 1, QueryThrottledUsec: 6_000,
+		before := kerneltest.ProcessRSSMiB(b, os.Getpid())
+		busy := Sample{UsageUsec: 4_000, NrPeriods: 1, NrThrottled: 1, ThrottledUsec: 6_000, QueryNrThrottled: 1, QueryThrottledUsec: 6_000,
 			Threads: 3, Ran: 2, Runnable: 1}
-		srv.history.mu.Lock()
-		for _, ph := range srv.history.pools {
+		hist.mu.Lock()
+		for _, ph := range hist.pools {
 			for range 36_000 {
-				srv.history.add(ph.last(), busy, 1)
+				hist.add(ph.last(), busy, 1)
 			}
 		}
-		srv.history.mu.Unlock()
+		hist.mu.Unlock()
 		runtime.GC()
 		debug.FreeOSMemory()
-		after := processRSSMiB(b, os.Getpid())
+		after := kerneltest.ProcessRSSMiB(b, os.Getpid())
 		b.ReportMetric((after-before)*(1<<20)/100, "rss-bytes/pool-hour")
 		b.ReportMetric(after-before, "rss-MiB/100-pool-hours")
-		reply, release := srv.serveHistory(1000, protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
+		reply, release := hist.Reply(1000, protocol.Request{Op: protocol.OpHistory, Pool: "p0"})
 		release()
 		if reply.Type != protocol.ReplyDone || len(reply.Traces) != 1 {
 			b.Fatalf("history of p0: %+v", reply.Error)
@@ -524,6 +555,6 @@ func BenchmarkHistoryRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(len(enc)), "reply-bytes/pool-hour")
-		runtime.KeepAlive(srv)
+		runtime.KeepAlive(hist)
 	}
 }

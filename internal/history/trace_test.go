@@ -1,9 +1,7 @@
-package advise
+package history
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -110,15 +108,9 @@ func TestParseTraceTooLarge(t *testing.T) {
 }
 
 // The fuzz target replays its corpus in testdata/fuzz/ on every go test;
-// run it longer with go test ./internal/advise -fuzz FuzzParseTrace.
+// run it longer with go test ./internal/history -fuzz FuzzParseTrace.
 func FuzzParseTrace(f *testing.F) {
-	for _, name := range []string{"chapter-burst.json"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "traces", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	f.Add([]byte(validTrace))
 	f.Add([]byte(historyTrace))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tr, err := ParseTrace("fuzz.json", bytes.NewReader(b))

@@ -1,4 +1,4 @@
-package advise
+package history
 
 import (
 	"context"
@@ -8,9 +8,21 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/poolagent/poolagent/cgroupfs"
+	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
 )
+
+// PoolReader is what a recording reads of a live pool tree, one pool at
+// a time: *cgroupfs.Reader.
+type PoolReader interface {
+	ThreadLister
+	// Read reads the pool's counters.
+	Read(pool string) (observe.Sample, error)
+	// CPULimit reads the pool's CPU limit.
+	CPULimit(pool string) (cpulimit.Limit, error)
+	// Root is the tree's root, for errors.
+	Root() string
+}
 
 // Recorder samples one pool of a live pool tree: each Sample is what the
 // pool's counters grew by since the previous one, and what its threads
@@ -18,7 +30,7 @@ import (
 // so that a thread that ran and ended within an interval still counts.
 // It only reads.
 type Recorder struct {
-	tree     *cgroupfs.Reader
+	tree     PoolReader
 	pool     string
 	procRoot string
 	prev     observe.Sample
@@ -40,7 +52,7 @@ type Recorder struct {
 
 // NewRecorder reads the pool's counters as the baseline of the first
 // sample, to be taken every intervalUsec. procRoot is normally /proc.
-func NewRecorder(tree *cgroupfs.Reader, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
+func NewRecorder(tree PoolReader, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
 	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
 	s, err := tree.Read(pool)
 	if err != nil {
@@ -84,21 +96,10 @@ func (r *Recorder) Sample() (Sample, error) {
 	if err != nil {
 		return Sample{}, fmt.Errorf("pool %s: %w", r.pool, err)
 	}
-	d := cur.CPU.Sub(r.prev.CPU)
-	s := Sample{UsageUsec: d.UsageUsec, NrPeriods: d.NrPeriods, NrThrottled: d.NrThrottled, ThrottledUsec: d.ThrottledUsec,
-		NrBursts: d.NrBursts, BurstUsec: d.BurstUsec, Threads: -1, Ran: -1, Runnable: -1}
-	if cur.Pressure != nil && r.prev.Pressure != nil && cur.Pressure.Some.TotalUsec >= r.prev.Pressure.Some.TotalUsec {
-		v := cur.Pressure.Some.TotalUsec - r.prev.Pressure.Some.TotalUsec
-		s.PressureSomeUsec = &v
-	}
+	s := grown(r.prev, cur)
 	if r.runUsec != nil {
-		s.Threads, s.Ran, s.Runnable = len(r.runUsec), 0, r.runnable
-		least := uint64(r.intervalUsec / 100)
-		for _, usec := range r.grewUsec {
-			if usec >= least {
-				s.Ran++
-			}
-		}
+		// grewUsec holds each thread's growth: from nothing.
+		s.Threads, s.Ran, s.Runnable = len(r.runUsec), ranSince(nil, r.grewUsec, r.intervalUsec), r.runnable
 		// A thread that ended within the interval is not in Threads but
 		// may have run: Threads counts it then, so that Ran <= Threads.
 		s.Threads = max(s.Threads, s.Ran)
@@ -106,6 +107,22 @@ func (r *Recorder) Sample() (Sample, error) {
 	r.prev = cur
 	clear(r.grewUsec)
 	return s, nil
+}
+
+// grown is the sample of an interval whose counters were prev at its
+// start and cur at its end: what the pool's CPU accounting, throttling
+// and CPU pressure grew by, thread counts unknown (-1). Pressure is
+// unknown (nil) where either read lacks it or it went back. Both the
+// recorder and the rolling history sample a pool so.
+func grown(prev, cur observe.Sample) Sample {
+	d := cur.CPU.Sub(prev.CPU)
+	s := Sample{UsageUsec: d.UsageUsec, NrPeriods: d.NrPeriods, NrThrottled: d.NrThrottled, ThrottledUsec: d.ThrottledUsec,
+		NrBursts: d.NrBursts, BurstUsec: d.BurstUsec, Threads: -1, Ran: -1, Runnable: -1}
+	if cur.Pressure != nil && prev.Pressure != nil && cur.Pressure.Some.TotalUsec >= prev.Pressure.Some.TotalUsec {
+		v := cur.Pressure.Some.TotalUsec - prev.Pressure.Some.TotalUsec
+		s.PressureSomeUsec = &v
+	}
+	return s
 }
 
 // threads reads the run time (µs) of every thread of the pool, and how
@@ -117,14 +134,14 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 		return nil, 0, err
 	}
 	r.Truncated = r.Truncated || truncated
-	return ThreadTimes(r.procRoot, tids)
+	return threadTimes(r.procRoot, tids)
 }
 
-// ThreadTimes reads the run time (µs, /proc/TID/schedstat's first field
+// threadTimes reads the run time (µs, /proc/TID/schedstat's first field
 // in ns) of each thread of tids below procRoot, and counts those runnable
 // (state R in /proc/TID/stat). A thread that ended between listing and
 // reading is left out; run is nil when /proc denies reading the threads.
-func ThreadTimes(procRoot string, tids []int) (run map[int]uint64, runnable int, err error) {
+func threadTimes(procRoot string, tids []int) (run map[int]uint64, runnable int, err error) {
 	run = make(map[int]uint64, len(tids))
 	for _, tid := range tids {
 		st, err := observe.ReadThreadStat(procRoot, tid)
@@ -145,11 +162,11 @@ func ThreadTimes(procRoot string, tids []int) (run map[int]uint64, runnable int,
 	return run, runnable, nil
 }
 
-// RanSince counts the threads of run whose run time (µs) grew by at least
+// ranSince counts the threads of run whose run time (µs) grew by at least
 // 1% of intervalUsec since prev (a thread not in prev with all of its run
 // time): the threads that ran in an interval, as a sample's Ran counts
 // them. The few µs a process's runtime threads run do not count.
-func RanSince(prev, run map[int]uint64, intervalUsec int64) int {
+func ranSince(prev, run map[int]uint64, intervalUsec int64) int {
 	least, ran := uint64(intervalUsec/100), 0
 	for tid, usec := range run {
 		if usec-min(usec, prev[tid]) >= least {
@@ -182,7 +199,7 @@ type Recording struct {
 // too: its growth is shared among them, so every sample still covers
 // about one interval. t's header must be valid; an error means reading
 // failed, and t.Samples is then not to be written.
-func Record(ctx context.Context, tree *cgroupfs.Reader, procRoot string, t *Trace, n int) (Recording, error) {
+func Record(ctx context.Context, tree PoolReader, procRoot string, t *Trace, n int) (Recording, error) {
 	interval := time.Duration(t.IntervalUsec) * time.Microsecond
 	// The schedule starts when the baseline's counters are read, before
 	// its threads: on a slow host reading them may take intervals, which

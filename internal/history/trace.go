@@ -1,4 +1,4 @@
-package advise
+package history
 
 import (
 	"bytes"
@@ -173,8 +173,8 @@ func (s Sample) Throttled() bool {
 	return s.NrThrottled > 0 || s.ThrottledUsec > 0 || s.QueryNrThrottled > 0 || s.QueryThrottledUsec > 0
 }
 
-// throttledUsec is the interval's throttled time at both levels, summed.
-func (s Sample) throttledUsec() uint64 { return s.ThrottledUsec + s.QueryThrottledUsec }
+// ThrottledEitherUsec is the interval's throttled time at both levels, summed.
+func (s Sample) ThrottledEitherUsec() uint64 { return s.ThrottledUsec + s.QueryThrottledUsec }
 
 // NrThrottledEither is the periods of the interval throttled at either
 // level: the more of the pool's nr_throttled and the most of one query's,

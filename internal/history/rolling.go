@@ -1,46 +1,45 @@
-package daemon
+package history
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
 
-	"github.com/poolagent/poolagent/internal/advise"
 	"github.com/poolagent/poolagent/internal/cpulimit"
-	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
 )
 
-// HistoryConfig is what the daemon keeps of each pool's recent CPU
-// counters for `poolagent advise --pool` (docs/advise.md): the samples
+// Config is what the daemon keeps of each pool's recent CPU
+// counters for `poolagent advise --pool` (docs/md): the samples
 // `poolagent record` takes, one per interval, for a window of time.
-type HistoryConfig struct {
+type Config struct {
 	// Window is how long the samples are kept; 0 keeps none.
 	Window time.Duration
 	// Interval is the shortest interval a pool is sampled at: a pool
 	// is sampled once a period, or once an Interval when that is longer;
-	// MinHistoryInterval when less.
+	// MinInterval when less.
 	Interval time.Duration
 	// Cgroup ("v1" or "v2"), CPUs (online), SliceUsec and TickUsec are
-	// the host facts a trace holds (advise.Trace).
+	// the host facts a trace holds (Trace).
 	Cgroup    string
 	CPUs      int
 	SliceUsec int64
 	TickUsec  int64
 }
 
-// MinHistoryInterval is the shortest interval the history samples a pool
+// MinInterval is the shortest interval the history samples a pool
 // at: its period, or this when the period is shorter.
-const MinHistoryInterval = 100 * time.Millisecond
+const MinInterval = 100 * time.Millisecond
 
-// MaxHistoryWindow is the longest window: a trace holds at most
-// advise.MaxSamples intervals of MinHistoryInterval.
-const MaxHistoryWindow = advise.MaxSamples * MinHistoryInterval
+// MaxWindow is the longest window: a trace holds at most
+// MaxSamples intervals of MinInterval.
+const MaxWindow = MaxSamples * MinInterval
 
 // histSample is one interval of a pool's history in which something
 // happened, in 40 bytes: an idle interval is not stored. Counters are
@@ -53,15 +52,15 @@ type histSample struct {
 	pressureUsec                                       uint32 // math.MaxUint32: none
 	nrPeriods, nrThrottled, nrBursts, queryNrThrottled uint16
 	// threads, ran and runnable are the sample's thread counts
-	// (advise.Sample), unknownThreads for -1.
+	// (Sample), unknownThreads for -1.
 	threads, ran, runnable uint16
 }
 
 // unknownThreads is a thread count of -1 in a histSample.
 const unknownThreads = math.MaxUint16
 
-// HistorySampleBytes is the size of one stored interval.
-const HistorySampleBytes = 40
+// SampleBytes is the size of one stored interval.
+const SampleBytes = 40
 
 // segment is a pool's history under one limit: intervals 0..n-1 from
 // start.
@@ -89,28 +88,77 @@ type poolHistory struct {
 	base    bool
 	// quiet is set when the last read found the pool idle and running
 	// no query of this daemon: it is then read once a
-	// QuietHistoryInterval (readAt is when it was read last).
+	// QuietInterval (readAt is when it was read last).
 	quiet  bool
 	readAt time.Time
 	due    time.Time
 }
 
-// history is the daemon's rolling record of every pool. Its lock is a
-// leaf: nothing is called while it is held.
-type history struct {
-	cfg   HistoryConfig
-	mu    sync.Mutex
+// Reader is what the history reads of the pool tree: the pools'
+// counters and those of their query cgroups. *pooltree.Handle is one;
+// one that is also a [ThreadLister] has the pools' threads read too.
+type Reader interface {
+	// PoolStats reads the named pools' counters (CPU accounting and,
+	// where the kernel keeps it, CPU pressure); a pool without a cgroup
+	// is left out.
+	PoolStats(pools []string) (map[string]observe.Sample, error)
+	// QueryStat reads the counters of the query cgroup <pool>/<query>.
+	QueryStat(pool, query string) (observe.Sample, error)
+}
+
+// ThreadLister lists the threads of a pool and its queries, at most
+// limit: *pooltree.Handle and *cgroupfs.Reader.
+type ThreadLister interface {
+	Threads(pool string, limit int) (tids []int, truncated bool, err error)
+}
+
+// Pools is what the history samples: the plan in force (the pools and
+// their limits) and the queries running in each pool, those whose cgroups
+// it reads (the daemon's own list: no walk of the tree).
+type Pools interface {
+	Desired() planner.Desired
+	Running() map[string][]string
+}
+
+// Rolling is the daemon's rolling record of every pool: each pool's
+// samples for the last Config.Window, one per interval in which
+// something happened. Its lock is a leaf: nothing is called while it is
+// held.
+type Rolling struct {
+	cfg Config
+	log *slog.Logger
+	r   Reader
+	src Pools
+	mu  sync.Mutex
+	// pools is each planned pool's history, by name.
 	pools map[string]*poolHistory
 	// threads reads the threads of a pool and its queries; nil where
 	// they cannot be listed (thread counts are then -1).
 	threads func(pool string) threadRead
-	// replying lets one OpHistory reply per uid be built and written
-	// at a time (serveHistory).
+	// replying lets one reply per uid be built and written at a time
+	// (Reply).
 	replying replyTurns
 }
 
-func newHistory(cfg HistoryConfig) *history {
-	return &history{cfg: cfg, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
+// New makes a rolling history of src's pools read through r. The threads
+// are read below procRoot (normally /proc) where r is a ThreadLister.
+func New(cfg Config, r Reader, src Pools, procRoot string, log *slog.Logger) *Rolling {
+	h := &Rolling{cfg: cfg, log: log, r: r, src: src, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
+	if tl, ok := r.(ThreadLister); ok {
+		h.threads = func(pool string) threadRead { return readThreads(tl, procRoot, pool) }
+	}
+	return h
+}
+
+// Check says what is wrong with cfg: a window or interval out of range.
+func (cfg Config) Check() error {
+	if w := cfg.Window; w < 0 || w > MaxWindow {
+		return fmt.Errorf("history window %s: accepted 0 (none) to %s", w, MaxWindow)
+	}
+	if iv := cfg.Interval; iv < 0 || iv > time.Minute || (cfg.Window > 0 && cfg.Window/max(iv, MinInterval) > MaxSamples) {
+		return fmt.Errorf("history interval %s: accepted 0 (the period) to 1m, and at most %d intervals in the window", iv, MaxSamples)
+	}
+	return nil
 }
 
 // replyTurns gives each uid one turn at a time to build and write a large
@@ -158,12 +206,12 @@ func (r *replyTurns) take(uid uint32, wait time.Duration) (release func(), ok bo
 }
 
 // interval is the interval a pool with limit l is sampled at.
-func (h *history) interval(l cpulimit.Limit) time.Duration {
-	return max(time.Duration(l.PeriodUsec)*time.Microsecond, h.cfg.Interval, MinHistoryInterval)
+func (h *Rolling) interval(l cpulimit.Limit) time.Duration {
+	return max(time.Duration(l.PeriodUsec)*time.Microsecond, h.cfg.Interval, MinInterval)
 }
 
-// historyLoop samples the pools when each is due until ctx ends.
-func (s *Server) historyLoop(ctx context.Context) {
+// Run samples the pools when each is due until ctx ends.
+func (h *Rolling) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -171,31 +219,31 @@ func (s *Server) historyLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-timer.C:
-			timer.Reset(time.Until(s.sampleHistory(now)))
+			timer.Reset(time.Until(h.Sample(now)))
 		}
 	}
 }
 
-// sampleHistory reads the pools that are due at now and returns when the
-// next one is due.
-func (s *Server) sampleHistory(now time.Time) time.Time {
-	running := s.reg.runningQueries()
+// Sample reads the pools that are due at now and returns when the next
+// one is due.
+func (h *Rolling) Sample(now time.Time) time.Time {
+	running := h.src.Running()
 	active := map[string]bool{}
-	for _, q := range running {
-		active[q.Pool] = true
+	for pool, names := range running {
+		active[pool] = len(names) > 0
 	}
-	due, next := s.history.due(s.Desired(), now, active)
+	due, next := h.due(h.src.Desired(), now, active)
 	if len(due) == 0 {
 		return next
 	}
-	return s.history.store(due, s.readHistory(due, running), now, next)
+	return h.store(due, h.read(due, running), now, next)
 }
 
-// QuietHistoryInterval is how often the history reads a quiet pool: one
+// QuietInterval is how often the history reads a quiet pool: one
 // that did not run at its last read and runs no query of this daemon.
 // Such a pool is read each period again as soon as the daemon admits a
-// query to it (the history looks every MinHistoryInterval).
-const QuietHistoryInterval = time.Second
+// query to it (the history looks every MinInterval).
+const QuietInterval = time.Second
 
 // duePool is a pool whose interval has ended: its name, and whether its
 // threads are to be read (the first read of a segment, or a pool whose
@@ -211,8 +259,8 @@ type duePool struct {
 // due starts a segment for every pool whose limit changed, forgets the
 // pools no longer planned, and returns the pools due at now and when the
 // next of the others is.
-func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) (due []duePool, next time.Time) {
-	next = now.Add(MinHistoryInterval)
+func (h *Rolling) due(d planner.Desired, now time.Time, active map[string]bool) (due []duePool, next time.Time) {
+	next = now.Add(MinInterval)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	planned := map[string]bool{}
@@ -232,7 +280,7 @@ func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) 
 		}
 		at := ph.due
 		if ph.base && ph.quiet && !active[p.Name] {
-			at = maxTime(at, ph.readAt.Add(QuietHistoryInterval))
+			at = maxTime(at, ph.readAt.Add(QuietInterval))
 		}
 		if !at.After(now) {
 			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, active: active[p.Name]})
@@ -255,7 +303,7 @@ func (h *history) due(d planner.Desired, now time.Time, active map[string]bool) 
 type historyRead struct {
 	stats   map[string]observe.Sample
 	queries map[string]map[string]observe.CPUStat
-	listed  map[pooltree.QueryKey]bool
+	listed  map[queryKey]bool
 	threads map[string]threadRead
 }
 
@@ -267,13 +315,10 @@ type threadRead struct {
 	runnable int
 }
 
-// threadLister lists the threads of a pool and its queries:
-// *pooltree.Handle.
-type threadLister interface {
-	Threads(pool string, limit int) (tids []int, truncated bool, err error)
-}
+// queryKey names a query cgroup: <pool>/<name>.
+type queryKey struct{ pool, name string }
 
-// readHistory reads the due pools' counters and, of each pool that ran
+// read reads the due pools' counters and, of each pool that ran
 // since its last read (or whose segment starts), its running queries'
 // counters and its threads. A pool whose usage did not grow ran no thread,
 // and so neither did its queries (usage counts a cgroup's children; a
@@ -281,15 +326,15 @@ type threadLister interface {
 // period): their counters are what the last read found, and reading them
 // again, every interval for as long as they sleep, would cost the daemon
 // CPU for each sleeping query.
-func (s *Server) readHistory(due []duePool, running []pooltree.QueryKey) historyRead {
+func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
 		names[i] = p.name
 	}
-	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[pooltree.QueryKey]bool{}, threads: map[string]threadRead{}}
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{}}
 	var err error
-	if r.stats, err = s.cg.PoolStats(names); err != nil {
-		s.cfg.Log.Warn("history: read the pools' counters", "err", err)
+	if r.stats, err = h.r.PoolStats(names); err != nil {
+		h.log.Warn("history: read the pools' counters", "err", err)
 	}
 	ran := map[string]bool{}
 	for _, p := range due {
@@ -297,33 +342,37 @@ func (s *Server) readHistory(due []duePool, running []pooltree.QueryKey) history
 			ran[p.name] = true
 		}
 	}
-	for _, q := range running {
-		if _, ok := r.stats[q.Pool]; !ok {
+	for pool, names := range running {
+		if _, ok := r.stats[pool]; !ok {
 			continue
 		}
-		r.listed[q] = true
-		if !ran[q.Pool] {
-			continue // kept as last read (keepQueries)
-		}
-		if st, err := pooltree.NewQuery(s.cg, q).Stat(); err == nil {
-			if r.queries[q.Pool] == nil {
-				r.queries[q.Pool] = map[string]observe.CPUStat{}
+		for _, name := range names {
+			r.listed[queryKey{pool, name}] = true
+			if !ran[pool] {
+				continue // kept as last read (keepQueries)
 			}
-			r.queries[q.Pool][q.Name] = st.CPU
+			if st, err := h.r.QueryStat(pool, name); err == nil {
+				if r.queries[pool] == nil {
+					r.queries[pool] = map[string]observe.CPUStat{}
+				}
+				r.queries[pool][name] = st.CPU
+			}
 		}
 	}
 	for pool := range ran {
-		if s.history.threads != nil {
-			r.threads[pool] = s.history.threads(pool)
+		if h.threads != nil {
+			r.threads[pool] = h.threads(pool)
 		}
 	}
 	return r
 }
 
-// counters returns the counters the history last read of each of pools
-// that it read at or after since ([Server.poolCounters]); a pool it did
-// not read since then, or whose last read failed, is left out.
-func (h *history) counters(pools []string, since time.Time) map[string]observe.Sample {
+// Counters returns the counters the history last read of each of pools
+// that it read at or after since, for a reader of the same counters each
+// interval (the daemon's throttling prediction), so that the two share
+// one read; a pool it did not read since then, or whose last read
+// failed, is left out.
+func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.Sample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make(map[string]observe.Sample, len(pools))
@@ -336,13 +385,13 @@ func (h *history) counters(pools []string, since time.Time) map[string]observe.S
 }
 
 // readThreads reads the threads of pool and its queries, at most
-// advise.MaxThreads; unknown (run nil) when they cannot be read.
-func readThreads(tl threadLister, procRoot, pool string) threadRead {
-	tids, _, err := tl.Threads(pool, advise.MaxThreads)
+// MaxThreads; unknown (run nil) when they cannot be read.
+func readThreads(tl ThreadLister, procRoot, pool string) threadRead {
+	tids, _, err := tl.Threads(pool, MaxThreads)
 	if err != nil {
 		return threadRead{}
 	}
-	run, runnable, err := advise.ThreadTimes(procRoot, tids)
+	run, runnable, err := threadTimes(procRoot, tids)
 	if err != nil {
 		return threadRead{}
 	}
@@ -351,7 +400,7 @@ func readThreads(tl threadLister, procRoot, pool string) threadRead {
 
 // store adds what r read to the history of the due pools at now and
 // returns when the next pool is due (next, or sooner).
-func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.Time {
+func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, d := range due {
@@ -409,7 +458,7 @@ func (h *history) store(due []duePool, r historyRead, now, next time.Time) time.
 func (ph *poolHistory) keepQueries(pool string, r historyRead) {
 	queries := r.queries[pool]
 	for q, st := range ph.prevQueries {
-		if _, ok := queries[q]; !ok && r.listed[pooltree.QueryKey{Pool: pool, Name: q}] {
+		if _, ok := queries[q]; !ok && r.listed[queryKey{pool, q}] {
 			if queries == nil {
 				queries = map[string]observe.CPUStat{}
 			}
@@ -421,15 +470,15 @@ func (ph *poolHistory) keepQueries(pool string, r historyRead) {
 
 // countThreads sets p's thread counts from the threads read at its end:
 // Ran is the threads whose run time grew by 1% of an interval since the
-// last read (advise.RanSince), and at least the CPUs' worth of the
+// last read (ranSince), and at least the CPUs' worth of the
 // usage (no thread runs more than the span), so that threads that
 // started and ended between two reads still count; Threads those read,
 // or Ran if more.
-func (ph *poolHistory) countThreads(p *advise.Sample, tr threadRead, spanUsec, intervalUsec int64) {
-	ran := advise.RanSince(ph.prevRun, tr.run, intervalUsec)
+func (ph *poolHistory) countThreads(p *Sample, tr threadRead, spanUsec, intervalUsec int64) {
+	ran := ranSince(ph.prevRun, tr.run, intervalUsec)
 	ran = max(ran, int((p.UsageUsec+uint64(spanUsec)-1)/uint64(spanUsec)))
-	p.Ran = min(ran, advise.MaxThreads)
-	p.Threads = min(max(len(tr.run), p.Ran), advise.MaxThreads)
+	p.Ran = min(ran, MaxThreads)
+	p.Threads = min(max(len(tr.run), p.Ran), MaxThreads)
 	p.Runnable = min(tr.runnable, p.Threads)
 }
 
@@ -455,20 +504,14 @@ func (ph *poolHistory) last() *segment {
 }
 
 // sample is what the pool's counters and its queries' grew by since the
-// last read: throttling at both levels (docs/advise.md, Levels).
+// last read: throttling at both levels (docs/md, Levels).
 //
 // A query cgroup first seen counts with all its counters; what one query
 // adds is held to what spanUsec can hold (periods of periodUsec, and
 // throttled time on cpus CPUs), so that a query whose earlier counters
 // were missed cannot make an interval impossible.
-func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPUStat, spanUsec, periodUsec int64, cpus int) advise.Sample {
-	d := cur.CPU.Sub(ph.prev.CPU)
-	s := advise.Sample{UsageUsec: d.UsageUsec, NrPeriods: d.NrPeriods, NrThrottled: d.NrThrottled, ThrottledUsec: d.ThrottledUsec,
-		NrBursts: d.NrBursts, BurstUsec: d.BurstUsec, Threads: -1, Ran: -1, Runnable: -1}
-	if cur.Pressure != nil && ph.prev.Pressure != nil && cur.Pressure.Some.TotalUsec >= ph.prev.Pressure.Some.TotalUsec {
-		v := cur.Pressure.Some.TotalUsec - ph.prev.Pressure.Some.TotalUsec
-		s.PressureSomeUsec = &v
-	}
+func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPUStat, spanUsec, periodUsec int64, cpus int) Sample {
+	s := grown(ph.prev, cur)
 	for q, st := range queries {
 		qd := st.Sub(ph.prevQueries[q]) // a new query: all it ran
 		s.QueryNrThrottled = max(s.QueryNrThrottled, min(qd.NrThrottled, uint64(spanUsec/periodUsec+1)))
@@ -479,9 +522,9 @@ func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPU
 }
 
 // add appends s, which covers n intervals, to seg: shared evenly among
-// them (advise.Spread); idle shares are not stored.
-func (h *history) add(seg *segment, s advise.Sample, n int) {
-	for _, p := range advise.Spread(s, n) {
+// them (Spread); idle shares are not stored.
+func (h *Rolling) add(seg *segment, s Sample, n int) {
+	for _, p := range Spread(s, n) {
 		if !idle(p) {
 			seg.samples = append(seg.samples, compact(seg.n, h.clamp(seg, p)))
 		}
@@ -489,10 +532,10 @@ func (h *history) add(seg *segment, s advise.Sample, n int) {
 	}
 }
 
-// clamp holds p to what a trace's interval can hold (advise.Trace's
+// clamp holds p to what a trace's interval can hold (Trace's
 // Validate): a host or VM that stalls books a long throttle, or many
 // periods, in one read, which the trace would refuse.
-func (h *history) clamp(seg *segment, p advise.Sample) advise.Sample {
+func (h *Rolling) clamp(seg *segment, p Sample) Sample {
 	span, cpus := uint64(2*seg.intervalUsec), uint64(max(h.cfg.CPUs, 1))
 	periods := span/uint64(seg.limit.PeriodUsec) + 2
 	throttled := span*cpus + uint64(seg.limit.PeriodUsec)*cpus
@@ -510,16 +553,16 @@ func (h *history) clamp(seg *segment, p advise.Sample) advise.Sample {
 }
 
 // idle reports whether p holds no growth at all, pressure included.
-func idle(p advise.Sample) bool {
+func idle(p Sample) bool {
 	q := p
 	q.PressureSomeUsec = nil
-	return q == advise.Sample{Threads: -1, Ran: -1, Runnable: -1} && (p.PressureSomeUsec == nil || *p.PressureSomeUsec == 0)
+	return q == Sample{Threads: -1, Ran: -1, Runnable: -1} && (p.PressureSomeUsec == nil || *p.PressureSomeUsec == 0)
 }
 
 func sat32(v uint64) uint32 { return uint32(min(v, math.MaxUint32)) }
 func sat16(v uint64) uint16 { return uint16(min(v, math.MaxUint16)) }
 
-func compact(at uint32, p advise.Sample) histSample {
+func compact(at uint32, p Sample) histSample {
 	c := histSample{at: at, usageUsec: sat32(p.UsageUsec), throttledUsec: sat32(p.ThrottledUsec), burstUsec: sat32(p.BurstUsec),
 		queryThrUsec: sat32(p.QueryThrottledUsec), pressureUsec: math.MaxUint32,
 		nrPeriods: sat16(p.NrPeriods), nrThrottled: sat16(p.NrThrottled), nrBursts: sat16(p.NrBursts), queryNrThrottled: sat16(p.QueryNrThrottled)}
@@ -531,12 +574,12 @@ func compact(at uint32, p advise.Sample) histSample {
 }
 
 // threadCount stores a thread count (-1 unknown, at most
-// advise.MaxThreads); count reads it back.
+// MaxThreads); count reads it back.
 func threadCount(n int) uint16 {
 	if n < 0 {
 		return unknownThreads
 	}
-	return uint16(min(n, advise.MaxThreads))
+	return uint16(min(n, MaxThreads))
 }
 
 func count(n uint16) int {
@@ -548,7 +591,7 @@ func count(n uint16) int {
 
 // trim drops what is older than the window: whole segments that ended
 // before it, and the first intervals of the oldest one left.
-func (h *history) trim(ph *poolHistory, now time.Time) {
+func (h *Rolling) trim(ph *poolHistory, now time.Time) {
 	cutoff := now.Add(-h.cfg.Window)
 	for len(ph.segs) > 1 && ph.segs[0].end().Before(cutoff) {
 		ph.segs = ph.segs[1:]
@@ -573,7 +616,7 @@ func (seg *segment) end() time.Time { return seg.timeOf(seg.n) }
 // for since 0) as traces, one per segment, oldest first; a segment with
 // no whole interval in the span is left out. ok is false for a pool the
 // history does not know.
-func (h *history) traces(pool string, since time.Duration, now time.Time) (ts []*advise.Trace, ok bool) {
+func (h *Rolling) traces(pool string, since time.Duration, now time.Time) (ts []*Trace, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ph := h.pools[pool]
@@ -594,7 +637,7 @@ func (h *history) traces(pool string, since time.Duration, now time.Time) (ts []
 
 // trace is seg's intervals from time from as a trace, idle intervals
 // filled in; nil when none.
-func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace {
+func (h *Rolling) trace(pool string, seg *segment, from time.Time) *Trace {
 	first := uint32(0)
 	if from.After(seg.start) {
 		first = uint32((from.Sub(seg.start).Microseconds() + seg.intervalUsec - 1) / seg.intervalUsec)
@@ -602,15 +645,15 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 	if first >= seg.n {
 		return nil
 	}
-	n := min(seg.n-first, advise.MaxSamples)
+	n := min(seg.n-first, MaxSamples)
 	first = seg.n - n
-	t := &advise.Trace{Format: advise.TraceFormat, Version: advise.TraceVersion, Pool: pool, Cgroup: h.cfg.Cgroup,
+	t := &Trace{Format: TraceFormat, Version: TraceVersion, Pool: pool, Cgroup: h.cfg.Cgroup,
 		CPUs: h.cfg.CPUs, NodeCPUs: seg.nodeCPUs, SliceUsec: h.cfg.SliceUsec, TickUsec: h.cfg.TickUsec,
-		Limit: seg.limit, QueryLimit: &seg.query, IntervalUsec: seg.intervalUsec, Samples: make([]advise.Sample, n),
+		Limit: seg.limit, QueryLimit: &seg.query, IntervalUsec: seg.intervalUsec, Samples: make([]Sample, n),
 		StartUnixUsec: seg.timeOf(first).UnixMicro()}
 	psi := h.cfg.Cgroup == "v2"
 	for i := range t.Samples {
-		t.Samples[i] = advise.Sample{Threads: -1, Ran: -1, Runnable: -1}
+		t.Samples[i] = Sample{Threads: -1, Ran: -1, Runnable: -1}
 		if psi {
 			t.Samples[i].PressureSomeUsec = new(uint64)
 		}
@@ -634,37 +677,35 @@ func (h *history) trace(pool string, seg *segment, from time.Time) *advise.Trace
 	return t
 }
 
-// historyReplyWait is how long an OpHistory request waits for the reply
-// of its uid being written before it (one per uid at a time) before it
-// is refused.
-const historyReplyWait = 10 * time.Second
+// replyWait is how long a request for a pool's history waits for the
+// reply of its uid being written before it (one per uid at a time)
+// before it is refused.
+const replyWait = 10 * time.Second
 
-// serveHistory answers OpHistory for uid: the pool's traces. A reply
-// holds up to advise.MaxSamples intervals (about 11 MB of JSON), so only
-// one per uid is built and written at a time; release, which the caller
-// calls once the reply is sent, lets the uid's next one be. Another uid's
-// reply never waits for it.
-func (s *Server) serveHistory(uid uint32, req protocol.Request) (reply protocol.AdminReply, release func()) {
+// Reply answers OpHistory for uid: the pool's traces. A reply holds up to
+// MaxSamples intervals (about 11 MB of JSON), so only one per uid is
+// built and written at a time; release, which the caller calls once the
+// reply is sent, lets the uid's next one be. Another uid's reply never
+// waits for it.
+func (h *Rolling) Reply(uid uint32, req protocol.Request) (reply protocol.AdminReply, release func()) {
 	refuse := func(code, format string, args ...any) (protocol.AdminReply, func()) {
 		return protocol.AdminReply{Type: protocol.ReplyError, Code: code, Error: fmt.Sprintf(format, args...)}, func() {}
 	}
 	switch {
-	case s.history == nil:
-		return refuse(protocol.CodeBadRequest, "this daemon keeps no history of the pools (it was started with --history-window 0)")
 	case req.SinceUsec < 0:
 		return refuse(protocol.CodeBadRequest, "since %d µs: accepted 0 (the whole window) or more", req.SinceUsec)
 	case req.Pool == "":
 		return refuse(protocol.CodeBadRequest, "no pool named (accepted: a pool of poolagent pools; advise --all asks for each in turn)")
 	}
-	release, ok := s.history.replying.take(uid, historyReplyWait)
+	release, ok := h.replying.take(uid, replyWait)
 	if !ok {
-		return refuse(protocol.CodeLimit, "another history reply of uid %d has been written for %s; try again (one per user is written at a time)", uid, historyReplyWait)
+		return refuse(protocol.CodeLimit, "another history reply of uid %d has been written for %s; try again (one per user is written at a time)", uid, replyWait)
 	}
-	since := time.Duration(min(req.SinceUsec, int64(MaxHistoryWindow/time.Microsecond))) * time.Microsecond
-	ts, ok := s.history.traces(req.Pool, since, time.Now())
+	since := time.Duration(min(req.SinceUsec, int64(MaxWindow/time.Microsecond))) * time.Microsecond
+	ts, ok := h.traces(req.Pool, since, time.Now())
 	if !ok {
 		release()
-		return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", advise.Quoted(req.Pool))
+		return refuse(protocol.CodeUnknownPool, "no pool %s in the daemon's history (accepted: a pool of poolagent pools)", Quoted(req.Pool))
 	}
 	reply = protocol.AdminReply{Type: protocol.ReplyDone}
 	for _, t := range ts {
@@ -676,17 +717,4 @@ func (s *Server) serveHistory(uid uint32, req protocol.Request) (reply protocol.
 		reply.Traces = append(reply.Traces, b)
 	}
 	return reply, release
-}
-
-// runningQueries lists the cgroups of the queries admitted and placed.
-func (r *registry) runningQueries() []pooltree.QueryKey {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []pooltree.QueryKey
-	for q := range r.clients {
-		if q.qid != 0 && q.name != "" {
-			out = append(out, pooltree.QueryKey{Pool: q.pool, Name: q.name})
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package advise
+package history
 
 import (
 	"context"
