@@ -114,15 +114,14 @@ func (src Sources) logChanges(log *slog.Logger, at string) {
 var ErrNoState = errors.New("run-time changes need a state directory (poolagent daemon --state-dir)")
 
 // changes is the daemon's run-time changes: where the model comes from,
-// the policy in force, and reloads and `poolagent sql`, one at a time. Its
-// lock is "ops" in the lock order (see Server): a change holds it while it
-// installs the new policy in the registry and re-plans.
+// and reloads and `poolagent sql`, one at a time, each of which installs a
+// new policy in the registry and the replanner (which holds the policy in
+// force). Its lock is "ops" in the lock order (see Server): a change holds
+// it while it installs the new policy and re-plans.
 type changes struct {
 	log *slog.Logger
 	reg *registry
 	rp  *replanner
-	// policy is the policy in force, readable without the lock.
-	policy atomic.Pointer[Policy]
 
 	// file is the pool file's model without the run-time changes
 	// (Sources.fileModel), readable without the lock.
@@ -133,12 +132,12 @@ type changes struct {
 }
 
 // current returns the policy in force.
-func (c *changes) current() Policy { return *c.policy.Load() }
+func (c *changes) current() Policy { return c.rp.policy() }
 
 // set makes p the policy in force: its limits apply at once and the pools
 // are re-planned soon.
 func (c *changes) set(p Policy) {
-	c.policy.Store(&p)
+	c.rp.setPolicy(p)
 	c.reg.configure(p)
 	c.rp.request()
 }

@@ -16,16 +16,19 @@ import (
 
 // replanner divides the CPU among the pools (weighted max-min) and applies
 // the result to the pool cgroups: at start, whenever the set of active
-// pools or their demand changes, and after every change of the model. Its
+// pools or their demand changes, and after every change of the model. It
+// holds the policy it plans from, which changes installs (setPolicy):
+// changes call the replanner, never the other way. Its
 // lock is "plan" in the lock order (see Server): held across a whole plan,
 // from reading the inputs to the last cgroup write, so plans never
 // interleave.
 type replanner struct {
-	cg     Cgroups
-	log    *slog.Logger
-	reg    *registry
-	policy func() Policy
-	kick   chan struct{}
+	cg   Cgroups
+	log  *slog.Logger
+	reg  *registry
+	kick chan struct{}
+	// inForce is the policy in force, readable without the lock.
+	inForce atomic.Pointer[Policy]
 	// current is the plan last applied, readable without the lock.
 	current atomic.Pointer[planner.Desired]
 	// repairs counts the writes reconcile made to undo drift.
@@ -43,9 +46,15 @@ type replanner struct {
 	pending []string
 }
 
-func newReplanner(cg Cgroups, log *slog.Logger, reg *registry, policy func() Policy) *replanner {
-	return &replanner{cg: cg, log: log, reg: reg, policy: policy, kick: make(chan struct{}, 1)}
+func newReplanner(cg Cgroups, log *slog.Logger, reg *registry) *replanner {
+	return &replanner{cg: cg, log: log, reg: reg, kick: make(chan struct{}, 1)}
 }
+
+// policy returns the policy in force.
+func (rp *replanner) policy() Policy { return *rp.inForce.Load() }
+
+// setPolicy makes p the policy the next plan is made from.
+func (rp *replanner) setPolicy(p Policy) { rp.inForce.Store(&p) }
 
 // request asks the loop for a plan soon; requests made while one is
 // pending are one request.

@@ -31,8 +31,8 @@ func BenchmarkReplan(b *testing.B) {
 			}
 			policy := Policy{Model: m, Node: planner.Node{CPUs: 64, MemoryBytes: 1 << 36, PeriodUsec: 100000}}
 			backend := &activeBackend{}
-			rp := newReplanner(plannedOnly{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newRegistry(backend, policy),
-				func() Policy { return policy })
+			rp := newReplanner(plannedOnly{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newRegistry(backend, policy))
+			rp.setPolicy(policy)
 			if err := rp.plan(); err != nil {
 				b.Fatal(err)
 			}

@@ -158,8 +158,10 @@ const DefaultReconcile = 30 * time.Second
 // Server is a running admission service, made of parts that each own one
 // lock and one job:
 //
-//   - changes: reloads and run-time DDL, and the policy in force;
-//   - replanner: dividing the CPU among the pools and applying it;
+//   - changes: reloads and run-time DDL, each installing a policy in the
+//     registry and the replanner;
+//   - replanner: the policy in force, dividing the CPU among the pools
+//     and applying it;
 //   - registry: the admission backend and the queries of connected
 //     clients;
 //   - the cgroups (Cgroups; pooltree.Handle serialises its writes).
@@ -274,9 +276,8 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 	}
 	s.reg = newRegistry(backend, policy)
 	s.tellers = tell.New()
-	s.changes = &changes{log: cfg.Log, reg: s.reg}
-	s.rp = newReplanner(cg, cfg.Log, s.reg, s.changes.current)
-	s.changes.rp = s.rp
+	s.rp = newReplanner(cg, cfg.Log, s.reg)
+	s.changes = &changes{log: cfg.Log, reg: s.reg, rp: s.rp}
 	s.changes.set(policy)
 	if err := s.rp.plan(); err != nil {
 		return nil, err
