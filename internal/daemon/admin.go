@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"time"
-
 	"errors"
 	"fmt"
 
@@ -39,16 +37,11 @@ func (s *Server) serveAdmin(se *session, cred *unix.Ucred, req protocol.Request)
 	}
 	switch req.Op {
 	case protocol.OpPools:
-		reply.Pools = sysview.Pools(s.Model(), s.Pools(), s.Desired(), time.Now())
-		if file := s.changes.file.Load(); file != nil {
-			sysview.MarkRunTime(reply.Pools, sysview.Pools(file, nil, planner.Desired{}, time.Now()))
-		}
-		s.clusterPools(reply.Pools, req.Local)
-		s.pendingPools(reply.Pools)
+		reply.Pools = s.views.pools(req.Local)
 	case protocol.OpClassifiers:
-		reply.Classifiers = sysview.Classifiers(s.Model())
+		reply.Classifiers = sysview.Classifiers(s.changes.current().Model)
 	case protocol.OpQueries:
-		reply.Queries = s.clusterQueries(s.queryRows(), req.Local)
+		reply.Queries = s.views.queries(req.Local)
 	case protocol.OpHistory:
 		if s.history == nil {
 			reply = protocol.AdminReply{Type: protocol.ReplyError, Code: protocol.CodeBadRequest,
@@ -78,7 +71,7 @@ func (s *Server) administrator(cred *unix.Ucred, mayNot, message string, attrs .
 		r := adminError(protocol.CodeInternal, err)
 		return id, &r
 	}
-	if !s.Access().IsAdmin(id) {
+	if !s.reg.rules().IsAdmin(id) {
 		s.cfg.Log.Info(message, append(append([]any{"uid", id.UID, "user", id.User}, attrs...), "reason", "not an administrator")...)
 		r := adminError(protocol.CodeAccessDenied, fmt.Errorf("%w: %s may not %s (administrators: root, the admin group, and grantees of ALL or the schema rights on the pools)",
 			admission.ErrAccessDenied, id, mayNot))
@@ -120,7 +113,7 @@ func (s *Server) serveKill(cred *unix.Ucred, req protocol.Request) protocol.Admi
 		return *refused
 	}
 	var queued bool
-	for _, r := range s.queryRows() {
+	for _, r := range s.views.queryRows() {
 		if r.QueryId != req.Query || r.Node != "" {
 			continue
 		}
@@ -145,7 +138,7 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 	if refused != nil {
 		return *refused
 	}
-	c, warns, err := s.ExecSQL(id, req.Source, req.SQL)
+	c, warns, err := s.changes.execSQL(id, req.Source, req.SQL)
 	reply := protocol.AdminReply{Type: protocol.ReplyDone}
 	for _, w := range warns {
 		reply.Warnings = append(reply.Warnings, w.String())
@@ -161,16 +154,4 @@ func (s *Server) serveSQL(cred *unix.Ucred, req protocol.Request) protocol.Admin
 		reply.Type, reply.Code, reply.Error = protocol.ReplyError, protocol.CodeInternal, err.Error()
 	}
 	return reply
-}
-
-// pendingPools adds to each pool row its lowered memory limits held back
-// (the pool's own and its queries').
-func (s *Server) pendingPools(rows []protocol.Pool) {
-	by := map[string][]string{}
-	for _, p := range s.cg.Pending() {
-		by[p.Pool()] = append(by[p.Pool()], p.String())
-	}
-	for i := range rows {
-		rows[i].Pending = by[rows[i].Name]
-	}
 }

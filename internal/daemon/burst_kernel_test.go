@@ -158,7 +158,7 @@ func readBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n
 
 // olapState is pool olap's state in the plan last applied.
 func olapState(d *testDaemon) planner.PoolState {
-	for _, p := range d.srv.Desired().Pools {
+	for _, p := range d.srv.rp.desired().Pools {
 		if p.Name == "olap" {
 			return p
 		}

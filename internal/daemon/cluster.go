@@ -55,16 +55,16 @@ type ClusterHealth struct {
 // pool's counts are the cluster's ("*"); with local, and for a pool
 // without a global limit (which admits on each node alone), they are this
 // node's own, counted from its clients' queries.
-func (s *Server) clusterPools(rows []protocol.Pool, local bool) {
-	c := s.cfg.Cluster
+func (v *views) clusterPools(rows []protocol.Pool, local bool) {
+	c := v.cluster
 	if c == nil {
 		return
 	}
 	global := map[string]bool{}
-	for _, p := range s.Pools() {
+	for _, p := range v.reg.pools() {
 		global[p.Name] = p.Limits.Global()
 	}
-	counts := s.localCounts()
+	counts := v.localCounts()
 	for i := range rows {
 		if global[rows[i].Name] && !local {
 			rows[i].Node = "*"
@@ -77,9 +77,9 @@ func (s *Server) clusterPools(rows []protocol.Pool, local bool) {
 
 // localCounts returns the running and queued queries of this node's
 // clients, by pool.
-func (s *Server) localCounts() map[string][2]int {
+func (v *views) localCounts() map[string][2]int {
 	counts := map[string][2]int{}
-	for _, t := range s.reg.submitted() {
+	for _, t := range v.reg.submitted() {
 		n := counts[t.pool]
 		if t.name != "" {
 			n[0]++
@@ -93,8 +93,8 @@ func (s *Server) localCounts() map[string][2]int {
 
 // clusterQueries adds the node to this node's query rows and, unless
 // local, the other nodes' queries of globally limited pools.
-func (s *Server) clusterQueries(rows []protocol.Query, local bool) []protocol.Query {
-	c := s.cfg.Cluster
+func (v *views) clusterQueries(rows []protocol.Query, local bool) []protocol.Query {
+	c := v.cluster
 	if c == nil {
 		return rows
 	}

@@ -101,7 +101,7 @@ func TestKernelDriftRepairedValues(t *testing.T) {
 	d, cg := kernelDaemon(t, memoryNeed, cfg, pools, rootIdentity)
 	dir := filepath.Join(cg.Reader().Root(), "olap")
 	var plan planner.Cgroup
-	for _, p := range d.srv.Desired().Pools {
+	for _, p := range d.srv.rp.desired().Pools {
 		if p.Name == "olap" {
 			plan = p.Pool
 		}

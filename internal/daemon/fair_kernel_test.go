@@ -61,7 +61,7 @@ GRANT USE ON RESOURCE POOL shared TO 'all-users@well-known';`, tc.policy)
 			waitFor(t, "A's 4 commands running", func() bool { return started() == 4 })
 			b := startFairClient(t, exe, spec, userB)
 			waitFor(t, "B's query queued", func() bool { return d.pool(t, "shared").Queued == 47 })
-			rows := d.srv.queryRows()
+			rows := d.srv.views.queryRows()
 			for _, r := range rows {
 				if r.User == userB && (r.Wait == nil || r.UserRunning != 0 || r.UserQueued != 1) {
 					t.Errorf("B's row %+v: want queued, 0 running and 1 queued of its user", r)

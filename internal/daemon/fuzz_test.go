@@ -37,7 +37,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		conn.Close()
 		waitFor(t, "the connection's slots to free", func() bool {
-			for _, p := range d.srv.Pools() {
+			for _, p := range d.srv.reg.pools() {
 				if p.Running != 0 || p.Queued != 0 {
 					return false
 				}

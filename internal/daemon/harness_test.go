@@ -535,12 +535,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 func (d *testDaemon) pool(t testing.TB, name string) admission.PoolStats {
 	t.Helper()
-	for _, p := range d.srv.Pools() {
+	for _, p := range d.srv.reg.pools() {
 		if p.Name == name {
 			return p
 		}
 	}
-	t.Fatalf("pool %q not in %+v", name, d.srv.Pools())
+	t.Fatalf("pool %q not in %+v", name, d.srv.reg.pools())
 	return admission.PoolStats{}
 }
 

@@ -60,7 +60,7 @@ func idleQueries(b *testing.B, cg Cgroups, counted *countedCgroups, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cg.Apply(srv.Desired()); err != nil {
+	if err := cg.Apply(srv.rp.desired()); err != nil {
 		b.Fatal(err)
 	}
 	ps, ok := srv.rp.poolState("olap")

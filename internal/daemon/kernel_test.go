@@ -313,7 +313,7 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 	d := serve(t, srv, cfg.Socket)
 	var seen []float64
 	waitFor(t, "a refresh seeing the busy host", func() bool {
-		l := srv.Load()
+		l := srv.reg.load()
 		if len(seen) == 0 || seen[len(seen)-1] != l.AveragePercent {
 			seen = append(seen, l.AveragePercent)
 		}
@@ -326,7 +326,7 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 	waitFor(t, "the query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 	time.Sleep(time.Second)
 	if c.isStarted() {
-		t.Fatalf("started at load %+v, above the threshold", srv.Load())
+		t.Fatalf("started at load %+v, above the threshold", srv.reg.load())
 	}
 	stopLoops()
 	// The load falls below the threshold only once the host's other work
@@ -334,7 +334,7 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 	// does, so a busy host is told apart from an admission that never comes.
 	var after []float64
 	for deadline := time.Now().Add(30 * time.Second); !c.isStarted(); time.Sleep(10 * time.Millisecond) {
-		if l := srv.Load().AveragePercent; len(after) == 0 || after[len(after)-1] != l {
+		if l := srv.reg.load().AveragePercent; len(after) == 0 || after[len(after)-1] != l {
 			if after = append(after, l); len(after) > 20 {
 				after = after[1:]
 			}
@@ -346,7 +346,7 @@ func TestKernelCPUThresholdBusyHost(t *testing.T) {
 			t.Fatalf("the query did not start within 30 s of the busy loops ending, though the load fell below the threshold %d%%; the last load averages seen: %v", threshold, after)
 		}
 	}
-	t.Logf("started at load %+v", srv.Load())
+	t.Logf("started at load %+v", srv.reg.load())
 	c.release.Close()
 	<-c.done
 }
@@ -415,7 +415,7 @@ CREATE RESOURCE POOL b WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE=75, RESOURCES_WEIG
 	d.srv.rp.observeDemand(now.Add(200 * time.Millisecond))
 	d.srv.rp.request()
 	waitFor(t, "a held to its idle demand", func() bool { return poolQuotaUsec(t, cg, "a") == 1000 })
-	t.Logf("demand after a refresh: %v", d.srv.Demand())
+	t.Logf("demand after a refresh: %v", d.srv.rp.demandNow())
 	qa2 := startInProc(t, d.socket, "a")
 	waitFor(t, "a's second query to start", qa2.isStarted)
 	waitFor(t, "a's demand forgotten", func() bool { return poolQuotaUsec(t, cg, "a") == 150000 })

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"os"
 
@@ -10,8 +11,26 @@ import (
 	"github.com/poolagent/poolagent/internal/pidfd"
 	"github.com/poolagent/poolagent/internal/pooltree"
 	"github.com/poolagent/poolagent/internal/protocol"
+	"github.com/poolagent/poolagent/internal/tell"
 	"github.com/poolagent/poolagent/observe"
 )
+
+// limitHits is what the kernel's enforcement of poolagent's limits did
+// to a query, read at its end and told to its client: an OOM kill at its
+// memory limit or its pool's (memory.go), forks refused at a task limit
+// (pids.go). It reads the pool and query cgroups and the plan in force,
+// and counts each pool's refused forks for the metrics; it holds no lock
+// of the lock order (refusals' is a leaf).
+type limitHits struct {
+	cg  Cgroups
+	rp  *replanner
+	log *slog.Logger
+	// refused counts the forks refused in each pool's ended queries.
+	refused refusals
+	// tellers write what an in-place client's stderr is told, as its
+	// user, so that no thread of the daemon's writes there.
+	tellers *tell.Tellers
+}
 
 // A query's memory at its end: the figures of its Stats and, when the
 // kernel's OOM killer enforced the query's own memory limit or its
@@ -25,12 +44,12 @@ import (
 // poolMemoryBefore reads the pool's memory when a query starts, the
 // baseline of its OOM events; nil when it has no memory limit (no kill
 // can be its) or cannot be read.
-func (s *Server) poolMemoryBefore(pool string) *observe.Memory {
-	ps, ok := s.rp.poolState(pool)
+func (h *limitHits) poolMemoryBefore(pool string) *observe.Memory {
+	ps, ok := h.rp.poolState(pool)
 	if !ok || ps.Pool.MemoryBytes < 0 {
 		return nil
 	}
-	m, err := s.cg.PoolMemory(pool)
+	m, err := h.cg.PoolMemory(pool)
 	if err != nil {
 		return nil
 	}
@@ -41,7 +60,7 @@ func (s *Server) poolMemoryBefore(pool string) *observe.Memory {
 // (nil without the memory controller) and, for an OOM kill that enforced
 // the query's or the pool's limit, st.OOM; the daemon's log has a line
 // for every kill.
-func (s *Server) queryMemory(st *protocol.Stats, pool, query string, m, poolBefore *observe.Memory) {
+func (h *limitHits) queryMemory(st *protocol.Stats, pool, query string, m, poolBefore *observe.Memory) {
 	if m == nil {
 		return
 	}
@@ -52,25 +71,25 @@ func (s *Server) queryMemory(st *protocol.Stats, pool, query string, m, poolBefo
 	if m.Events.OOMKill == 0 {
 		return
 	}
-	st.OOM = s.oomKill(pool, m, poolBefore)
+	st.OOM = h.oomKill(pool, m, poolBefore)
 	if st.OOM == nil {
-		s.cfg.Log.Info("query had processes killed by an OOM killer, not at a limit of poolagent's", "pool", pool, "query", query, "oom_kills", m.Events.OOMKill)
+		h.log.Info("query had processes killed by an OOM killer, not at a limit of poolagent's", "pool", pool, "query", query, "oom_kills", m.Events.OOMKill)
 		return
 	}
-	s.cfg.Log.Warn("query killed by the kernel's OOM killer at a memory limit", "pool", pool, "query", query, "limit", st.OOM.Limit,
+	h.log.Warn("query killed by the kernel's OOM killer at a memory limit", "pool", pool, "query", query, "limit", st.OOM.Limit,
 		"limit_bytes", st.OOM.LimitBytes, "parameter", st.OOM.Parameter, "oom_kills", m.Events.OOMKill)
 }
 
 // oomKill is the limit of poolagent's an OOM kill in the query (its
 // memory m) enforced ([observe.OOMLimit]), named as the pool file sets
 // it; nil when none did.
-func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.OOMKill {
+func (h *limitHits) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.OOMKill {
 	var poolAfter *observe.Memory
 	if poolBefore != nil && m != nil && m.Events.OOMKill > 0 && m.Events.OOM == 0 {
-		poolAfter, _ = s.cg.PoolMemory(pool)
+		poolAfter, _ = h.cg.PoolMemory(pool)
 	}
 	limit := observe.OOMLimit(m, poolBefore, poolAfter)
-	d := s.rp.desired()
+	d := h.rp.desired()
 	ps, ok := d.Pool(pool)
 	if limit == "" || !ok || d.Node.MemoryBytes <= 0 {
 		return nil
@@ -103,7 +122,7 @@ func (s *Server) oomKill(pool string, m, poolBefore *observe.Memory) *protocol.O
 // came first (the command was its last process, and the cgroup is gone
 // by the time it is read, or empty and about to go), the kill is the one
 // the end's statistics found (ended).
-func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, cg *pooltree.Query, poolBefore *observe.Memory) {
+func (h *limitHits) tellInPlace(ctx context.Context, fd int, exited *os.File, ended <-chan protocol.Stats, uid, gid uint32, cg *pooltree.Query, poolBefore *observe.Memory) {
 	pool, query := cg.Key().Pool, cg.Key().Name
 	defer unix.Close(fd)
 	defer exited.Close()
@@ -115,7 +134,7 @@ func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended
 	st, err := cg.Stat()
 	switch busy, perr := cg.Populated(); {
 	case err == nil && (st.Memory != nil || st.Pids != nil):
-		o, f = s.oomKill(pool, st.Memory, poolBefore), s.forkRefused(pool, st.Pids, nil)
+		o, f = h.oomKill(pool, st.Memory, poolBefore), h.forkRefused(pool, st.Pids, nil)
 	case perr == nil && !busy:
 		// Empty or gone: the query's end reads (or read) it at once.
 		select {
@@ -134,7 +153,7 @@ func (s *Server) tellInPlace(ctx context.Context, fd int, exited *os.File, ended
 	if msg == "" {
 		return
 	}
-	if err := s.tellers.Tell(fd, uid, gid, msg); err != nil {
-		s.cfg.Log.Warn("query's end not told on the client's stderr", "pool", pool, "query", query, "uid", uid, "err", err)
+	if err := h.tellers.Tell(fd, uid, gid, msg); err != nil {
+		h.log.Warn("query's end not told on the client's stderr", "pool", pool, "query", query, "uid", uid, "err", err)
 	}
 }

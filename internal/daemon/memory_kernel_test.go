@@ -267,7 +267,7 @@ func TestKernelLowerLimitBelowUsage(t *testing.T) {
 			t.Fatalf("the query did not reach 100 MiB: %d bytes", poolMemory().CurrentBytes)
 		}
 	}
-	d.srv.SetPolicy(policyOf(t, olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=5")))
+	d.srv.changes.set(policyOf(t, olapPool(2, 5, ", TOTAL_MEMORY_LIMIT_PERCENT_PER_NODE=5")))
 	waitFor(t, "the lowered limit to be pending", func() bool { return len(cg.Pending()) == 1 })
 	if path := cg.Pending()[0].Path; path != "olap" {
 		t.Errorf("pending limit of %q, want the pool olap's", path)

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"time"
 
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/metrics"
 	"github.com/poolagent/poolagent/observe"
 )
@@ -13,7 +15,7 @@ import (
 // the pool cgroups as last planned, and each pool cgroup's cpu.stat read
 // now.
 func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
-	pools := s.Pools()
+	pools := s.reg.pools()
 	names := make([]string, len(pools))
 	for i, p := range pools {
 		names[i] = p.Name
@@ -22,8 +24,8 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 	if err != nil {
 		return metrics.Snapshot{}, err
 	}
-	d := s.Desired()
-	load := s.Load()
+	d := s.rp.desired()
+	load := s.reg.load()
 	snap := metrics.Snapshot{Host: metrics.Host{
 		CPUs:          d.Node.CPUs,
 		LoadRatio:     load.AveragePercent / 100,
@@ -39,7 +41,7 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 	if c := s.cfg.Cluster; c != nil {
 		// Fleet mode: the pool series count this node's queries, the
 		// cluster series the whole cluster's.
-		local = s.localCounts()
+		local = s.views.localCounts()
 		h := c.Health()
 		snap.Cluster = &metrics.Cluster{
 			Connected: h.Connected, RoundTripSeconds: h.RoundTrip.Seconds(),
@@ -67,10 +69,10 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 			Name: p.Name, Running: p.Running, Queued: p.Queued,
 			ConcurrentQueryLimit: p.Limits.ConcurrentQueryLimit, QueueSize: p.Limits.QueueSize,
 			Admitted: p.Admitted, Rejected: p.Rejected, TimedOut: p.TimedOut,
-			QueryForksRefused:      s.refused.count(p.Name),
+			QueryForksRefused:      s.hits.refused.count(p.Name),
 			QueueWait:              s.waits(p.Name).Snapshot(),
-			PredictedThrottledUsec: s.predictor.ThrottledUsec(p.Name),
-			Starved:                s.starvation.Starved(p.Name),
+			PredictedThrottledUsec: s.prediction.predictor.ThrottledUsec(p.Name),
+			Starved:                s.prediction.starvation.Starved(p.Name),
 			UsersRunning:           p.UsersRunning, UsersQueued: p.UsersQueued,
 			LimitsPending: pending[p.Name],
 		}
@@ -104,56 +106,73 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 		if since.IsZero() {
 			since = now.Add(-every)
 		}
-		since = s.closePredictionInterval(since)
+		since = s.prediction.closeInterval(since)
 	})
 }
 
-// closePredictionInterval is one step of RunPredictor: the pools'
-// counters read since the last step's (poolCounters) close the interval.
-// It returns when this step's counters were all read, the since of the
-// next step (since again when none were taken).
-func (s *Server) closePredictionInterval(since time.Time) time.Time {
-	d := s.Desired()
+// prediction is the throttling each pool's cpu.max would cause as the
+// kernel-faithful model predicts it, and each pool's starved time, both
+// stepped once an interval on the pools' counters (RunPredictor). It
+// reads the plan in force, the running queries and the counters (those
+// the history read, where it keeps them) and holds no lock of the lock
+// order (the predictor's and starvation's own are leaves).
+type prediction struct {
+	cg      Cgroups
+	rp      *replanner
+	reg     *registry
+	history *history.Rolling // nil when no history is kept
+	log     *slog.Logger
+
+	predictor  *metrics.Predictor
+	starvation *metrics.Starvation
+}
+
+// closeInterval is one step of RunPredictor: the pools' counters read
+// since the last step's (counters) close the interval. It returns when
+// this step's counters were all read, the since of the next step (since
+// again when none were taken).
+func (p *prediction) closeInterval(since time.Time) time.Time {
+	d := p.rp.desired()
 	running := map[string]int{}
-	for _, p := range s.Pools() {
-		running[p.Name] = p.Running
+	for _, ps := range p.reg.pools() {
+		running[ps.Name] = ps.Running
 	}
 	names := make([]string, len(d.Pools))
 	for i, p := range d.Pools {
 		names[i] = p.Name
 	}
-	stats, err := s.poolCounters(names, since)
+	stats, err := p.counters(names, since)
 	if err != nil {
-		s.cfg.Log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
+		p.log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
 		return since
 	}
 	read := time.Now()
 	var samples []metrics.PoolSample
-	for _, p := range d.Pools {
-		st, ok := stats[p.Name]
+	for _, ps := range d.Pools {
+		st, ok := stats[ps.Name]
 		if !ok {
 			continue
 		}
-		samples = append(samples, metrics.PoolSample{Name: p.Name, Limit: p.Pool.CPU, Running: running[p.Name], CPU: st.CPU})
+		samples = append(samples, metrics.PoolSample{Name: ps.Name, Limit: ps.Pool.CPU, Running: running[ps.Name], CPU: st.CPU})
 	}
-	s.starvation.Step(read, samples)
-	if err := s.predictor.Step(d.Node.CPUs, samples); err != nil {
-		s.cfg.Log.Warn("throttling prediction", "err", err)
+	p.starvation.Step(read, samples)
+	if err := p.predictor.Step(d.Node.CPUs, samples); err != nil {
+		p.log.Warn("throttling prediction", "err", err)
 	}
 	return read
 }
 
-// poolCounters is the CPU accounting and throttling of the named pools
+// counters is the CPU accounting and throttling of the named pools
 // for a reader of those counters each interval: the counters the history
 // read at or after since, where it keeps one (it reads a pool that runs
 // a query or whose usage grew once an interval, any other once a
 // history.QuietInterval), and a CPU-only read of the others.
 // The history and the prediction so share one read of a pool's files per
 // interval. A pool without a cgroup is left out.
-func (s *Server) poolCounters(names []string, since time.Time) (map[string]observe.Sample, error) {
+func (p *prediction) counters(names []string, since time.Time) (map[string]observe.Sample, error) {
 	var got map[string]observe.Sample
-	if s.history != nil {
-		got = s.history.Counters(names, since)
+	if p.history != nil {
+		got = p.history.Counters(names, since)
 	}
 	var missing []string
 	for _, n := range names {
@@ -164,7 +183,7 @@ func (s *Server) poolCounters(names []string, since time.Time) (map[string]obser
 	if len(missing) == 0 {
 		return got, nil
 	}
-	read, err := s.cg.PoolCPUStats(missing)
+	read, err := p.cg.PoolCPUStats(missing)
 	if err != nil || got == nil {
 		return read, err
 	}

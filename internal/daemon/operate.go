@@ -152,13 +152,6 @@ func (s *Server) Operate(src Sources) {
 	src.logChanges(s.cfg.Log, "start")
 }
 
-// Model returns the pool model in force.
-func (s *Server) Model() *planner.Model { return s.changes.current().Model }
-
-// SetPolicy replaces the pool model at run time: limits apply at once
-// (see admission.Backend.Configure) and the pools are re-planned.
-func (s *Server) SetPolicy(p Policy) { s.changes.set(p) }
-
 // Reload re-reads the pool file and the persisted changes and, when they
 // are valid, makes them the running model and reconciles the cgroups at
 // once (only files whose value differs are written). When they are not,
@@ -195,15 +188,11 @@ func (c *changes) reload() ([]planner.Warning, error) {
 	return warns, c.installLocked(m, "reload")
 }
 
-// ExecSQL carries out DDL an administrator sent: parsed (source names it
+// execSQL carries out DDL an administrator sent: parsed (source names it
 // in positions), applied to the model in force all or nothing, written to
 // the state directory, then made the running model and reconciled. When
 // any statement is refused nothing is persisted or applied; when it cannot
 // be persisted nothing is applied.
-func (s *Server) ExecSQL(id admission.Identity, source, ddl string) (state.Change, []planner.Warning, error) {
-	return s.changes.execSQL(id, source, ddl)
-}
-
 func (c *changes) execSQL(id admission.Identity, source, ddl string) (state.Change, []planner.Warning, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -254,7 +243,7 @@ func (c *changes) installLocked(m *planner.Model, reason string) error {
 // Status is the daemon's state in one line, for systemd's STATUS=.
 func (s *Server) Status() string {
 	var running, queued int
-	pools := s.Pools()
+	pools := s.reg.pools()
 	for _, p := range pools {
 		running += p.Running
 		queued += p.Queued

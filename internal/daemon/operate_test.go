@@ -63,7 +63,7 @@ func (f *fakeCgroups) applies() int {
 // model and is applied once, at once.
 func TestReload(t *testing.T) {
 	d, cg, file, _ := operated(t, olapPool(2, 3, ""), peer.SystemUsers{})
-	before := d.srv.Model()
+	before := d.srv.changes.current().Model
 	applies := cg.applies()
 
 	if err := os.WriteFile(file, []byte(olapPool(2, 3, ", QUEUE_SIZ=4")), 0o644); err != nil {
@@ -73,7 +73,7 @@ func TestReload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), file+":1:") || !strings.Contains(err.Error(), "running pools kept") {
 		t.Fatalf("reload of an invalid file: %v, want the refusal with %s:1:col", err, file)
 	}
-	if d.srv.Model() != before || cg.applies() != applies {
+	if d.srv.changes.current().Model != before || cg.applies() != applies {
 		t.Fatal("a refused reload changed the model or applied something")
 	}
 
@@ -277,7 +277,7 @@ func TestStopTellsQueuedClients(t *testing.T) {
 	running := startInProc(t, cfg.Socket, "olap")
 	waitFor(t, "the first query to start", running.isStarted)
 	queued := startInProc(t, cfg.Socket, "olap")
-	waitFor(t, "the second query to queue", func() bool { return srv.Pools()[1].Queued == 1 })
+	waitFor(t, "the second query to queue", func() bool { return srv.reg.pools()[1].Queued == 1 })
 	admitted := dialRaw(t, cfg.Socket)
 	admitted.send(t, protocol.Request{Op: protocol.OpRun})
 	if r := admitted.recv(t); r.Type != protocol.ReplyAdmitted {
@@ -373,7 +373,7 @@ func TestRunServiceNotifiesAndReloads(t *testing.T) {
 	if got := recv(); !strings.HasPrefix(got, "READY=1\nSTATUS=reload refused, running pools kept: ") || !strings.Contains(got, file+":1:") {
 		t.Fatalf("after an invalid reload %q", got)
 	}
-	if _, ok := srv.Model().Pool("olap"); !ok {
+	if _, ok := srv.changes.current().Model.Pool("olap"); !ok {
 		t.Fatal("the refused reload dropped olap")
 	}
 
@@ -446,7 +446,7 @@ func TestKillQuery(t *testing.T) {
 	queued := startInProc(t, d.socket, "olap")
 	waitFor(t, "a query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 	ids := map[string]string{}
-	for _, r := range d.srv.queryRows() {
+	for _, r := range d.srv.views.queryRows() {
 		ids[r.State] = r.QueryId
 	}
 	var refused *client.RefusedError
@@ -486,7 +486,7 @@ func TestEndBoundKillsAtOnce(t *testing.T) {
 	d, cg, _, _ := operated(t, olapPool(1, 3, ""), peer.SystemUsers{})
 	running := startInProc(t, d.socket, "olap")
 	waitFor(t, "the query to start", running.isStarted)
-	rows := d.srv.queryRows()
+	rows := d.srv.views.queryRows()
 	if len(rows) != 1 {
 		t.Fatalf("queries %+v, want the one running", rows)
 	}

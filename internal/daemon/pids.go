@@ -17,12 +17,12 @@ import (
 
 // poolPidsBefore reads the pool's tasks when a query starts, the baseline
 // of its refusals; nil when it has no task limit or cannot be read.
-func (s *Server) poolPidsBefore(pool string) *observe.Pids {
-	ps, ok := s.rp.poolState(pool)
+func (h *limitHits) poolPidsBefore(pool string) *observe.Pids {
+	ps, ok := h.rp.poolState(pool)
 	if !ok || ps.Pool.PidsMax <= 0 {
 		return nil
 	}
-	p, err := s.cg.PoolPids(pool)
+	p, err := h.cg.PoolPids(pool)
 	if err != nil {
 		return nil
 	}
@@ -32,33 +32,33 @@ func (s *Server) poolPidsBefore(pool string) *observe.Pids {
 // queryPids fills st's fork figures from the query cgroup's tasks p (nil
 // without the pids controller) and logs a refusal at a limit of
 // poolagent's; the pool's count of its ended queries' refusals grows.
-func (s *Server) queryPids(st *protocol.Stats, pool, query string, p, poolBefore *observe.Pids) {
+func (h *limitHits) queryPids(st *protocol.Stats, pool, query string, p, poolBefore *observe.Pids) {
 	if p == nil {
 		return
 	}
 	st.ForksRefused = p.Events.Max
-	s.refused.add(pool, p.Events.Max)
-	if st.Fork = s.forkRefused(pool, p, poolBefore); st.Fork == nil {
+	h.refused.add(pool, p.Events.Max)
+	if st.Fork = h.forkRefused(pool, p, poolBefore); st.Fork == nil {
 		if p.Events.Max > 0 {
-			s.cfg.Log.Info("query had forks refused, not at a limit of poolagent's", "pool", pool, "query", query, "refused", p.Events.Max)
+			h.log.Info("query had forks refused, not at a limit of poolagent's", "pool", pool, "query", query, "refused", p.Events.Max)
 		}
 		return
 	}
-	s.cfg.Log.Warn("query had forks refused at a task limit", "pool", pool, "query", query, "limit", st.Fork.Limit,
+	h.log.Warn("query had forks refused at a task limit", "pool", pool, "query", query, "limit", st.Fork.Limit,
 		"query_pids_limit", st.Fork.QueryLimit, "total_pids_limit", st.Fork.PoolLimit, "refused", st.Fork.Refused, "in_pool", st.Fork.InPool)
 }
 
 // forkRefused is the limit of poolagent's that refused forks in the query
 // whose tasks are p, as the pool file sets it; nil when none did.
 // poolBefore is the pool's reading at the query's start (nil: none).
-func (s *Server) forkRefused(pool string, p, poolBefore *observe.Pids) *protocol.ForkRefused {
-	ps, ok := s.rp.poolState(pool)
+func (h *limitHits) forkRefused(pool string, p, poolBefore *observe.Pids) *protocol.ForkRefused {
+	ps, ok := h.rp.poolState(pool)
 	if !ok || p == nil {
 		return nil
 	}
 	var poolAfter *observe.Pids
 	if poolBefore != nil && p.Hierarchical {
-		poolAfter, _ = s.cg.PoolPids(pool)
+		poolAfter, _ = h.cg.PoolPids(pool)
 	}
 	limit := observe.ForkLimit(p, poolBefore, poolAfter, ps.Query.PidsMax > 0, ps.Pool.PidsMax > 0)
 	if limit == "" {

@@ -92,22 +92,22 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	set(1000)
 	srv.history.Sample(at(0))
-	srv.closePredictionInterval(at(0))
+	srv.prediction.closeInterval(at(0))
 	// Two seconds of CPU in one interval, far above the pool's 20% cap.
 	set(2_001_000)
 	srv.history.Sample(at(100))
-	srv.closePredictionInterval(at(100))
+	srv.prediction.closeInterval(at(100))
 	if cg.cpuReads["olap"] != 0 || cg.fullReads["olap"] != 2 {
 		t.Errorf("olap read %d times CPU-only and %d in full, want 0 and 2 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])
 	}
-	if got := srv.predictor.ThrottledUsec("olap"); got == 0 {
+	if got := srv.prediction.predictor.ThrottledUsec("olap"); got == 0 {
 		t.Error("no throttling predicted for 2 s of CPU in an interval under a 20% cap: the history's counters were not taken")
 	}
 
 	// The counters grow after the history's last read: a step since
 	// then reads the pool itself, CPU only, and sees the growth.
 	set(2_500_000)
-	stats, err := srv.poolCounters([]string{"olap", "gone"}, at(150))
+	stats, err := srv.prediction.counters([]string{"olap", "gone"}, at(150))
 	if err != nil || len(stats) != 1 || stats["olap"].CPU.UsageUsec != 2_500_000 {
 		t.Errorf("poolCounters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
 	}
@@ -116,7 +116,7 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	}
 	// What the history read at 100 ms is still the counters of a step
 	// since then.
-	if stats, _ := srv.poolCounters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 1 {
+	if stats, _ := srv.prediction.counters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 1 {
 		t.Errorf("poolCounters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
 	}
 }

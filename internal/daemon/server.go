@@ -166,6 +166,13 @@ const DefaultReconcile = 30 * time.Second
 //     clients;
 //   - the cgroups (Cgroups; pooltree.Handle serialises its writes).
 //
+// Beside them, parts that only read those and hold no lock of the order:
+// views (what `poolagent pools` and `queries` show), limitHits (what
+// poolagent's limits did to a query, told to its client), prediction (the
+// throttling prediction and starvation for the metrics), queryNames, and
+// the pools' history (package history), which the daemon hands the plan
+// and its running queries.
+//
 // Lock order: ops → plan → state → cgroups, that is changes.mu, then
 // replanner.mu, then registry.mu, then the Cgroups' own lock. A part holding
 // its lock may call into a part after it in this order, never into one
@@ -193,23 +200,18 @@ type Server struct {
 	changes       *changes
 	rp            *replanner
 	reg           *registry
-	// start names this run of the daemon in query ids (its start time in
-	// seconds, base 36, after every earlier daemon's whose query cgroups
-	// remain: see avoidNames), so ids do not repeat across restarts.
-	start string
-	// predictor, starvation and waitHists feed the metrics (metrics.go).
-	predictor  *metrics.Predictor
-	starvation *metrics.Starvation
-	// refused counts the forks refused in each pool's ended queries
-	// (pids.go).
-	refused   refusals
-	waitHists sync.Map // pool name -> *metrics.WaitRecorder
+	// names names this run's queries, unlike any earlier run's.
+	names queryNames
+	// prediction and waitHists feed the metrics (metrics.go).
+	prediction *prediction
+	waitHists  sync.Map // pool name -> *metrics.WaitRecorder
 	// history is each pool's recent counters; nil when kept for no
 	// window.
 	history *history.Rolling
-	// tellers write what an in-place client's stderr is told, as its
-	// user, so that no thread of the daemon's writes there.
-	tellers *tell.Tellers
+	// hits reads and tells what poolagent's limits did to each query.
+	hits *limitHits
+	// views builds what `poolagent pools` and `queries` show.
+	views *views
 }
 
 // New checks the configuration and applies the initial plan (no pool
@@ -259,51 +261,36 @@ func New(cfg Config, policy Policy, cg Cgroups, users peer.Users, load LoadSourc
 		return nil, err
 	}
 	s := &Server{
-		cfg:       cfg,
-		limits:    limits,
-		peers:     newPerUser(limits),
-		cg:        cg,
-		users:     users,
-		load:      load,
-		procs:     procs,
-		listening: make(chan struct{}),
-		start:     strconv.FormatInt(time.Now().Unix(), 36),
-		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation(),
+		cfg:          cfg,
+		limits:       limits,
+		peers:        newPerUser(limits),
+		cg:           cg,
+		users:        users,
+		load:         load,
+		procs:        procs,
+		listening:    make(chan struct{}),
+		names:        queryNames{start: strconv.FormatInt(time.Now().Unix(), 36)},
 		modelCaveats: metrics.PredictionCaveats(observe.ReadModelHost(cfg.HostRoot)),
 	}
 	if len(s.modelCaveats) > 0 {
 		cfg.Log.Warn(s.modelCaveats.String(), "reasons", s.modelCaveats.Reasons())
 	}
 	s.reg = newRegistry(backend, policy)
-	s.tellers = tell.New()
 	s.rp = newReplanner(cg, cfg.Log, s.reg)
+	s.hits = &limitHits{cg: cg, rp: s.rp, log: cfg.Log, tellers: tell.New()}
 	s.changes = &changes{log: cfg.Log, reg: s.reg, rp: s.rp}
 	s.changes.set(policy)
+	s.views = &views{cg: cg, reg: s.reg, rp: s.rp, changes: s.changes, cluster: cfg.Cluster, names: &s.names}
 	if err := s.rp.plan(); err != nil {
 		return nil, err
 	}
 	if cfg.History.Window > 0 {
 		s.history = history.New(cfg.History, cg, sampled{s.rp, s.reg}, cfg.ProcRoot, cfg.Log)
 	}
+	s.prediction = &prediction{cg: cg, rp: s.rp, reg: s.reg, history: s.history, log: cfg.Log,
+		predictor: metrics.NewPredictor(), starvation: metrics.NewStarvation()}
 	return s, nil
 }
-
-// Access returns the classification and access rules in force, for
-// administrative requests (IsAdmin).
-func (s *Server) Access() admission.Access { return s.reg.rules() }
-
-// Pools returns every pool's admission state.
-func (s *Server) Pools() []admission.PoolStats { return s.reg.pools() }
-
-// Load returns the state of CPU-load admission.
-func (s *Server) Load() admission.LoadStats { return s.reg.load() }
-
-// Desired returns the plan last applied to the cgroups.
-func (s *Server) Desired() planner.Desired { return s.rp.desired() }
-
-// Demand returns the demand per pool (vCPUs) observed at the last load
-// refresh.
-func (s *Server) Demand() map[string]float64 { return s.rp.demandNow() }
 
 // Listening is closed once Serve accepts clients.
 func (s *Server) Listening() <-chan struct{} { return s.listening }
@@ -384,7 +371,7 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return fmt.Errorf("list running queries: %w", err)
 	}
-	s.avoidNames(queries)
+	s.names.avoid(queries)
 	for _, k := range queries {
 		cg := pooltree.NewQuery(s.cg, k)
 		busy, err := cg.Populated()
@@ -414,13 +401,24 @@ func (s *Server) adoptRunning(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// avoidNames makes the names of this daemon's queries differ from those of
+// queryNames names this run's queries "q<start>-<qid>": start is the
+// run's start time in seconds, base 36, after every earlier daemon's whose
+// query cgroups remain (avoid), so names do not repeat across restarts.
+// start is set before serving and only read after.
+type queryNames struct{ start string }
+
+// name is the id of query qid and the name of its cgroup below its pool.
+func (n *queryNames) name(qid admission.QueryID) string {
+	return "q" + n.start + "-" + strconv.FormatUint(uint64(qid), 10)
+}
+
+// avoid makes the names of this daemon's queries differ from those of
 // the query cgroups found at start. A daemon restarted within the second an
 // earlier one started in would otherwise name its queries like the earlier
 // one's still running, and place new processes in their cgroups; it takes
 // a start after the latest one found instead. Called before serving.
-func (s *Server) avoidNames(queries []pooltree.QueryKey) {
-	start, err := strconv.ParseInt(s.start, 36, 64)
+func (n *queryNames) avoid(queries []pooltree.QueryKey) {
+	start, err := strconv.ParseInt(n.start, 36, 64)
 	if err != nil {
 		return
 	}
@@ -433,7 +431,7 @@ func (s *Server) avoidNames(queries []pooltree.QueryKey) {
 		}
 	}
 	if latest >= start {
-		s.start = strconv.FormatInt(latest+1, 36)
+		n.start = strconv.FormatInt(latest+1, 36)
 	}
 }
 

@@ -508,7 +508,7 @@ func TestCPUThresholdOverSocket(t *testing.T) {
 	policy := policyOf(t, "CREATE RESOURCE POOL olap WITH (QUEUE_SIZE=10, DATABASE_LOAD_CPU_THRESHOLD=50);")
 	d := startDaemon(t, cfg, policy, newFakeCgroups(t), peer.SystemUsers{})
 	d.load.set(0.9)
-	waitFor(t, "a refresh at 90%", func() bool { return d.srv.Load().AveragePercent > 89 })
+	waitFor(t, "a refresh at 90%", func() bool { return d.srv.reg.load().AveragePercent > 89 })
 	c := startInProc(t, d.socket, "olap")
 	waitFor(t, "the query to queue", func() bool { return d.pool(t, "olap").Queued == 1 })
 	time.Sleep(150 * time.Millisecond)
@@ -535,7 +535,7 @@ func TestQueryNamesAvoidEarlierDaemons(t *testing.T) {
 	}
 	// The earlier daemon's second query, by the name this daemon's first
 	// query would take (the adopted query is this daemon's query 1).
-	old := "q" + srv.start + "-2"
+	old := "q" + srv.names.start + "-2"
 	cg.queries["olap/"+old] = []int{earlier.Process.Pid}
 	d := serve(t, srv, cfg.Socket)
 	c := startInProc(t, d.socket, "olap")

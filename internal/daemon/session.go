@@ -94,7 +94,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		se.fail(protocol.CodeInternal, err)
 		return
 	}
-	place, err := s.Access().Classify(id, req.Pool, req.App)
+	place, err := s.reg.rules().Classify(id, req.Pool, req.App)
 	if err != nil {
 		s.decided(req.Pool, 0, "refused", 0, err)
 		se.fail(errorCode(err), err)
@@ -189,7 +189,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 		return
 	}
 	defer notStarted()
-	name := s.queryName(q.qid)
+	name := s.names.name(q.qid)
 	s.reg.admitted(q, name, queuedFor, limit)
 	q.cg = pooltree.NewQuery(s.cg, pooltree.QueryKey{Pool: q.pool, Name: name})
 	admitted := protocol.Reply{Pool: q.pool, Classifier: q.classifier, Query: name, CPULimit: limit}
@@ -219,7 +219,7 @@ func (se *session) run(ctx context.Context, q *query, client peer.Process, fds *
 	if !se.placed(ctx, q, err, protocol.Reply{Type: protocol.ReplyStarted}) {
 		return
 	}
-	stats, err := se.finish(ctx, q, s.poolMemoryBefore(q.pool))
+	stats, err := se.finish(ctx, q, s.hits.poolMemoryBefore(q.pool))
 	if err != nil && ctx.Err() != nil {
 		// The daemon stops: the query runs on, and the next daemon
 		// adopts its cgroup.
@@ -312,7 +312,7 @@ func startTarget(procRoot string, client peer.Process, fd, pid int) (peer.Proces
 // grandchildren keep the slot as they do on the OpRun path. notStarted
 // ends the query's count among its user's admitted, not started ones.
 // The client's standard error, where a kill of the command at a memory
-// limit is told ([Server.tellInPlace]), is taken as a path handle while
+// limit is told ([limitHits.tellInPlace]), is taken as a path handle while
 // the client is alive ([tell.Open]): the client sends no descriptor.
 func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process, started protocol.Reply, notStarted func()) {
 	s := se.s
@@ -333,11 +333,11 @@ func (se *session) runInPlace(ctx context.Context, q *query, client peer.Process
 	if !se.placed(ctx, q, err, started) {
 		return
 	}
-	poolBefore := s.poolMemoryBefore(q.pool)
+	poolBefore := s.hits.poolMemoryBefore(q.pool)
 	ended := make(chan protocol.Stats, 1)
 	if stderr >= 0 {
 		if exited, err := pidfd.Watch(client.FD); err == nil {
-			go s.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.cg, poolBefore)
+			go s.hits.tellInPlace(ctx, stderr, exited, ended, q.id.UID, q.id.GID, q.cg, poolBefore)
 			stderr = -1
 		}
 	}
@@ -373,7 +373,7 @@ func (se *session) runPlaced(ctx context.Context, q *query, started protocol.Rep
 		notStarted()
 		return
 	}
-	poolBefore := s.poolMemoryBefore(q.pool)
+	poolBefore := s.hits.poolMemoryBefore(q.pool)
 	told := se.awaitExited(ctx)
 	notStarted()
 	stats, err := se.finish(ctx, q, poolBefore)
@@ -495,7 +495,7 @@ func (se *session) admit(ctx context.Context, q *query, progress bool) (time.Dur
 // query started; its tasks are read here, as the query starts too.
 func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Memory) (protocol.Stats, error) {
 	s := se.s
-	pidsBefore := s.poolPidsBefore(q.pool)
+	pidsBefore := s.hits.poolPidsBefore(q.pool)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -532,7 +532,7 @@ func (se *session) finish(ctx context.Context, q *query, poolBefore *observe.Mem
 		NrThrottled:     st.CPU.NrThrottled,
 		ThrottledUsec:   st.CPU.ThrottledUsec,
 	}
-	s.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
-	s.queryPids(&stats, q.pool, q.name, st.Pids, pidsBefore)
+	s.hits.queryMemory(&stats, q.pool, q.name, st.Memory, poolBefore)
+	s.hits.queryPids(&stats, q.pool, q.name, st.Pids, pidsBefore)
 	return stats, nil
 }

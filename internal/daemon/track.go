@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +23,7 @@ func (s *Server) decided(pool string, qid admission.QueryID, decision string, qu
 	}
 	args := []any{"pool", pool, "decision", decision}
 	if qid != 0 {
-		args = append(args, "query", s.queryName(qid))
+		args = append(args, "query", s.names.name(qid))
 	}
 	if queuedFor > 0 {
 		args = append(args, "queued", queuedFor)
@@ -41,23 +40,17 @@ func (s *Server) waits(pool string) *metrics.WaitRecorder {
 	return w.(*metrics.WaitRecorder)
 }
 
-// queryName is the id of query qid and the name of its cgroup below its
-// pool, unique across daemon restarts (see Server.start).
-func (s *Server) queryName(qid admission.QueryID) string {
-	return "q" + s.start + "-" + strconv.FormatUint(uint64(qid), 10)
-}
-
 // queryRows builds the queries view: the queries of connected clients,
 // and the query cgroups no client of this daemon owns (queries adopted at
 // start), running first, oldest first.
-func (s *Server) queryRows() []protocol.Query {
-	all := s.reg.submitted()
+func (v *views) queryRows() []protocol.Query {
+	all := v.reg.submitted()
 	now := time.Now()
 	var rows []protocol.Query
 	owned := map[pooltree.QueryKey]bool{}
 	for _, t := range all {
 		r := protocol.Query{
-			QueryId: s.queryName(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
+			QueryId: v.names.name(t.qid), ResourcePoolId: t.pool, Classifier: t.classifier,
 			User: t.id.User, Uid: t.id.UID, ClientPid: t.clientPID, CpuLimitCores: -1,
 			UserRunning: t.userRunning, UserQueued: t.userQueued,
 		}
@@ -74,20 +67,20 @@ func (s *Server) queryRows() []protocol.Query {
 			if t.cpuLimit > 0 {
 				r.CpuLimitCores = t.cpuLimit
 			}
-			s.readQueryStat(&r)
+			v.readQueryStat(&r)
 		}
 		rows = append(rows, r)
 	}
-	if cgs, err := s.cg.Queries(); err == nil {
+	if cgs, err := v.cg.Queries(); err == nil {
 		for _, k := range cgs {
 			if owned[k] {
 				continue
 			}
-			if busy, err := pooltree.NewQuery(s.cg, k).Populated(); err != nil || !busy {
+			if busy, err := pooltree.NewQuery(v.cg, k).Populated(); err != nil || !busy {
 				continue
 			}
 			r := protocol.Query{QueryId: k.Name, ResourcePoolId: k.Pool, State: protocol.StateRunning, CpuLimitCores: -1, Adopted: true}
-			s.readQueryStat(&r)
+			v.readQueryStat(&r)
 			rows = append(rows, r)
 		}
 	}
@@ -102,8 +95,8 @@ func (s *Server) queryRows() []protocol.Query {
 
 // readQueryStat fills r's CPU and memory columns from its query cgroup; a
 // cgroup just removed leaves them zero.
-func (s *Server) readQueryStat(r *protocol.Query) {
-	sample, err := pooltree.NewQuery(s.cg, pooltree.QueryKey{Pool: r.ResourcePoolId, Name: r.QueryId}).Stat()
+func (v *views) readQueryStat(r *protocol.Query) {
+	sample, err := pooltree.NewQuery(v.cg, pooltree.QueryKey{Pool: r.ResourcePoolId, Name: r.QueryId}).Stat()
 	if err != nil {
 		return
 	}
