@@ -155,6 +155,11 @@ func TestLayoutClass(t *testing.T) {
 		"compare-shared-over.scn":  {"a": accuracy.SharedCPU, "b": accuracy.SharedCPU},
 		// Unpinned, the two pools' threads are placed by the kernel.
 		"compare-shared-2cpu.scn": {"a": accuracy.PlacedBelowCPU, "b": accuracy.PlacedBelowCPU},
+		// Queries of one pool sharing its quota: pinned to one CPU, with
+		// and without caps of their own, and three placed by the kernel.
+		"compare-siblings-1cpu.scn":   {"olap": accuracy.OneCPU},
+		"compare-siblings-capped.scn": {"olap": accuracy.OneCPU, "q1": accuracy.OneCPU, "q2": accuracy.OneCPU},
+		"compare-siblings-2cpu.scn":   {"olap": accuracy.PlacedCPUOrMore},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "scenarios", "compare-*.scn"))
 	if err != nil || len(files) == 0 {
