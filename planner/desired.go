@@ -46,6 +46,30 @@ func (d Desired) Pool(name string) (PoolState, bool) {
 	return PoolState{}, false
 }
 
+// Changed names the pools whose cgroups next asks for differently from
+// prev: their own cgroup's values or their query template's. Whether a
+// pool is active, and the allocation figures beside the values, change no
+// file. samePools is false when the two plans are for different nodes or
+// do not have the same pools in the same order; then every pool may
+// differ and changed is nil.
+func Changed(prev, next Desired) (changed []string, samePools bool) {
+	if prev.Node != next.Node || len(prev.Pools) != len(next.Pools) {
+		return nil, false
+	}
+	for i, a := range prev.Pools {
+		b := next.Pools[i]
+		if a.Name != b.Name {
+			return nil, false
+		}
+		// Cgroup is comparable, and a CPUSet is canonical: == is value
+		// equality.
+		if a.Pool != b.Pool || a.Query != b.Query {
+			changed = append(changed, a.Name)
+		}
+	}
+	return changed, true
+}
+
 // PoolState is the desired state of one pool: its own cgroup
 // (<root>/<pool>) and the template for each query cgroup beneath it
 // (<root>/<pool>/<query>).

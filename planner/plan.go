@@ -68,11 +68,72 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	if err := checkDemand(m, act.DemandCPUs); err != nil {
 		return Desired{}, err
 	}
-	caps, byCPUs, alloc := allocate(pools, node, active, act.DemandCPUs)
-	out := Desired{Node: node, Pools: make([]PoolState, len(pools))}
+	return Desired{Node: node, Pools: states(pools, node, active, act.DemandCPUs)}, nil
+}
+
+// Replan is Plan(m, node, act) made from prev, a plan Plan or Replan made
+// for the same m and node: only the pools active in prev or in act are
+// planned again, the rest are prev's. An inactive pool's state is its cap,
+// which depends on its model and the node alone, so the result is Plan's
+// while the cost follows the active pools rather than all of them. Of
+// act.DemandCPUs only the active pools' demands are used and checked.
+// prev for another node is refused; the caller vouches for the model.
+func Replan(prev Desired, m *Model, node Node, act Activity) (Desired, error) {
+	if prev.Node != node {
+		return Desired{}, fmt.Errorf("re-plan for node %+v from a plan for node %+v; accepted: a plan for the same node", node, prev.Node)
+	}
+	if act.Active == nil {
+		return Plan(m, node, act) // every weighted pool active: a whole plan
+	}
+	active, err := activePools(m, nil, act.Active)
+	if err != nil {
+		return Desired{}, err
+	}
+	demand := map[string]float64{}
+	for name := range active {
+		if d, ok := act.DemandCPUs[name]; ok {
+			demand[name] = d
+		}
+	}
+	if err := checkDemand(m, demand); err != nil {
+		return Desired{}, err
+	}
+	// The pools to plan again, in prev's order (the model's), so that the
+	// division sees its claims in the order Plan gives them.
+	var at []int
+	var pools []Pool
+	found := 0
+	for i, ps := range prev.Pools {
+		if !ps.Active && !active[ps.Name] {
+			continue
+		}
+		p, ok := m.Pool(ps.Name)
+		if !ok {
+			return Desired{}, fmt.Errorf("re-plan: the plan's pool %q is not in the model; accepted: a plan for the same model", ps.Name)
+		}
+		if active[ps.Name] {
+			found++
+		}
+		at, pools = append(at, i), append(pools, p)
+	}
+	if found < len(active) {
+		return Desired{}, fmt.Errorf("re-plan: an active pool of %v is not in the plan; accepted: a plan for the same model", act.Active)
+	}
+	out := Desired{Node: node, Pools: slices.Clone(prev.Pools)}
+	for k, ps := range states(pools, node, active, demand) {
+		out.Pools[at[k]] = ps
+	}
+	return out, nil
+}
+
+// states is the desired state of each of pools, allocated among the
+// active ones of them.
+func states(pools []Pool, node Node, active map[string]bool, demand map[string]float64) []PoolState {
+	caps, byCPUs, alloc := allocate(pools, node, active, demand)
+	out := make([]PoolState, len(pools))
 	for i, p := range pools {
 		pool, query := cgroupsOf(p, node, alloc[i])
-		out.Pools[i] = PoolState{
+		out[i] = PoolState{
 			Name:      p.Name,
 			Pool:      pool,
 			Query:     query,
@@ -83,7 +144,7 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 			AllocCPUs: alloc[i],
 		}
 	}
-	return out, nil
+	return out
 }
 
 // activePools says which of pools are active: the names given, each a

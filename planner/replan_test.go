@@ -1,0 +1,131 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// replanModel is n pools whose caps overlap on two CPUs (so two active
+// pools often share by weight), one kept out of the division and one
+// without a CPU limit.
+func replanModel(t testing.TB, n int) *Model {
+	t.Helper()
+	var ddl strings.Builder
+	for i := range n {
+		fmt.Fprintf(&ddl, "CREATE RESOURCE POOL p%02d WITH (RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=%d, QUERY_CPU_LIMIT_PERCENT_PER_NODE=50);\n",
+			i, 10+i*7%90, 10+i*13%90)
+	}
+	ddl.WriteString("CREATE RESOURCE POOL out WITH (RESOURCES_WEIGHT=-1, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=30);\n")
+	ddl.WriteString("CREATE RESOURCE POOL whole WITH (RESOURCES_WEIGHT=5);\n")
+	m, _, err := Load("replan.sql", []byte(ddl.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestReplanIsPlan: a chain of re-plans over random changes of the
+// active set and the demand gives, at every step, what a whole plan of
+// the same activity gives.
+func TestReplanIsPlan(t *testing.T) {
+	m := replanModel(t, 12)
+	node := Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}
+	names := []string{DefaultPool, "out", "whole"}
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("p%02d", i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	prev, err := Plan(m, node, Activity{Active: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 500 {
+		act := Activity{Active: []string{}, DemandCPUs: map[string]float64{}}
+		for _, n := range names {
+			if rng.IntN(4) == 0 {
+				act.Active = append(act.Active, n)
+			}
+			if rng.IntN(2) == 0 {
+				act.DemandCPUs[n] = rng.Float64() * 2
+			}
+		}
+		want, err := Plan(m, node, act)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Replan(prev, m, node, act)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, active %v: re-plan differs from plan:\n got %+v\nwant %+v", step, act.Active, got, want)
+		}
+		prev = got
+	}
+}
+
+// TestReplanRefuses: a plan for another node, an active pool the model
+// lacks and an invalid demand of an active pool are refused.
+func TestReplanRefuses(t *testing.T) {
+	m := replanModel(t, 3)
+	node := Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}
+	prev, err := Plan(m, node, Activity{Active: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := node
+	other.CPUs = 4
+	for name, tc := range map[string]struct {
+		node Node
+		act  Activity
+		want string
+	}{
+		"other node":     {other, Activity{Active: []string{}}, "same node"},
+		"unknown pool":   {node, Activity{Active: []string{"nope"}}, "nope"},
+		"invalid demand": {node, Activity{Active: []string{"p01"}, DemandCPUs: map[string]float64{"p01": -1}}, "p01"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Replan(prev, m, tc.node, tc.act)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Replan: %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChanged: the pools whose cgroup values differ, not those whose
+// activity alone did; plans of different pools or nodes are not compared
+// pool by pool.
+func TestChanged(t *testing.T) {
+	m := replanModel(t, 3)
+	node := Node{CPUs: 2, MemoryBytes: 1 << 30, PeriodUsec: 100000}
+	plan := func(node Node, active ...string) Desired {
+		d, err := Plan(m, node, Activity{Active: append([]string{}, active...), DemandCPUs: map[string]float64{"p01": 0.1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	idle := plan(node)
+	changed, same := Changed(idle, plan(node, "p00", "p01"))
+	if !same || !slices.Equal(changed, []string{"p01"}) {
+		t.Errorf("Changed: %v, %v; want [p01] (held to its demand; p00 active at its cap changes nothing), true", changed, same)
+	}
+	if changed, same := Changed(idle, idle); !same || changed != nil {
+		t.Errorf("Changed of a plan with itself: %v, %v; want none, true", changed, same)
+	}
+	other := node
+	other.MemoryBytes *= 2
+	if _, same := Changed(idle, plan(other)); same {
+		t.Error("Changed compared plans for two nodes pool by pool")
+	}
+	fewer := idle
+	fewer.Pools = idle.Pools[1:]
+	if _, same := Changed(idle, fewer); same {
+		t.Error("Changed compared plans of different pools pool by pool")
+	}
+}
