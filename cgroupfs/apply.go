@@ -62,6 +62,38 @@ func (t *Tree) Reconcile(d planner.Desired) (Result, error) {
 	return res, err
 }
 
+// ReconcilePools is Reconcile confined to the named pools of d: it reads
+// and writes only their cgroups and those below them (and what the pools
+// share: the pool root and above it), and leaves every other cgroup below
+// the root as it is, unread. It is for a change of those pools' desired
+// state where the others' is the one last reconciled; Reconcile alone
+// finds drift in the others, removes dropped pools and empty query
+// cgroups there. A name d does not have is refused before anything is
+// read. When the shared parts are not ready for d (a controller coming
+// into use), the whole tree is reconciled.
+func (t *Tree) ReconcilePools(d planner.Desired, pools []string) (Result, error) {
+	only := make(map[string]bool, len(pools))
+	for _, p := range pools {
+		only[p] = true
+	}
+	found := 0
+	for _, p := range d.Pools {
+		if only[p.Name] {
+			found++
+		}
+	}
+	if found < len(only) {
+		return Result{}, fmt.Errorf("%w: reconcile pools %v, not all of which the desired state has", ErrInvalid, pools)
+	}
+	c, err := t.changes(d, only)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := t.Apply(c)
+	res.Pending = c.Pending
+	return res, err
+}
+
 // Apply makes the ops of c in order. On failure it returns an
 // *ApplyError; the ops before the failed one stay applied.
 func (t *Tree) Apply(c Changes) (Result, error) {

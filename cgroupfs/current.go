@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path"
 	"path/filepath"
@@ -34,6 +35,10 @@ type current struct {
 	rootIn map[string]bool
 	// keep are the query cgroups kept even when empty (Tree.Keep).
 	keep map[string]bool
+	// only are the pools the change is confined to ([Tree.ReconcilePools]):
+	// only they and the cgroups below them are read and written, the
+	// other cgroups below the root are neither; nil is the whole tree.
+	only map[string]bool
 	// nodes are the cgroups below the root, by path relative to it.
 	nodes map[string]*node
 	// values are the managed values of the existing pools and of the
@@ -66,7 +71,7 @@ type current struct {
 // what each controller needs of the pool root and above it. It refuses a
 // tree whose controllers will not be available (ErrNoController) or
 // whose root cannot be made (ErrBadRoot).
-func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
+func (t *Tree) readCurrent(d planner.Desired, only map[string]bool) (*current, error) {
 	use := usesIn(d)
 	hiers, err := t.hiers(use)
 	if err != nil {
@@ -75,7 +80,7 @@ func (t *Tree) readCurrent(d planner.Desired) (*current, error) {
 	if err := t.checkControllers(d, use, hiers); err != nil {
 		return nil, err
 	}
-	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, force: t.force,
+	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, force: t.force, only: only,
 		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
@@ -170,7 +175,22 @@ func (t *Tree) readHier(cur *current, h string) error {
 	if err != nil {
 		return err
 	}
-	return cur.walk(f, h, ".")
+	if cur.only == nil {
+		return cur.walk(f, h, ".")
+	}
+	for _, pool := range slices.Sorted(maps.Keys(cur.only)) {
+		pids, err := readProcs(f, pool)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not made yet in this hierarchy
+		}
+		if err != nil {
+			return err
+		}
+		if err := cur.note(f, h, pool, pids); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hiers lists the hierarchies a change touches: on v1 the memory hierarchy
@@ -231,22 +251,28 @@ func (cur *current) walk(f FS, h, dir string) error {
 	}
 	for _, s := range subs {
 		p := path.Join(dir, s)
-		n := cur.nodes[p]
-		if n == nil {
-			n = &node{in: map[string]bool{}, procs: map[string][]int{}}
-			cur.nodes[p] = n
-		}
-		n.in[h] = true
 		pids, err := readProcs(f, p)
 		if err != nil {
 			return err
 		}
-		n.procs[h] = pids
-		if err := cur.walk(f, h, p); err != nil {
+		if err := cur.note(f, h, p, pids); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// note records that cgroup p exists in hierarchy h with pids directly in
+// it, and walks the cgroups below it.
+func (cur *current) note(f FS, h, p string, pids []int) error {
+	n := cur.nodes[p]
+	if n == nil {
+		n = &node{in: map[string]bool{}, procs: map[string][]int{}}
+		cur.nodes[p] = n
+	}
+	n.in[h] = true
+	n.procs[h] = pids
+	return cur.walk(f, h, p)
 }
 
 // readProcs reads the PIDs in cg's cgroup.procs.

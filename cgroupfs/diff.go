@@ -15,15 +15,45 @@ import (
 // ErrInvalid) and a controller that is not available (wrapping
 // ErrNoController) before anything is written.
 func (t *Tree) Changes(d planner.Desired) (Changes, error) {
+	return t.changes(d, nil)
+}
+
+// changes is Changes confined to the pools of only (nil: the whole tree).
+// A confined change whose tree is not ready for it (a hierarchy's pool
+// root not made yet, on v2 a controller the root does not enable yet to
+// its pools) is made for the whole tree: every pool needs that.
+func (t *Tree) changes(d planner.Desired, only map[string]bool) (Changes, error) {
 	if err := validate(d, t.v2); err != nil {
 		return Changes{}, err
 	}
-	cur, err := t.readCurrent(d)
+	cur, err := t.readCurrent(d, only)
 	if err != nil {
 		return Changes{}, err
 	}
+	if only != nil && !cur.ready(d) {
+		return t.changes(d, nil)
+	}
 	ops, pending := diffPending(cur, d)
 	return Changes{Ops: ops, Pending: pending}, nil
+}
+
+// ready reports whether the parts of the tree every pool shares are as d
+// needs them: the pool root made in every hierarchy the change touches
+// and, on v2, every controller d uses enabled in its
+// cgroup.subtree_control.
+func (cur *current) ready(d planner.Desired) bool {
+	for _, h := range cur.hiers {
+		if !cur.rootIn[h] {
+			return false
+		}
+	}
+	top, _ := enabled(cur.use)
+	for _, c := range top {
+		if cur.v2 && !slices.Contains(cur.enabled["."], c) {
+			return false
+		}
+	}
+	return true
 }
 
 // diff is the ordered list of ops that turns cur into d. It reads
@@ -108,6 +138,9 @@ func (b *builder) targets(d planner.Desired, dests map[string]bool) (pools, quer
 	var def planner.PoolState
 	var defWant settings
 	for _, p := range d.Pools {
+		if b.cur.only != nil && !b.cur.only[p.Name] {
+			continue
+		}
 		pool := b.target(p.Name, b.cur.cpusetWant(fromDesired(p.Pool), false, b.cur.top))
 		if p.Name == planner.DefaultPool {
 			def, defWant = p, pool.want

@@ -1,0 +1,105 @@
+package cgroupfs
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// recordFS notes every name read or written below its root.
+type recordFS struct {
+	FS
+	names *[]string
+}
+
+func (f recordFS) note(name string) { *f.names = append(*f.names, name) }
+
+func (f recordFS) ReadFile(name string) ([]byte, error) {
+	f.note(name)
+	return f.FS.ReadFile(name)
+}
+
+func (f recordFS) ReadDir(name string) ([]string, error) {
+	f.note(name)
+	return f.FS.ReadDir(name)
+}
+
+func (f recordFS) WriteFile(name, value string) error {
+	f.note(name)
+	return f.FS.WriteFile(name, value)
+}
+
+func (f recordFS) Mkdir(name string) error {
+	f.note(name)
+	return f.FS.Mkdir(name)
+}
+
+func (f recordFS) Rmdir(name string) error {
+	f.note(name)
+	return f.FS.Rmdir(name)
+}
+
+func (f recordFS) Close() error {
+	if c, ok := f.FS.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// TestReconcilePools: a change confined to olap reads and writes nothing
+// of the other pools, and leaves the tree as Reconcile would (olap
+// tightened, its empty query cgroup removed); a memory limit coming into
+// use, which every pool's cgroups need on v1, reconciles the whole tree.
+func TestReconcilePools(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		var names []string
+		tr := w.tree("poolagent", func(f FS) FS {
+			return recordFS{FS: f, names: &names}
+		})
+		populate(t, w, tr)
+		// Keep the record to what the confined change does.
+		names = nil
+		d := seedDesired()
+		d.Pools[2].Pool = cg(300000, 100000, 0, 100, 0)
+		d.Pools[2].Query = cg(150000, 100000, 0, 0, 0)
+		res, err := tr.ReconcilePools(d, []string{"olap"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Writes == 0 {
+			t.Fatalf("the confined change made %d writes; want olap's", res.Writes)
+		}
+		for _, n := range names {
+			for _, other := range []string{"etl", "default"} {
+				if slices.Contains(strings.Split(n, "/"), other) {
+					t.Errorf("the change confined to olap touched %s", n)
+				}
+			}
+		}
+		if c, err := tr.Changes(d); err != nil || len(c.Ops) != 0 {
+			t.Errorf("after the confined change the whole tree still needs (%v):\n%s", err, c)
+		}
+
+		if _, err := tr.ReconcilePools(d, []string{"olap", "nope"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("a pool the desired state lacks: %v; want ErrInvalid naming it", err)
+		}
+
+		// A tree without processes (v2 enables no controller for a pool
+		// with processes of its own).
+		tr = newWorld(t, v2).tree("poolagent", nil)
+		if _, err := tr.Reconcile(seedDesired()); err != nil {
+			t.Fatal(err)
+		}
+		d = seedDesired()
+		d.Pools[2].Pool.MemoryBytes = 1 << 30
+		if _, err := tr.ReconcilePools(d, []string{"olap"}); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := tr.Changes(d); err != nil || len(c.Ops) != 0 {
+			t.Errorf("after a memory limit came into use the whole tree still needs (%v):\n%s", err, c)
+		}
+	})
+}
