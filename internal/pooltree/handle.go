@@ -36,8 +36,13 @@ type Handle struct {
 	// and not removed through it yet: their owner reads and removes them,
 	// so Apply and Repair leave them even when empty.
 	owned map[string]bool
-	// pending are the memory limits the last reconcile held back.
+	// pending are the memory limits held back, as the reconciles since
+	// the last of the whole tree left them.
 	pending []cgroupfs.Pending
+	// applied is the plan the tree was last made to match (Apply,
+	// Repair); nil before the first and after a failed one, when the
+	// next Apply reconciles the whole tree.
+	applied *planner.Desired
 	// unified is the cgroup2 mount point when the pool root is on cgroup
 	// v2, "" otherwise (QueryCgroup).
 	unified string
@@ -106,20 +111,72 @@ func (h *Handle) Reader() *cgroupfs.Reader { return h.reader }
 // the Handle's methods.
 func (h *Handle) Writer() *cgroupfs.Tree { return h.writer }
 
-// Apply makes the pool cgroups match d, writing only what differs
-// ([cgroupfs.Tree.Reconcile]).
+// Apply makes the pool cgroups match d, writing only what differs. After
+// a plan of the same pools was applied through the handle, it reads and
+// writes only the pools whose cgroups d asks for differently
+// ([planner.Changed]) and those with a memory limit held back
+// ([cgroupfs.Tree.ReconcilePools]): the others are as that plan left
+// them, unless something else changed them, which Repair finds. Otherwise
+// it reconciles the whole tree, as Repair does.
 func (h *Handle) Apply(d planner.Desired) error {
-	_, err := h.Repair(d)
-	return err
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed, whole := toApply(h.applied, d, h.pending)
+	if whole {
+		_, err := h.reconcile(d)
+		return err
+	}
+	if len(changed) > 0 {
+		h.writer.Keep(h.owned)
+		res, err := h.writer.ReconcilePools(d, changed)
+		if err != nil {
+			h.applied = nil
+			return err
+		}
+		h.pending = res.Pending // every pool that had one was among changed
+	}
+	h.applied = &d
+	return nil
 }
 
-// Repair is Apply that also returns how many writes it made.
+// toApply names the pools an Apply of d reads and writes after applied
+// (nil: none yet) left the memory limits pending held back: those whose
+// cgroups d asks for differently, and those with a limit held back. whole
+// is true when the whole tree is to be reconciled instead: no plan
+// applied, or one of other pools or for another node.
+func toApply(applied *planner.Desired, d planner.Desired, pending []cgroupfs.Pending) (pools []string, whole bool) {
+	if applied == nil {
+		return nil, true
+	}
+	pools, same := planner.Changed(*applied, d)
+	if !same {
+		return nil, true
+	}
+	for _, p := range pending {
+		if !slices.Contains(pools, p.Pool()) {
+			pools = append(pools, p.Pool())
+		}
+	}
+	return pools, false
+}
+
+// Repair reconciles the whole tree with d ([cgroupfs.Tree.Reconcile]),
+// drift in every pool included, and returns how many writes it made.
 func (h *Handle) Repair(d planner.Desired) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.reconcile(d)
+}
+
+// reconcile is Repair with h.mu held.
+func (h *Handle) reconcile(d planner.Desired) (int, error) {
 	h.writer.Keep(h.owned)
 	res, err := h.writer.Reconcile(d)
 	h.pending = res.Pending
+	h.applied = nil
+	if err == nil {
+		h.applied = &d
+	}
 	return res.Writes, err
 }
 

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,4 +164,55 @@ func openTestRoot(t *testing.T) (*Handle, kerneltest.Host, kerneltest.Root) {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h, k, root
+}
+
+// TestKernelApplyChangedPools: once a plan is applied, an Apply whose plan
+// changes one pool's cgroups (a query start holding p3 to its demand)
+// writes that pool and leaves the others unread: a limit another writer
+// changed in p5 meanwhile stays as it was made, until Repair, which reads
+// the whole tree, writes it back.
+func TestKernelApplyChangedPools(t *testing.T) {
+	h, k, root := openTestRoot(t)
+	m := startModel(t)
+	plan := func(active ...string) planner.Desired {
+		d, err := planner.Plan(m, twoCPUs, planner.Activity{Active: append([]string{}, active...), DemandCPUs: map[string]float64{"p3": 0.01}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if err := h.Apply(plan()); err != nil {
+		t.Fatal(err)
+	}
+	file, drift := "cpu.cfs_quota_us", "50000"
+	if k.Mode == kerneltest.V2 {
+		file, drift = "cpu.max", "50000 100000"
+	}
+	quota := func(pool string) string {
+		b, err := os.ReadFile(filepath.Join(root.Path, pool, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		return q
+	}
+	if err := os.WriteFile(filepath.Join(root.Path, "p5", file), []byte(drift), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	started := plan("p3")
+	if err := h.Apply(started); err != nil {
+		t.Fatal(err)
+	}
+	if got := quota("p3"); got != "1000" {
+		t.Errorf("p3's quota after its start: %s, want 1000 (held to its demand)", got)
+	}
+	if got := quota("p5"); got != "50000" {
+		t.Errorf("p5's quota after an Apply that changed p3 alone: %s, want 50000 (left as another writer made it)", got)
+	}
+	if writes, err := h.Repair(started); err != nil || writes == 0 {
+		t.Fatalf("Repair: %d writes, %v; want p5's", writes, err)
+	}
+	if got := quota("p5"); got != "120000" {
+		t.Errorf("p5's quota after Repair: %s, want 120000 (its cap, 60%% of two CPUs)", got)
+	}
 }
