@@ -94,21 +94,21 @@ func (rp *replanner) poolState(pool string) (planner.PoolState, bool) {
 
 // plan computes the desired state for the current active set and demand
 // and applies it when it differs from the last one applied. Pools the
-// model no longer has (dropped while queries ran) take no part.
+// model no longer has (dropped while queries ran) take no part. Only the
+// active pools' demand is taken: the plan holds no other pool to its.
 func (rp *replanner) plan() error {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	p := rp.policy()
 	m := p.Model
 	active := []string{}
-	for _, name := range rp.reg.active() {
-		if _, ok := m.Pool(name); ok {
-			active = append(active, name)
-		}
-	}
 	demand := map[string]float64{}
-	for name, d := range rp.demand {
-		if _, ok := m.Pool(name); ok {
+	for _, name := range rp.reg.active() {
+		if _, ok := m.Pool(name); !ok {
+			continue
+		}
+		active = append(active, name)
+		if d, ok := rp.demand[name]; ok {
 			demand[name] = d
 		}
 	}
@@ -117,7 +117,15 @@ func (rp *replanner) plan() error {
 	if last != nil && in.equal(rp.planned) {
 		return nil
 	}
-	d, err := planner.Plan(m, p.Node, planner.Activity{Active: active, DemandCPUs: demand})
+	act := planner.Activity{Active: active, DemandCPUs: demand}
+	var d planner.Desired
+	var err error
+	if last != nil && m == rp.planned.model && p.Node == rp.planned.node {
+		// Only the active pools' states depend on the activity.
+		d, err = planner.Replan(*last, m, p.Node, act)
+	} else {
+		d, err = planner.Plan(m, p.Node, act)
+	}
 	if err != nil {
 		return fmt.Errorf("plan for active pools %v: %w", active, err)
 	}
@@ -293,16 +301,6 @@ func (a planInput) equal(b planInput) bool {
 // same pools with the same pool and query cgroup values. Whether a pool is
 // active, and the allocation figures beside the values, change no file.
 func sameCgroups(a, b planner.Desired) bool {
-	if a.Node != b.Node || len(a.Pools) != len(b.Pools) {
-		return false
-	}
-	for i := range a.Pools {
-		pa, pb := a.Pools[i], b.Pools[i]
-		// Cgroup is comparable, and a CPUSet is canonical: == is value
-		// equality.
-		if pa.Name != pb.Name || pa.Pool != pb.Pool || pa.Query != pb.Query {
-			return false
-		}
-	}
-	return true
+	changed, same := planner.Changed(a, b)
+	return same && len(changed) == 0
 }
