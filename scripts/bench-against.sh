@@ -56,11 +56,11 @@ echo "== 1. starting /bin/true in a query, ${RUNS:-40} rounds"
 
 # bench TREE BENCHMARK BENCHTIME UNIT prints the figure in UNIT that TREE's
 # BENCHMARK reports. The benchmark builds the daemon of its own tree: it
-# runs in that tree's daemon folder.
+# runs in that tree's internal/daemon folder.
 bench() {
 	local src=$PWD
 	[ "$1" = base ] && src=$tmp/tree
-	(cd "$src/daemon" && POOLAGENT_REQUIRE_KERNEL=1 "$tmp/$1/daemon.test" -test.run '^$' -test.bench "^$2\$" -test.benchtime "$3") |
+	(cd "$src/internal/daemon" && POOLAGENT_REQUIRE_KERNEL=1 "$tmp/$1/daemon.test" -test.run '^$' -test.bench "^$2\$" -test.benchtime "$3") |
 		awk -v unit="$4" '/^Benchmark/ { for (i = 2; i <= NF; i++) if ($i == unit) { print $(i - 1); found = 1 } } END { if (!found) exit 1 }'
 }
 # compare BENCHMARK BENCHTIME UNIT runs BENCHMARK in both trees, ROUNDS
