@@ -174,7 +174,7 @@ func (b *Backend) Submit(pool, user string, now time.Time) (admission.QueryID, b
 	}
 	q.st = pending
 	p.pending++
-	q.told = !b.connectedLocked(now)
+	q.told = !b.session.connected(now)
 	b.mu.Unlock()
 	b.poke()
 	return q.id, false, nil
@@ -282,6 +282,7 @@ func (b *Backend) anyWaiting() bool {
 func (b *Backend) Tick(now time.Time) []admission.Event {
 	var events []admission.Event
 	b.mu.Lock()
+	connected := b.session.connected(now)
 	for _, q := range b.sortedQueries() {
 		if q.st != pending && q.st != queued {
 			continue
@@ -290,7 +291,7 @@ func (b *Backend) Tick(now time.Time) []admission.Event {
 		case !q.deadline.IsZero() && !now.Before(q.deadline):
 			// Never registered, and etcd failed: the cause is the
 			// cluster, not the queue.
-			if q.st == pending && (!b.connectedLocked(now) || b.health.LastError != "") {
+			if q.st == pending && (!connected || b.session.failing()) {
 				events = append(events, b.fail(q, now, b.cutOffError(q.pool)))
 			} else {
 				events = append(events, b.fail(q, now, admission.DeadlineError(q.pool)))
@@ -301,7 +302,7 @@ func (b *Backend) Tick(now time.Time) []admission.Event {
 	}
 	retry := false
 	for _, q := range b.queries {
-		retry = retry || (q.st == pending && q.token == "" && b.connectedLocked(now))
+		retry = retry || (q.st == pending && q.token == "" && connected)
 	}
 	b.mu.Unlock()
 	if len(events) > 0 || retry {

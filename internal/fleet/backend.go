@@ -190,22 +190,20 @@ type Backend struct {
 	wake   chan struct{}
 	events chan admission.Event
 
+	session session
+
 	// mu guards everything below. It is never held during an etcd request
 	// or a call of cfg.Events or cfg.Definitions.
-	mu    sync.Mutex
-	lease clientv3.LeaseID // 0 while the node has no session
-	// aliveUntil is when the lease expires at the earliest: a TTL after
-	// the last answered renewal was sent (see connectedLocked).
-	aliveUntil time.Time
-	seq        uint64
-	rev        int64 // revision the views reflect
-	views      map[string]*view
-	nodes      map[string]NodeRecord
-	pools      map[string]*poolState
-	queries    map[admission.QueryID]*query
-	tokens     map[string]*query
-	lastID     admission.QueryID
-	load       admission.LoadWindow
+	mu      sync.Mutex
+	seq     uint64
+	rev     int64 // revision the views reflect
+	views   map[string]*view
+	nodes   map[string]NodeRecord
+	pools   map[string]*poolState
+	queries map[admission.QueryID]*query
+	tokens  map[string]*query
+	lastID  admission.QueryID
+	load    admission.LoadWindow
 	// deletes are keys of this node to delete, with their create
 	// revision (0: a key named by its token, which no other registration
 	// reuses): of queries that ended, and orphans (keys whose registration
@@ -311,8 +309,8 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	}
 	switch {
 	case err != nil && !transient(err):
-		if b.lease != 0 {
-			cli.Revoke(context.Background(), b.lease)
+		if lease := b.session.id(); lease != 0 {
+			cli.Revoke(context.Background(), lease)
 		}
 		b.cancel()
 		cli.Close()
@@ -390,7 +388,7 @@ func (b *Backend) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	b.mu.Lock()
-	lease, busy := b.lease, false
+	lease, busy := b.session.id(), false
 	for _, q := range b.queries {
 		busy = busy || (q.st == running && !q.local)
 	}
@@ -414,18 +412,6 @@ func (b *Backend) Close() error {
 // request bounds one etcd request; Close ends it.
 func (b *Backend) request() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(clientv3.WithRequireLeader(b.ctx), b.cfg.RequestTimeout)
-}
-
-// note records a request's outcome for Health.
-func (b *Backend) note(start time.Time, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err != nil {
-		b.health.LastError = err.Error()
-		return
-	}
-	b.health.LastRoundTrip = time.Since(start)
-	b.health.LastError = ""
 }
 
 func (b *Backend) unreachable(err error) error {
@@ -469,10 +455,10 @@ func (b *Backend) entryOf(q *query) entry {
 	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
 }
 
-// newToken names a new registration; b.mu is held and b.lease is set.
-func (b *Backend) newToken() string {
+// newToken names a new registration of the session lease; b.mu is held.
+func (b *Backend) newToken(lease clientv3.LeaseID) string {
 	b.seq++
-	return b.cfg.Node + "." + strconv.FormatInt(int64(b.lease), 16) + "." + strconv.FormatUint(b.seq, 10)
+	return b.cfg.Node + "." + strconv.FormatInt(int64(lease), 16) + "." + strconv.FormatUint(b.seq, 10)
 }
 
 // forgetToken ends q's registration; a key that still carries it becomes
@@ -514,9 +500,9 @@ func (b *Backend) Events() <-chan admission.Event { return b.events }
 func (b *Backend) Health() Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.health
-	h.Connected = b.connectedLocked(time.Now())
+	h := b.session.state(time.Now())
 	h.WatchRevision = b.rev
+	h.WatchAt, h.WatchEvents, h.WatchBytes = b.health.WatchAt, b.health.WatchEvents, b.health.WatchBytes
 	return h
 }
 

@@ -74,7 +74,7 @@ func (b *Backend) Definitions(ctx context.Context) (d Definitions, ok bool, err 
 	defer cancel()
 	start := time.Now()
 	resp, err := b.cli.Get(rctx, b.keys.defs())
-	b.note(start, err)
+	b.session.note(start, err)
 	if err != nil {
 		return Definitions{}, false, b.unreachable(err)
 	}
@@ -100,7 +100,7 @@ func (b *Backend) Seed(ctx context.Context, source string, src []byte, changes [
 		Then(clientv3.OpPut(b.keys.defs(), string(v))).
 		Else(clientv3.OpGet(b.keys.defs())).
 		Commit()
-	b.note(start, err)
+	b.session.note(start, err)
 	if err != nil {
 		return Definitions{}, false, b.unreachable(err)
 	}
@@ -130,7 +130,7 @@ func (b *Backend) Update(ctx context.Context, d Definitions) (int64, error) {
 		Then(clientv3.OpPut(b.keys.defs(), string(v))).
 		Else(clientv3.OpGet(b.keys.defs(), clientv3.WithKeysOnly())).
 		Commit()
-	b.note(start, err)
+	b.session.note(start, err)
 	if err != nil {
 		return 0, fmt.Errorf("change not written, nothing changed: %w", b.unreachable(err))
 	}

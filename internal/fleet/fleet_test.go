@@ -524,7 +524,7 @@ func TestStaleOrphan(t *testing.T) {
 	id := admit(t, b, "olap", 10*time.Second)
 	b.mu.Lock()
 	old := *b.queries[id]
-	lease := b.lease
+	lease := b.session.id()
 	b.mu.Unlock()
 	b.Leave(id, time.Now())
 	waitFor(t, func() bool { return len(queryKeys(t, eps, "stale")) == 0 }, "b's slot freed")

@@ -23,20 +23,13 @@ import (
 // interval, so a severed connection comes back as soon as the path does.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 20 }
 
-// connectedLocked reports whether the node's lease is certainly alive at
-// now: it was renewed less than a TTL ago, counted from when the renewal
-// was sent. b.mu is held.
-func (b *Backend) connectedLocked(now time.Time) bool {
-	return b.lease != 0 && now.Before(b.aliveUntil)
-}
-
 // newSession grants a lease and publishes the node record on it.
 func (b *Backend) newSession(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
 	g, err := b.cli.Grant(rctx, int64(b.cfg.TTL/time.Second))
-	b.note(start, err)
+	b.session.note(start, err)
 	if err != nil {
 		return b.unreachable(err)
 	}
@@ -44,12 +37,7 @@ func (b *Backend) newSession(ctx context.Context) error {
 		b.cli.Revoke(context.Background(), g.ID)
 		return b.unreachable(err)
 	}
-	b.mu.Lock()
-	b.lease = g.ID
-	b.aliveUntil = start.Add(time.Duration(g.TTL) * time.Second)
-	b.health.Lease = int64(g.ID)
-	b.health.Sessions++
-	b.mu.Unlock()
+	b.session.begin(g.ID, start.Add(time.Duration(g.TTL)*time.Second))
 	return nil
 }
 
@@ -70,9 +58,7 @@ func (b *Backend) sessionLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		b.mu.Lock()
-		lease, live := b.lease, b.connectedLocked(time.Now())
-		b.mu.Unlock()
+		lease, live := b.session.current(time.Now())
 		if lease == 0 {
 			if err := b.newSession(ctx); err == nil {
 				h := b.Health()
@@ -119,18 +105,14 @@ func (b *Backend) renew(ctx context.Context, lease clientv3.LeaseID) renewal {
 	resp, err := b.cli.KeepAliveOnce(rctx, lease)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		b.note(start, nil)
+		b.session.note(start, nil)
 		return leaseGone
 	case err != nil:
-		b.note(start, err)
+		b.session.note(start, err)
 		return leaseUnknown
 	}
-	b.note(start, nil)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.lease == lease {
-		b.aliveUntil = start.Add(time.Duration(resp.TTL) * time.Second)
-	}
+	b.session.note(start, nil)
+	b.session.renewed(lease, start.Add(time.Duration(resp.TTL)*time.Second))
 	return leaseAlive
 }
 
@@ -141,11 +123,10 @@ func (b *Backend) renew(ctx context.Context, lease clientv3.LeaseID) renewal {
 func (b *Backend) lostSession(old clientv3.LeaseID) {
 	now := time.Now()
 	b.mu.Lock()
-	if b.lease != old {
+	if !b.session.end(old) {
 		b.mu.Unlock()
 		return
 	}
-	b.lease = 0
 	n := 0
 	for _, q := range b.queries {
 		if q.local {
@@ -181,7 +162,7 @@ func (b *Backend) lostSession(old clientv3.LeaseID) {
 // lease was lost, or it was adopted), in transactions of up to 64.
 func (b *Backend) reregister() {
 	b.mu.Lock()
-	lease := b.lease
+	lease := b.session.id()
 	var ops []clientv3.Op
 	var regs []*query
 	var tokens []string
@@ -190,7 +171,7 @@ func (b *Backend) reregister() {
 			if q.st != running || !q.lost || q.token != "" {
 				continue
 			}
-			q.token = b.newToken()
+			q.token = b.newToken(lease)
 			q.seq = b.seq
 			b.tokens[q.token] = q
 			q.key = b.keys.extra(q.pool, q.token)
@@ -206,7 +187,7 @@ func (b *Backend) reregister() {
 		start := time.Now()
 		resp, err := b.cli.Txn(ctx).Then(ops[:n]...).Commit()
 		cancel()
-		b.note(start, err)
+		b.session.note(start, err)
 		b.mu.Lock()
 		if err != nil {
 			for i, q := range regs {

@@ -47,16 +47,14 @@ func (b *Backend) Sample(now time.Time, busyPercent float64) ([]admission.Event,
 // publishRecord puts the node record after a refresh changed it (the
 // pump set b.publishing); a failed put is tried again at a later pump.
 func (b *Backend) publishRecord() {
-	b.mu.Lock()
-	lease := b.lease
-	b.mu.Unlock()
+	lease := b.session.id()
 	var err error
 	if lease != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RequestTimeout)
 		start := time.Now()
 		err = b.putRecord(ctx, lease)
 		cancel()
-		b.note(start, err)
+		b.session.note(start, err)
 	}
 	b.mu.Lock()
 	b.publishing = false

@@ -51,7 +51,8 @@ func (b *Backend) pump() {
 	var work []func()
 	// Nothing is decided on views not yet read (a start while etcd was
 	// unreachable).
-	live := b.connectedLocked(now) && b.rev != 0
+	lease, connected := b.session.current(now)
+	live := connected && b.rev != 0
 	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {
 		b.publish, b.publishing = false, true
@@ -71,14 +72,14 @@ func (b *Backend) pump() {
 		})
 	}
 	if live {
-		for _, r := range b.registrationsLocked() {
+		for _, r := range b.registrationsLocked(lease) {
 			work = append(work, func() { b.emit(b.register(r)) })
 		}
-		if as := b.startableLocked(); len(as) > 0 {
+		if as := b.startableLocked(lease); len(as) > 0 {
 			work = append(work, func() { b.emit(b.start(as)) })
 		}
 	}
-	if len(b.deletes) > 0 && !b.deleting && b.lease != 0 && b.deletesDueLocked(now) {
+	if len(b.deletes) > 0 && !b.deleting && lease != 0 && b.deletesDueLocked(now) {
 		b.deleting = true
 		work = append(work, b.deleteKeys)
 	}
@@ -118,8 +119,8 @@ type registration struct {
 }
 
 // registrationsLocked makes the registration of every pool with arrivals
-// and none in flight; b.mu is held and the node is connected.
-func (b *Backend) registrationsLocked() []*registration {
+// and none in flight, on lease; b.mu is held and the node is connected.
+func (b *Backend) registrationsLocked(lease clientv3.LeaseID) []*registration {
 	var regs []*registration
 	byPool := map[string]*registration{}
 	for _, q := range b.sortedQueries() {
@@ -132,14 +133,14 @@ func (b *Backend) registrationsLocked() []*registration {
 		}
 		r := byPool[q.pool]
 		if r == nil {
-			r = &registration{pool: q.pool, lease: b.lease}
+			r = &registration{pool: q.pool, lease: lease}
 			byPool[q.pool] = r
 			regs = append(regs, r)
 		}
 		if len(r.qs) == maxBatch {
 			continue
 		}
-		q.token = b.newToken()
+		q.token = b.newToken(lease)
 		q.seq = b.seq
 		b.tokens[q.token] = q
 		r.qs = append(r.qs, q)
@@ -271,7 +272,7 @@ func (b *Backend) registerTxn(r *registration) (*clientv3.TxnResponse, error) {
 		txn = txn.Then(queue(0)...)
 	}
 	resp, err := txn.Commit()
-	b.note(start, err)
+	b.session.note(start, err)
 	return resp, err
 }
 
@@ -543,8 +544,8 @@ func (b *Backend) queuedAttempt(a *attempt) {
 // (startOrder: the queue's under FIFO) when p < the free slots (all
 // before it may start too, so the order holds); with a CPU-load threshold
 // only the first, once the load allows. b.mu is held and the node is
-// connected.
-func (b *Backend) startableLocked() []*attempt {
+// connected on lease.
+func (b *Backend) startableLocked(lease clientv3.LeaseID) []*attempt {
 	var as []*attempt
 	now := time.Now()
 	orders := map[string]map[string]int{}
@@ -565,7 +566,7 @@ func (b *Backend) startableLocked() []*attempt {
 		if !ok {
 			continue
 		}
-		if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, b.lease); a != nil {
+		if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, lease); a != nil {
 			b.queuedAttempt(a)
 			as = append(as, a)
 		}
@@ -589,7 +590,7 @@ func (b *Backend) start(as []*attempt) []admission.Event {
 		start := time.Now()
 		resp, err := b.cli.Txn(ctx).Then(ops...).Commit()
 		cancel()
-		b.note(start, err)
+		b.session.note(start, err)
 		var revs []int64 // each start's revision, 0 when it did not start
 		if err == nil {
 			revs = make([]int64, n)
@@ -639,7 +640,7 @@ func (b *Backend) startedAfterAll(as []*attempt) []int64 {
 		start := time.Now()
 		resp, err := b.cli.Txn(ctx).Then(gets...).Commit()
 		cancel()
-		b.note(start, err)
+		b.session.note(start, err)
 		if err == nil {
 			revs := make([]int64, len(as))
 			for i, a := range as {
@@ -711,7 +712,7 @@ func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	q.st = running
 	q.key = a.runKey
 	e := b.entryOf(q)
-	e.key, e.rev, e.lease = a.runKey, rev, int64(b.lease)
+	e.key, e.rev, e.lease = a.runKey, rev, int64(b.session.id())
 	if dir, _ := b.keys.parse(a.runKey); dir == slotDir {
 		b.view(q.pool).slots[a.runKey] = e
 	} else {
@@ -840,7 +841,7 @@ func (b *Backend) deleteKeys() {
 		start := time.Now()
 		_, err = b.cli.Txn(ctx).Then(deleteOps(dels)...).Commit()
 		cancel()
-		b.note(start, err)
+		b.session.note(start, err)
 		b.mu.Lock()
 		b.deletedLocked(dels, err == nil)
 		b.mu.Unlock()

@@ -162,7 +162,7 @@ func (b *Backend) addUsage(k usageKey, local admission.Usage, halfLife time.Dura
 		ctx, cancel := b.request()
 		start := time.Now()
 		resp, err := b.cli.Get(ctx, key)
-		b.note(start, err)
+		b.session.note(start, err)
 		if err != nil {
 			cancel()
 			return false
@@ -177,7 +177,7 @@ func (b *Backend) addUsage(k usageKey, local admission.Usage, halfLife time.Dura
 		v, _ := json.Marshal(usageRecord{Seconds: remote.Now(now, halfLife) + local.Now(now, halfLife), AtUnixMilli: now.UnixMilli()})
 		start = time.Now()
 		put, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(v))).Commit()
-		b.note(start, err)
+		b.session.note(start, err)
 		cancel()
 		if err != nil {
 			return false

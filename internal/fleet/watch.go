@@ -18,7 +18,7 @@ func (b *Backend) loadViews(ctx context.Context) error {
 	defer cancel()
 	start := time.Now()
 	resp, err := b.cli.Get(rctx, b.keys.prefix, clientv3.WithPrefix())
-	b.note(start, err)
+	b.session.note(start, err)
 	if err != nil {
 		return b.unreachable(err)
 	}
@@ -190,7 +190,7 @@ func (b *Backend) applyPut(kv *mvccpb.KeyValue) *Definitions {
 	case extraDir:
 		v.extras[key] = e
 	}
-	if e.Node == b.cfg.Node && clientv3.LeaseID(e.lease) == b.lease {
+	if e.Node == b.cfg.Node && clientv3.LeaseID(e.lease) == b.session.id() {
 		if _, live := b.tokens[e.Token]; !live {
 			b.deletes[key] = e.rev
 		}
