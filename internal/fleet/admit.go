@@ -27,7 +27,7 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 		}
 		pools[planner.DefaultPool] = admission.UnlimitedLimits()
 	}
-	b.mu.Lock()
+	b.lock()
 	for name, l := range pools {
 		p, ok := b.pools[name]
 		if !ok {
@@ -55,7 +55,7 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 		case p.limits.ConcurrentQueryLimit == 0:
 			err = admission.DisabledError(q.pool)
 		case q.st == queued:
-			v := b.view(q.pool)
+			v := b.cluster.view(q.pool)
 			if pos := v.position(q.rev, q.seq); pos >= 0 && p.limits.OverQueue(v.running(), pos) {
 				err = admission.QueueFullError(q.pool, 1, v.running()+pos, p.limits)
 			}
@@ -65,7 +65,7 @@ func (b *Backend) Configure(pools map[string]admission.Limits, now time.Time) []
 		}
 	}
 	b.forgetDropped()
-	b.mu.Unlock()
+	b.unlock()
 	b.poke()
 	return events
 }

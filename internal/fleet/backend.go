@@ -14,7 +14,6 @@
 package fleet
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -22,7 +21,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -129,41 +127,6 @@ type query struct {
 	placed int
 }
 
-// view is the cluster's state of one pool, as the watch last showed it.
-type view struct {
-	queue  []entry                    // by create revision
-	slots  map[string]entry           // slot key -> entry
-	extras map[string]entry           // extra key -> entry
-	byNode map[string][2]int          // node -> running, queued
-	usage  map[string]admission.Usage // user -> CPU time in the pool
-}
-
-func newView() *view {
-	return &view{slots: map[string]entry{}, extras: map[string]entry{}, usage: map[string]admission.Usage{}}
-}
-
-func (v *view) running() int { return len(v.slots) + len(v.extras) }
-
-// position is the place of the queue key with create revision rev and
-// token number seq, 0 for the head; -1 when the watch has not shown it
-// yet.
-func (v *view) position(rev int64, seq uint64) int {
-	i, ok := slices.BinarySearchFunc(v.queue, entry{rev: rev, seq: seq}, queueOrder)
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// queueOrder is the FIFO order of queue keys: by create revision, then,
-// for the keys one transaction put, by token number.
-func queueOrder(a, b entry) int {
-	if c := cmp.Compare(a.rev, b.rev); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.seq, b.seq)
-}
-
 type poolState struct {
 	limits  admission.Limits
 	dropped bool
@@ -191,14 +154,12 @@ type Backend struct {
 	events chan admission.Event
 
 	session session
+	cluster *cluster
 
 	// mu guards everything below. It is never held during an etcd request
 	// or a call of cfg.Events or cfg.Definitions.
 	mu      sync.Mutex
 	seq     uint64
-	rev     int64 // revision the views reflect
-	views   map[string]*view
-	nodes   map[string]NodeRecord
 	pools   map[string]*poolState
 	queries map[admission.QueryID]*query
 	tokens  map[string]*query
@@ -229,16 +190,11 @@ type Backend struct {
 	inheritedUntil time.Time
 	// publish: the node record changed (a load refresh) and is to be put.
 	publish bool
-	// invalidAt is when a refused value was last logged; invalidQuiet
-	// counts those refused since (invalid).
-	invalidAt    time.Time
-	invalidQuiet int
 	// charges are the CPU time this node's queries used, by pool and
 	// user, not yet added to the cluster's usage keys (users.go).
 	charges map[usageKey]admission.Usage
 	// The pipeline's transactions in flight (pipeline.go).
 	publishing, deleting, reregistering, charging bool
-	health                                        Health
 }
 
 // Health is the backend's connection to etcd, for metrics and views.
@@ -280,16 +236,16 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	if err != nil {
 		return nil, err
 	}
+	keys, log := newKeySpace(cfg.Cluster), cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node)
 	b := &Backend{
 		cfg:       cfg,
 		cli:       cli,
-		keys:      newKeySpace(cfg.Cluster),
-		log:       cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node),
+		keys:      keys,
+		log:       log,
+		cluster:   newCluster(keys, log),
 		kick:      make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		events:    make(chan admission.Event, 256),
-		views:     map[string]*view{},
-		nodes:     map[string]NodeRecord{},
 		pools:     map[string]*poolState{},
 		queries:   map[admission.QueryID]*query{},
 		tokens:    map[string]*query{},
@@ -455,6 +411,19 @@ func (b *Backend) entryOf(q *query) entry {
 	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
 }
 
+// lock takes the pipeline's lock (b.mu) and then the cluster view's, in
+// the lock order (see cluster); unlock releases both. A decision on the
+// views holds both.
+func (b *Backend) lock() {
+	b.mu.Lock()
+	b.cluster.mu.Lock()
+}
+
+func (b *Backend) unlock() {
+	b.cluster.mu.Unlock()
+	b.mu.Unlock()
+}
+
 // newToken names a new registration of the session lease; b.mu is held.
 func (b *Backend) newToken(lease clientv3.LeaseID) string {
 	b.seq++
@@ -498,33 +467,11 @@ func (b *Backend) Events() <-chan admission.Event { return b.events }
 
 // Health returns the state of the connection to etcd.
 func (b *Backend) Health() Health {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := b.session.state(time.Now())
-	h.WatchRevision = b.rev
-	h.WatchAt, h.WatchEvents, h.WatchBytes = b.health.WatchAt, b.health.WatchEvents, b.health.WatchBytes
-	return h
+	return b.cluster.state(b.session.state(time.Now()))
 }
 
 // Nodes returns the live nodes' records (those whose lease is alive), by
 // name.
-func (b *Backend) Nodes() []NodeRecord {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]NodeRecord, 0, len(b.nodes))
-	for _, n := range b.nodes {
-		out = append(out, n)
-	}
-	slices.SortFunc(out, func(a, b NodeRecord) int {
-		switch {
-		case a.Node < b.Node:
-			return -1
-		case a.Node > b.Node:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
+func (b *Backend) Nodes() []NodeRecord { return b.cluster.records() }
 
 var _ admission.Backend = (*Backend)(nil)

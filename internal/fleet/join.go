@@ -65,7 +65,7 @@ func Join(ctx context.Context, cfg Config, local *planner.Model, poolFile string
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	reached := b.read()
+	reached := b.cluster.read()
 	b.warnInsecure(ctx, reached)
 	data, err := os.ReadFile(poolFile)
 	if err != nil {

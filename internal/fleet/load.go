@@ -8,21 +8,15 @@ import (
 )
 
 // clusterLoadPercent is the cluster's load: the mean over the live nodes'
-// records of their measured load. b.mu is held.
+// records of their measured load (this node's until a record is known).
+// b.mu and the cluster's lock are held.
 func (b *Backend) clusterLoadPercent() float64 {
-	if len(b.nodes) == 0 {
-		return b.load.Stats().AveragePercent
-	}
-	sum := 0.0
-	for _, n := range b.nodes {
-		sum += n.LoadPercent
-	}
-	return sum / float64(len(b.nodes))
+	return b.cluster.loadPercent(b.load.Stats().AveragePercent)
 }
 
 // loadAdmits is DATABASE_LOAD_CPU_THRESHOLD across the cluster: the
 // cluster's load plus this node's reservations below threshold percent.
-// b.mu is held.
+// b.mu and the cluster's lock are held.
 func (b *Backend) loadAdmits(thresholdPercent float64) bool {
 	return b.clusterLoadPercent()+b.load.Stats().ReservedPercent < thresholdPercent
 }
@@ -66,8 +60,8 @@ func (b *Backend) publishRecord() {
 // cluster's load (mean of the live nodes' measured loads) and this node's
 // reservations.
 func (b *Backend) Load() admission.LoadStats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	st := b.load.Stats()
 	st.AveragePercent = b.clusterLoadPercent()
 	return st

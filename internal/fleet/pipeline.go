@@ -47,12 +47,12 @@ func (b *Backend) pumpLoop(ctx context.Context) {
 // pump starts what the views allow (see above); b.mu is not held.
 func (b *Backend) pump() {
 	now := time.Now()
-	b.mu.Lock()
+	b.lock()
 	var work []func()
 	// Nothing is decided on views not yet read (a start while etcd was
 	// unreachable).
 	lease, connected := b.session.current(now)
-	live := connected && b.rev != 0
+	live := connected && b.cluster.rev != 0
 	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {
 		b.publish, b.publishing = false, true
@@ -83,7 +83,7 @@ func (b *Backend) pump() {
 		b.deleting = true
 		work = append(work, b.deleteKeys)
 	}
-	b.mu.Unlock()
+	b.unlock()
 	for _, w := range work {
 		b.wg.Go(w)
 	}
@@ -149,7 +149,7 @@ func (b *Backend) registrationsLocked(lease clientv3.LeaseID) []*registration {
 	}
 	for _, r := range regs {
 		b.pools[r.pool].registering = true
-		v := b.view(r.pool)
+		v := b.cluster.view(r.pool)
 		if len(v.queue) > 0 {
 			continue
 		}
@@ -164,7 +164,7 @@ func (b *Backend) registrationsLocked(lease clientv3.LeaseID) []*registration {
 			if perUser > 0 && running[q.user] >= perUser {
 				break // its user waits: it and the rest queue
 			}
-			a := b.startAttempt(q, v.slots, v.running(), b.rev, i, true, r.lease)
+			a := b.startAttempt(q, v.slots, v.running(), b.cluster.rev, i, true, r.lease)
 			if a == nil {
 				break
 			}
@@ -186,9 +186,9 @@ func (b *Backend) registrationsLocked(lease clientv3.LeaseID) []*registration {
 func (b *Backend) register(r *registration) []admission.Event {
 	resp, err := b.registerTxn(r)
 	now := time.Now()
-	b.mu.Lock()
+	b.lock()
 	defer b.poke()
-	defer b.mu.Unlock()
+	defer b.unlock()
 	b.pools[r.pool].registering = false
 	if r.dels != nil {
 		b.deleting = false
@@ -353,7 +353,7 @@ func (b *Backend) refusal(r *registration, live []int, i, running, waiting int) 
 	}
 	// The user's queries waiting as the view shows them, other than this
 	// batch's, and this batch's before this one.
-	v := b.view(q.pool)
+	v := b.cluster.view(q.pool)
 	mine := userCounts(v)[q.user]
 	for _, e := range v.queue {
 		if e.User == q.user && slices.Contains(r.tokens, e.Token) {
@@ -515,7 +515,7 @@ func (b *Backend) lingeringSlot(pool string) (string, int64) {
 		if dir, p := b.keys.parse(k); dir != slotDir || p != pool || r == 0 || hasKey(b.claims, k) || hasKey(b.deletingKeys, k) {
 			continue
 		}
-		if e, ok := b.view(pool).slots[k]; !ok || e.Node != b.cfg.Node || e.rev != r {
+		if e, ok := b.cluster.view(pool).slots[k]; !ok || e.Node != b.cfg.Node || e.rev != r {
 			continue
 		}
 		if best == "" || k < best {
@@ -553,7 +553,7 @@ func (b *Backend) startableLocked(lease clientv3.LeaseID) []*attempt {
 		if q.st != queued {
 			continue
 		}
-		v := b.view(q.pool)
+		v := b.cluster.view(q.pool)
 		if v.position(q.rev, q.seq) < 0 {
 			continue
 		}
@@ -566,7 +566,7 @@ func (b *Backend) startableLocked(lease clientv3.LeaseID) []*attempt {
 		if !ok {
 			continue
 		}
-		if a := b.startAttempt(q, v.slots, v.running(), b.rev, pos, false, lease); a != nil {
+		if a := b.startAttempt(q, v.slots, v.running(), b.cluster.rev, pos, false, lease); a != nil {
 			b.queuedAttempt(a)
 			as = append(as, a)
 		}
@@ -603,7 +603,7 @@ func (b *Backend) start(as []*attempt) []admission.Event {
 			revs = b.startedAfterAll(as[:n])
 		}
 		now := time.Now()
-		b.mu.Lock()
+		b.lock()
 		for i, a := range as[:n] {
 			ok := revs != nil && revs[i] != 0
 			var rev int64
@@ -616,7 +616,7 @@ func (b *Backend) start(as []*attempt) []admission.Event {
 				events = b.tellQueued(a.q, events)
 			}
 		}
-		b.mu.Unlock()
+		b.unlock()
 		as = as[n:]
 	}
 	return events
@@ -714,9 +714,9 @@ func (b *Backend) started(q *query, a *attempt, now time.Time) {
 	e := b.entryOf(q)
 	e.key, e.rev, e.lease = a.runKey, rev, int64(b.session.id())
 	if dir, _ := b.keys.parse(a.runKey); dir == slotDir {
-		b.view(q.pool).slots[a.runKey] = e
+		b.cluster.view(q.pool).slots[a.runKey] = e
 	} else {
-		b.view(q.pool).extras[a.runKey] = e
+		b.cluster.view(q.pool).extras[a.runKey] = e
 	}
 	p := b.pools[q.pool]
 	p.stats.Admitted++
@@ -769,7 +769,7 @@ func (b *Backend) mayLingerLocked(key string) bool {
 	if !ok || p.limits.StrictSlots || p.limits.Users.Running > 0 {
 		return false
 	}
-	v := b.view(pool)
+	v := b.cluster.view(pool)
 	c := p.limits.ConcurrentQueryLimit
 	return len(v.queue) == 0 && (c == admission.Unlimited || v.running() < c)
 }

@@ -21,7 +21,7 @@ import (
 // inheritLocked collects this node's keys without a lease, left by its
 // earlier run, from the views; b.mu is held.
 func (b *Backend) inheritLocked(now time.Time) {
-	for pool, v := range b.views {
+	for pool, v := range b.cluster.views {
 		for _, m := range []map[string]entry{v.slots, v.extras} {
 			for _, e := range m {
 				if e.Node == b.cfg.Node && e.lease == 0 {

@@ -192,7 +192,7 @@ func (b *Backend) addUsage(k usageKey, local admission.Usage, halfLife time.Dura
 // placeLocked is where queued query q stands in its pool's start order;
 // b.mu is held. It reports false when the watch has not shown its key.
 func (b *Backend) placeLocked(q *query, now time.Time) (admission.Place, bool) {
-	v := b.view(q.pool)
+	v := b.cluster.view(q.pool)
 	l := b.pools[q.pool].limits.Users
 	if v.position(q.rev, q.seq) < 0 {
 		return admission.Place{}, false

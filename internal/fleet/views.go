@@ -14,14 +14,14 @@ import (
 // them) and this node's for a pool without; the counters (Admitted,
 // Rejected, ...) are this node's.
 func (b *Backend) Pools() []admission.PoolStats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	out := make([]admission.PoolStats, 0, len(b.pools))
 	for name, p := range b.pools {
 		s := p.stats
 		s.Dropped = p.dropped
 		if p.limits.Global() {
-			v := b.view(name)
+			v := b.cluster.view(name)
 			s.Running, s.Queued = v.running(), len(v.queue)
 			for user, c := range userCounts(v) {
 				if user != "" {
@@ -57,11 +57,11 @@ type Query struct {
 // its place in the pool's start order, pool by pool.
 func (b *Backend) Queries() []Query {
 	now := time.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	var out []Query
-	for _, name := range slices.Sorted(maps.Keys(b.views)) {
-		v := b.views[name]
+	for _, name := range slices.Sorted(maps.Keys(b.cluster.views)) {
+		v := b.cluster.views[name]
 		var run []Query
 		for _, e := range v.slots {
 			run = append(run, Query{Token: e.Token, Pool: name, Node: e.Node, Running: true, Arrived: time.UnixMilli(e.ArrivedUnixMilli)})
@@ -100,8 +100,8 @@ func (b *Backend) Queries() []Query {
 // is at the place its registration read, or, waiting for etcd, behind the
 // queue and the pool's earlier arrivals on this node.
 func (b *Backend) Place(id admission.QueryID, now time.Time) (admission.Place, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	q, ok := b.queries[id]
 	if !ok || !q.told {
 		return admission.Place{}, false
@@ -118,7 +118,7 @@ func (b *Backend) Place(id admission.QueryID, now time.Time) (admission.Place, b
 // positionLocked is the place of a waiting query whose key the watch has
 // not shown; 0 when it runs. b.mu is held.
 func (b *Backend) positionLocked(q *query) int {
-	v := b.view(q.pool)
+	v := b.cluster.view(q.pool)
 	switch q.st {
 	case queued, starting:
 		return max(q.placed, 1)
