@@ -86,51 +86,51 @@ func held(running, waiting int, l admission.Limits) int {
 	}
 }
 
-// forgetDropped deletes dropped pools nothing of this node refers to; b.mu
+// forgetDropped deletes dropped pools nothing of this node refers to; np.mu
 // is held.
-func (b *Backend) forgetDropped() {
-	for name, p := range b.pools {
+func (np *pipeline) forgetDropped() {
+	for name, p := range np.pools {
 		if !p.dropped {
 			continue
 		}
 		used := false
-		for _, q := range b.queries {
+		for _, q := range np.queries {
 			used = used || q.pool == name
 		}
 		if !used {
-			delete(b.pools, name)
+			delete(np.pools, name)
 		}
 	}
 }
 
-func (b *Backend) sortedQueries() []*query {
-	out := slices.Collect(maps.Values(b.queries))
+func (np *pipeline) sortedQueries() []*query {
+	out := slices.Collect(maps.Values(np.queries))
 	slices.SortFunc(out, func(x, y *query) int { return int(x.id) - int(y.id) })
 	return out
 }
 
-// fail ends a waiting query with err; b.mu is held.
-func (b *Backend) fail(q *query, now time.Time, err *admission.Error) admission.Event {
-	p := b.pools[q.pool]
+// fail ends a waiting query with err; np.mu is held.
+func (np *pipeline) fail(q *query, now time.Time, err *admission.Error) admission.Event {
+	p := np.pools[q.pool]
 	if errors.Is(err, admission.ErrDelayDeadline) {
 		p.stats.TimedOut++
 	} else {
 		p.stats.Failed++
 	}
-	b.drop(q)
+	np.drop(q)
 	return admission.Event{ID: q.id, Pool: q.pool, QueuedFor: now.Sub(q.arrived), Err: err}
 }
 
-// drop forgets q and schedules its key for deletion; b.mu is held.
-func (b *Backend) drop(q *query) {
+// drop forgets q and schedules its key for deletion; np.mu is held.
+func (np *pipeline) drop(q *query) {
 	if q.st == pending {
-		b.pools[q.pool].pending--
+		np.pools[q.pool].pending--
 	}
 	if q.key != "" {
-		b.deletes[q.key] = q.rev
+		np.deletes[q.key] = q.rev
 	}
-	b.forgetToken(q)
-	delete(b.queries, q.id)
+	np.forgetToken(q)
+	delete(np.queries, q.id)
 }
 
 // Submit asks to run a query in pool, as admission.Controller.Submit, but
@@ -262,10 +262,10 @@ func (b *Backend) tickLoop(ctx context.Context) {
 
 // anyWaiting reports whether a query of this node waits for a slot: not
 // yet registered, queued, or starting (a lost session sends it back).
-func (b *Backend) anyWaiting() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, q := range b.queries {
+func (np *pipeline) anyWaiting() bool {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	for _, q := range np.queries {
 		if q.st == pending || q.st == queued || q.st == starting {
 			return true
 		}

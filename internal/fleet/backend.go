@@ -19,9 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -91,54 +89,18 @@ type NodeRecord struct {
 	UpdatedUnix int64 `json:"updated"`
 }
 
-type phase int
-
-const (
-	pending  phase = iota // not registered in the cluster (yet)
-	queued                // its queue key exists
-	starting              // a start transaction is in flight
-	running               // its slot or extra key exists (or it runs locally)
-)
-
-type query struct {
-	id       admission.QueryID
-	pool     string
-	user     string // "" when not known (adopted)
-	local    bool   // a pool without global limits: never in etcd
-	st       phase
-	token    string // the current registration; "" when none
-	key      string // the queue, slot or extra key that holds it
-	rev      int64  // create revision of the queue key
-	arrived  time.Time
-	deadline time.Time // for waiting; zero: none
-	// unreachableBy is when a query that cannot be registered because etcd
-	// is unreachable gives up, if it has no deadline of its own.
-	unreachableBy time.Time
-	// lost: a running query whose key went with an expired lease (or an
-	// adopted one); it is registered again as an extra by the pump.
-	lost bool
-	// seq is the number of its current token: it orders the queue keys
-	// one transaction puts, which share a create revision.
-	seq uint64
-	// told: the daemon knows the query waits (Submit's Position was not
-	// 0, or an Event with Queued was sent); placed is its place in the
-	// queue as its registration read it, until the watch shows its key.
-	told   bool
-	placed int
-}
-
-type poolState struct {
-	limits  admission.Limits
-	dropped bool
-	stats   admission.PoolStats // local counters
-	local   int                 // running queries of a local pool
-	pending int                 // queries of this node not registered yet
-	// registering: a registration transaction of the pool is in flight.
-	registering bool
-}
-
 // Backend is one node's view of, and its part in, the cluster's admission.
 // Its methods are safe for concurrent use.
+//
+// It is the composition of three parts, each with a lock of its own: the
+// node pipeline (this node's queries, tokens, claims and keys to delete:
+// pipeline.go), the cluster view (revision, views, node records:
+// cluster.go) and the session (lease and liveness: session.go). The locks
+// are taken in that order and released in the reverse: the pipeline's,
+// then the cluster's, then the session's; none is taken while a later
+// one is held, and none is held during an etcd request or a call of
+// cfg.Definitions. Backend itself holds the etcd client and the loops,
+// and is the one that asks etcd.
 type Backend struct {
 	cfg  Config
 	cli  *clientv3.Client
@@ -153,48 +115,10 @@ type Backend struct {
 	wake   chan struct{}
 	events chan admission.Event
 
-	session session
+	session *session
 	cluster *cluster
-
-	// mu guards everything below. It is never held during an etcd request
-	// or a call of cfg.Events or cfg.Definitions.
-	mu      sync.Mutex
-	seq     uint64
-	pools   map[string]*poolState
-	queries map[admission.QueryID]*query
-	tokens  map[string]*query
-	lastID  admission.QueryID
-	load    admission.LoadWindow
-	// deletes are keys of this node to delete, with their create
-	// revision (0: a key named by its token, which no other registration
-	// reuses): of queries that ended, and orphans (keys whose registration
-	// is no longer live).
-	deletes map[string]int64
-	// lingerUntil is when the keys to delete go in a transaction of their
-	// own, if no registration has carried them by then (deleteLinger);
-	// zero when none waits.
-	lingerUntil time.Time
-	linger      time.Duration // deleteLinger; tests set their own
-	// deletingKeys are the keys of b.deletes the delete transaction in
-	// flight (b.deleting) deletes.
-	deletingKeys map[string]int64
-	// claims are the slot keys this node's start transactions in flight
-	// put; offset is where an arriving query of this node starts looking
-	// for a free slot, so that the nodes' arrivals spread over the slots.
-	claims map[string]struct{}
-	offset int
-	// inherited are this node's keys without a lease (strict slots) left
-	// by its earlier run, by pool, for the queries it adopts until
-	// inheritedUntil (strict.go).
-	inherited      map[string][]entry
-	inheritedUntil time.Time
-	// publish: the node record changed (a load refresh) and is to be put.
-	publish bool
-	// charges are the CPU time this node's queries used, by pool and
-	// user, not yet added to the cluster's usage keys (users.go).
-	charges map[usageKey]admission.Usage
-	// The pipeline's transactions in flight (pipeline.go).
-	publishing, deleting, reregistering, charging bool
+	// The node pipeline, embedded: b.mu is its lock.
+	*pipeline
 }
 
 // Health is the backend's connection to etcd, for metrics and views.
@@ -238,25 +162,17 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 	}
 	keys, log := newKeySpace(cfg.Cluster), cfg.Log.With("cluster", cfg.Cluster, "node", cfg.Node)
 	b := &Backend{
-		cfg:       cfg,
-		cli:       cli,
-		keys:      keys,
-		log:       log,
-		cluster:   newCluster(keys, log),
-		kick:      make(chan struct{}, 1),
-		wake:      make(chan struct{}, 1),
-		events:    make(chan admission.Event, 256),
-		pools:     map[string]*poolState{},
-		queries:   map[admission.QueryID]*query{},
-		tokens:    map[string]*query{},
-		load:      load,
-		deletes:   map[string]int64{},
-		claims:    map[string]struct{}{},
-		charges:   map[usageKey]admission.Usage{},
-		inherited: map[string][]entry{},
-		offset:    int(crc32.ChecksumIEEE([]byte(cfg.Node)) % 1024),
-		linger:    deleteLinger,
+		cfg:     cfg,
+		cli:     cli,
+		keys:    keys,
+		log:     log,
+		kick:    make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
+		events:  make(chan admission.Event, 256),
+		session: &session{},
+		cluster: newCluster(keys, log),
 	}
+	b.pipeline = newPipeline(cfg, keys, log, b.session, b.cluster, load, b.poke)
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	err = b.newSession(ctx)
@@ -404,39 +320,6 @@ func (b *Backend) putRecord(ctx context.Context, lease clientv3.LeaseID) error {
 	v, _ := json.Marshal(b.record())
 	_, err := b.cli.Put(ctx, b.keys.node(b.cfg.Node), string(v), clientv3.WithLease(lease))
 	return err
-}
-
-// entryOf is the value of q's keys.
-func (b *Backend) entryOf(q *query) entry {
-	return entry{Node: b.cfg.Node, Token: q.token, ArrivedUnixMilli: q.arrived.UnixMilli(), User: q.user}
-}
-
-// lock takes the pipeline's lock (b.mu) and then the cluster view's, in
-// the lock order (see cluster); unlock releases both. A decision on the
-// views holds both.
-func (b *Backend) lock() {
-	b.mu.Lock()
-	b.cluster.mu.Lock()
-}
-
-func (b *Backend) unlock() {
-	b.cluster.mu.Unlock()
-	b.mu.Unlock()
-}
-
-// newToken names a new registration of the session lease; b.mu is held.
-func (b *Backend) newToken(lease clientv3.LeaseID) string {
-	b.seq++
-	return b.cfg.Node + "." + strconv.FormatInt(int64(lease), 16) + "." + strconv.FormatUint(b.seq, 10)
-}
-
-// forgetToken ends q's registration; a key that still carries it becomes
-// an orphan the pump deletes. b.mu is held.
-func (b *Backend) forgetToken(q *query) {
-	if q.token != "" {
-		delete(b.tokens, q.token)
-	}
-	q.token, q.key, q.rev = "", "", 0
 }
 
 // poke wakes the pump, and the tick loop if it idles.

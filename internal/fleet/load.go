@@ -9,16 +9,16 @@ import (
 
 // clusterLoadPercent is the cluster's load: the mean over the live nodes'
 // records of their measured load (this node's until a record is known).
-// b.mu and the cluster's lock are held.
-func (b *Backend) clusterLoadPercent() float64 {
-	return b.cluster.loadPercent(b.load.Stats().AveragePercent)
+// np.mu and the cluster's lock are held.
+func (np *pipeline) clusterLoadPercent() float64 {
+	return np.cluster.loadPercent(np.load.Stats().AveragePercent)
 }
 
 // loadAdmits is DATABASE_LOAD_CPU_THRESHOLD across the cluster: the
 // cluster's load plus this node's reservations below threshold percent.
-// b.mu and the cluster's lock are held.
-func (b *Backend) loadAdmits(thresholdPercent float64) bool {
-	return b.clusterLoadPercent()+b.load.Stats().ReservedPercent < thresholdPercent
+// np.mu and the cluster's lock are held.
+func (np *pipeline) loadAdmits(thresholdPercent float64) bool {
+	return np.clusterLoadPercent()+np.load.Stats().ReservedPercent < thresholdPercent
 }
 
 // Sample records this node's CPU load, percent busy over the last sample

@@ -19,22 +19,22 @@ import (
 // keeps its slots until an administrator releases them (ReleaseNode).
 
 // inheritLocked collects this node's keys without a lease, left by its
-// earlier run, from the views; b.mu is held.
-func (b *Backend) inheritLocked(now time.Time) {
-	for pool, v := range b.cluster.views {
+// earlier run, from the views; np.mu and the cluster's lock are held.
+func (np *pipeline) inheritLocked(now time.Time) {
+	for pool, v := range np.cluster.views {
 		for _, m := range []map[string]entry{v.slots, v.extras} {
 			for _, e := range m {
-				if e.Node == b.cfg.Node && e.lease == 0 {
-					b.inherited[pool] = append(b.inherited[pool], e)
+				if e.Node == np.node && e.lease == 0 {
+					np.inherited[pool] = append(np.inherited[pool], e)
 				}
 			}
 		}
 	}
-	b.inheritedUntil = now.Add(b.cfg.TTL)
+	np.inheritedUntil = now.Add(np.ttl)
 	// Queries adopted before the cluster could be read (a start while
 	// etcd was unreachable) take their keys now.
-	for _, q := range b.sortedQueries() {
-		if q.st == running && q.lost && q.token == "" && b.pools[q.pool].limits.StrictSlots && b.inheritedKey(q) {
+	for _, q := range np.sortedQueries() {
+		if q.st == running && q.lost && q.token == "" && np.pools[q.pool].limits.StrictSlots && np.inheritedKey(q) {
 			q.lost = false
 		}
 	}
@@ -42,44 +42,44 @@ func (b *Backend) inheritLocked(now time.Time) {
 
 // inheritedKey hands an adopted query of a pool with strict slots one of
 // the node's keys left from its earlier run; false when none is left.
-// b.mu is held.
-func (b *Backend) inheritedKey(q *query) bool {
-	es := b.inherited[q.pool]
+// np.mu is held.
+func (np *pipeline) inheritedKey(q *query) bool {
+	es := np.inherited[q.pool]
 	if len(es) == 0 {
 		return false
 	}
 	e := es[0]
-	b.inherited[q.pool] = es[1:]
+	np.inherited[q.pool] = es[1:]
 	q.token, q.key, q.rev = e.Token, e.key, e.rev
-	b.tokens[q.token] = q
+	np.tokens[q.token] = q
 	return true
 }
 
 // releaseInheritedLocked deletes, once the daemon has had a TTL to adopt
 // what still runs, the node's keys from its earlier run that no adopted
-// query took; b.mu is held.
-func (b *Backend) releaseInheritedLocked(now time.Time) {
-	if len(b.inherited) == 0 || now.Before(b.inheritedUntil) {
+// query took; np.mu is held.
+func (np *pipeline) releaseInheritedLocked(now time.Time) {
+	if len(np.inherited) == 0 || now.Before(np.inheritedUntil) {
 		return
 	}
 	n := 0
-	for _, es := range b.inherited {
+	for _, es := range np.inherited {
 		for _, e := range es {
-			b.deletes[e.key] = e.rev
+			np.deletes[e.key] = e.rev
 			n++
 		}
 	}
-	clear(b.inherited)
+	clear(np.inherited)
 	if n > 0 {
-		b.log.Info("strict slots of this node's earlier run released: their queries are no longer running", "slots", n)
+		np.log.Info("strict slots of this node's earlier run released: their queries are no longer running", "slots", n)
 	}
 }
 
 // leaseless reports whether key is a slot or extra key of a pool with
-// strict slots; b.mu is held.
-func (b *Backend) leaseless(key string) bool {
-	dir, pool := b.keys.parse(key)
-	p, ok := b.pools[pool]
+// strict slots; np.mu is held.
+func (np *pipeline) leaseless(key string) bool {
+	dir, pool := np.keys.parse(key)
+	p, ok := np.pools[pool]
 	return ok && p.limits.StrictSlots && (dir == slotDir || dir == extraDir)
 }
 

@@ -190,10 +190,11 @@ func (b *Backend) addUsage(k usageKey, local admission.Usage, halfLife time.Dura
 }
 
 // placeLocked is where queued query q stands in its pool's start order;
-// b.mu is held. It reports false when the watch has not shown its key.
-func (b *Backend) placeLocked(q *query, now time.Time) (admission.Place, bool) {
-	v := b.cluster.view(q.pool)
-	l := b.pools[q.pool].limits.Users
+// np.mu and the cluster's lock are held. It reports false when the watch
+// has not shown its key.
+func (np *pipeline) placeLocked(q *query, now time.Time) (admission.Place, bool) {
+	v := np.cluster.view(q.pool)
+	l := np.pools[q.pool].limits.Users
 	if v.position(q.rev, q.seq) < 0 {
 		return admission.Place{}, false
 	}

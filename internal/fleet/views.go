@@ -116,15 +116,15 @@ func (b *Backend) Place(id admission.QueryID, now time.Time) (admission.Place, b
 }
 
 // positionLocked is the place of a waiting query whose key the watch has
-// not shown; 0 when it runs. b.mu is held.
-func (b *Backend) positionLocked(q *query) int {
-	v := b.cluster.view(q.pool)
+// not shown; 0 when it runs. np.mu and the cluster's lock are held.
+func (np *pipeline) positionLocked(q *query) int {
+	v := np.cluster.view(q.pool)
 	switch q.st {
 	case queued, starting:
 		return max(q.placed, 1)
 	case pending:
 		ahead := 0
-		for _, o := range b.queries {
+		for _, o := range np.queries {
 			if o.pool == q.pool && o.st == pending && o.id < q.id {
 				ahead++
 			}
