@@ -6,7 +6,12 @@
 // holds it beside the poolagent binaries): no cgroup, the floor of a Go
 // client. It prints each way's median wall time and its ratio to
 // cgexec's, both as the ratio of the medians and as the median of the
-// ratios within each round. With -base DIR, the poolagent and
+// ratios within each round, and its 90th percentile. With -socket PATH it
+// times the clients against a daemon already running there (the installed
+// service of the systemd VM) instead of starting one. With -label NAME it
+// also prints each way's figures as one tab-separated line that starts
+// with "benchstart-row" and NAME, for scripts/bench-start.sh's table of
+// every hierarchy. With -base DIR, the poolagent and
 // poolagent-run of another build (the tree before a change) are timed in
 // the same rounds against a daemon of their own, on its own pool root and
 // state directory, and it prints this build's time over the base's: the
@@ -37,8 +42,10 @@ func main() {
 	command := flag.String("cmd", "/bin/true", "the short `COMMAND` each way starts")
 	runs := flag.Int("runs", 40, "rounds; each round runs every way once, in a rotating order")
 	base := flag.String("base", "", "`DIR` holding another build's poolagent and poolagent-run, timed beside -bin's (optional)")
+	socket := flag.String("socket", "", "the socket `PATH` of a daemon already running, to time the clients against (optional; not with -base)")
+	label := flag.String("label", "", "print each way's figures also as a tab-separated line \"benchstart-row NAME ...\" (optional)")
 	flag.Parse()
-	if err := run(*bin, *base, *cgexec, *command, *runs); err != nil {
+	if err := run(*bin, *base, *socket, *label, *cgexec, *command, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "benchstart:", err)
 		os.Exit(1)
 	}
@@ -51,9 +58,12 @@ type way struct {
 	wall []time.Duration
 }
 
-func run(bin, base, cgexec, command string, runs int) error {
+func run(bin, base, socket, label, cgexec, command string, runs int) error {
 	if bin == "" || runs < 1 {
 		return errors.New("give -bin DIR and -runs N >= 1")
+	}
+	if base != "" && socket != "" {
+		return errors.New("-base starts a daemon of each build: give -base or -socket, not both")
 	}
 	cpu, v2, err := cpuHierarchy()
 	if err != nil {
@@ -74,11 +84,14 @@ func run(bin, base, cgexec, command string, runs int) error {
 	}
 	defer removeTree(filepath.Join(cpu, group))
 
-	socket, stop, err := startDaemon(bin, filepath.Join(tmp, "this"), cpu, name, v2)
-	if err != nil {
-		return err
+	if socket == "" {
+		var stop func()
+		socket, stop, err = startDaemon(bin, filepath.Join(tmp, "this"), cpu, name, v2)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
-	defer stop()
 	ways := []*way{
 		{name: "poolagent-run -- " + command, argv: []string{filepath.Join(bin, "poolagent-run"), "--socket", socket, "--", command}},
 		{name: "poolagent run -- " + command, argv: []string{filepath.Join(bin, "poolagent"), "run", "--socket", socket, "--", command}},
@@ -100,14 +113,17 @@ func run(bin, base, cgexec, command string, runs int) error {
 	if err := measure(ways, runs); err != nil {
 		return err
 	}
-	mode := "cgroup v1 (cpu hierarchy " + cpu + ")"
+	mode := "cgroup v1"
 	if v2 {
-		mode = "cgroup v2 (" + cpu + ")"
+		mode = "cgroup v2"
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	fmt.Printf("%s, kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
-		mode, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
+	fmt.Printf("%s (%s), kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
+		mode, cpu, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
 	printRatios(ways, base != "")
+	if label != "" {
+		printRows(label, mode, ways)
+	}
 	return nil
 }
 
@@ -143,9 +159,9 @@ func measure(ways []*way, runs int) error {
 func printRatios(ways []*way, base bool) {
 	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
 	cgexecWay := ways[2]
-	fmt.Printf("%-42s %10s %8s %8s\n", "way", "median ms", "ratio", "paired")
+	fmt.Printf("%-42s %10s %8s %8s %8s\n", "way", "median ms", "p90 ms", "ratio", "paired")
 	for _, w := range ways {
-		fmt.Printf("%-42s %10.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)),
+		fmt.Printf("%-42s %10.2f %8.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)), ms(percentile(w.wall, 90)),
 			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
 	}
 	if base {
@@ -156,6 +172,19 @@ func printRatios(ways []*way, base bool) {
 			r := ratios(w.wall, b)
 			fmt.Printf("%-42s %8.3f %8.3f %8.3f %8.3f\n", w.name, float64(median(w.wall))/float64(median(b)), slices.Min(r), median(r), slices.Max(r))
 		}
+	}
+}
+
+// printRows prints each way's figures as printRatios does, one
+// tab-separated line a way: "benchstart-row", label, the hierarchy
+// ("cgroup v1" or "cgroup v2"), the way's name, its median and 90th
+// percentile in ms, its ratio to cgexec's median and the median of its
+// paired ratios.
+func printRows(label, mode string, ways []*way) {
+	cgexecWay := ways[2]
+	for _, w := range ways {
+		fmt.Printf("benchstart-row\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\n", label, mode, w.name, ms(median(w.wall)), ms(percentile(w.wall, 90)),
+			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
 	}
 }
 
@@ -300,10 +329,13 @@ func removeTree(dir string) {
 	os.Remove(dir)
 }
 
-func median[T time.Duration | float64](v []T) T {
+func median[T time.Duration | float64](v []T) T { return percentile(v, 50) }
+
+// percentile is the p-th percentile of v, the nearest rank.
+func percentile[T time.Duration | float64](v []T, p int) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[min(len(s)-1, len(s)*p/100)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -45,8 +45,11 @@ shift
 [ -d "$stage" ] || die "no such directory: $stage"
 kernel=$lab/kernel/current/vmlinuz
 [ -s "$kernel" ] || die "no kernel in $lab: run scripts/vm/setup.sh first"
-base=$(ls "$lab"/systemd/rootfs-*.cpio 2>/dev/null | head -1)
-[ -n "$base" ] || die "no root file system in $lab/systemd: run scripts/vm/systemd/setup.sh first"
+. "$here/image.sh"
+sources=$(image_sources) || die "no apt sources at /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+base=$(image_cpio "$lab" "$sources")
+[ -s "$base" ] || die "no root file system $base (of this checkout's package list): run scripts/vm/systemd/setup.sh first"
+touch "$base"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/poolagent-vm-systemd.XXXXXX")
 vm=

@@ -17,20 +17,11 @@ lab=${POOLAGENT_VM_LAB:-$here/../lab}
 say() { echo "vm systemd setup: $*"; }
 die() { echo "vm systemd setup: $*" >&2; exit 1; }
 
-# What the lifecycle script needs: systemd as PID 1 with its tools, D-Bus
-# for logind (login sessions), real users (passwd, login for su -l), ps and
-# ip, curl for the metrics endpoint, man-db for systemd-analyze's man: check;
-# for containers.sh, the container engines and runtimes poolagent-oci runs
-# under (podman, containerd's ctr, crun, runc) and a static busybox for the
-# containers' root file system (no registry is reachable from the guest).
-packages=systemd,systemd-sysv,dbus,libpam-systemd,util-linux,procps,iproute2,passwd,login,curl,man-db,coreutils,kmod,podman,crun,runc,containerd,busybox-static
-
-sources=/etc/apt/sources.list.d/debian.sources
-[ -f "$sources" ] || sources=/etc/apt/sources.list
-[ -f "$sources" ] || die "no apt sources at /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
-hash=$(printf '%s\n%s\n' "$packages" "$(cat "$sources")" | sha256sum | cut -c1-16)
-dir=$lab/systemd
-cpio=$dir/rootfs-$hash.cpio
+. "$here/image.sh"
+packages=$image_packages
+sources=$(image_sources) || die "no apt sources at /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+cpio=$(image_cpio "$lab" "$sources")
+dir=$(dirname "$cpio")
 if [ -s "$cpio" ]; then
 	say "root file system cached: $cpio"
 	exit 0
@@ -55,6 +46,8 @@ systemd-machine-id-setup --root="$root" >/dev/null 2>&1 || echo 0123456789abcdef
 rm -f "$root"/etc/systemd/system/timers.target.wants/*
 echo poolagent-vm >"$root/etc/hostname"
 (cd "$root" && find . | cpio -o -H newc --quiet) >"$work/rootfs.cpio"
-rm -f "$dir"/rootfs-*.cpio
 mv "$work/rootfs.cpio" "$cpio"
+# Images of other package lists stay while a checkout may still boot them
+# (run.sh touches the one it boots): those not booted for a week go.
+find "$dir" -maxdepth 1 -name 'rootfs-*.cpio' ! -path "$cpio" -mtime +7 -delete
 say "built $cpio ($(du -m "$cpio" | cut -f1) MB) in $((SECONDS - started)) s"
