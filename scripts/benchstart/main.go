@@ -2,9 +2,11 @@
 // takes, interleaved: `poolagent-run -- CMD`, `poolagent run -- CMD` (both
 // against a real `poolagent daemon` it starts on a fresh pool root),
 // libcgroup's `cgexec -g cpu:GROUP CMD` into a fresh cgroup, CMD alone,
-// and `goexec CMD`, a Go program that only execs CMD (the -bin directory
+// `goexec CMD`, a Go program that only execs CMD (the -bin directory
 // holds it beside the poolagent binaries): no cgroup, the floor of a Go
-// client. It prints each way's median wall time and its ratio to
+// program, and `goexec -ask SOCKET CMD`, which asks the daemon for the
+// query in place first with one hand-written request and nothing else:
+// the floor of any client of the daemon. It prints each way's median wall time and its ratio to
 // cgexec's, both as the ratio of the medians and as the median of the
 // ratios within each round, and its 90th percentile. With -socket PATH it
 // times the clients against a daemon already running there (the installed
@@ -98,7 +100,9 @@ func run(bin, base, socket, label, cgexec, command string, runs int) error {
 		{name: "cgexec -g cpu:G " + command, argv: []string{cgexec, "-g", "cpu:" + group, command}},
 		{name: command, argv: []string{command}},
 		{name: "goexec " + command, argv: []string{filepath.Join(bin, "goexec"), command}},
+		{name: "goexec -ask S " + command, argv: []string{filepath.Join(bin, "goexec"), "-ask", socket, command}},
 	}
+	ours := len(ways)
 	if base != "" {
 		baseSocket, stopBase, err := startDaemon(base, filepath.Join(tmp, "base"), cpu, name+"-base", v2)
 		if err != nil {
@@ -120,7 +124,7 @@ func run(bin, base, socket, label, cgexec, command string, runs int) error {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	fmt.Printf("%s (%s), kernel %s, load average %s before, %s after; %d rounds, each way once per round in rotating order\n",
 		mode, cpu, strings.TrimSpace(string(kernel)), load, loadAverage(), runs)
-	printRatios(ways, base != "")
+	printRatios(ways, ours)
 	if label != "" {
 		printRows(label, mode, ways)
 	}
@@ -154,9 +158,9 @@ func measure(ways []*way, runs int) error {
 
 // printRatios prints each way's median and its ratio to cgexec's (ways[2]),
 // of the medians and paired within each round; with a base build (its two
-// ways last), also this build's two ways over the base's: the ratio of
-// the medians, and the ratios round by round.
-func printRatios(ways []*way, base bool) {
+// ways after the first ours), also this build's two ways over the base's:
+// the ratio of the medians, and the ratios round by round.
+func printRatios(ways []*way, ours int) {
 	fmt.Println("ratio: median over cgexec's median; paired: median of the ratios to cgexec within each round")
 	cgexecWay := ways[2]
 	fmt.Printf("%-42s %10s %8s %8s %8s\n", "way", "median ms", "p90 ms", "ratio", "paired")
@@ -164,11 +168,11 @@ func printRatios(ways []*way, base bool) {
 		fmt.Printf("%-42s %10.2f %8.2f %8.2f %8.2f\n", w.name, ms(median(w.wall)), ms(percentile(w.wall, 90)),
 			float64(median(w.wall))/float64(median(cgexecWay.wall)), median(ratios(w.wall, cgexecWay.wall)))
 	}
-	if base {
+	if len(ways) > ours {
 		fmt.Println("this build over the base (< 1: this build starts faster): the ratio of the medians, and min, median and max of the ratios round by round:")
 		fmt.Printf("%-42s %8s %8s %8s %8s\n", "way", "medians", "min", "median", "max")
 		for i, w := range ways[:2] {
-			b := ways[5+i].wall
+			b := ways[ours+i].wall
 			r := ratios(w.wall, b)
 			fmt.Printf("%-42s %8.3f %8.3f %8.3f %8.3f\n", w.name, float64(median(w.wall))/float64(median(b)), slices.Min(r), median(r), slices.Max(r))
 		}
