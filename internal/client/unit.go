@@ -51,10 +51,16 @@ func InService(invocationID string, procCgroup []byte) bool {
 	return strings.HasSuffix(cg, ".service")
 }
 
-// inService is InService of this process.
+// inService is InService of this process. Outside systemd's services
+// (no INVOCATION_ID) nothing is read: the read of /proc/self/cgroup would
+// cost a query's start the file and the runtime's poller it sets up.
 func inService() bool {
+	id := os.Getenv("INVOCATION_ID")
+	if id == "" {
+		return false
+	}
 	b, err := os.ReadFile("/proc/self/cgroup")
-	return err == nil && InService(os.Getenv("INVOCATION_ID"), b)
+	return err == nil && InService(id, b)
 }
 
 // tellWhere writes on Stderr, once the command runs, the line that says in
