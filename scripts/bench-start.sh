@@ -48,7 +48,10 @@ bin=$(mktemp -d "$PWD/scripts/vm/lab/bench-start.XXXXXX")
 trap 'rm -rf "$bin"' EXIT
 chmod 755 "$bin"
 export CGO_ENABLED=0
-for c in poolagent poolagent-run poolagent-oci; do
+cmds="poolagent poolagent-run"
+# install.sh installs the OCI runtime too.
+[[ " $where " == *" systemd-vm "* ]] && cmds="$cmds poolagent-oci"
+for c in $cmds; do
 	go build -o "$bin/$c" "./cmd/$c"
 done
 go build -o "$bin/benchstart" ./scripts/benchstart
