@@ -95,10 +95,10 @@ type NodeRecord struct {
 // It is the composition of three parts, each with a lock of its own: the
 // node pipeline (this node's queries, tokens, claims and keys to delete:
 // pipeline.go), the cluster view (revision, views, node records:
-// cluster.go) and the session (lease and liveness: session.go). The locks
-// are taken in that order and released in the reverse: the pipeline's,
-// then the cluster's, then the session's; none is taken while a later
-// one is held, and none is held during an etcd request or a call of
+// cluster.go) and the session (lease and liveness: session.go). The
+// cluster's and the session's locks are each taken alone or under the
+// pipeline's, never one under the other, nor the pipeline's under
+// either; none is held during an etcd request or a call of
 // cfg.Definitions. Backend itself holds the etcd client and the loops,
 // and is the one that asks etcd.
 type Backend struct {
@@ -172,7 +172,7 @@ func Open(ctx context.Context, cfg Config, pools map[string]admission.Limits) (*
 		session: &session{},
 		cluster: newCluster(keys, log),
 	}
-	b.pipeline = newPipeline(cfg, keys, log, b.session, b.cluster, load, b.poke)
+	b.pipeline = newPipeline(cfg, keys, log, b.cluster, load, b.poke)
 	b.Configure(pools, time.Now())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	err = b.newSession(ctx)

@@ -19,7 +19,7 @@ import (
 // Lock order: cluster.mu is taken after the pipeline's lock (Backend.mu)
 // when both are held, never before it: a start is decided on the view at
 // its revision, and the pipeline adds its own started keys to the view
-// at once. Only session.mu may be taken while cluster.mu is held.
+// at once. No other lock is taken while cluster.mu is held.
 type cluster struct {
 	keys keySpace
 	log  *slog.Logger

@@ -37,15 +37,14 @@ import (
 //
 // Lock order: pipeline.mu is the outermost lock of the backend. While it
 // is held the cluster view's lock may be taken (a decision reads the
-// views at their revision: lock), and the session's; it is never taken
-// while either of those is held.
+// views at their revision: lock), or the session's, but not both at
+// once; it is never taken while either of those is held.
 type pipeline struct {
 	node string
 	keys keySpace
 	log  *slog.Logger
 	ttl  time.Duration
-	// session and cluster are the backend's, locked after mu.
-	session *session
+	// cluster is the backend's view of the cluster, locked after mu.
 	cluster *cluster
 	// wakePump runs the pump again (Backend.poke).
 	wakePump func()
@@ -91,10 +90,10 @@ type pipeline struct {
 	publishing, deleting, reregistering, charging bool
 }
 
-func newPipeline(cfg Config, keys keySpace, log *slog.Logger, s *session, c *cluster, load admission.LoadWindow, wakePump func()) *pipeline {
+func newPipeline(cfg Config, keys keySpace, log *slog.Logger, c *cluster, load admission.LoadWindow, wakePump func()) *pipeline {
 	return &pipeline{
 		node: cfg.Node, keys: keys, log: log, ttl: cfg.TTL,
-		session: s, cluster: c, wakePump: wakePump,
+		cluster: c, wakePump: wakePump,
 		pools:     map[string]*poolState{},
 		queries:   map[admission.QueryID]*query{},
 		tokens:    map[string]*query{},
@@ -202,11 +201,12 @@ func (b *Backend) pumpLoop(ctx context.Context) {
 // pump starts what the views allow (see above); b.mu is not held.
 func (b *Backend) pump() {
 	now := time.Now()
-	b.lock()
+	b.mu.Lock()
+	lease, connected := b.session.current(now)
+	b.cluster.mu.Lock() // b.lock, once the session is read
 	var work []func()
 	// Nothing is decided on views not yet read (a start while etcd was
 	// unreachable).
-	lease, connected := b.session.current(now)
 	live := connected && b.cluster.rev != 0
 	b.releaseInheritedLocked(now)
 	if live && b.publish && !b.publishing {

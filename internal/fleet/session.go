@@ -11,9 +11,9 @@ import (
 // its connection to etcd: whether the lease is certainly alive, how the
 // latest request went.
 //
-// Lock order: session.mu is the innermost lock of the backend. It may be
-// taken while the pipeline's or the cluster view's lock is held, and
-// nothing is locked, called back or asked of etcd while it is held.
+// Lock order: session.mu is taken alone or while the pipeline's lock is
+// held (never while the cluster view's is), and nothing is locked,
+// called back or asked of etcd while it is held.
 type session struct {
 	mu    sync.Mutex
 	lease clientv3.LeaseID // 0 while the node has no session

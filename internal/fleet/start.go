@@ -11,8 +11,9 @@ import (
 type attempt struct {
 	q        *query
 	token    string
-	runKey   string // the slot or extra key it puts
-	claimed  bool   // runKey is a slot in b.claims
+	runKey   string           // the slot or extra key it puts
+	lease    clientv3.LeaseID // the session's when it was made
+	claimed  bool             // runKey is a slot in b.claims
 	cmps     []clientv3.Cmp
 	ops      []clientv3.Op
 	reserved bool
@@ -39,7 +40,7 @@ func (a *attempt) createRev(rev int64) int64 {
 // cluster's lock are held.
 func (np *pipeline) startAttempt(q *query, slots map[string]entry, running int, rev int64, pos int, arriving bool, lease clientv3.LeaseID) *attempt {
 	l := np.pools[q.pool].limits
-	a := &attempt{q: q, token: q.token}
+	a := &attempt{q: q, token: q.token, lease: lease}
 	if l.ConcurrentQueryLimit != admission.Unlimited {
 		if pos >= l.ConcurrentQueryLimit-running {
 			return nil
@@ -341,7 +342,9 @@ func (np *pipeline) started(q *query, a *attempt, now time.Time) {
 	q.st = running
 	q.key = a.runKey
 	e := np.entryOf(q)
-	e.key, e.rev, e.lease = a.runKey, rev, int64(np.session.id())
+	// a's lease is the session's still: a lost session fails the
+	// attempts made on it (lostSession forgets their tokens).
+	e.key, e.rev, e.lease = a.runKey, rev, int64(a.lease)
 	if dir, _ := np.keys.parse(a.runKey); dir == slotDir {
 		np.cluster.view(q.pool).slots[a.runKey] = e
 	} else {
