@@ -172,6 +172,17 @@ func (r *Reader) cpuSample(group string, s *observe.Sample) error {
 	return err
 }
 
+// CPUPressure reads group's CPU pressure (cpu.pressure, "some" and "full"
+// stall totals in µs), the part of [Reader.Read] beside [Reader.ReadCPU]
+// that a consumer of the CPU counters and their stalls reads; nil on v1,
+// which keeps none, and where the group has none.
+func (r *Reader) CPUPressure(group string) (*observe.Pressure, error) {
+	if !r.v2 {
+		return nil, nil
+	}
+	return r.pressure(group, fileCPUPressure)
+}
+
 // localThrottled reads throttled time from group's cpu.stat.local, in
 // µs (v2 throttled_usec; v1 throttled_time, ns); nil when the kernel has
 // no cpu.stat.local (before Linux 6.6) or the file has no such line (the

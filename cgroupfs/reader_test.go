@@ -142,8 +142,10 @@ func TestReaderReadCPU(t *testing.T) {
 		dirs [3]string // cpu, cpuacct, memory
 		v2   bool
 		want []string // files ReadCPU reads of olap
+		// wantPSI are the files CPUPressure reads of olap.
+		wantPSI []string
 	}{
-		{name: "v2", v2: true, dirs: [3]string{"/v2/poolagent"}, want: []string{"olap/cpu.stat"}},
+		{name: "v2", v2: true, dirs: [3]string{"/v2/poolagent"}, want: []string{"olap/cpu.stat"}, wantPSI: []string{"olap/cpu.pressure"}},
 		{name: "v1", dirs: [3]string{"/v1/cpu/poolagent", "/v1/cpuacct/poolagent", "/v1/memory/poolagent"},
 			want: []string{"olap/cpu.stat", "olap/cpuacct.usage", "olap/cpuacct.stat"}},
 	}
@@ -173,6 +175,9 @@ func TestReaderReadCPU(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("ReadCPU(%s) = %s, want %s", g, dump([]observe.Sample{got}), dump([]observe.Sample{want}))
 				}
+				if psi, err := r.CPUPressure(g); err != nil || !reflect.DeepEqual(psi, full.Pressure) {
+					t.Errorf("CPUPressure(%s) = %+v, %v; want Read's %+v", g, psi, err, full.Pressure)
+				}
 			}
 			read = nil
 			if _, err := r.ReadCPU("olap"); err != nil {
@@ -180,6 +185,13 @@ func TestReaderReadCPU(t *testing.T) {
 			}
 			if !reflect.DeepEqual(read, tt.want) {
 				t.Errorf("ReadCPU(olap) read %q, want %q", read, tt.want)
+			}
+			read = nil
+			if _, err := r.CPUPressure("olap"); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(read, tt.wantPSI) {
+				t.Errorf("CPUPressure(olap) read %q, want %q", read, tt.wantPSI)
 			}
 		})
 	}

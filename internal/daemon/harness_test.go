@@ -403,6 +403,16 @@ func (f *fakeCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, e
 	return out, err
 }
 
+// PoolCPUPressure is the pressure of PoolStats.
+func (f *fakeCgroups) PoolCPUPressure(names []string) (map[string]*observe.Pressure, error) {
+	out, err := f.PoolStats(names)
+	psi := make(map[string]*observe.Pressure, len(out))
+	for name, s := range out {
+		psi[name] = s.Pressure
+	}
+	return psi, err
+}
+
 // statReads returns how many times PoolStats or PoolCPUStats read stats and the most
 // reads under way at once.
 func (f *fakeCgroups) statReads() (calls, mostAtOnce int64) {

@@ -77,8 +77,9 @@ func (c *cpuCountingCgroups) PoolCPUStats(names []string) (map[string]observe.Sa
 
 // TestPredictionTakesHistoryReads steps the throttling prediction on the
 // counters the history read since the last step, reading none of those
-// pools again, and reads (CPU only) the pools the history did not read
-// since then.
+// pools again, and reads the pools the history did not read since then.
+// Both read the CPU counters alone (the history reads a pool's pressure
+// too when it ran, and nothing of memory or tasks).
 func TestPredictionTakesHistoryReads(t *testing.T) {
 	cg := &cpuCountingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
 		cpuReads: map[string]int{}, fullReads: map[string]int{}}
@@ -97,8 +98,8 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	set(2_001_000)
 	srv.history.Sample(at(100))
 	srv.prediction.closeInterval(at(100))
-	if cg.cpuReads["olap"] != 0 || cg.fullReads["olap"] != 2 {
-		t.Errorf("olap read %d times CPU-only and %d in full, want 0 and 2 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])
+	if cg.cpuReads["olap"] != 2 || cg.fullReads["olap"] != 0 {
+		t.Errorf("olap read %d times CPU-only and %d in full, want 2 and 0 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])
 	}
 	if got := srv.prediction.predictor.ThrottledUsec("olap"); got == 0 {
 		t.Error("no throttling predicted for 2 s of CPU in an interval under a 20% cap: the history's counters were not taken")
@@ -111,12 +112,12 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	if err != nil || len(stats) != 1 || stats["olap"].CPU.UsageUsec != 2_500_000 {
 		t.Errorf("poolCounters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
 	}
-	if cg.cpuReads["olap"] != 1 || cg.fullReads["olap"] != 2 {
-		t.Errorf("olap read %d times CPU-only and %d in full, want 1 and 2", cg.cpuReads["olap"], cg.fullReads["olap"])
+	if cg.cpuReads["olap"] != 3 || cg.fullReads["olap"] != 0 {
+		t.Errorf("olap read %d times CPU-only and %d in full, want 3 and 0", cg.cpuReads["olap"], cg.fullReads["olap"])
 	}
 	// What the history read at 100 ms is still the counters of a step
 	// since then.
-	if stats, _ := srv.prediction.counters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 1 {
+	if stats, _ := srv.prediction.counters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 3 {
 		t.Errorf("poolCounters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
 	}
 }

@@ -68,6 +68,9 @@ type Cgroups interface {
 	// (the samples' CPU and UsageKnown), for a reader of those counters
 	// only.
 	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
+	// PoolCPUPressure reads the named pools' CPU pressure; a pool
+	// without it (cgroup v1) is left out.
+	PoolCPUPressure(pools []string) (map[string]*observe.Pressure, error)
 }
 
 // rootWatcher is a Cgroups that can say its pool root was removed while

@@ -94,14 +94,18 @@ type poolHistory struct {
 	due    time.Time
 }
 
-// Reader is what the history reads of the pool tree: the pools'
-// counters and those of their query cgroups. *pooltree.Handle is one;
-// one that is also a [ThreadLister] has the pools' threads read too.
+// Reader is what the history reads of the pool tree: the pools' CPU
+// counters and pressure and those of their query cgroups, no more (a
+// sample holds nothing of memory or tasks). *pooltree.Handle is one; one
+// that is also a [ThreadLister] has the pools' threads read too.
 type Reader interface {
-	// PoolStats reads the named pools' counters (CPU accounting and,
-	// where the kernel keeps it, CPU pressure); a pool without a cgroup
-	// is left out.
-	PoolStats(pools []string) (map[string]observe.Sample, error)
+	// PoolCPUStats reads the named pools' CPU accounting and throttling
+	// (the samples' CPU and UsageKnown); a pool without a cgroup is left
+	// out.
+	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
+	// PoolCPUPressure reads the named pools' CPU pressure; a pool
+	// without it (cgroup v1) is left out.
+	PoolCPUPressure(pools []string) (map[string]*observe.Pressure, error)
 	// QueryStat reads the counters of the query cgroup <pool>/<query>.
 	QueryStat(pool, query string) (observe.Sample, error)
 }
@@ -252,6 +256,9 @@ type duePool struct {
 	name      string
 	base      bool
 	prevUsage uint64
+	// prevPressure is the pool's CPU pressure at the last read, kept
+	// when the pool did not run (read).
+	prevPressure *observe.Pressure
 	// active is whether a query this daemon admitted runs in the pool.
 	active bool
 }
@@ -283,7 +290,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, active map[string]bool) 
 			at = maxTime(at, ph.readAt.Add(QuietInterval))
 		}
 		if !at.After(now) {
-			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, active: active[p.Name]})
+			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure, active: active[p.Name]})
 		} else {
 			next = minTime(next, at)
 		}
@@ -318,14 +325,18 @@ type threadRead struct {
 // queryKey names a query cgroup: <pool>/<name>.
 type queryKey struct{ pool, name string }
 
-// read reads the due pools' counters and, of each pool that ran
-// since its last read (or whose segment starts), its running queries'
-// counters and its threads. A pool whose usage did not grow ran no thread,
-// and so neither did its queries (usage counts a cgroup's children; a
-// throttled query runs again within the interval, which is at least a
-// period): their counters are what the last read found, and reading them
-// again, every interval for as long as they sleep, would cost the daemon
-// CPU for each sleeping query.
+// read reads the due pools' CPU counters and, of each pool that ran
+// since its last read (or whose segment starts), its CPU pressure, its
+// running queries' counters and its threads. A pool whose usage did not
+// grow ran no thread, and so neither did its queries (usage counts a
+// cgroup's children; a throttled query runs again within the interval,
+// which is at least a period), nor did its pressure grow (no thread of
+// it waited to run: the scheduler starves none for a whole interval):
+// those are what the last read found, and reading them again, every
+// interval for as long as the pool sleeps, would cost the daemon CPU for
+// each idle pool and each sleeping query. An idle pool so costs one read
+// of its CPU counters (one file on cgroup v2), which the throttling
+// prediction takes too (Counters).
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
@@ -333,13 +344,31 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	}
 	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{}}
 	var err error
-	if r.stats, err = h.r.PoolStats(names); err != nil {
+	if r.stats, err = h.r.PoolCPUStats(names); err != nil {
 		h.log.Warn("history: read the pools' counters", "err", err)
 	}
 	ran := map[string]bool{}
+	var ranNames []string
 	for _, p := range due {
-		if cur, read := r.stats[p.name]; read && (!p.base || cur.CPU.UsageUsec != p.prevUsage) {
+		cur, read := r.stats[p.name]
+		switch {
+		case read && (!p.base || cur.CPU.UsageUsec != p.prevUsage):
 			ran[p.name] = true
+			ranNames = append(ranNames, p.name)
+		case read:
+			cur.Pressure = p.prevPressure // kept as last read
+			r.stats[p.name] = cur
+		}
+	}
+	if len(ranNames) > 0 {
+		psi, err := h.r.PoolCPUPressure(ranNames)
+		if err != nil {
+			h.log.Warn("history: read the pools' CPU pressure", "err", err)
+		}
+		for _, name := range ranNames {
+			cur := r.stats[name]
+			cur.Pressure = psi[name]
+			r.stats[name] = cur
 		}
 	}
 	for pool, names := range running {

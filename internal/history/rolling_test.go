@@ -40,13 +40,25 @@ func newStatCgroups() *statCgroups {
 	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
 }
 
-func (c *statCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+func (c *statCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]observe.Sample{}
 	for _, n := range names {
 		if s, ok := c.pools[n]; ok {
-			out[n] = s
+			out[n] = observe.Sample{Group: s.Group, UsageKnown: s.UsageKnown, CPU: s.CPU}
+		}
+	}
+	return out, nil
+}
+
+func (c *statCgroups) PoolCPUPressure(names []string) (map[string]*observe.Pressure, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*observe.Pressure{}
+	for _, n := range names {
+		if s, ok := c.pools[n]; ok && s.Pressure != nil {
+			out[n] = s.Pressure
 		}
 	}
 	return out, nil
@@ -357,11 +369,11 @@ type countingCgroups struct {
 	reads map[string]int
 }
 
-func (c *countingCgroups) PoolStats(names []string) (map[string]observe.Sample, error) {
+func (c *countingCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
 	for _, n := range names {
 		c.reads[n]++
 	}
-	return c.statCgroups.PoolStats(names)
+	return c.statCgroups.PoolCPUStats(names)
 }
 
 // TestHistoryQuiet reads a pool that did not run and runs no query once a
@@ -556,5 +568,59 @@ func BenchmarkHistoryRSS(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(enc)), "reply-bytes/pool-hour")
 		runtime.KeepAlive(hist)
+	}
+}
+
+// pressureCgroups is statCgroups that counts the reads of each pool's CPU
+// pressure.
+type pressureCgroups struct {
+	*statCgroups
+	psiReads map[string]int
+}
+
+func (c *pressureCgroups) PoolCPUPressure(names []string) (map[string]*observe.Pressure, error) {
+	for _, n := range names {
+		c.psiReads[n]++
+	}
+	return c.statCgroups.PoolCPUPressure(names)
+}
+
+// TestHistoryPressureWhenRan reads a pool's CPU pressure only in an
+// interval in which its usage grew (and at the baseline): an idle pool
+// costs one read of its CPU counters, and its pressure is the last read's
+// until it runs again, when the growth since counts.
+func TestHistoryPressureWhenRan(t *testing.T) {
+	cg := &pressureCgroups{statCgroups: newStatCgroups(), psiReads: map[string]int{}}
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	src.run("olap", "q1") // read every period, not once a QuietInterval
+	set := func(usage, someUsec uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage, NrPeriods: 1}, Pressure: &observe.Pressure{Some: observe.PressureLine{TotalUsec: someUsec}}}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	set(1000, 500)
+	hist.Sample(at(0))
+	for ms := 100; ms <= 300; ms += 100 {
+		hist.Sample(at(ms)) // idle
+	}
+	if n := cg.psiReads["olap"]; n != 1 {
+		t.Errorf("pressure read %d times in three idle intervals and the baseline, want the baseline's 1", n)
+	}
+	set(31_000, 8_500)
+	hist.Sample(at(400))
+	if n := cg.psiReads["olap"]; n != 2 {
+		t.Errorf("pressure read %d times once the pool ran, want 2", n)
+	}
+	ts, _ := hist.traces("olap", 0, at(400))
+	s := ts[0].Samples
+	if len(s) != 4 || s[3].UsageUsec != 30_000 || s[3].PressureSomeUsec == nil || *s[3].PressureSomeUsec != 8_000 {
+		t.Fatalf("samples %+v, want the last with 30000 µs of usage and 8000 µs of pressure", s)
+	}
+	for i, p := range s[:3] {
+		if p.PressureSomeUsec == nil || *p.PressureSomeUsec != 0 {
+			t.Errorf("idle interval %d: pressure %v, want 0", i, p.PressureSomeUsec)
+		}
 	}
 }

@@ -201,6 +201,26 @@ func (h *Handle) PoolCPUStats(pools []string) (map[string]observe.Sample, error)
 	return h.poolStats(pools, h.reader.ReadCPU)
 }
 
+// PoolCPUPressure reads the CPU pressure of the named pools' cgroups
+// ([cgroupfs.Reader.CPUPressure]); a pool without a cgroup, or without
+// pressure (cgroup v1), is left out.
+func (h *Handle) PoolCPUPressure(pools []string) (map[string]*observe.Pressure, error) {
+	out := map[string]*observe.Pressure{}
+	for _, p := range pools {
+		psi, err := h.reader.CPUPressure(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", p, err)
+		}
+		if psi != nil {
+			out[p] = psi
+		}
+	}
+	return out, nil
+}
+
 // poolStats reads each pool's cgroup with read, leaving out a pool
 // without a cgroup.
 func (h *Handle) poolStats(pools []string, read func(group string) (observe.Sample, error)) (map[string]observe.Sample, error) {
