@@ -38,12 +38,17 @@ cleanup() {
 trap cleanup EXIT
 chmod 755 "$tmp"
 git worktree add -q --detach "$tmp/tree" "$rev"
+# daemondir TREE names TREE's daemon package: internal/daemon, or daemon
+# in a tree from before the program's packages moved under internal/.
+daemondir() {
+	if [ -d "$1/internal/daemon" ]; then echo internal/daemon; else echo daemon; fi
+}
 # build DIR TREE builds TREE's binaries and daemon benchmarks into DIR.
 build() {
 	mkdir -p "$1"
 	(cd "$2" && CGO_ENABLED=0 go build -o "$1/poolagent" ./cmd/poolagent &&
 		CGO_ENABLED=0 go build -o "$1/poolagent-run" ./cmd/poolagent-run &&
-		go test -c -o "$1/daemon.test" ./internal/daemon)
+		go test -c -o "$1/daemon.test" "./$(daemondir "$2")")
 }
 build "$tmp/this" "$PWD"
 build "$tmp/base" "$tmp/tree"
@@ -60,7 +65,7 @@ echo "== 1. starting /bin/true in a query, ${RUNS:-40} rounds"
 bench() {
 	local src=$PWD
 	[ "$1" = base ] && src=$tmp/tree
-	(cd "$src/internal/daemon" && POOLAGENT_REQUIRE_KERNEL=1 "$tmp/$1/daemon.test" -test.run '^$' -test.bench "^$2\$" -test.benchtime "$3") |
+	(cd "$src/$(daemondir "$src")" && POOLAGENT_REQUIRE_KERNEL=1 "$tmp/$1/daemon.test" -test.run '^$' -test.bench "^$2\$" -test.benchtime "$3") |
 		awk -v unit="$4" '/^Benchmark/ { for (i = 2; i <= NF; i++) if ($i == unit) { print $(i - 1); found = 1 } } END { if (!found) exit 1 }'
 }
 # compare BENCHMARK BENCHTIME UNIT runs BENCHMARK in both trees, ROUNDS
