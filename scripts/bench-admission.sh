@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 echo "== host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 bench() {
-	go test -count=1 -run '^$' -bench "^$1\$" -benchtime "$2" ./daemon/ | grep -E '^Benchmark'
+	go test -count=1 -run '^$' -bench "^$1\$" -benchtime "$2" ./internal/daemon/ | grep -E '^Benchmark'
 }
 echo "== poolagent run -- /bin/true vs poolagent-run -- /bin/true vs /bin/true (${RUNS:-300} runs each, interleaved)"
 bench BenchmarkRunTrue "${RUNS:-300}x"

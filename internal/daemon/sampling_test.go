@@ -110,7 +110,7 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	set(2_500_000)
 	stats, err := srv.prediction.counters([]string{"olap", "gone"}, at(150))
 	if err != nil || len(stats) != 1 || stats["olap"].CPU.UsageUsec != 2_500_000 {
-		t.Errorf("poolCounters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
+		t.Errorf("prediction.counters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
 	}
 	if cg.cpuReads["olap"] != 3 || cg.fullReads["olap"] != 0 {
 		t.Errorf("olap read %d times CPU-only and %d in full, want 3 and 0", cg.cpuReads["olap"], cg.fullReads["olap"])
@@ -118,6 +118,6 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	// What the history read at 100 ms is still the counters of a step
 	// since then.
 	if stats, _ := srv.prediction.counters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 3 {
-		t.Errorf("poolCounters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
+		t.Errorf("prediction.counters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
 	}
 }
