@@ -96,7 +96,16 @@ for f in "${scenarios[@]}"; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-reports=("$json"/*.json)
+# The table holds the scenarios of this run, on both machines when OUT
+# has the other's reports of them from an earlier run (-w host, then -w
+# vm); any other report in OUT is not this table's.
+reports=()
+for f in "${scenarios[@]}"; do
+	for where in host vm; do
+		report=$json/$(basename "$f" .scn).$where.json
+		[ ! -f "$report" ] || reports+=("$report")
+	done
+done
 if [ -n "$write" ]; then
 	"$tmp/gen" -md -o internal/accuracy/measured.go -doc docs/accuracy.md -date "$date" "${reports[@]}"
 	echo
