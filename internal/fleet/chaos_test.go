@@ -975,16 +975,7 @@ func cpuOf(b testing.TB, pids []int) time.Duration {
 	b.Helper()
 	var sum time.Duration
 	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Fields count from after the command name's closing parenthesis.
-		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		var utime, stime int64
-		fmt.Sscan(f[11], &utime)
-		fmt.Sscan(f[12], &stime)
-		sum += time.Duration(utime+stime) * 10 * time.Millisecond
+		sum += kerneltest.ProcessCPU(b, pid)
 	}
 	return sum
 }
