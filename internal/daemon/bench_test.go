@@ -23,12 +23,26 @@ import (
 // Benchmarks of the real daemon binary on real cgroups (root needed):
 // scripts/bench-admission.sh runs them and prints docs/performance.md's figures.
 
+// envBenchBin names a directory holding poolagent and poolagent-run built
+// beforehand (CGO_ENABLED=0 for the VM), used in place of building them:
+// the VM of scripts/vm/run.sh has no Go toolchain, so a benchmark of the
+// real daemon runs there with the binaries passed in (POOLAGENT_VM_FILES)
+// and this variable (POOLAGENT_VM_ENV).
+const envBenchBin = "POOLAGENT_BENCH_BIN"
+
 // benchBinary builds cmd/NAME (poolagent or poolagent-run) into the
 // benchmark's temporary directory, removed when it ends, and returns the
 // binary's path. Go's build cache makes every build after the first
-// cheap.
+// cheap. With envBenchBin set it returns that directory's NAME instead.
 func benchBinary(b *testing.B, name string) string {
 	b.Helper()
+	if dir := os.Getenv(envBenchBin); dir != "" {
+		bin := filepath.Join(dir, name)
+		if _, err := os.Stat(bin); err != nil {
+			b.Fatalf("%s=%s: %v (want %s and its peer built there)", envBenchBin, dir, err, name)
+		}
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), name)
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/poolagent/poolagent/cmd/"+name).CombinedOutput()
 	if err != nil {

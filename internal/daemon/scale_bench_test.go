@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -126,4 +127,97 @@ func waitRunning(b *testing.B, socket string, want int) {
 		}
 		return total == want
 	})
+}
+
+// BenchmarkCostAtScale: the daemon at rest on a host of the size the goal
+// of docs/performance.md "At scale" names: 100 pools, 20 of them busy,
+// 1,000 running queries. The real daemon on a fresh root with 100 pools
+// (p000..p099; --cpus 2). Each busy pool (p000..p019) has
+// TOTAL_CPU_LIMIT_PERCENT_PER_NODE=1 and runs one in-place query that
+// burns CPU (`/bin/sh -c 'while :; do :; done'`), held at its cap of 2%
+// of a CPU, so the 20 use 0.4 of one; 980 in-place `/bin/sleep 600`
+// queries are spread over all 100 pools, 9 or 10 each. Once they all run
+// and have settled for 5 s, the daemon's CPU (user + system,
+// /proc/PID/stat, 10 ms ticks) is measured over each of b.N windows
+// (BENCH_WINDOW, default 10 s); before the queries start, over one window
+// with the 100 pools idle. Reported:
+//
+//   - daemon-cpu-pct: the daemon's CPU with the 1,000 queries, percent of
+//     one CPU (the goal: under 1); daemon-cpu-ms/s the same in ms per s;
+//   - idle-daemon-cpu-pct: the same with no query;
+//   - us-cpu-per-pool-s: the daemon's CPU per pool per s, µs;
+//   - us-cpu-per-running-s: per running query per s, µs, less the idle
+//     pools' rate;
+//   - burners-cpu-pct: the 20 burning queries' CPU, percent of one CPU
+//     (about 40 when their caps hold: the busy pools were busy).
+//
+// The figures are reported, not judged. BENCH_FLAGS adds daemon flags, as
+// for BenchmarkStartBesideSleepers. On the host (v1) and in the VM (v2),
+// which has no Go toolchain and so is given the binaries built beforehand
+// (envBenchBin):
+//
+//	sudo go test -run '^$' -bench CostAtScale -benchtime 1x ./internal/daemon
+//	bin=$PWD/.bench-bin && CGO_ENABLED=0 go build -o $bin/ ./cmd/poolagent ./cmd/poolagent-run &&
+//	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_BENCH_BIN=$bin POOLAGENT_VM_ENV=POOLAGENT_BENCH_BIN \
+//		POOLAGENT_VM_FILES="$bin/poolagent $bin/poolagent-run" go test -run '^$' -bench CostAtScale -benchtime 1x \
+//		-exec "$PWD/scripts/vm/run.sh" ./internal/daemon
+func BenchmarkCostAtScale(b *testing.B) {
+	const pools, busy, queries = 100, 20, 1000
+	window := 10 * time.Second
+	if s := os.Getenv("BENCH_WINDOW"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Second {
+			b.Fatalf("BENCH_WINDOW=%q: want a duration of at least 1s, such as 10s", s)
+		}
+		window = d
+	}
+	var ddl strings.Builder
+	for i := range pools {
+		limit := 10 + i%90
+		if i < busy {
+			limit = 1
+		}
+		fmt.Fprintf(&ddl, "CREATE RESOURCE POOL p%03d WITH (RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=%d);\n",
+			i, 10+i%90, limit)
+	}
+	flags := append([]string{"--max-conns-per-user", "2000"}, strings.Fields(os.Getenv("BENCH_FLAGS"))...)
+	socket, pid := benchDaemon(b, ddl.String(), flags...)
+	slim := benchBinary(b, "poolagent-run")
+	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	// rate is the daemon's CPU over one window, ms per s.
+	rate := func() float64 {
+		cpu := kerneltest.ProcessCPU(b, pid)
+		time.Sleep(window)
+		return msec(kerneltest.ProcessCPU(b, pid)-cpu) / window.Seconds()
+	}
+	// The daemon's first plan and sampling settle first.
+	time.Sleep(time.Second)
+	idle := rate()
+
+	pool := func(i int) string { return fmt.Sprintf("p%03d", i%pools) }
+	startInPlace(b, slim, socket, queries-busy, pool, "/bin/sleep", "600")
+	burners := startInPlace(b, slim, socket, busy, pool, "/bin/sh", "-c", "while :; do :; done")
+	waitRunning(b, socket, queries)
+	time.Sleep(5 * time.Second)
+	burned := func() (sum time.Duration) {
+		for _, c := range burners {
+			sum += kerneltest.ProcessCPU(b, c.Process.Pid)
+		}
+		return sum
+	}
+	b.ResetTimer()
+	var daemon, burnRate float64
+	for range b.N {
+		burn0 := burned()
+		daemon += rate()
+		burnRate += msec(burned()-burn0) / window.Seconds()
+	}
+	b.StopTimer()
+	daemon /= float64(b.N)
+	b.ReportMetric(daemon/10, "daemon-cpu-pct")
+	b.ReportMetric(daemon, "daemon-cpu-ms/s")
+	b.ReportMetric(idle/10, "idle-daemon-cpu-pct")
+	b.ReportMetric(daemon*1000/pools, "us-cpu-per-pool-s")
+	b.ReportMetric((daemon-idle)*1000/queries, "us-cpu-per-running-s")
+	b.ReportMetric(burnRate/float64(b.N)/10, "burners-cpu-pct")
 }

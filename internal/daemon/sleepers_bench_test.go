@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,38 +53,7 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	quiet, quietCPU := starts()
 	b.StopTimer()
 
-	var sleeping []*exec.Cmd
-	b.Cleanup(func() {
-		for _, c := range sleeping {
-			c.Process.Kill()
-			c.Wait()
-		}
-	})
-	// In batches below the daemon's limit of admitted, not yet started
-	// queries per user (64); in place, each client becomes sleep once its
-	// query has started.
-	var stderr lockedBuffer
-	isSleep := func(c *exec.Cmd) bool {
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
-		return err == nil && strings.TrimSpace(string(comm)) == "sleep"
-	}
-	for len(sleeping) < sleepers {
-		batch := sleeping[len(sleeping):]
-		for range min(32, sleepers-len(sleeping)) {
-			c := exec.Command(slim, "--socket", socket, "--", "/bin/sleep", "600")
-			c.Stderr = &stderr
-			if err := c.Start(); err != nil {
-				b.Fatal(err)
-			}
-			sleeping = append(sleeping, c)
-			batch = append(batch, c)
-		}
-		for deadline := time.Now().Add(time.Minute); !allOf(batch, isSleep); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatalf("of %d in-place sleep queries, a batch did not start within a minute; their clients said:\n%.2000s", len(sleeping), stderr.String())
-			}
-		}
-	}
+	startInPlace(b, slim, socket, sleepers, func(int) string { return "" }, "/bin/sleep", "600")
 	time.Sleep(5 * time.Second)
 	const window = 5 * time.Second
 	cpu0 := kerneltest.ProcessCPU(b, pid)
@@ -105,6 +75,52 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	b.ReportMetric(msec(atRest)/window.Seconds(), "daemon-cpu-ms/s-at-rest")
 	b.ReportMetric(msec(quietCPU)/float64(b.N), "daemon-cpu-ms/start-quiet")
 	b.ReportMetric(msec(besideCPU)/float64(b.N), "daemon-cpu-ms/start-beside")
+}
+
+// startInPlace starts n in-place queries, `poolagent-run --socket socket
+// -p pool(i) -- argv...` (the default pool where pool(i) is ""), and
+// waits until each client has become its command (its /proc/PID/comm is
+// argv[0]'s base name): they run while the benchmark does, and are killed
+// by PID when it ends. They start in batches of 32, below the daemon's
+// limit of admitted, not yet started queries per user (64).
+func startInPlace(b *testing.B, slim, socket string, n int, pool func(i int) string, argv ...string) []*exec.Cmd {
+	b.Helper()
+	var started []*exec.Cmd
+	b.Cleanup(func() {
+		for _, c := range started {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	var stderr lockedBuffer
+	comm := filepath.Base(argv[0])
+	isCommand := func(c *exec.Cmd) bool {
+		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
+		return err == nil && strings.TrimSpace(string(got)) == comm
+	}
+	for len(started) < n {
+		batch := started[len(started):]
+		for range min(32, n-len(started)) {
+			args := []string{"--socket", socket}
+			if p := pool(len(started)); p != "" {
+				args = append(args, "-p", p)
+			}
+			c := exec.Command(slim, append(append(args, "--"), argv...)...)
+			c.Stderr = &stderr
+			if err := c.Start(); err != nil {
+				b.Fatal(err)
+			}
+			started = append(started, c)
+			batch = append(batch, c)
+		}
+		for deadline := time.Now().Add(time.Minute); !allOf(batch, isCommand); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("of %d in-place %s queries, a batch did not start within a minute; their clients said:\n%.2000s",
+					len(started), comm, stderr.String())
+			}
+		}
+	}
+	return started
 }
 
 // allOf reports whether ok holds for every command.
