@@ -152,15 +152,19 @@ func waitRunning(b *testing.B, socket string, want int) {
 //     (about 40 when their caps hold: the busy pools were busy).
 //
 // The figures are reported, not judged. BENCH_FLAGS adds daemon flags, as
-// for BenchmarkStartBesideSleepers. On the host (v1) and in the VM (v2),
-// which has no Go toolchain and so is given the binaries built beforehand
-// (envBenchBin):
+// for BenchmarkStartBesideSleepers. On the host (v1):
 //
 //	sudo go test -run '^$' -bench CostAtScale -benchtime 1x ./internal/daemon
-//	bin=$PWD/.bench-bin && CGO_ENABLED=0 go build -o $bin/ ./cmd/poolagent ./cmd/poolagent-run &&
+//
+// In the VM (v2), which has no Go toolchain, the binaries are built
+// beforehand and passed in (envBenchBin; not below /tmp, which the guest
+// mounts over), with the host's user database, since the daemon looks up
+// its clients' names; the run takes about 6 minutes under emulation:
+//
+//	bin=$(mktemp -d /var/tmp/poolagent-bench.XXXXXX) && CGO_ENABLED=0 go build -o $bin/ ./cmd/poolagent ./cmd/poolagent-run &&
 //	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 POOLAGENT_BENCH_BIN=$bin POOLAGENT_VM_ENV=POOLAGENT_BENCH_BIN \
-//		POOLAGENT_VM_FILES="$bin/poolagent $bin/poolagent-run" go test -run '^$' -bench CostAtScale -benchtime 1x \
-//		-exec "$PWD/scripts/vm/run.sh" ./internal/daemon
+//		POOLAGENT_VM_FILES="$bin/poolagent $bin/poolagent-run /etc/passwd /etc/group" \
+//		go test -timeout 20m -run '^$' -bench CostAtScale -benchtime 1x -exec "$PWD/scripts/vm/run.sh" ./internal/daemon
 func BenchmarkCostAtScale(b *testing.B) {
 	const pools, busy, queries = 100, 20, 1000
 	window := 10 * time.Second

@@ -23,11 +23,12 @@ import (
 // rest, over 5 s, and its CPU per start in each phase (its CPU over the
 // phase over b.N: less at the mercy of a busy host than the latencies).
 // BENCH_FLAGS adds daemon flags (BENCH_FLAGS="--history-window 0" shows
-// what the history costs). On the host (v1) and in the VM (v2):
+// what the history costs). On the host (v1):
 //
 //	sudo go test -run '^$' -bench StartBesideSleepers -benchtime 200x ./internal/daemon
-//	CGO_ENABLED=0 POOLAGENT_KERNEL_MODE=v2 go test -run '^$' -bench StartBesideSleepers -benchtime 200x \
-//		-exec "$PWD/scripts/vm/run.sh" ./internal/daemon
+//
+// and in the VM (v2) with the binaries built beforehand, as
+// BenchmarkCostAtScale's comment shows.
 func BenchmarkStartBesideSleepers(b *testing.B) {
 	const sleepers = 446
 	socket, pid := benchDaemon(b, "", strings.Fields(os.Getenv("BENCH_FLAGS"))...)
