@@ -155,6 +155,28 @@ func (r *Reader) CPUStat(group string) (observe.CPUStat, error) {
 	return read(r, r.cpuHier(), group, fileCPUStat, parse)
 }
 
+// Usage reads the CPU time group has used, in µs, from one file: v2's
+// cpu.stat, v1's cpuacct.usage. known is false on v1 where the group has
+// no cpuacct twin (the controller is not mounted, or the group is not in
+// it), as for [Reader.ReadCPU]: the kernel keeps no usage there.
+func (r *Reader) Usage(group string) (usec uint64, known bool, err error) {
+	if r.v2 {
+		st, err := r.CPUStat(group)
+		return st.UsageUsec, err == nil, err
+	}
+	if r.dirs[HierCPUAcct] == "" {
+		return 0, false, nil
+	}
+	nsec, err := read(r, HierCPUAcct, group, fileAcctUsage, observe.ParseCPUAcctUsage)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return nsec / 1000, true, nil
+}
+
 // cpuSample reads group's CPU counters into s: accounting and throttling
 // ([Reader.ReadCPU]), the throttled time of the group's own tasks and, on
 // v2, CPU pressure.

@@ -278,7 +278,15 @@ func (r *Reader) CPULimit(group string) (cpulimit.Limit, error) {
 // truncated reports that more were there. A cgroup removed while it is
 // read (a query that ended) is left out.
 func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, err error) {
-	return r.list(group, threadList(r.v2), "threads", limit)
+	return r.list(group, nil, threadList(r.v2), "threads", limit)
+}
+
+// ThreadsExcept is [Reader.Threads] of group less the cgroups directly
+// below it that except names (by their base name) and all below those:
+// the threads of a pool outside the query cgroups whose threads its
+// caller reads on their own, or knows did not run.
+func (r *Reader) ThreadsExcept(group string, except map[string]bool, limit int) (tids []int, truncated bool, err error) {
+	return r.list(group, except, threadList(r.v2), "threads", limit)
 }
 
 // Procs lists the processes in group and every cgroup below it, at most
@@ -286,13 +294,13 @@ func (r *Reader) Threads(group string, limit int) (tids []int, truncated bool, e
 // truncated reports that more were there. A cgroup removed while it is
 // read is left out.
 func (r *Reader) Procs(group string, limit int) (pids []int, truncated bool, err error) {
-	return r.list(group, fileProcs, "processes", limit)
+	return r.list(group, nil, fileProcs, "processes", limit)
 }
 
-// list reads the IDs in file of group and of every cgroup below it, at
-// most limit of them, in the cpu controller's hierarchy; what names them
-// in its error.
-func (r *Reader) list(group, file, what string, limit int) (ids []int, truncated bool, err error) {
+// list reads the IDs in file of group and of every cgroup below it but
+// those directly below group that except names, at most limit of them,
+// in the cpu controller's hierarchy; what names them in its error.
+func (r *Reader) list(group string, except map[string]bool, file, what string, limit int) (ids []int, truncated bool, err error) {
 	f, err := r.fs(r.cpuHier())
 	if err != nil {
 		return nil, false, err
@@ -326,6 +334,9 @@ func (r *Reader) list(group, file, what string, limit int) (ids []int, truncated
 		}
 		slices.Sort(subs)
 		for _, s := range subs {
+			if dir == group && except[s] {
+				continue
+			}
 			if err := walk(path.Join(dir, s)); err != nil || truncated {
 				return err
 			}

@@ -135,19 +135,22 @@ func (c countingFS) ReadFile(name string) ([]byte, error) {
 }
 
 // TestReaderReadCPU: ReadCPU is Read's CPU accounting alone, read from
-// cpu.stat (and on v1 cpuacct's usage) without the other files.
+// cpu.stat (and on v1 cpuacct's usage) without the other files, and Usage
+// is its usage from one file.
 func TestReaderReadCPU(t *testing.T) {
 	tests := []struct {
 		name string
 		dirs [3]string // cpu, cpuacct, memory
 		v2   bool
 		want []string // files ReadCPU reads of olap
-		// wantPSI are the files CPUPressure reads of olap.
-		wantPSI []string
+		// wantPSI are the files CPUPressure reads of olap, wantUsage
+		// those Usage reads.
+		wantPSI, wantUsage []string
 	}{
-		{name: "v2", v2: true, dirs: [3]string{"/v2/poolagent"}, want: []string{"olap/cpu.stat"}, wantPSI: []string{"olap/cpu.pressure"}},
+		{name: "v2", v2: true, dirs: [3]string{"/v2/poolagent"}, want: []string{"olap/cpu.stat"}, wantPSI: []string{"olap/cpu.pressure"},
+			wantUsage: []string{"olap/cpu.stat"}},
 		{name: "v1", dirs: [3]string{"/v1/cpu/poolagent", "/v1/cpuacct/poolagent", "/v1/memory/poolagent"},
-			want: []string{"olap/cpu.stat", "olap/cpuacct.usage", "olap/cpuacct.stat"}},
+			want: []string{"olap/cpu.stat", "olap/cpuacct.usage", "olap/cpuacct.stat"}, wantUsage: []string{"olap/cpuacct.usage"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +178,9 @@ func TestReaderReadCPU(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("ReadCPU(%s) = %s, want %s", g, dump([]observe.Sample{got}), dump([]observe.Sample{want}))
 				}
+				if usage, known, err := r.Usage(g); err != nil || known != full.UsageKnown || usage != full.CPU.UsageUsec {
+					t.Errorf("Usage(%s) = %d, %v, %v; want Read's %d, %v", g, usage, known, err, full.CPU.UsageUsec, full.UsageKnown)
+				}
 				if psi, err := r.CPUPressure(g); err != nil || !reflect.DeepEqual(psi, full.Pressure) {
 					t.Errorf("CPUPressure(%s) = %+v, %v; want Read's %+v", g, psi, err, full.Pressure)
 				}
@@ -192,6 +198,13 @@ func TestReaderReadCPU(t *testing.T) {
 			}
 			if !reflect.DeepEqual(read, tt.wantPSI) {
 				t.Errorf("CPUPressure(olap) read %q, want %q", read, tt.wantPSI)
+			}
+			read = nil
+			if _, _, err := r.Usage("olap"); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(read, tt.wantUsage) {
+				t.Errorf("Usage(olap) read %q, want %q", read, tt.wantUsage)
 			}
 		})
 	}
@@ -272,6 +285,14 @@ func TestReaderThreads(t *testing.T) {
 	}
 	if tids, truncated, err = r.Threads(".", 2); err != nil || !truncated || len(tids) != 2 {
 		t.Fatalf("limited: %v %v %v", tids, truncated, err)
+	}
+	write("cgroup.threads", "1\n")
+	write("q1/sub/cgroup.threads", "12\n")
+	if tids, _, err = r.ThreadsExcept(".", map[string]bool{"q1": true}, 10); err != nil || !slices.Equal(tids, []int{1, 20}) {
+		t.Fatalf("except q1: %v %v, want the root's and q2's, none of q1 or below it", tids, err)
+	}
+	if tids, _, err = r.ThreadsExcept(".", map[string]bool{"sub": true}, 10); err != nil || !slices.Equal(tids, []int{1, 10, 11, 12, 20}) {
+		t.Fatalf("except sub: %v %v, want all: only a cgroup directly below is left out", tids, err)
 	}
 	write("q3/cgroup.threads", "x\n")
 	if _, _, err := r.Threads(".", 10); err == nil || !strings.Contains(err.Error(), `q3/cgroup.threads: "x" is not a PID`) {

@@ -325,6 +325,12 @@ func (f *fakeCgroups) QueryStat(pool, query string) (observe.Sample, error) {
 	return observe.Sample{Group: pool + "/" + query}, nil
 }
 
+func (f *fakeCgroups) QueryUsage(pool, query string) (uint64, bool, error) { return 0, true, nil }
+
+func (f *fakeCgroups) QueryThrottling(pool, query string) (observe.CPUStat, error) {
+	return observe.CPUStat{}, nil
+}
+
 func (f *fakeCgroups) PoolMemory(string) (*observe.Memory, error) { return nil, nil }
 func (f *fakeCgroups) PoolPids(string) (*observe.Pids, error)     { return nil, nil }
 

@@ -64,13 +64,9 @@ type Cgroups interface {
 	// accounting and, where the kernel keeps them, CPU pressure and
 	// memory.
 	PoolStats(pools []string) (map[string]observe.Sample, error)
-	// PoolCPUStats is PoolStats of CPU accounting and throttling alone
-	// (the samples' CPU and UsageKnown), for a reader of those counters
-	// only.
-	PoolCPUStats(pools []string) (map[string]observe.Sample, error)
-	// PoolCPUPressure reads the named pools' CPU pressure; a pool
-	// without it (cgroup v1) is left out.
-	PoolCPUPressure(pools []string) (map[string]*observe.Pressure, error)
+	// The pools' and queries' CPU counters, as the history reads them
+	// (PoolCPUStats the throttling prediction too).
+	history.Reader
 }
 
 // rootWatcher is a Cgroups that can say its pool root was removed while

@@ -3,8 +3,11 @@ package history
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -83,9 +86,12 @@ type poolHistory struct {
 	prev        observe.Sample
 	prevQueries map[string]observe.CPUStat
 	// prevRun is the run time (µs) of every thread of the pool at the
-	// last read of its threads; nil when not read.
-	prevRun map[int]uint64
-	base    bool
+	// last read of its threads, queryRun that of each running query's
+	// (the part of prevRun a query that did not run since keeps); nil
+	// when not read.
+	prevRun  map[int]uint64
+	queryRun map[string]map[int]uint64
+	base     bool
 	// quiet is set when the last read found the pool idle and running
 	// no query of this daemon: it is then read once a
 	// QuietInterval (readAt is when it was read last).
@@ -97,7 +103,7 @@ type poolHistory struct {
 // Reader is what the history reads of the pool tree: the pools' CPU
 // counters and pressure and those of their query cgroups, no more (a
 // sample holds nothing of memory or tasks). *pooltree.Handle is one; one
-// that is also a [ThreadLister] has the pools' threads read too.
+// that is also a [QueryThreadLister] has the pools' threads read too.
 type Reader interface {
 	// PoolCPUStats reads the named pools' CPU accounting and throttling
 	// (the samples' CPU and UsageKnown); a pool without a cgroup is left
@@ -106,14 +112,27 @@ type Reader interface {
 	// PoolCPUPressure reads the named pools' CPU pressure; a pool
 	// without it (cgroup v1) is left out.
 	PoolCPUPressure(pools []string) (map[string]*observe.Pressure, error)
-	// QueryStat reads the counters of the query cgroup <pool>/<query>.
-	QueryStat(pool, query string) (observe.Sample, error)
+	// QueryUsage reads the CPU time (µs) the query cgroup <pool>/<query>
+	// has used, from one file; known is false where the kernel keeps
+	// none for it (the query is then read as one that ran).
+	QueryUsage(pool, query string) (usec uint64, known bool, err error)
+	// QueryThrottling reads the query cgroup's throttling counters.
+	QueryThrottling(pool, query string) (observe.CPUStat, error)
 }
 
 // ThreadLister lists the threads of a pool and its queries, at most
 // limit: *pooltree.Handle and *cgroupfs.Reader.
 type ThreadLister interface {
 	Threads(pool string, limit int) (tids []int, truncated bool, err error)
+}
+
+// QueryThreadLister is a ThreadLister that also lists the threads of a
+// pool outside the query cgroups except names, so that the history lists
+// those of each query that ran apart and not those of the queries that
+// did not: *pooltree.Handle.
+type QueryThreadLister interface {
+	ThreadLister
+	ThreadsExcept(pool string, except map[string]bool, limit int) (tids []int, truncated bool, err error)
 }
 
 // Pools is what the history samples: the plan in force (the pools and
@@ -136,9 +155,10 @@ type Rolling struct {
 	mu  sync.Mutex
 	// pools is each planned pool's history, by name.
 	pools map[string]*poolHistory
-	// threads reads the threads of a pool and its queries; nil where
-	// they cannot be listed (thread counts are then -1).
-	threads func(pool string) threadRead
+	// threads reads the threads of a pool: those outside its running
+	// queries and those of the queries in ran; nil where they cannot be
+	// listed (thread counts are then -1).
+	threads func(pool string, running, ran []string) threadRead
 	// replying lets one reply per uid be built and written at a time
 	// (Reply).
 	replying replyTurns
@@ -148,8 +168,10 @@ type Rolling struct {
 // are read below procRoot (normally /proc) where r is a ThreadLister.
 func New(cfg Config, r Reader, src Pools, procRoot string, log *slog.Logger) *Rolling {
 	h := &Rolling{cfg: cfg, log: log, r: r, src: src, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
-	if tl, ok := r.(ThreadLister); ok {
-		h.threads = func(pool string) threadRead { return readThreads(tl, procRoot, pool) }
+	if tl, ok := r.(QueryThreadLister); ok {
+		h.threads = func(pool string, running, ran []string) threadRead {
+			return readThreads(tl, procRoot, pool, running, ran)
+		}
 	}
 	return h
 }
@@ -261,6 +283,9 @@ type duePool struct {
 	prevPressure *observe.Pressure
 	// active is whether a query this daemon admitted runs in the pool.
 	active bool
+	// queryUsage is the CPU time (µs) of each of the pool's queries at
+	// the last read.
+	queryUsage map[string]uint64
 }
 
 // due starts a segment for every pool whose limit changed, forgets the
@@ -290,7 +315,14 @@ func (h *Rolling) due(d planner.Desired, now time.Time, active map[string]bool) 
 			at = maxTime(at, ph.readAt.Add(QuietInterval))
 		}
 		if !at.After(now) {
-			due = append(due, duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure, active: active[p.Name]})
+			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure, active: active[p.Name]}
+			if ph.base && active[p.Name] {
+				dp.queryUsage = make(map[string]uint64, len(ph.prevQueries))
+				for q, st := range ph.prevQueries {
+					dp.queryUsage[q] = st.UsageUsec
+				}
+			}
+			due = append(due, dp)
 		} else {
 			next = minTime(next, at)
 		}
@@ -314,11 +346,12 @@ type historyRead struct {
 	threads map[string]threadRead
 }
 
-// threadRead is the run time (µs) of every thread of a pool and its
-// queries, and how many were runnable; run is nil when they could not be
-// read.
+// threadRead is the run time (µs) of every thread of a pool outside its
+// running queries (own) and of each query that ran (queries), and how
+// many of them were runnable; own is nil when they could not be read.
 type threadRead struct {
-	run      map[int]uint64
+	own      map[int]uint64
+	queries  map[string]map[int]uint64
 	runnable int
 }
 
@@ -327,16 +360,19 @@ type queryKey struct{ pool, name string }
 
 // read reads the due pools' CPU counters and, of each pool that ran
 // since its last read (or whose segment starts), its CPU pressure, its
-// running queries' counters and its threads. A pool whose usage did not
-// grow ran no thread, and so neither did its queries (usage counts a
-// cgroup's children; a throttled query runs again within the interval,
-// which is at least a period), nor did its pressure grow (no thread of
-// it waited to run: the scheduler starves none for a whole interval):
-// those are what the last read found, and reading them again, every
-// interval for as long as the pool sleeps, would cost the daemon CPU for
-// each idle pool and each sleeping query. An idle pool so costs one read
-// of its CPU counters (one file on cgroup v2), which the throttling
-// prediction takes too (Counters).
+// running queries' usage, and the throttling and threads of those that
+// ran. A pool whose usage did not grow ran no thread, and so neither did
+// its queries (usage counts a cgroup's children; a throttled query runs
+// again within the interval, which is at least a period), nor did its
+// pressure grow (no thread of it waited to run: the scheduler starves
+// none for a whole interval): those are what the last read found, and
+// reading them again, every interval for as long as the pool sleeps,
+// would cost the daemon CPU for each idle pool and each sleeping query.
+// The same holds of each query of a pool that ran: one whose usage did
+// not grow keeps its throttling and threads as last read, so a sleeping
+// query costs one file an interval only while its pool runs. An idle pool
+// costs one read of its CPU counters (one file on cgroup v2), which the
+// throttling prediction takes too (Counters).
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
@@ -371,29 +407,51 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 			r.stats[name] = cur
 		}
 	}
-	for pool, names := range running {
-		if _, ok := r.stats[pool]; !ok {
+	for _, p := range due {
+		if _, ok := r.stats[p.name]; !ok {
 			continue
 		}
+		names := running[p.name]
 		for _, name := range names {
-			r.listed[queryKey{pool, name}] = true
-			if !ran[pool] {
-				continue // kept as last read (keepQueries)
-			}
-			if st, err := h.r.QueryStat(pool, name); err == nil {
-				if r.queries[pool] == nil {
-					r.queries[pool] = map[string]observe.CPUStat{}
-				}
-				r.queries[pool][name] = st.CPU
-			}
+			r.listed[queryKey{p.name, name}] = true
 		}
-	}
-	for pool := range ran {
+		if !ran[p.name] {
+			continue // its queries are kept as last read (keepQueries)
+		}
+		grew := h.readQueries(p, names, r.queries)
 		if h.threads != nil {
-			r.threads[pool] = h.threads(pool)
+			r.threads[p.name] = h.threads(p.name, names, grew)
 		}
 	}
 	return r
+}
+
+// readQueries reads the usage of the queries names of pool p, which ran,
+// and the throttling of those whose usage grew since the last read (all at
+// a segment's first, and a query not read before) into queries, and
+// returns those. A query whose usage did not grow, or whose read failed,
+// is left out: it keeps its last counters (keepQueries).
+func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[string]observe.CPUStat) (grew []string) {
+	for _, name := range names {
+		usage, known, err := h.r.QueryUsage(p.name, name)
+		if err != nil {
+			continue
+		}
+		if prev, seen := p.queryUsage[name]; p.base && known && seen && usage == prev {
+			continue
+		}
+		st, err := h.r.QueryThrottling(p.name, name)
+		if err != nil {
+			continue
+		}
+		st.UsageUsec = usage
+		if queries[p.name] == nil {
+			queries[p.name] = map[string]observe.CPUStat{}
+		}
+		queries[p.name][name] = st
+		grew = append(grew, name)
+	}
+	return grew
 }
 
 // Counters returns the counters the history last read of each of pools
@@ -413,18 +471,60 @@ func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.S
 	return out
 }
 
-// readThreads reads the threads of pool and its queries, at most
-// MaxThreads; unknown (run nil) when they cannot be read.
-func readThreads(tl ThreadLister, procRoot, pool string) threadRead {
-	tids, _, err := tl.Threads(pool, MaxThreads)
+// readThreads reads the threads of pool outside its running queries and
+// those of the queries in ran, at most MaxThreads in all; unknown (own
+// nil) when they cannot be read. A query that ended since it was listed
+// has none.
+func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string) threadRead {
+	except := make(map[string]bool, len(running))
+	for _, q := range running {
+		except[q] = true
+	}
+	tids, _, err := tl.ThreadsExcept(pool, except, MaxThreads)
 	if err != nil {
 		return threadRead{}
 	}
-	run, runnable, err := threadTimes(procRoot, tids)
-	if err != nil {
+	tr := threadRead{queries: make(map[string]map[int]uint64, len(ran))}
+	if tr.own, tr.runnable, err = threadTimes(procRoot, tids); err != nil {
 		return threadRead{}
 	}
-	return threadRead{run: run, runnable: runnable}
+	left := MaxThreads - len(tids)
+	for _, q := range ran {
+		if left <= 0 {
+			break
+		}
+		tids, _, err := tl.Threads(pool+"/"+q, left)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return threadRead{}
+		}
+		run, runnable, err := threadTimes(procRoot, tids)
+		if err != nil {
+			return threadRead{}
+		}
+		tr.queries[q], tr.runnable, left = run, tr.runnable+runnable, left-len(tids)
+	}
+	return tr
+}
+
+// threadsNow is the run time of every thread of pool as tr read it: the
+// threads outside its queries, those of the queries that ran, and those
+// of the queries that did not as last read (they did not run). It returns
+// the part of each query too, the next read's queryRun.
+func (ph *poolHistory) threadsNow(pool string, tr threadRead, listed map[queryKey]bool) (run map[int]uint64, queries map[string]map[int]uint64) {
+	queries = tr.queries
+	for q, qrun := range ph.queryRun {
+		if _, read := queries[q]; !read && listed[queryKey{pool, q}] {
+			queries[q] = qrun
+		}
+	}
+	run = maps.Clone(tr.own)
+	for _, qrun := range queries {
+		maps.Copy(run, qrun)
+	}
+	return run, queries
 }
 
 // store adds what r read to the history of the due pools at now and
@@ -447,6 +547,11 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			continue
 		}
 		tr, threadsRead := r.threads[d.name]
+		var run map[int]uint64
+		var queryRun map[string]map[int]uint64
+		if tr.own != nil {
+			run, queryRun = ph.threadsNow(d.name, tr, r.listed)
+		}
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
 			n := missed + 1
@@ -459,8 +564,8 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			}
 			span := int64(n) * seg.intervalUsec
 			p := ph.sample(cur, r.queries[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
-			if tr.run != nil {
-				ph.countThreads(&p, tr, span, seg.intervalUsec)
+			if run != nil {
+				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
 			}
 			h.add(seg, p, n)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
@@ -470,7 +575,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			seg.start, ph.due = now, now.Add(iv)
 		}
 		if threadsRead {
-			ph.prevRun = tr.run
+			ph.prevRun, ph.queryRun = run, queryRun
 		}
 		ph.keepQueries(d.name, r)
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec && !d.active
@@ -503,12 +608,12 @@ func (ph *poolHistory) keepQueries(pool string, r historyRead) {
 // usage (no thread runs more than the span), so that threads that
 // started and ended between two reads still count; Threads those read,
 // or Ran if more.
-func (ph *poolHistory) countThreads(p *Sample, tr threadRead, spanUsec, intervalUsec int64) {
-	ran := ranSince(ph.prevRun, tr.run, intervalUsec)
+func (ph *poolHistory) countThreads(p *Sample, run map[int]uint64, runnable int, spanUsec, intervalUsec int64) {
+	ran := ranSince(ph.prevRun, run, intervalUsec)
 	ran = max(ran, int((p.UsageUsec+uint64(spanUsec)-1)/uint64(spanUsec)))
 	p.Ran = min(ran, MaxThreads)
-	p.Threads = min(max(len(tr.run), p.Ran), MaxThreads)
-	p.Runnable = min(tr.runnable, p.Threads)
+	p.Threads = min(max(len(run), p.Ran), MaxThreads)
+	p.Runnable = min(runnable, p.Threads)
 }
 
 func maxTime(a, b time.Time) time.Time {

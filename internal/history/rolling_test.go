@@ -32,8 +32,9 @@ type statCgroups struct {
 	mu      sync.Mutex
 	pools   map[string]observe.Sample
 	queries map[[2]string]observe.CPUStat
-	// queryReads counts QueryStat calls.
-	queryReads int
+	// usageReads counts QueryUsage calls, queryReads QueryThrottling
+	// calls.
+	usageReads, queryReads int
 }
 
 func newStatCgroups() *statCgroups {
@@ -64,11 +65,18 @@ func (c *statCgroups) PoolCPUPressure(names []string) (map[string]*observe.Press
 	return out, nil
 }
 
-func (c *statCgroups) QueryStat(pool, query string) (observe.Sample, error) {
+func (c *statCgroups) QueryUsage(pool, query string) (uint64, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.usageReads++
+	return c.queries[[2]string{pool, query}].UsageUsec, true, nil
+}
+
+func (c *statCgroups) QueryThrottling(pool, query string) (observe.CPUStat, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.queryReads++
-	return observe.Sample{CPU: c.queries[[2]string{pool, query}]}, nil
+	return c.queries[[2]string{pool, query}], nil
 }
 
 // threadCgroups is statCgroups whose pools hold threads: their run time
@@ -79,10 +87,18 @@ type threadCgroups struct {
 	tids     map[string][]int
 }
 
-func (c *threadCgroups) Threads(pool string, limit int) ([]int, bool, error) {
+// Threads lists the threads of group: a pool's own or a query's
+// (<pool>/<query>).
+func (c *threadCgroups) Threads(group string, limit int) ([]int, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tids[pool], false, nil
+	return c.tids[group], false, nil
+}
+
+// ThreadsExcept lists the pool's own threads: it has no cgroups but its
+// queries'.
+func (c *threadCgroups) ThreadsExcept(pool string, except map[string]bool, limit int) ([]int, bool, error) {
+	return c.Threads(pool, limit)
 }
 
 // setThread writes thread tid's /proc files: its run time and state.
@@ -162,7 +178,7 @@ func TestHistory(t *testing.T) {
 		defer cg.mu.Unlock()
 		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage, NrPeriods: periods, NrThrottled: throttled, ThrottledUsec: throttledUsec},
 			Pressure: &observe.Pressure{}}
-		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{NrThrottled: queryThrottled, ThrottledUsec: queryThrottledUsec}
+		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{UsageUsec: usage, NrThrottled: queryThrottled, ThrottledUsec: queryThrottledUsec}
 	}
 	// A query the daemon admitted, whose cgroup the history reads.
 	src.run("olap", "q1")
@@ -267,52 +283,71 @@ func TestHistory(t *testing.T) {
 }
 
 // TestHistorySleepingQueries: the queries of a pool whose usage did not
-// grow are not read again (they ran no thread); once the pool runs they
-// are, and what they were throttled since their last read is counted.
+// grow are not read again (they ran no thread); once the pool runs their
+// usage is, and the throttling of those whose usage grew: what they were
+// throttled since their last read is counted.
 func TestHistorySleepingQueries(t *testing.T) {
 	cg := newStatCgroups()
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	set := func(usage, queryThrottledUsec uint64) {
+	// set sets the pool's usage and, of each query, its usage and
+	// throttled time (10 ms a period).
+	set := func(usage uint64, queries map[string][2]uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
 		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: usage}}
-		for _, q := range []string{"q1", "q2"} {
-			cg.queries[[2]string{"olap", q}] = observe.CPUStat{NrThrottled: queryThrottledUsec / 10_000, ThrottledUsec: queryThrottledUsec}
+		for q, c := range queries {
+			cg.queries[[2]string{"olap", q}] = observe.CPUStat{UsageUsec: c[0], NrThrottled: c[1] / 10_000, ThrottledUsec: c[1]}
 		}
 	}
 	for _, q := range []string{"q1", "q2"} {
 		src.run("olap", q)
 	}
-	reads := func() int { cg.mu.Lock(); defer cg.mu.Unlock(); return cg.queryReads }
+	reads := func() [2]int { cg.mu.Lock(); defer cg.mu.Unlock(); return [2]int{cg.usageReads, cg.queryReads} }
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	set(50_000, 10_000)
+	set(50_000, map[string][2]uint64{"q1": {25_000, 10_000}, "q2": {25_000, 10_000}})
 	hist.Sample(at(0)) // the baseline reads both
-	if n := reads(); n != 2 {
-		t.Fatalf("baseline: %d query reads, want 2", n)
+	if n := reads(); n != [2]int{2, 2} {
+		t.Fatalf("baseline: %v usage and throttling reads, want both of both queries", n)
 	}
 	for ms := 100; ms <= 300; ms += 100 {
 		hist.Sample(at(ms)) // the pool's usage does not grow
 	}
-	if n := reads(); n != 2 {
-		t.Errorf("three intervals of a pool that ran nothing: %d query reads in all, want the baseline's 2", n)
+	if n := reads(); n != [2]int{2, 2} {
+		t.Errorf("three intervals of a pool that ran nothing: %v usage and throttling reads in all, want the baseline's", n)
 	}
-	set(90_000, 30_000)
+	set(90_000, map[string][2]uint64{"q1": {45_000, 30_000}, "q2": {45_000, 30_000}})
 	hist.Sample(at(400))
-	if n := reads(); n != 4 {
-		t.Errorf("the pool ran: %d query reads in all, want 4", n)
+	if n := reads(); n != [2]int{4, 4} {
+		t.Errorf("the pool and both queries ran: %v usage and throttling reads in all, want [4 4]", n)
 	}
 	ts, _ := hist.traces("olap", 0, at(400))
 	last := ts[0].Samples[len(ts[0].Samples)-1]
 	if last.UsageUsec != 40_000 || last.QueryThrottledUsec != 40_000 || last.QueryNrThrottled != 2 {
 		t.Errorf("the interval the pool ran in: %+v, want usage 40000 µs, its queries throttled 2 × 20000 µs, 2 periods", last)
 	}
+	// Only q1 runs: q2's usage is read, its throttling is not, and
+	// what it had stays its baseline.
+	set(110_000, map[string][2]uint64{"q1": {65_000, 40_000}})
+	hist.Sample(at(500))
+	if n := reads(); n != [2]int{6, 5} {
+		t.Errorf("the pool and q1 ran: %v usage and throttling reads in all, want [6 5]", n)
+	}
+	set(130_000, map[string][2]uint64{"q1": {75_000, 40_000}, "q2": {55_000, 50_000}})
+	hist.Sample(at(600))
+	ts, _ = hist.traces("olap", 0, at(600))
+	s5, s6 := ts[0].Samples[len(ts[0].Samples)-2], ts[0].Samples[len(ts[0].Samples)-1]
+	if s5.QueryThrottledUsec != 10_000 || s6.QueryThrottledUsec != 20_000 {
+		t.Errorf("query throttling of the last two intervals: %d and %d µs, want 10000 (q1) and 20000 (q2)", s5.QueryThrottledUsec, s6.QueryThrottledUsec)
+	}
 }
 
 // TestHistoryThreads counts a pool's threads in every interval it ran:
 // threads whose run time grew by 1% of the interval, at least the CPUs'
 // worth of its usage (threads that started and ended between two reads),
-// and none read in an interval in which the pool did not run.
+// and none read in an interval in which the pool did not run. Of its
+// queries, only those whose usage grew have their threads read again: a
+// query that did not run keeps the threads it had.
 func TestHistoryThreads(t *testing.T) {
 	if unsafe.Sizeof(histSample{}) != SampleBytes {
 		t.Errorf("a stored interval takes %d bytes, SampleBytes says %d", unsafe.Sizeof(histSample{}), SampleBytes)
@@ -320,38 +355,53 @@ func TestHistoryThreads(t *testing.T) {
 	cg := &threadCgroups{statCgroups: newStatCgroups(),
 		procRoot: t.TempDir(), tids: map[string][]int{}}
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	hist.threads = func(pool string) threadRead { return readThreads(cg, cg.procRoot, pool) }
+	hist.threads = func(pool string, running, ran []string) threadRead {
+		return readThreads(cg, cg.procRoot, pool, running, ran)
+	}
 	src.run("olap", "q1")
-	usage := func(u uint64) {
+	src.run("olap", "q2")
+	usage := func(pool, q1 uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
-		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: u, NrPeriods: 1}}
+		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: pool, NrPeriods: 1}}
+		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{UsageUsec: q1}
+		cg.queries[[2]string{"olap", "q2"}] = observe.CPUStat{UsageUsec: 1_000}
+	}
+	threads := func(group string, tids ...int) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		cg.tids[group] = tids
 	}
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	cg.tids["olap"] = []int{10}
+	threads("olap/q1", 10)
 	cg.setThread(t, 10, 5_000, 'S') // a thread that ran before: not this interval's
-	usage(0)
+	threads("olap/q2", 20)
+	cg.setThread(t, 20, 1_000, 'S')
+	usage(0, 5_000)
 	hist.Sample(at(0))
-	// Two threads run 30 ms each, a third runs 500 µs (< 1%: a runtime
-	// thread), and the first sleeps on.
-	cg.tids["olap"] = []int{10, 11, 12, 13}
+	// Two threads of q1 run 30 ms each, a third runs 500 µs (< 1%: a
+	// runtime thread), and the first sleeps on. q2 did not run: its
+	// thread is not read again (were it, it would count as one that ran).
+	threads("olap/q1", 10, 11, 12, 13)
 	cg.setThread(t, 11, 30_000, 'R')
 	cg.setThread(t, 12, 30_000, 'S')
 	cg.setThread(t, 13, 500, 'S')
-	usage(60_500)
+	cg.setThread(t, 20, 90_000, 'R')
+	usage(60_500, 65_500)
 	hist.Sample(at(100))
-	usage(60_500) // idle: the threads are not read
-	cg.tids["olap"] = nil
+	usage(60_500, 65_500) // idle: the threads are not read
+	threads("olap/q1")
 	hist.Sample(at(200))
-	// 150 ms of usage by threads that ended before the read: at least two.
-	usage(210_500)
+	// 150 ms of usage by q1's threads that ended before the read: at
+	// least two, beside q2's one.
+	usage(210_500, 215_500)
 	hist.Sample(at(300))
 	ts, _ := hist.traces("olap", 0, at(300))
 	if len(ts) != 1 || len(ts[0].Samples) != 3 {
 		t.Fatalf("traces %+v", ts)
 	}
-	want := [][3]int{{4, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
+	want := [][3]int{{5, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
 	for i, w := range want {
 		s := ts[0].Samples[i]
 		if got := [3]int{s.Threads, s.Ran, s.Runnable}; got != w {
@@ -470,7 +520,6 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 		fmt.Fprintf(&pools, "CREATE RESOURCE POOL p%d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 1);\n", p)
 	}
 	hist, src := historyOf(b, cg, pools.String())
-	hist.threads = func(pool string) threadRead { return readThreads(cg, "/proc", pool) }
 	if err := cg.Apply(src.Desired()); err != nil {
 		b.Fatal(err)
 	}
@@ -507,7 +556,7 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 				hist.Sample(clock)
 				if mode == "ran" {
 					for _, ps := range src.Desired().Pools {
-						if tr := hist.threads(ps.Name); len(tr.run) == 0 {
+						if tr := hist.threads(ps.Name, []string{"q1"}, []string{"q1"}); len(tr.queries["q1"]) == 0 {
 							b.Fatalf("pool %s: no threads read", ps.Name)
 						}
 					}
@@ -519,7 +568,6 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 	}
 }
 
-// countingCgroups is statCgroups that counts the reads of each pool.
 // BenchmarkHistoryRSS is the daemon's resident memory (VmRSS, not only
 // the Go heap) for the history of 100 pools busy in every 100 ms interval
 // for an hour: a server with 100 pools whose segments the sampling path

@@ -245,6 +245,13 @@ func (h *Handle) Threads(pool string, limit int) (tids []int, truncated bool, er
 	return h.reader.Threads(pool, limit)
 }
 
+// ThreadsExcept lists the threads in the pool and its cgroups but the
+// query cgroups except names, at most limit of them
+// ([cgroupfs.Reader.ThreadsExcept]).
+func (h *Handle) ThreadsExcept(pool string, except map[string]bool, limit int) (tids []int, truncated bool, err error) {
+	return h.reader.ThreadsExcept(pool, except, limit)
+}
+
 // Procs lists the processes in group (a pool or <pool>/<query>) and every
 // cgroup below it, at most limit of them ([cgroupfs.Reader.Procs]).
 func (h *Handle) Procs(group string, limit int) (pids []int, truncated bool, err error) {

@@ -119,6 +119,28 @@ func (h *Handle) QueryStat(pool, query string) (observe.Sample, error) {
 	return s, err
 }
 
+// QueryUsage reads the CPU time (µs) the query cgroup <pool>/<query> has
+// used, from one file ([cgroupfs.Reader.Usage]); known is false where the
+// kernel keeps none for it, or the query is gone.
+func (h *Handle) QueryUsage(pool, query string) (usec uint64, known bool, err error) {
+	usec, known, err = h.reader.Usage(path.Join(pool, query))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	return usec, known, err
+}
+
+// QueryThrottling reads the query cgroup's cpu.stat alone
+// ([cgroupfs.Reader.CPUStat]): its throttling (and on v2 its usage); one
+// that is gone reads as zero.
+func (h *Handle) QueryThrottling(pool, query string) (observe.CPUStat, error) {
+	st, err := h.reader.CPUStat(path.Join(pool, query))
+	if errors.Is(err, fs.ErrNotExist) {
+		return observe.CPUStat{}, nil
+	}
+	return st, err
+}
+
 // PoolPids reads the pool cgroup's tasks ([cgroupfs.Reader.Pids]); nil
 // where the pids controller is not there or the pool is gone.
 func (h *Handle) PoolPids(pool string) (*observe.Pids, error) {
