@@ -135,10 +135,14 @@ func (q *Query) Look() {
 }
 
 // Polling intervals of Wait for long queries: with the kernel's notice of
-// an emptied cgroup the poll is only a safety net.
+// an emptied cgroup the poll is only a safety net, for a notice that
+// cannot come (a process an administrator moved out, a PID reused before
+// its pidfd was opened), and a sleeping query's every look costs the
+// daemon a wake-up and a read: 30 s is the longest a query so missed
+// holds its slot past its end.
 const (
 	maxPoll         = 100 * time.Millisecond
-	maxPollNotified = 2 * time.Second
+	maxPollNotified = 30 * time.Second
 )
 
 // Wait returns once the query cgroup holds no process, or with ctx's
