@@ -181,7 +181,7 @@ func (r *Reader) Usage(group string) (usec uint64, known bool, err error) {
 // ([Reader.ReadCPU]), the throttled time of the group's own tasks and, on
 // v2, CPU pressure.
 func (r *Reader) cpuSample(group string, s *observe.Sample) error {
-	if err := r.readCPU(group, s); err != nil {
+	if err := r.readCPU(group, s, true); err != nil {
 		return err
 	}
 	var err error
@@ -245,18 +245,21 @@ func (r *Reader) pressure(group, file string) (*observe.Pressure, error) {
 }
 
 // usageV1 fills s's usage from the group's cpuacct twin, if any:
-// cpuacct.usage (ns) and cpuacct.stat (user and system, USER_HZ ticks).
-func (r *Reader) usageV1(group string, s *observe.Sample) error {
+// cpuacct.usage (ns) and, when split is set, cpuacct.stat (user and
+// system, USER_HZ ticks).
+func (r *Reader) usageV1(group string, s *observe.Sample, split bool) error {
 	if r.dirs[HierCPUAcct] == "" {
 		return nil
 	}
 	usageNsec, err := read(r, HierCPUAcct, group, fileAcctUsage, observe.ParseCPUAcctUsage)
-	if err == nil {
+	if err == nil && split {
 		var st observe.CPUStat
 		if st, err = read(r, HierCPUAcct, group, fileAcctStat, observe.ParseCPUAcctStat); err == nil {
-			s.CPU.UsageUsec, s.CPU.UserUsec, s.CPU.SystemUsec = usageNsec/1000, st.UserUsec, st.SystemUsec
-			s.UsageKnown = true
+			s.CPU.UserUsec, s.CPU.SystemUsec = st.UserUsec, st.SystemUsec
 		}
+	}
+	if err == nil {
+		s.CPU.UsageUsec, s.UsageKnown = usageNsec/1000, true
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -220,27 +220,31 @@ func (r *Reader) Read(group string) (observe.Sample, error) {
 }
 
 // ReadCPU reads one group's CPU accounting and throttling alone, the
-// sample's CPU and UsageKnown: cpu.stat, and on v1 cpuacct.usage and
-// cpuacct.stat (v1's cpu.stat has no usage). It is [Reader.Read] for a
-// consumer of those counters only, such as the throttling prediction
-// each second: one file on v2, where Read reads eleven with the memory
-// controller there. The sample's other fields are left empty.
+// sample's CPU and UsageKnown: cpu.stat, and on v1 cpuacct.usage (v1's
+// cpu.stat has no usage; its split into user and system time, in
+// cpuacct.stat, is not read: UserUsec and SystemUsec stay 0). It is
+// [Reader.Read] for a consumer of those counters only, such as the
+// history and the throttling prediction, every interval: one file on v2,
+// where Read reads eleven with the memory controller there, and two on
+// v1. The sample's other fields are left empty.
 func (r *Reader) ReadCPU(group string) (observe.Sample, error) {
 	s := observe.Sample{Group: group}
-	if err := r.readCPU(group, &s); err != nil {
+	if err := r.readCPU(group, &s, false); err != nil {
 		return observe.Sample{}, err
 	}
 	return s, nil
 }
 
-// readCPU reads group's CPU accounting and throttling into s ([Reader.ReadCPU]).
-func (r *Reader) readCPU(group string, s *observe.Sample) error {
+// readCPU reads group's CPU accounting and throttling into s
+// ([Reader.ReadCPU]), on v1 with the split into user and system time
+// when split is set.
+func (r *Reader) readCPU(group string, s *observe.Sample, split bool) error {
 	s.UsageKnown = r.v2
 	var err error
 	if s.CPU, err = r.CPUStat(group); err != nil || r.v2 {
 		return err
 	}
-	return r.usageV1(group, s)
+	return r.usageV1(group, s, split)
 }
 
 // ReadAll reads every group of Groups, in that order. A group removed

@@ -92,12 +92,14 @@ type poolHistory struct {
 	prevRun  map[int]uint64
 	queryRun map[string]map[int]uint64
 	base     bool
-	// quiet is set when the last read found the pool idle and running
-	// no query of this daemon: it is then read once a
-	// QuietInterval (readAt is when it was read last).
-	quiet  bool
-	readAt time.Time
-	due    time.Time
+	// quiet is set when the last read found the pool idle: it is then
+	// read once a QuietInterval (readAt is when it was read last) until
+	// a query not in seen, those running at that read, comes.
+	quiet     bool
+	idleReads int
+	seen      map[string]bool
+	readAt    time.Time
+	due       time.Time
 }
 
 // Reader is what the history reads of the pool tree: the pools' CPU
@@ -254,22 +256,35 @@ func (h *Rolling) Run(ctx context.Context) {
 // one is due.
 func (h *Rolling) Sample(now time.Time) time.Time {
 	running := h.src.Running()
-	active := map[string]bool{}
-	for pool, names := range running {
-		active[pool] = len(names) > 0
-	}
-	due, next := h.due(h.src.Desired(), now, active)
+	due, next := h.due(h.src.Desired(), now, running)
 	if len(due) == 0 {
 		return next
 	}
 	return h.store(due, h.read(due, running), now, next)
 }
 
-// QuietInterval is how often the history reads a quiet pool: one
-// that did not run at its last read and runs no query of this daemon.
-// Such a pool is read each period again as soon as the daemon admits a
-// query to it (the history looks every MinInterval).
+// QuietInterval is how often the history reads a quiet pool: one that
+// did not run at its last read and runs no query of this daemon. A pool
+// whose queries all sleep is read less often the longer it stays idle:
+// two intervals after its first idle read, then four, eight, up to
+// QuietInterval, so that a pool of long sleepers costs the daemon one read
+// a second as an idle one does, while one whose queries pause between
+// bursts is still read about once an interval. What such a pool ran
+// before a late read is shared among the intervals since its last read
+// (Spread), as for any late read. A quiet pool is read each period again
+// as soon as the daemon admits a query to it (the history looks every
+// MinInterval), and once it is found to have run.
 const QuietInterval = time.Second
+
+// quietAfter is how long after its last read the pool is next read while
+// quiet: QuietInterval when it runs no query of this daemon, else iv
+// doubled for each idle read in a row, up to QuietInterval.
+func (ph *poolHistory) quietAfter(active bool, iv time.Duration) time.Duration {
+	if !active {
+		return QuietInterval
+	}
+	return min(iv<<min(ph.idleReads, 4), max(QuietInterval, iv))
+}
 
 // duePool is a pool whose interval has ended: its name, and whether its
 // threads are to be read (the first read of a segment, or a pool whose
@@ -281,8 +296,10 @@ type duePool struct {
 	// prevPressure is the pool's CPU pressure at the last read, kept
 	// when the pool did not run (read).
 	prevPressure *observe.Pressure
-	// active is whether a query this daemon admitted runs in the pool.
-	active bool
+	// running are the queries this daemon admitted that run in the
+	// pool; arrived is set when one of them did not at its last read.
+	running []string
+	arrived bool
 	// queryUsage is the CPU time (µs) of each of the pool's queries at
 	// the last read.
 	queryUsage map[string]uint64
@@ -291,7 +308,7 @@ type duePool struct {
 // due starts a segment for every pool whose limit changed, forgets the
 // pools no longer planned, and returns the pools due at now and when the
 // next of the others is.
-func (h *Rolling) due(d planner.Desired, now time.Time, active map[string]bool) (due []duePool, next time.Time) {
+func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]string) (due []duePool, next time.Time) {
 	next = now.Add(MinInterval)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -311,12 +328,14 @@ func (h *Rolling) due(d planner.Desired, now time.Time, active map[string]bool) 
 			ph.base, ph.due = false, now
 		}
 		at := ph.due
-		if ph.base && ph.quiet && !active[p.Name] {
-			at = maxTime(at, ph.readAt.Add(QuietInterval))
+		arrived := ph.arrived(running[p.Name])
+		if ph.base && ph.quiet && !arrived {
+			at = maxTime(at, ph.readAt.Add(ph.quietAfter(len(running[p.Name]) > 0, h.interval(lim))))
 		}
 		if !at.After(now) {
-			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure, active: active[p.Name]}
-			if ph.base && active[p.Name] {
+			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
+				running: running[p.Name], arrived: arrived}
+			if ph.base && len(dp.running) > 0 {
 				dp.queryUsage = make(map[string]uint64, len(ph.prevQueries))
 				for q, st := range ph.prevQueries {
 					dp.queryUsage[q] = st.UsageUsec
@@ -555,7 +574,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
 			n := missed + 1
-			if ph.quiet && d.active {
+			if ph.quiet && d.arrived {
 				// A quiet pool to which a query came since the last
 				// look: what it ran is the last interval's, the
 				// intervals it was not read in were idle.
@@ -578,7 +597,16 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.prevRun, ph.queryRun = run, queryRun
 		}
 		ph.keepQueries(d.name, r)
-		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec && !d.active
+		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec
+		if ph.quiet {
+			ph.idleReads++
+		} else {
+			ph.idleReads = 0
+		}
+		ph.seen = make(map[string]bool, len(d.running))
+		for _, q := range d.running {
+			ph.seen[q] = true
+		}
 		ph.prev, ph.base, ph.readAt = cur, true, now
 		h.trim(ph, now)
 		next = minTime(next, ph.due)
@@ -628,6 +656,17 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// arrived reports whether a query of running did not run at the pool's
+// last read.
+func (ph *poolHistory) arrived(running []string) bool {
+	for _, q := range running {
+		if !ph.seen[q] {
+			return true
+		}
+	}
+	return false
 }
 
 func (ph *poolHistory) last() *segment {
