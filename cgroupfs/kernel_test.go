@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -719,5 +720,59 @@ func TestKernelIdlePool(t *testing.T) {
 	}
 	if idle, w := k.read(t, "batch", "cpu.idle"), k.read(t, "batch", file); idle != "0" || w != want {
 		t.Errorf("batch made normal: cpu.idle %q, %s %q; want 0 and %s", idle, file, w, want)
+	}
+}
+
+// TestKernelUsageAndThreadsExcept reads what the daemon's history reads of
+// a pool that ran: each query's usage from one file, as Read has it, and
+// the pool's threads outside the queries it names.
+func TestKernelUsageAndThreadsExcept(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	d := planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+	}}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{}
+	for _, q := range []string{"q1", "q2"} {
+		sleeper := exec.Command("sleep", "60")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+		if err := k.tree.PlaceQuery(d.Pools[1], q, sleeper.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		pids[q] = sleeper.Process.Pid
+	}
+	acct := k.root.Path
+	if len(k.root.Twins) > 0 {
+		acct = k.root.Twins[0]
+	}
+	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
+	defer r.Close()
+	for _, group := range []string{"p", "p/q1"} {
+		full, err := r.Read(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		usage, known, err := r.Usage(group)
+		if err != nil || !known {
+			t.Fatalf("Usage(%s) = %d, %v, %v: want it known", group, usage, known, err)
+		}
+		// The sleepers do not run: the two reads agree.
+		if usage != full.CPU.UsageUsec {
+			t.Errorf("Usage(%s) = %d µs, Read's usage %d µs", group, usage, full.CPU.UsageUsec)
+		}
+	}
+	all, _, err := r.Threads("p", 100)
+	if err != nil || !slices.Contains(all, pids["q1"]) || !slices.Contains(all, pids["q2"]) {
+		t.Fatalf("Threads(p) = %v, %v: want both sleepers %v", all, err, pids)
+	}
+	some, _, err := r.ThreadsExcept("p", map[string]bool{"q1": true}, 100)
+	if err != nil || slices.Contains(some, pids["q1"]) || !slices.Contains(some, pids["q2"]) {
+		t.Errorf("ThreadsExcept(p, q1) = %v, %v: want q2's sleeper %d and not q1's %d", some, err, pids["q2"], pids["q1"])
 	}
 }
