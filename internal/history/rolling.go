@@ -98,11 +98,8 @@ type poolHistory struct {
 	quiet     bool
 	idleReads int
 	seen      map[string]bool
-	// asleep is each running query whose usage did not grow at its
-	// last reads: how many in a row, and when it is read next.
-	asleep map[string]asleep
-	readAt time.Time
-	due    time.Time
+	readAt    time.Time
+	due       time.Time
 }
 
 // Reader is what the history reads of the pool tree: the pools' CPU
@@ -304,9 +301,8 @@ type duePool struct {
 	running []string
 	arrived bool
 	// queryUsage is the CPU time (µs) of each of the pool's queries at
-	// the last read; later are those of them not to be read yet (asleep).
+	// the last read.
 	queryUsage map[string]uint64
-	later      map[string]bool
 }
 
 // due starts a segment for every pool whose limit changed, forgets the
@@ -344,14 +340,6 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 				for q, st := range ph.prevQueries {
 					dp.queryUsage[q] = st.UsageUsec
 				}
-				for q, a := range ph.asleep {
-					if a.next.After(now) {
-						if dp.later == nil {
-							dp.later = map[string]bool{}
-						}
-						dp.later[q] = true
-					}
-				}
 			}
 			due = append(due, dp)
 		} else {
@@ -374,8 +362,6 @@ type historyRead struct {
 	stats   map[string]observe.Sample
 	queries map[string]map[string]observe.CPUStat
 	listed  map[queryKey]bool
-	// same are the queries of each pool read whose usage had not grown.
-	same    map[string]map[string]bool
 	threads map[string]threadRead
 }
 
@@ -411,8 +397,7 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	for i, p := range due {
 		names[i] = p.name
 	}
-	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, same: map[string]map[string]bool{},
-		threads: map[string]threadRead{}}
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{}}
 	var err error
 	if r.stats, err = h.r.PoolCPUStats(names); err != nil {
 		h.log.Warn("history: read the pools' counters", "err", err)
@@ -452,7 +437,7 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 		if !ran[p.name] {
 			continue // its queries are kept as last read (keepQueries)
 		}
-		grew := h.readQueries(p, names, r)
+		grew := h.readQueries(p, names, r.queries)
 		if h.threads != nil {
 			r.threads[p.name] = h.threads(p.name, names, grew)
 		}
@@ -461,25 +446,17 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 }
 
 // readQueries reads the usage of the queries names of pool p, which ran,
-// but those asleep that are not due (p.later), and the throttling of those
-// whose usage grew since the last read (all at a segment's first, and a
-// query not read before) into r.queries, and returns those. A query whose
-// usage did not grow (r.same), was not read, or whose read failed, is left
-// out: it keeps its last counters (keepQueries).
-func (h *Rolling) readQueries(p duePool, names []string, r historyRead) (grew []string) {
+// and the throttling of those whose usage grew since the last read (all at
+// a segment's first, and a query not read before) into queries, and
+// returns those. A query whose usage did not grow, or whose read failed,
+// is left out: it keeps its last counters (keepQueries).
+func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[string]observe.CPUStat) (grew []string) {
 	for _, name := range names {
-		if p.base && p.later[name] {
-			continue
-		}
 		usage, known, err := h.r.QueryUsage(p.name, name)
 		if err != nil {
 			continue
 		}
 		if prev, seen := p.queryUsage[name]; p.base && known && seen && usage == prev {
-			if r.same[p.name] == nil {
-				r.same[p.name] = map[string]bool{}
-			}
-			r.same[p.name][name] = true
 			continue
 		}
 		st, err := h.r.QueryThrottling(p.name, name)
@@ -487,10 +464,10 @@ func (h *Rolling) readQueries(p duePool, names []string, r historyRead) (grew []
 			continue
 		}
 		st.UsageUsec = usage
-		if r.queries[p.name] == nil {
-			r.queries[p.name] = map[string]observe.CPUStat{}
+		if queries[p.name] == nil {
+			queries[p.name] = map[string]observe.CPUStat{}
 		}
-		r.queries[p.name][name] = st
+		queries[p.name][name] = st
 		grew = append(grew, name)
 	}
 	return grew
@@ -619,7 +596,6 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		if threadsRead {
 			ph.prevRun, ph.queryRun = run, queryRun
 		}
-		ph.sleepQueries(d.name, r, iv, now)
 		ph.keepQueries(d.name, r)
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec
 		if ph.quiet {
@@ -638,48 +614,20 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 	return next
 }
 
-// sleepQueries notes which running queries of the pool r found asleep:
-// one whose usage did not grow at two reads in a row is read again two
-// intervals (iv) after the last, then four, eight, up to QuietInterval,
-// as a quiet pool is, so that the sleeping queries of a pool that runs do
-// not cost a read each interval; one that grew, or ended, is forgotten.
-// What a query asleep was throttled before it is read again counts in the
-// interval of that read.
-func (ph *poolHistory) sleepQueries(pool string, r historyRead, iv time.Duration, now time.Time) {
-	for q, a := range ph.asleep {
-		if _, grew := r.queries[pool][q]; grew || !r.listed[queryKey{pool, q}] {
-			delete(ph.asleep, q)
-			continue
-		}
-		if r.same[pool][q] {
-			a.reads++
-			a.next = now.Add(min(iv<<min(a.reads-1, 4), max(QuietInterval, iv)))
-			ph.asleep[q] = a
-		}
-	}
-	for q := range r.same[pool] {
-		if _, ok := ph.asleep[q]; !ok {
-			if ph.asleep == nil {
-				ph.asleep = map[string]asleep{}
-			}
-			ph.asleep[q] = asleep{reads: 1, next: now.Add(iv)}
-		}
-	}
-}
-
 // keepQueries makes the pool's query counters of r the baseline of its
 // next read. A query that runs but whose cgroup was not read this time
 // keeps its last counters; one that ended is forgotten.
 func (ph *poolHistory) keepQueries(pool string, r historyRead) {
-	for q := range ph.prevQueries {
-		if !r.listed[queryKey{pool, q}] {
-			delete(ph.prevQueries, q)
+	queries := r.queries[pool]
+	for q, st := range ph.prevQueries {
+		if _, ok := queries[q]; !ok && r.listed[queryKey{pool, q}] {
+			if queries == nil {
+				queries = map[string]observe.CPUStat{}
+			}
+			queries[q] = st
 		}
 	}
-	if ph.prevQueries == nil {
-		ph.prevQueries = map[string]observe.CPUStat{}
-	}
-	maps.Copy(ph.prevQueries, r.queries[pool])
+	ph.prevQueries = queries
 }
 
 // countThreads sets p's thread counts from the threads read at its end:
@@ -708,13 +656,6 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// asleep is a query of a pool that ran whose usage did not grow at its
-// last reads reads in a row; it is read again at next.
-type asleep struct {
-	reads int
-	next  time.Time
 }
 
 // arrived reports whether a query of running did not run at the pool's

@@ -34,13 +34,12 @@ type statCgroups struct {
 	pools   map[string]observe.Sample
 	queries map[[2]string]observe.CPUStat
 	// usageReads counts QueryUsage calls, queryReads QueryThrottling
-	// calls; usageOf counts QueryUsage calls by query.
+	// calls.
 	usageReads, queryReads int
-	usageOf                map[string]int
 }
 
 func newStatCgroups() *statCgroups {
-	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}, usageOf: map[string]int{}}
+	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
 }
 
 func (c *statCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
@@ -71,7 +70,6 @@ func (c *statCgroups) QueryUsage(pool, query string) (uint64, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.usageReads++
-	c.usageOf[pool+"/"+query]++
 	return c.queries[[2]string{pool, query}].UsageUsec, true, nil
 }
 
@@ -347,52 +345,6 @@ func TestHistorySleepingQueries(t *testing.T) {
 	s5, s6 := ts[0].Samples[len(ts[0].Samples)-2], ts[0].Samples[len(ts[0].Samples)-1]
 	if s5.QueryThrottledUsec != 10_000 || s6.QueryThrottledUsec != 20_000 {
 		t.Errorf("query throttling of the last two intervals: %d and %d µs, want 10000 (q1) and 20000 (q2)", s5.QueryThrottledUsec, s6.QueryThrottledUsec)
-	}
-}
-
-// TestHistorySleepingQueryBackoff: of a pool that runs each interval, a
-// query whose usage does not grow is read less often the longer it
-// sleeps, two, four, eight intervals after its last read, up to a
-// QuietInterval; what it was throttled before it is read again counts in
-// the interval of that read.
-func TestHistorySleepingQueryBackoff(t *testing.T) {
-	cg := newStatCgroups()
-	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	src.run("olap", "busy")
-	src.run("olap", "idle")
-	t0 := time.Unix(1_000_000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	var idleReadAt []int
-	for ms := 0; ms <= 3600; ms += 100 {
-		cg.mu.Lock()
-		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: uint64(ms) * 100}}
-		cg.queries[[2]string{"olap", "busy"}] = observe.CPUStat{UsageUsec: uint64(ms) * 100}
-		if ms == 2700 { // the sleeper wakes, is throttled 30 ms
-			cg.queries[[2]string{"olap", "idle"}] = observe.CPUStat{UsageUsec: 5_000, NrThrottled: 1, ThrottledUsec: 30_000}
-		}
-		before := cg.usageOf["olap/idle"]
-		cg.mu.Unlock()
-		hist.Sample(at(ms))
-		if cg.usageOf["olap/idle"] != before {
-			idleReadAt = append(idleReadAt, ms)
-		}
-	}
-	if want := []int{0, 100, 200, 400, 800, 1600, 2600, 3600}; !slices.Equal(idleReadAt, want) {
-		t.Errorf("the sleeping query was read at %v ms, want %v", idleReadAt, want)
-	}
-	if n := cg.usageOf["olap/busy"]; n != 37 {
-		t.Errorf("the busy query was read %d times in 37 intervals, want each", n)
-	}
-	ts, _ := hist.traces("olap", 0, at(3600))
-	s := ts[0].Samples
-	for i, p := range s {
-		want := uint64(0)
-		if i == len(s)-1 {
-			want = 30_000
-		}
-		if p.QueryThrottledUsec != want {
-			t.Errorf("interval %d: query throttling %d µs, want %d", i, p.QueryThrottledUsec, want)
-		}
 	}
 }
 
