@@ -264,26 +264,25 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 }
 
 // QuietInterval is how often the history reads a quiet pool: one that
-// did not run at its last read and runs no query of this daemon. A pool
-// whose queries all sleep is read less often the longer it stays idle:
-// two intervals after its first idle read, then four, eight, up to
-// QuietInterval, so that a pool of long sleepers costs the daemon one read
-// a second as an idle one does, while one whose queries pause between
-// bursts is still read about once an interval. What such a pool ran
-// before a late read is shared among the intervals since its last read
-// (Spread), as for any late read. A quiet pool is read each period again
-// as soon as the daemon admits a query to it (the history looks every
-// MinInterval), and once it is found to have run.
+// did not run at its last read and runs no query of this daemon, or one
+// whose queries all sleep and that has been idle for a QuietInterval
+// (read each period until then, so that a pool whose queries pause
+// between bursts is read each period). A pool of long sleepers so costs
+// the daemon one read a second, as an idle one does; what it ran before a
+// late read is shared among the intervals since its last read (Spread),
+// as for any late read. A quiet pool is read each period again as soon as
+// the daemon admits a query to it (the history looks every MinInterval),
+// and once it is found to have run.
 const QuietInterval = time.Second
 
 // quietAfter is how long after its last read the pool is next read while
-// quiet: QuietInterval when it runs no query of this daemon, else iv
-// doubled for each idle read in a row, up to QuietInterval.
+// quiet: QuietInterval when it runs no query of this daemon or has been
+// idle that long, else iv.
 func (ph *poolHistory) quietAfter(active bool, iv time.Duration) time.Duration {
-	if !active {
-		return QuietInterval
+	if active && time.Duration(ph.idleReads)*iv < QuietInterval {
+		return iv
 	}
-	return min(iv<<min(ph.idleReads, 4), max(QuietInterval, iv))
+	return max(QuietInterval, iv)
 }
 
 // duePool is a pool whose interval has ended: its name, and whether its

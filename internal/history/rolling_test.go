@@ -312,36 +312,31 @@ func TestHistorySleepingQueries(t *testing.T) {
 		t.Fatalf("baseline: %v usage and throttling reads, want both of both queries", n)
 	}
 	for ms := 100; ms <= 300; ms += 100 {
-		hist.Sample(at(ms)) // the pool's usage does not grow: read at 100 and 300
+		hist.Sample(at(ms)) // the pool's usage does not grow
 	}
 	if n := reads(); n != [2]int{2, 2} {
 		t.Errorf("three intervals of a pool that ran nothing: %v usage and throttling reads in all, want the baseline's", n)
 	}
 	set(90_000, map[string][2]uint64{"q1": {45_000, 30_000}, "q2": {45_000, 30_000}})
-	hist.Sample(at(700)) // the read after 300, covering 400 to 700
+	hist.Sample(at(400))
 	if n := reads(); n != [2]int{4, 4} {
 		t.Errorf("the pool and both queries ran: %v usage and throttling reads in all, want [4 4]", n)
 	}
-	ts, _ := hist.traces("olap", 0, at(700))
-	var sum Sample
-	for _, p := range ts[0].Samples[3:] {
-		sum.UsageUsec += p.UsageUsec
-		sum.QueryThrottledUsec += p.QueryThrottledUsec
-		sum.QueryNrThrottled += p.QueryNrThrottled
-	}
-	if sum.UsageUsec != 40_000 || sum.QueryThrottledUsec != 40_000 || sum.QueryNrThrottled != 2 {
-		t.Errorf("the intervals the pool ran in: %+v in all, want usage 40000 µs, its queries throttled 2 × 20000 µs, 2 periods", sum)
+	ts, _ := hist.traces("olap", 0, at(400))
+	last := ts[0].Samples[len(ts[0].Samples)-1]
+	if last.UsageUsec != 40_000 || last.QueryThrottledUsec != 40_000 || last.QueryNrThrottled != 2 {
+		t.Errorf("the interval the pool ran in: %+v, want usage 40000 µs, its queries throttled 2 × 20000 µs, 2 periods", last)
 	}
 	// Only q1 runs: q2's usage is read, its throttling is not, and
 	// what it had stays its baseline.
 	set(110_000, map[string][2]uint64{"q1": {65_000, 40_000}})
-	hist.Sample(at(800))
+	hist.Sample(at(500))
 	if n := reads(); n != [2]int{6, 5} {
 		t.Errorf("the pool and q1 ran: %v usage and throttling reads in all, want [6 5]", n)
 	}
 	set(130_000, map[string][2]uint64{"q1": {75_000, 40_000}, "q2": {55_000, 50_000}})
-	hist.Sample(at(900))
-	ts, _ = hist.traces("olap", 0, at(900))
+	hist.Sample(at(600))
+	ts, _ = hist.traces("olap", 0, at(600))
 	s5, s6 := ts[0].Samples[len(ts[0].Samples)-2], ts[0].Samples[len(ts[0].Samples)-1]
 	if s5.QueryThrottledUsec != 10_000 || s6.QueryThrottledUsec != 20_000 {
 		t.Errorf("query throttling of the last two intervals: %d and %d µs, want 10000 (q1) and 20000 (q2)", s5.QueryThrottledUsec, s6.QueryThrottledUsec)
@@ -398,16 +393,16 @@ func TestHistoryThreads(t *testing.T) {
 	hist.Sample(at(100))
 	usage(60_500, 65_500) // idle: the threads are not read
 	threads("olap/q1")
-	hist.Sample(at(200)) // and the next read is two intervals on
-	// 300 ms of usage in two intervals by q1's threads that ended before
-	// the read: at least two, beside q2's one.
-	usage(360_500, 365_500)
-	hist.Sample(at(400))
-	ts, _ := hist.traces("olap", 0, at(400))
-	if len(ts) != 1 || len(ts[0].Samples) != 4 {
+	hist.Sample(at(200))
+	// 150 ms of usage by q1's threads that ended before the read: at
+	// least two, beside q2's one.
+	usage(210_500, 215_500)
+	hist.Sample(at(300))
+	ts, _ := hist.traces("olap", 0, at(300))
+	if len(ts) != 1 || len(ts[0].Samples) != 3 {
 		t.Fatalf("traces %+v", ts)
 	}
-	want := [][3]int{{5, 2, 1}, {-1, -1, -1}, {2, 2, 0}, {2, 2, 0}}
+	want := [][3]int{{5, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
 	for i, w := range want {
 		s := ts[0].Samples[i]
 		if got := [3]int{s.Threads, s.Ran, s.Runnable}; got != w {
@@ -478,10 +473,10 @@ func TestHistoryQuiet(t *testing.T) {
 	}
 }
 
-// TestHistoryQuietBackoff reads a pool whose queries all sleep less often
-// the longer it stays idle, two, four, eight intervals after its last
-// read, up to a QuietInterval; a query that comes makes it read at its
-// next period's end again.
+// TestHistoryQuietBackoff reads a pool whose queries all sleep each
+// period until it has been idle for a QuietInterval, then once a
+// QuietInterval; a query that comes makes it read at its next period's
+// end again.
 func TestHistoryQuietBackoff(t *testing.T) {
 	cg := &countingCgroups{statCgroups: newStatCgroups(), reads: map[string]int{}}
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
@@ -497,7 +492,7 @@ func TestHistoryQuietBackoff(t *testing.T) {
 			readAt = append(readAt, ms)
 		}
 	}
-	if want := []int{0, 100, 300, 700, 1500, 2500, 3500}; !slices.Equal(readAt, want) {
+	if want := []int{0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 2000, 3000}; !slices.Equal(readAt, want) {
 		t.Errorf("a pool whose query sleeps was read at %v ms, want %v", readAt, want)
 	}
 	src.run("olap", "q2")
@@ -675,7 +670,7 @@ func (c *pressureCgroups) PoolCPUPressure(names []string) (map[string]*observe.P
 func TestHistoryPressureWhenRan(t *testing.T) {
 	cg := &pressureCgroups{statCgroups: newStatCgroups(), psiReads: map[string]int{}}
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	src.run("olap", "q1") // read sooner than once a QuietInterval
+	src.run("olap", "q1") // read every period, not once a QuietInterval
 	set := func(usage, someUsec uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
@@ -686,28 +681,24 @@ func TestHistoryPressureWhenRan(t *testing.T) {
 	set(1000, 500)
 	hist.Sample(at(0))
 	for ms := 100; ms <= 300; ms += 100 {
-		hist.Sample(at(ms)) // idle: read at 100 and 300, next at 700
+		hist.Sample(at(ms)) // idle
 	}
 	if n := cg.psiReads["olap"]; n != 1 {
 		t.Errorf("pressure read %d times in three idle intervals and the baseline, want the baseline's 1", n)
 	}
 	set(31_000, 8_500)
-	hist.Sample(at(700))
+	hist.Sample(at(400))
 	if n := cg.psiReads["olap"]; n != 2 {
 		t.Errorf("pressure read %d times once the pool ran, want 2", n)
 	}
-	ts, _ := hist.traces("olap", 0, at(700))
+	ts, _ := hist.traces("olap", 0, at(400))
 	s := ts[0].Samples
-	if len(s) != 7 {
-		t.Fatalf("samples %+v, want 7", s)
+	if len(s) != 4 || s[3].UsageUsec != 30_000 || s[3].PressureSomeUsec == nil || *s[3].PressureSomeUsec != 8_000 {
+		t.Fatalf("samples %+v, want the last with 30000 µs of usage and 8000 µs of pressure", s)
 	}
-	for i, p := range s {
-		usage, psi := uint64(0), uint64(0)
-		if i >= 3 { // the read at 700 covers 400 to 700
-			usage, psi = 7_500, 2_000
-		}
-		if p.UsageUsec != usage || p.PressureSomeUsec == nil || *p.PressureSomeUsec != psi {
-			t.Errorf("interval %d: usage %d µs, pressure %v, want %d and %d", i, p.UsageUsec, p.PressureSomeUsec, usage, psi)
+	for i, p := range s[:3] {
+		if p.PressureSomeUsec == nil || *p.PressureSomeUsec != 0 {
+			t.Errorf("idle interval %d: pressure %v, want 0", i, p.PressureSomeUsec)
 		}
 	}
 }
