@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -782,4 +783,106 @@ func TestKernelUsageAndThreadsExcept(t *testing.T) {
 	if err != nil || slices.Contains(some, pids["q1"]) || !slices.Contains(some, pids["q2"]) {
 		t.Errorf("ThreadsExcept(p, q1) = %v, %v: want q2's sleeper %d and not q1's %d", some, err, pids["q2"], pids["q1"])
 	}
+}
+
+// The reader keeps the files it reads again open (package reread): a
+// query's usage read through a kept file is the kernel's current one, a
+// query removed meanwhile reads as not there, and one made again under
+// the same name reads as the new cgroup.
+func TestKernelKeptReads(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	d := planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+	}}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	start := func(script string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		if err := k.tree.PlaceQuery(d.Pools[1], "q", cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	acct := k.root.Path
+	if len(k.root.Twins) > 0 {
+		acct = k.root.Twins[0]
+	}
+	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
+	defer r.Close()
+	usage := func() (uint64, error) {
+		usec, known, err := r.Usage("p/q")
+		if err == nil && !known {
+			err = errors.New("usage unknown")
+		}
+		return usec, err
+	}
+	// A burner: its usage, read through the kept file from the second
+	// read on, grows to 50 ms (the wait is bounded, not judged).
+	burner := start("while :; do :; done")
+	var last uint64
+	for i, deadline := 0, time.Now().Add(time.Minute); last < 50000; i++ {
+		got, err := usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of p/q's usage: %d µs, grown from %d µs in a minute of a burner's run; want it to reach 50,000 µs", i+1, got, last)
+		}
+		last = got
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The usage file is kept open: this process has a descriptor of it.
+	file := filepath.Join(acct, "p/q/cpuacct.usage")
+	if k.v2() {
+		file = filepath.Join(k.root.Path, "p/q/cpu.stat")
+	}
+	if !openHere(t, file) {
+		t.Errorf("no descriptor of %s is open after repeated reads: want it kept", file)
+	}
+	if _, _, err := r.Threads("p", 100); err != nil {
+		t.Fatal(err)
+	}
+	burner.Process.Kill()
+	burner.Wait()
+	if err := k.tree.RemoveQuery("p", "q"); err != nil {
+		t.Fatal(err)
+	}
+	// Usage says a cgroup that is not there: v2's read error, v1's
+	// unknown usage (no cpuacct twin).
+	if got, known, err := r.Usage("p/q"); known || (k.v2() && !errors.Is(err, fs.ErrNotExist)) || (!k.v2() && err != nil) {
+		t.Fatalf("usage of the removed p/q = %d µs, known %v, %v; want it unknown (v1) or an error wrapping fs.ErrNotExist (v2)", got, known, err)
+	}
+	tids, _, err := r.Threads("p", 100)
+	if err != nil || len(tids) != 0 {
+		t.Fatalf("threads of p with its query removed = %v, %v; want none", tids, err)
+	}
+	// The same name again: a new cgroup, whose usage starts anew.
+	start("sleep 60")
+	for range 2 {
+		if got, err := usage(); err != nil || got >= last {
+			t.Fatalf("usage of p/q made again with a sleeper = %d µs, %v; want the new cgroup's, below the burner's %d µs", got, err, last)
+		}
+	}
+}
+
+// openHere reports whether this process has a descriptor open on file.
+func openHere(t *testing.T, file string) bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == file {
+			return true
+		}
+	}
+	return false
 }

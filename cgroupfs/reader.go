@@ -8,7 +8,10 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/poolagent/poolagent/internal/cpulimit"
+	"github.com/poolagent/poolagent/internal/reread"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -28,6 +31,10 @@ type Reader struct {
 
 	mu  sync.Mutex
 	fss map[string]FS // opened, by hierarchy
+	// kept reads the files of an opened [Dir] that are read again and
+	// again (counters, thread lists) without opening them each time, by
+	// hierarchy.
+	kept map[string]*reread.Files
 }
 
 // NewReader returns the reader of dir, a directory of the cgroup v2
@@ -41,7 +48,7 @@ func NewReader(v2 bool, dir, acctDir, memDir string, open func(dir string) (FS, 
 	if open == nil {
 		open = func(dir string) (FS, error) { return OpenDir(dir) }
 	}
-	r := &Reader{v2: v2, dirs: map[string]string{}, open: open, fss: map[string]FS{}}
+	r := &Reader{v2: v2, dirs: map[string]string{}, open: open, fss: map[string]FS{}, kept: map[string]*reread.Files{}}
 	if v2 {
 		r.dirs[HierUnified] = dir
 		return r
@@ -130,7 +137,26 @@ func (r *Reader) fs(h string) (FS, error) {
 		return nil, err
 	}
 	r.fss[h] = f
+	if d, ok := f.(*Dir); ok {
+		r.kept[h] = reread.New(d.path, func(name string) (int, error) { return d.open(name, unix.O_RDONLY) }, reread.DefaultMax())
+	}
 	return f, nil
+}
+
+// readFile reads name in hierarchy h: through the kept files where the
+// hierarchy is a [Dir], else with the FS's ReadFile.
+func (r *Reader) readFile(h, name string) ([]byte, error) {
+	f, err := r.fs(h)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	k := r.kept[h]
+	r.mu.Unlock()
+	if k != nil {
+		return k.Read(name)
+	}
+	return f.ReadFile(name)
 }
 
 // Close releases the opened directories.
@@ -139,6 +165,10 @@ func (r *Reader) Close() error {
 	defer r.mu.Unlock()
 	var errs []error
 	for h, f := range r.fss {
+		if k := r.kept[h]; k != nil {
+			errs = append(errs, k.Close())
+			delete(r.kept, h)
+		}
 		if c, ok := f.(interface{ Close() error }); ok {
 			errs = append(errs, c.Close())
 		}
@@ -153,12 +183,8 @@ func (r *Reader) Close() error {
 // parse error is prefixed with the file's path.
 func read[T any](r *Reader, h, group, file string, parse func([]byte) (T, error)) (T, error) {
 	var zero T
-	f, err := r.fs(h)
-	if err != nil {
-		return zero, err
-	}
 	name := path.Join(group, file)
-	b, err := f.ReadFile(name)
+	b, err := r.readFile(h, name)
 	if err != nil {
 		return zero, err
 	}
@@ -311,7 +337,7 @@ func (r *Reader) list(group string, except map[string]bool, file, what string, l
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		b, err := f.ReadFile(path.Join(dir, file))
+		b, err := r.readFile(r.cpuHier(), path.Join(dir, file))
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
 			return nil
 		}

@@ -139,7 +139,9 @@ type QueryThreadLister interface {
 
 // Pools is what the history samples: the plan in force (the pools and
 // their limits) and the queries running in each pool, those whose cgroups
-// it reads (the daemon's own list: no walk of the tree).
+// it reads (the daemon's own list: no walk of the tree). The history does
+// not modify what Running returns, so the list may be shared between
+// looks.
 type Pools interface {
 	Desired() planner.Desired
 	Running() map[string][]string
@@ -161,6 +163,9 @@ type Rolling struct {
 	// queries and those of the queries in ran; nil where they cannot be
 	// listed (thread counts are then -1).
 	threads func(pool string, running, ran []string) threadRead
+	// proc reads the threads' files, keeping them open while they are
+	// read each interval; closed when Run ends.
+	proc procFiles
 	// replying lets one reply per uid be built and written at a time
 	// (Reply).
 	replying replyTurns
@@ -171,8 +176,9 @@ type Rolling struct {
 func New(cfg Config, r Reader, src Pools, procRoot string, log *slog.Logger) *Rolling {
 	h := &Rolling{cfg: cfg, log: log, r: r, src: src, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
 	if tl, ok := r.(QueryThreadLister); ok {
+		h.proc = newProcFiles(procRoot)
 		h.threads = func(pool string, running, ran []string) threadRead {
-			return readThreads(tl, procRoot, pool, running, ran)
+			return readThreads(tl, h.proc, pool, running, ran)
 		}
 	}
 	return h
@@ -242,6 +248,9 @@ func (h *Rolling) interval(l cpulimit.Limit) time.Duration {
 func (h *Rolling) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	if h.proc.files != nil {
+		defer h.proc.files.Close()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -493,7 +502,7 @@ func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.S
 // those of the queries in ran, at most MaxThreads in all; unknown (own
 // nil) when they cannot be read. A query that ended since it was listed
 // has none.
-func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string) threadRead {
+func readThreads(tl QueryThreadLister, proc procFiles, pool string, running, ran []string) threadRead {
 	except := make(map[string]bool, len(running))
 	for _, q := range running {
 		except[q] = true
@@ -503,7 +512,7 @@ func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []str
 		return threadRead{}
 	}
 	tr := threadRead{queries: make(map[string]map[int]uint64, len(ran))}
-	if tr.own, tr.runnable, err = threadTimes(procRoot, tids); err != nil {
+	if tr.own, tr.runnable, err = proc.threadTimes(tids); err != nil {
 		return threadRead{}
 	}
 	left := MaxThreads - len(tids)
@@ -518,7 +527,7 @@ func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []str
 		if err != nil {
 			return threadRead{}
 		}
-		run, runnable, err := threadTimes(procRoot, tids)
+		run, runnable, err := proc.threadTimes(tids)
 		if err != nil {
 			return threadRead{}
 		}

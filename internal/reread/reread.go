@@ -1,0 +1,195 @@
+// Package reread reads small files that are read again and again, such
+// as a cgroup's cpu.stat or a thread's /proc/TID/schedstat, without
+// opening them each time. A file read a second time within an idle span
+// is kept open and read again with pread(2) from offset 0, which has the
+// kernel render it afresh (cgroup and /proc files are seq_files). Opening
+// is most of a read's cost: a path lookup under the cgroup or proc
+// filesystem's locks, then a close. A file of a cgroup removed, or of a
+// thread ended, since it was kept refuses the read (ENODEV, ESRCH); it is
+// then closed and opened again, so the caller sees the same error as from
+// a fresh open (ENOENT). Files not read for an idle span are closed, so
+// a kept descriptor holds a removed cgroup for that span at most, and the
+// number kept is bounded.
+package reread
+
+import (
+	"errors"
+	"io/fs"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Idle is how long a kept file stays open without being read: it is
+// closed at the first read after it went a whole Idle unread.
+const Idle = 10 * time.Second
+
+// Files keeps files open for reading again. Its methods are safe for
+// concurrent use.
+type Files struct {
+	dir  string
+	open func(name string) (fd int, err error)
+	max  int
+	now  func() time.Time
+
+	mu    sync.Mutex
+	files map[string]*file
+	// once are the names read once since the last sweep: a name read
+	// again before the next is kept.
+	once  map[string]bool
+	swept time.Time
+}
+
+// file is a kept descriptor: used says it was read since the last
+// sweep, busy how many reads of it are under way (it is closed only when
+// none is).
+type file struct {
+	fd   int
+	used bool
+	busy int
+	dead bool
+}
+
+// New returns the reader of files opened by open (read-only, close on
+// exec), keeping at most max of them open. dir names where open looks,
+// for errors (a read error is a *fs.PathError with dir/name).
+func New(dir string, open func(name string) (fd int, err error), max int) *Files {
+	return &Files{dir: dir, open: open, max: max, now: time.Now, files: map[string]*file{}, once: map[string]bool{}}
+}
+
+// Read returns the content of name: from its kept descriptor when it has
+// one, else from a fresh open, keeping the descriptor when name was read
+// before within Idle and fewer than max are kept.
+func (r *Files) Read(name string) ([]byte, error) {
+	r.mu.Lock()
+	r.sweepLocked()
+	f := r.files[name]
+	if f != nil {
+		f.used, f.busy = true, f.busy+1
+	}
+	r.mu.Unlock()
+	if f != nil {
+		b, err := pread(f.fd)
+		r.mu.Lock()
+		f.busy--
+		if err != nil && !f.dead {
+			// A removed cgroup (ENODEV), an ended thread (ESRCH), or
+			// anything else: the fresh open below answers as a first
+			// read would.
+			f.dead = true
+			if r.files[name] == f {
+				delete(r.files, name)
+			}
+		}
+		if f.dead && f.busy == 0 {
+			unix.Close(f.fd)
+		}
+		r.mu.Unlock()
+		if err == nil {
+			return b, nil
+		}
+	}
+	fd, err := r.open(name)
+	if err != nil {
+		return nil, r.pathError(name, err)
+	}
+	b, err := pread(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, r.pathError(name, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.files[name] == nil && r.once[name] && len(r.files) < r.max:
+		r.files[name] = &file{fd: fd, used: true}
+		delete(r.once, name)
+	default:
+		unix.Close(fd)
+		if len(r.once) < r.max {
+			r.once[name] = true
+		}
+	}
+	return b, nil
+}
+
+// sweepLocked closes the kept files not read since the last sweep, at
+// most once an Idle, and forgets the names read once.
+func (r *Files) sweepLocked() {
+	now := r.now()
+	if now.Sub(r.swept) < Idle {
+		return
+	}
+	r.swept = now
+	for name, f := range r.files {
+		if !f.used {
+			f.dead = true
+			delete(r.files, name)
+			if f.busy == 0 {
+				unix.Close(f.fd)
+			}
+			continue
+		}
+		f.used = false
+	}
+	clear(r.once)
+}
+
+// Kept is how many files are kept open.
+func (r *Files) Kept() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.files)
+}
+
+// Close closes every kept file; a later Read opens afresh.
+func (r *Files) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for name, f := range r.files {
+		f.dead = true
+		delete(r.files, name)
+		if f.busy == 0 {
+			errs = append(errs, unix.Close(f.fd))
+		}
+	}
+	clear(r.once)
+	return errors.Join(errs...)
+}
+
+// DefaultMax is how many files one Files may keep open in a process
+// that also serves connections: an eighth of its limit on open files
+// (RLIMIT_NOFILE), at most 4,096, so that kept files never crowd out the
+// rest.
+func DefaultMax() int {
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	return int(min(l.Cur/8, 4096))
+}
+
+func (r *Files) pathError(name string, err error) error {
+	return &fs.PathError{Op: "read", Path: r.dir + "/" + name, Err: err}
+}
+
+// pread reads the whole of fd from offset 0: cgroup and /proc files are
+// small, and one pread(2) at offset 0 renders all of one that fits.
+func pread(fd int) ([]byte, error) {
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n < len(buf) {
+			return buf[:n], nil
+		}
+		buf = make([]byte, 2*len(buf)) // it may not all have fit: again, whole
+	}
+}
