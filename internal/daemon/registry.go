@@ -22,6 +22,12 @@ type registry struct {
 	waiters map[admission.QueryID]*query
 	// clients holds the classified query of each connected client.
 	clients map[*query]struct{}
+	// gen counts the changes to clients that the running list shows: a
+	// query begun, released, submitted, adopted or admitted. running is
+	// that list as of generation runningGen (sampled.Running), built
+	// again only once gen moved on.
+	gen, runningGen uint64
+	running         map[string][]string
 }
 
 func newRegistry(backend admission.Backend, p Policy) *registry {
@@ -71,6 +77,7 @@ func (r *registry) submit(q *query, now time.Time) (submission, error) {
 		return submission{}, err
 	}
 	q.qid = id
+	r.gen++
 	sub := submission{started: started}
 	if !started {
 		r.waiters[id] = q
@@ -108,6 +115,7 @@ func (r *registry) release(q *query) bool {
 	}
 	q.released = true
 	delete(r.clients, q)
+	r.gen++
 	if q.qid == 0 || q.kept {
 		return false
 	}
@@ -170,6 +178,7 @@ func (r *registry) adopt(q *query, user string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q.qid = r.backend.Adopt(q.pool, user, time.Now())
+	r.gen++
 }
 
 // queued returns a queued query's place in its pool's queue and why it
@@ -223,6 +232,7 @@ func (r *registry) begin(q *query) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clients[q] = struct{}{}
+	r.gen++
 }
 
 // admitted records that q was admitted after waiting queuedFor, with
@@ -231,6 +241,7 @@ func (r *registry) admitted(q *query, name string, queuedFor time.Duration, cpuL
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q.name, q.admitted, q.queuedFor, q.cpuLimit = name, time.Now(), queuedFor, cpuLimit
+	r.gen++
 }
 
 // submitted returns what the queries view shows of the connected
@@ -271,15 +282,22 @@ type sampled struct {
 func (p sampled) Desired() planner.Desired { return p.rp.desired() }
 
 // Running lists the query cgroups of the queries admitted and placed,
-// by pool.
+// by pool. The history looks several times a second; the list is built
+// again only when a query came or went since the last look, and is
+// shared: not to be modified.
 func (p sampled) Running() map[string][]string {
-	p.reg.mu.Lock()
-	defer p.reg.mu.Unlock()
+	r := p.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running != nil && r.runningGen == r.gen {
+		return r.running
+	}
 	out := map[string][]string{}
-	for q := range p.reg.clients {
+	for q := range r.clients {
 		if q.qid != 0 && q.name != "" {
 			out[q.pool] = append(out[q.pool], q.name)
 		}
 	}
+	r.running, r.runningGen = out, r.gen
 	return out
 }
