@@ -846,8 +846,14 @@ func TestKernelKeptReads(t *testing.T) {
 	if !openHere(t, file) {
 		t.Errorf("no descriptor of %s is open after repeated reads: want it kept", file)
 	}
-	if _, _, err := r.Threads("p", 100); err != nil {
-		t.Fatal(err)
+	// So is the pool's directory, which the thread list walks.
+	for range 2 {
+		if tids, _, err := r.Threads("p", 100); err != nil || !slices.Contains(tids, burner.Process.Pid) {
+			t.Fatalf("threads of p = %v, %v; want the burner's %d", tids, err, burner.Process.Pid)
+		}
+	}
+	if !openHere(t, filepath.Join(k.root.Path, "p")) {
+		t.Errorf("no descriptor of %s is open after repeated thread lists: want it kept", filepath.Join(k.root.Path, "p"))
 	}
 	burner.Process.Kill()
 	burner.Wait()
@@ -863,12 +869,16 @@ func TestKernelKeptReads(t *testing.T) {
 	if err != nil || len(tids) != 0 {
 		t.Fatalf("threads of p with its query removed = %v, %v; want none", tids, err)
 	}
-	// The same name again: a new cgroup, whose usage starts anew.
-	start("sleep 60")
+	// The same name again: a new cgroup, whose usage starts anew, and
+	// whose thread the pool's kept directory lists.
+	sleeper := start("exec sleep 60")
 	for range 2 {
 		if got, err := usage(); err != nil || got >= last {
 			t.Fatalf("usage of p/q made again with a sleeper = %d µs, %v; want the new cgroup's, below the burner's %d µs", got, err, last)
 		}
+	}
+	if tids, _, err := r.Threads("p", 100); err != nil || !slices.Contains(tids, sleeper.Process.Pid) {
+		t.Fatalf("threads of p with p/q made again = %v, %v; want the sleeper's %d", tids, err, sleeper.Process.Pid)
 	}
 }
 

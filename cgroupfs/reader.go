@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/internal/reread"
 	"github.com/poolagent/poolagent/observe"
@@ -138,7 +136,7 @@ func (r *Reader) fs(h string) (FS, error) {
 	}
 	r.fss[h] = f
 	if d, ok := f.(*Dir); ok {
-		r.kept[h] = reread.New(d.path, func(name string) (int, error) { return d.open(name, unix.O_RDONLY) }, reread.DefaultMax())
+		r.kept[h] = reread.New(d.path, d.open, reread.DefaultMax())
 	}
 	return f, nil
 }
@@ -157,6 +155,22 @@ func (r *Reader) readFile(h, name string) ([]byte, error) {
 		return k.Read(name)
 	}
 	return f.ReadFile(name)
+}
+
+// readDir lists the child cgroups of name in hierarchy h, as readFile
+// reads.
+func (r *Reader) readDir(h, name string) ([]string, error) {
+	f, err := r.fs(h)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	k := r.kept[h]
+	r.mu.Unlock()
+	if k != nil {
+		return k.ReadDir(name)
+	}
+	return f.ReadDir(name)
 }
 
 // Close releases the opened directories.
@@ -331,10 +345,6 @@ func (r *Reader) Procs(group string, limit int) (pids []int, truncated bool, err
 // those directly below group that except names, at most limit of them,
 // in the cpu controller's hierarchy; what names them in its error.
 func (r *Reader) list(group string, except map[string]bool, file, what string, limit int) (ids []int, truncated bool, err error) {
-	f, err := r.fs(r.cpuHier())
-	if err != nil {
-		return nil, false, err
-	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
 		b, err := r.readFile(r.cpuHier(), path.Join(dir, file))
@@ -355,7 +365,7 @@ func (r *Reader) list(group string, except map[string]bool, file, what string, l
 			}
 			ids = append(ids, id)
 		}
-		subs, err := f.ReadDir(dir)
+		subs, err := r.readDir(r.cpuHier(), dir)
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
 			return nil
 		}

@@ -149,8 +149,8 @@ type procFiles struct {
 }
 
 func newProcFiles(root string) procFiles {
-	return procFiles{root: root, files: reread.New(root, func(name string) (int, error) {
-		return unix.Open(filepath.Join(root, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return procFiles{root: root, files: reread.New(root, func(name string, flags int) (int, error) {
+		return unix.Open(filepath.Join(root, name), flags, 0)
 	}, reread.DefaultMax())}
 }
 

@@ -13,7 +13,10 @@
 package reread
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -29,7 +32,7 @@ const Idle = 10 * time.Second
 // concurrent use.
 type Files struct {
 	dir  string
-	open func(name string) (fd int, err error)
+	open func(name string, flags int) (fd int, err error)
 	max  int
 	now  func() time.Time
 
@@ -49,12 +52,15 @@ type file struct {
 	used bool
 	busy int
 	dead bool
+	// mu serializes the listings of a kept directory.
+	mu sync.Mutex
 }
 
-// New returns the reader of files opened by open (read-only, close on
-// exec), keeping at most max of them open. dir names where open looks,
-// for errors (a read error is a *fs.PathError with dir/name).
-func New(dir string, open func(name string) (fd int, err error), max int) *Files {
+// New returns the reader of files opened by open with flags (read-only,
+// close on exec, and O_DIRECTORY for ReadDir), keeping at most max of
+// them open. dir names where open looks, for errors (a read error is a
+// *fs.PathError with dir/name).
+func New(dir string, open func(name string, flags int) (fd int, err error), max int) *Files {
 	return &Files{dir: dir, open: open, max: max, now: time.Now, files: map[string]*file{}, once: map[string]bool{}}
 }
 
@@ -62,15 +68,49 @@ func New(dir string, open func(name string) (fd int, err error), max int) *Files
 // one, else from a fresh open, keeping the descriptor when name was read
 // before within Idle and fewer than max are kept.
 func (r *Files) Read(name string) ([]byte, error) {
+	var b []byte
+	err := r.do(name, false, func(fd int) (err error) {
+		b, err = pread(fd)
+		return err
+	})
+	return b, err
+}
+
+// ReadDir returns the names of the directories in directory name (a
+// cgroup's children), kept as Read keeps a file. Other entries are left
+// out.
+func (r *Files) ReadDir(name string) ([]string, error) {
+	var names []string
+	err := r.do(name, true, func(fd int) (err error) {
+		names, err = subdirs(fd)
+		return err
+	})
+	return names, err
+}
+
+// do calls fn with a descriptor of name (a directory when dir is set):
+// its kept one, or a fresh one that it keeps or closes after. fn on a
+// kept directory holds the file's lock: a listing seeks.
+func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
+	key, flags := name, unix.O_RDONLY|unix.O_CLOEXEC
+	if dir {
+		key, flags = name+"/", flags|unix.O_DIRECTORY
+	}
 	r.mu.Lock()
 	r.sweepLocked()
-	f := r.files[name]
+	f := r.files[key]
 	if f != nil {
 		f.used, f.busy = true, f.busy+1
 	}
 	r.mu.Unlock()
 	if f != nil {
-		b, err := pread(f.fd)
+		if dir {
+			f.mu.Lock()
+		}
+		err := fn(f.fd)
+		if dir {
+			f.mu.Unlock()
+		}
 		r.mu.Lock()
 		f.busy--
 		if err != nil && !f.dead {
@@ -78,8 +118,8 @@ func (r *Files) Read(name string) ([]byte, error) {
 			// anything else: the fresh open below answers as a first
 			// read would.
 			f.dead = true
-			if r.files[name] == f {
-				delete(r.files, name)
+			if r.files[key] == f {
+				delete(r.files, key)
 			}
 		}
 		if f.dead && f.busy == 0 {
@@ -87,31 +127,34 @@ func (r *Files) Read(name string) ([]byte, error) {
 		}
 		r.mu.Unlock()
 		if err == nil {
-			return b, nil
+			return nil
 		}
 	}
-	fd, err := r.open(name)
-	if err != nil {
-		return nil, r.pathError(name, err)
+	op := "read"
+	if dir {
+		op = "readdir"
 	}
-	b, err := pread(fd)
+	fd, err := r.open(name, flags)
 	if err != nil {
+		return &fs.PathError{Op: op, Path: r.dir + "/" + name, Err: err}
+	}
+	if err := fn(fd); err != nil {
 		unix.Close(fd)
-		return nil, r.pathError(name, err)
+		return &fs.PathError{Op: op, Path: r.dir + "/" + name, Err: err}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.files[name] == nil && r.once[name] && len(r.files) < r.max:
-		r.files[name] = &file{fd: fd, used: true}
-		delete(r.once, name)
+	case r.files[key] == nil && r.once[key] && len(r.files) < r.max:
+		r.files[key] = &file{fd: fd, used: true}
+		delete(r.once, key)
 	default:
 		unix.Close(fd)
 		if len(r.once) < r.max {
-			r.once[name] = true
+			r.once[key] = true
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // sweepLocked closes the kept files not read since the last sweep, at
@@ -171,14 +214,14 @@ func DefaultMax() int {
 	return int(min(l.Cur/8, 4096))
 }
 
-func (r *Files) pathError(name string, err error) error {
-	return &fs.PathError{Op: "read", Path: r.dir + "/" + name, Err: err}
-}
-
 // pread reads the whole of fd from offset 0: cgroup and /proc files are
-// small, and one pread(2) at offset 0 renders all of one that fits.
+// small, and one pread(2) at offset 0 renders all of one that fits. The
+// read goes through a pooled buffer, so that what is left for the
+// collector is the content alone.
 func pread(fd int) ([]byte, error) {
-	buf := make([]byte, 512)
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := unix.Pread(fd, buf, 0)
 		if errors.Is(err, unix.EINTR) {
@@ -188,8 +231,48 @@ func pread(fd int) ([]byte, error) {
 			return nil, err
 		}
 		if n < len(buf) {
-			return buf[:n], nil
+			return bytes.Clone(buf[:n]), nil
 		}
 		buf = make([]byte, 2*len(buf)) // it may not all have fit: again, whole
+	}
+}
+
+// buffers are pread's.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// subdirs lists the directories of the directory fd from its start:
+// getdents64(2) records, each "ino off reclen type name\0", the type
+// DT_DIR for a directory.
+func subdirs(fd int) ([]string, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, fmt.Errorf("getdents64: a record of %d bytes in %d left", reclen, len(b))
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if b[18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
+				names = append(names, string(name))
+			}
+			b = b[reclen:]
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,9 +20,9 @@ import (
 func counting(t *testing.T, dir string, max int) (*Files, *int) {
 	t.Helper()
 	opens := 0
-	f := New(dir, func(name string) (int, error) {
+	f := New(dir, func(name string, flags int) (int, error) {
 		opens++
-		return unix.Open(filepath.Join(dir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return unix.Open(filepath.Join(dir, name), flags, 0)
 	}, max)
 	t.Cleanup(func() { f.Close() })
 	return f, &opens
@@ -164,8 +165,8 @@ func TestEndedProcess(t *testing.T) {
 // the files' contents (run with -race).
 func TestConcurrent(t *testing.T) {
 	dir := t.TempDir()
-	f := New(dir, func(name string) (int, error) {
-		return unix.Open(filepath.Join(dir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	f := New(dir, func(name string, flags int) (int, error) {
+		return unix.Open(filepath.Join(dir, name), flags, 0)
 	}, 2)
 	t.Cleanup(func() { f.Close() })
 	var mu sync.Mutex
@@ -195,5 +196,53 @@ func TestConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A directory is listed (its directories only) and kept as a file is; a
+// kept directory lists what it holds now; one removed reads as not there.
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	f, opens := counting(t, dir, 8)
+	for _, d := range []string{"p", "p/q1", "p/q2"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(dir, "p/cgroup.procs"), "")
+	list := func(want ...string) {
+		t.Helper()
+		got, err := f.ReadDir("p")
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("ReadDir(p) = %v, %v; want %v", got, err, want)
+		}
+	}
+	list("q1", "q2")
+	list("q1", "q2")
+	if f.Kept() != 1 || *opens != 2 {
+		t.Fatalf("after two listings: %d kept, %d opens; want 1 and 2", f.Kept(), *opens)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "p/q3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "p/q1")); err != nil {
+		t.Fatal(err)
+	}
+	list("q2", "q3")
+	if *opens != 2 {
+		t.Errorf("a kept directory was opened again: %d opens, want 2", *opens)
+	}
+	// A file and a directory of one name are kept apart.
+	if _, err := f.Read("p"); err == nil {
+		t.Error("Read(p) of a directory succeeded; want an error")
+	}
+	for _, d := range []string{"p/q2", "p/q3", "p/cgroup.procs", "p"} {
+		if err := os.Remove(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := f.ReadDir("p"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadDir(p) of a removed directory = %v, %v; want fs.ErrNotExist", got, err)
 	}
 }
