@@ -21,7 +21,7 @@ func (c *Controller) Adopt(poolName, user string, now time.Time) QueryID {
 	q := c.newQuery(p, p.user(user), now)
 	q.running = true
 	q.user.running++
-	p.stats.Running++
+	c.running(p, +1)
 	return q.id
 }
 

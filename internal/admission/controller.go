@@ -144,6 +144,10 @@ type Controller struct {
 	pools   map[string]*pool
 	queries map[QueryID]*query
 	lastID  QueryID
+	// active names the pools with a running query, kept as queries start
+	// and leave, so that Active costs what is active rather than every
+	// pool.
+	active map[string]bool
 }
 
 // NewController returns a controller for the given pools; the default pool
@@ -157,6 +161,7 @@ func NewController(cfg LoadConfig, pools map[string]Limits) (*Controller, error)
 		load:    load,
 		pools:   map[string]*pool{},
 		queries: map[QueryID]*query{},
+		active:  map[string]bool{},
 	}
 	c.Configure(pools, time.Time{})
 	return c, nil
@@ -311,7 +316,7 @@ func (c *Controller) canStart(p *pool) bool {
 func (c *Controller) start(q *query) {
 	q.running = true
 	q.user.running++
-	q.pool.stats.Running++
+	c.running(q.pool, +1)
 	q.pool.stats.Admitted++
 	if q.pool.stats.Limits.checksLoad() {
 		c.load.Reserve()
@@ -334,7 +339,7 @@ func (c *Controller) Leave(id QueryID, now time.Time) []Event {
 		c.forgetIfDone(p)
 		return nil
 	}
-	p.stats.Running--
+	c.running(p, -1)
 	q.user.running--
 	events := c.drain(p, now, nil)
 	c.forgetIfIdle(p, q.user, now)
@@ -522,13 +527,22 @@ func (c *Controller) Pools() []PoolStats {
 // set the weighted max-min planner divides the CPU among.
 func (c *Controller) Active() []string {
 	var out []string
-	for name, p := range c.pools {
-		if p.stats.Running > 0 {
-			out = append(out, name)
-		}
+	for name := range c.active {
+		out = append(out, name)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// running counts a query starting (by +1) or leaving (-1) p's running
+// ones, and keeps the active set.
+func (c *Controller) running(p *pool, by int) {
+	p.stats.Running += by
+	if p.stats.Running > 0 {
+		c.active[p.stats.Name] = true
+	} else {
+		delete(c.active, p.stats.Name)
+	}
 }
 
 // Load returns the state of CPU-load admission.

@@ -290,4 +290,22 @@ func TestActive(t *testing.T) {
 	if got := c.Active(); !slices.Equal(got, []string{planner.DefaultPool}) {
 		t.Errorf("active %v, want [default]", got)
 	}
+	// An adopted query of a pool the limits lack makes it active; a
+	// queued query that a leave starts keeps its pool active.
+	adopted := c.Adopt("gone", "", t0)
+	a1, _, _ := c.Submit("a", "alice", t0)
+	a2, started, err := c.Submit("a", "bob", t0)
+	if started || err != nil {
+		t.Fatalf("second query of a pool of one: started %v, %v; want it queued", started, err)
+	}
+	c.Leave(a1, t0)
+	if got := c.Active(); !slices.Equal(got, []string{"a", planner.DefaultPool, "gone"}) {
+		t.Errorf("active %v, want [a default gone]", got)
+	}
+	c.Leave(adopted, t0)
+	c.Leave(a2, t0)
+	c.Leave(a2, t0) // a second leave changes nothing
+	if got := c.Active(); !slices.Equal(got, []string{planner.DefaultPool}) {
+		t.Errorf("active %v after the leaves, want [default]", got)
+	}
 }
