@@ -227,13 +227,7 @@ func TestKernelThrottle(t *testing.T) {
 // cpu.stat and usage from cpuacct, v2 both from cpu.stat.
 func (k *kernel) stat(t *testing.T, pool string) (observe.CPUStat, uint64) {
 	t.Helper()
-	acct := k.root.Path
-	if len(k.root.Twins) > 0 {
-		acct = k.root.Twins[0]
-	}
-	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
-	defer r.Close()
-	s, err := r.Read(pool)
+	s, err := k.reader(t).Read(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,14 +722,7 @@ func TestKernelIdlePool(t *testing.T) {
 // a pool that ran: each query's usage from one file, as Read has it, and
 // the pool's threads outside the queries it names.
 func TestKernelUsageAndThreadsExcept(t *testing.T) {
-	k := newKernel(t, cgroupfs.Options{})
-	d := planner.Desired{Pools: []planner.PoolState{
-		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
-		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
-	}}
-	if _, err := k.tree.Reconcile(d); err != nil {
-		t.Fatal(err)
-	}
+	k, d := newPoolP(t)
 	pids := map[string]int{}
 	for _, q := range []string{"q1", "q2"} {
 		sleeper := exec.Command("sleep", "60")
@@ -748,12 +735,7 @@ func TestKernelUsageAndThreadsExcept(t *testing.T) {
 		}
 		pids[q] = sleeper.Process.Pid
 	}
-	acct := k.root.Path
-	if len(k.root.Twins) > 0 {
-		acct = k.root.Twins[0]
-	}
-	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
-	defer r.Close()
+	r := k.reader(t)
 	usage := func(group string) uint64 {
 		t.Helper()
 		usec, known, err := r.Usage(group)
@@ -790,14 +772,7 @@ func TestKernelUsageAndThreadsExcept(t *testing.T) {
 // query removed meanwhile reads as not there, and one made again under
 // the same name reads as the new cgroup.
 func TestKernelKeptReads(t *testing.T) {
-	k := newKernel(t, cgroupfs.Options{})
-	d := planner.Desired{Pools: []planner.PoolState{
-		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
-		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
-	}}
-	if _, err := k.tree.Reconcile(d); err != nil {
-		t.Fatal(err)
-	}
+	k, d := newPoolP(t)
 	start := func(script string) *exec.Cmd {
 		t.Helper()
 		cmd := exec.Command("/bin/sh", "-c", script)
@@ -810,12 +785,8 @@ func TestKernelKeptReads(t *testing.T) {
 		}
 		return cmd
 	}
-	acct := k.root.Path
-	if len(k.root.Twins) > 0 {
-		acct = k.root.Twins[0]
-	}
-	r := cgroupfs.NewReader(k.v2(), k.root.Path, acct, "", nil)
-	defer r.Close()
+	r := k.reader(t)
+	acct := k.acctRoot()
 	usage := func() (uint64, error) {
 		usec, known, err := r.Usage("p/q")
 		if err == nil && !known {
@@ -895,4 +866,34 @@ func openHere(t *testing.T, file string) bool {
 		}
 	}
 	return false
+}
+
+// newPoolP is a kernel tree with pool p (and the default pool), both
+// unlimited, and its plan.
+func newPoolP(t *testing.T) (*kernel, planner.Desired) {
+	t.Helper()
+	k := newKernel(t, cgroupfs.Options{})
+	d := planner.Desired{Pools: []planner.PoolState{
+		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
+	}}
+	if _, err := k.tree.Reconcile(d); err != nil {
+		t.Fatal(err)
+	}
+	return k, d
+}
+
+// acctRoot is where the tree's usage is read: its cpuacct twin on v1.
+func (k *kernel) acctRoot() string {
+	if len(k.root.Twins) > 0 {
+		return k.root.Twins[0]
+	}
+	return k.root.Path
+}
+
+// reader is a Reader of the tree's root, closed when t ends.
+func (k *kernel) reader(t *testing.T) *cgroupfs.Reader {
+	r := cgroupfs.NewReader(k.v2(), k.root.Path, k.acctRoot(), "", nil)
+	t.Cleanup(func() { r.Close() })
+	return r
 }

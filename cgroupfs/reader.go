@@ -144,14 +144,11 @@ func (r *Reader) fs(h string) (FS, error) {
 // readFile reads name in hierarchy h: through the kept files where the
 // hierarchy is a [Dir], else with the FS's ReadFile.
 func (r *Reader) readFile(h, name string) ([]byte, error) {
-	f, err := r.fs(h)
-	if err != nil {
+	f, k, err := r.keptFS(h)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	r.mu.Lock()
-	k := r.kept[h]
-	r.mu.Unlock()
-	if k != nil {
+	case k != nil:
 		return k.Read(name)
 	}
 	return f.ReadFile(name)
@@ -160,17 +157,25 @@ func (r *Reader) readFile(h, name string) ([]byte, error) {
 // readDir lists the child cgroups of name in hierarchy h, as readFile
 // reads.
 func (r *Reader) readDir(h, name string) ([]string, error) {
-	f, err := r.fs(h)
-	if err != nil {
+	f, k, err := r.keptFS(h)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	r.mu.Lock()
-	k := r.kept[h]
-	r.mu.Unlock()
-	if k != nil {
+	case k != nil:
 		return k.ReadDir(name)
 	}
 	return f.ReadDir(name)
+}
+
+// keptFS is hierarchy h's FS and, for a [Dir], its kept files.
+func (r *Reader) keptFS(h string) (FS, *reread.Files, error) {
+	f, err := r.fs(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return f, r.kept[h], nil
 }
 
 // Close releases the opened directories.

@@ -8,8 +8,9 @@
 // thread ended, since it was kept refuses the read (ENODEV, ESRCH); it is
 // then closed and opened again, so the caller sees the same error as from
 // a fresh open (ENOENT). Files not read for an idle span are closed, so
-// a kept descriptor holds a removed cgroup for that span at most, and the
-// number kept is bounded.
+// a kept descriptor holds a removed cgroup for that span at most. The
+// number kept is bounded, and falls to none while the process is short
+// of descriptors: what it needs them for comes first.
 package reread
 
 import (
@@ -34,6 +35,9 @@ type Files struct {
 	dir  string
 	open func(name string, flags int) (fd int, err error)
 	max  int
+	// high is the descriptor number from which the process counts as
+	// short of descriptors (see shedLocked).
+	high int
 	now  func() time.Time
 
 	mu    sync.Mutex
@@ -61,7 +65,7 @@ type file struct {
 // them open. dir names where open looks, for errors (a read error is a
 // *fs.PathError with dir/name).
 func New(dir string, open func(name string, flags int) (fd int, err error), max int) *Files {
-	return &Files{dir: dir, open: open, max: max, now: time.Now, files: map[string]*file{}, once: map[string]bool{}}
+	return &Files{dir: dir, open: open, max: max, high: limit() / 2, now: time.Now, files: map[string]*file{}, once: map[string]bool{}}
 }
 
 // Read returns the content of name: from its kept descriptor when it has
@@ -135,6 +139,12 @@ func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
 		op = "readdir"
 	}
 	fd, err := r.open(name, flags)
+	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+		r.mu.Lock()
+		r.shedLocked()
+		r.mu.Unlock()
+		fd, err = r.open(name, flags)
+	}
 	if err != nil {
 		return &fs.PathError{Op: op, Path: r.dir + "/" + name, Err: err}
 	}
@@ -144,8 +154,14 @@ func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if fd >= r.high {
+		// The kernel hands out the lowest free descriptor: one this
+		// high means the process holds at least half its limit, and
+		// what it needs them for comes first.
+		r.shedLocked()
+	}
 	switch {
-	case r.files[key] == nil && r.once[key] && len(r.files) < r.max:
+	case fd < r.high && r.files[key] == nil && r.once[key] && len(r.files) < r.max:
 		r.files[key] = &file{fd: fd, used: true}
 		delete(r.once, key)
 	default:
@@ -179,6 +195,19 @@ func (r *Files) sweepLocked() {
 	clear(r.once)
 }
 
+// shedLocked closes every kept file (for a reader under way, once it is
+// done): the process is short of descriptors.
+func (r *Files) shedLocked() {
+	for name, f := range r.files {
+		f.dead = true
+		delete(r.files, name)
+		if f.busy == 0 {
+			unix.Close(f.fd)
+		}
+	}
+	clear(r.once)
+}
+
 // Kept is how many files are kept open.
 func (r *Files) Kept() int {
 	r.mu.Lock()
@@ -190,28 +219,25 @@ func (r *Files) Kept() int {
 func (r *Files) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var errs []error
-	for name, f := range r.files {
-		f.dead = true
-		delete(r.files, name)
-		if f.busy == 0 {
-			errs = append(errs, unix.Close(f.fd))
-		}
-	}
-	clear(r.once)
-	return errors.Join(errs...)
+	r.shedLocked()
+	return nil
 }
 
-// DefaultMax is how many files one Files may keep open in a process
-// that also serves connections: an eighth of its limit on open files
-// (RLIMIT_NOFILE), at most 4,096, so that kept files never crowd out the
-// rest.
-func DefaultMax() int {
+// DefaultMax is how many files one Files keeps open at most in a process
+// that also serves connections and holds a descriptor per query: a
+// thirty-second of its limit on open files (RLIMIT_NOFILE: 128 of 4,096,
+// 2,048 at most), so that the two or three a daemon has keep a tenth of
+// it at most. Besides, a Files keeps no file, and closes those it kept,
+// once the process holds half its limit (New).
+func DefaultMax() int { return min(limit()/32, 2048) }
+
+// limit is the process's soft limit on open files.
+func limit() int {
 	var l unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
 		return 0
 	}
-	return int(min(l.Cur/8, 4096))
+	return int(min(l.Cur, 1<<30))
 }
 
 // pread reads the whole of fd from offset 0: cgroup and /proc files are

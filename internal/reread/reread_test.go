@@ -246,3 +246,38 @@ func TestReadDir(t *testing.T) {
 		t.Errorf("ReadDir(p) of a removed directory = %v, %v; want fs.ErrNotExist", got, err)
 	}
 }
+
+// A process short of descriptors (a fresh one numbered at or above high,
+// half the limit) keeps none: the kept ones are closed, and no other is
+// kept until descriptors are low again.
+func TestShortOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	f, _ := counting(t, dir, 8)
+	for _, n := range []string{"a", "b", "c"} {
+		write(t, filepath.Join(dir, n), n)
+	}
+	for _, n := range []string{"a", "b", "a", "b"} {
+		read(t, f, n, n)
+	}
+	if f.Kept() != 2 {
+		t.Fatalf("%d kept, want 2", f.Kept())
+	}
+	high := f.high
+	f.high = 0 // every descriptor is now "high"
+	read(t, f, "c", "c")
+	if f.Kept() != 0 {
+		t.Fatalf("%d kept after a fresh descriptor at the high mark, want 0", f.Kept())
+	}
+	read(t, f, "c", "c")
+	read(t, f, "a", "a")
+	read(t, f, "a", "a")
+	if f.Kept() != 0 {
+		t.Fatalf("%d kept while short of descriptors, want 0", f.Kept())
+	}
+	f.high = high
+	read(t, f, "a", "a")
+	read(t, f, "a", "a")
+	if f.Kept() != 1 {
+		t.Errorf("%d kept once descriptors are low again, want 1", f.Kept())
+	}
+}
