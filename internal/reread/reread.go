@@ -266,9 +266,7 @@ func pread(fd int) ([]byte, error) {
 // buffers are pread's.
 var buffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
-// subdirs lists the directories of the directory fd from its start:
-// getdents64(2) records, each "ino off reclen type name\0", the type
-// DT_DIR for a directory.
+// subdirs lists the directories of the directory fd from its start.
 func subdirs(fd int) ([]string, error) {
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
 		return nil, err
@@ -286,19 +284,34 @@ func subdirs(fd int) ([]string, error) {
 		if n == 0 {
 			return names, nil
 		}
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
-				return nil, fmt.Errorf("getdents64: a record of %d bytes in %d left", reclen, len(b))
-			}
-			name := b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if b[18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
-				names = append(names, string(name))
-			}
-			b = b[reclen:]
+		if names, err = parseDirents(buf[:n], names); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// parseDirents appends to names those of the directories in b, whole
+// getdents64(2) records: "ino off reclen type name\0", 8, 8, 2 and 1
+// bytes then the name, padded to reclen; type DT_DIR for a directory.
+// "." and ".." are left out.
+func parseDirents(b []byte, names []string) ([]string, error) {
+	const head = 19
+	for len(b) > 0 {
+		if len(b) < head {
+			return nil, fmt.Errorf("getdents64: %d bytes left, less than a record's %d-byte head", len(b), head)
+		}
+		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+		if reclen < head || reclen > len(b) {
+			return nil, fmt.Errorf("getdents64: a record of %d bytes with %d left (accepted: %d to %d)", reclen, len(b), head, len(b))
+		}
+		name := b[head:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if b[18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
+			names = append(names, string(name))
+		}
+		b = b[reclen:]
+	}
+	return names, nil
 }

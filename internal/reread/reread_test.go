@@ -1,6 +1,7 @@
 package reread
 
 import (
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -280,4 +281,54 @@ func TestShortOfDescriptors(t *testing.T) {
 	if f.Kept() != 1 {
 		t.Errorf("%d kept once descriptors are low again, want 1", f.Kept())
 	}
+}
+
+// dirent is one getdents64 record of name with type typ, padded to 8
+// bytes as the kernel pads it.
+func dirent(name string, typ byte) []byte {
+	reclen := (19 + len(name) + 1 + 7) &^ 7
+	b := make([]byte, reclen)
+	binary.NativeEndian.PutUint64(b[0:8], 42)
+	binary.NativeEndian.PutUint16(b[16:18], uint16(reclen))
+	b[18] = typ
+	copy(b[19:], name)
+	return b
+}
+
+func TestParseDirents(t *testing.T) {
+	var b []byte
+	for _, d := range []struct {
+		name string
+		typ  byte
+	}{{".", unix.DT_DIR}, {"..", unix.DT_DIR}, {"q1", unix.DT_DIR}, {"cpu.stat", unix.DT_REG}, {"a-much-longer-query-name", unix.DT_DIR}, {"link", unix.DT_LNK}} {
+		b = append(b, dirent(d.name, d.typ)...)
+	}
+	got, err := parseDirents(b, nil)
+	if want := []string{"q1", "a-much-longer-query-name"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseDirents = %q, %v; want %q", got, err, want)
+	}
+	for _, bad := range [][]byte{b[:10], append(dirent("q", unix.DT_DIR)[:16], 0xff, 0xff, unix.DT_DIR), append(dirent("q", unix.DT_DIR)[:16], 3, 0, unix.DT_DIR)} {
+		if got, err := parseDirents(bad, nil); err == nil {
+			t.Errorf("parseDirents(%x) = %q; want an error", bad, got)
+		}
+	}
+}
+
+// FuzzParseDirents: any bytes give names or an error, never a panic, and
+// no name is "." or ".." or holds a NUL.
+func FuzzParseDirents(f *testing.F) {
+	f.Add(append(dirent("q1", unix.DT_DIR), dirent("cpu.stat", unix.DT_REG)...))
+	f.Add(dirent(".", unix.DT_DIR))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		names, err := parseDirents(b, nil)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if n == "." || n == ".." || strings.ContainsRune(n, 0) {
+				t.Errorf("parseDirents(%x) gave the name %q", b, n)
+			}
+		}
+	})
 }
