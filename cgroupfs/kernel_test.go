@@ -826,6 +826,22 @@ func TestKernelKeptReads(t *testing.T) {
 	if !openHere(t, filepath.Join(k.root.Path, "p")) {
 		t.Errorf("no descriptor of %s is open after repeated thread lists: want it kept", filepath.Join(k.root.Path, "p"))
 	}
+	// A process that joins the query is listed at once (v1 keeps a
+	// list it made for an open file for a second: a kept one would not
+	// change).
+	joiner := exec.Command("sleep", "60")
+	if err := joiner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { joiner.Process.Kill(); joiner.Wait() })
+	if err := k.tree.MoveToQuery(d.Pools[1], "q", joiner.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if tids, _, err := r.Threads("p/q", 100); err != nil || !slices.Contains(tids, joiner.Process.Pid) {
+		t.Fatalf("threads of p/q right after a process joined = %v, %v; want the joiner's %d", tids, err, joiner.Process.Pid)
+	}
+	joiner.Process.Kill()
+	joiner.Wait()
 	burner.Process.Kill()
 	burner.Wait()
 	if err := k.tree.RemoveQuery("p", "q"); err != nil {

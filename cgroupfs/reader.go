@@ -350,9 +350,24 @@ func (r *Reader) Procs(group string, limit int) (pids []int, truncated bool, err
 // those directly below group that except names, at most limit of them,
 // in the cpu controller's hierarchy; what names them in its error.
 func (r *Reader) list(group string, except map[string]bool, file, what string, limit int) (ids []int, truncated bool, err error) {
+	// v1 answers a reader of tasks or cgroup.procs from the list it made
+	// for that open file, kept for a second after its last read (the
+	// pidlist cache): a list kept open and read each period would never
+	// change. v1 lists are opened afresh; v2 makes its list at each read
+	// from the start.
+	readList := r.readFile
+	if !r.v2 {
+		readList = func(h, name string) ([]byte, error) {
+			f, err := r.fs(h)
+			if err != nil {
+				return nil, err
+			}
+			return f.ReadFile(name)
+		}
+	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		b, err := r.readFile(r.cpuHier(), path.Join(dir, file))
+		b, err := readList(r.cpuHier(), path.Join(dir, file))
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
 			return nil
 		}
