@@ -208,8 +208,8 @@ func (r *Files) shedLocked() {
 	clear(r.once)
 }
 
-// Kept is how many files are kept open.
-func (r *Files) Kept() int {
+// kept is how many files are kept open.
+func (r *Files) kept() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.files)

@@ -52,12 +52,12 @@ func TestKeptFromSecondRead(t *testing.T) {
 	f, opens := counting(t, dir, 8)
 	write(t, name, "usage_usec 1\n")
 	read(t, f, "cpu.stat", "usage_usec 1\n")
-	if f.Kept() != 0 || *opens != 1 {
-		t.Fatalf("after one read: %d kept, %d opens; want 0 and 1", f.Kept(), *opens)
+	if f.kept() != 0 || *opens != 1 {
+		t.Fatalf("after one read: %d kept, %d opens; want 0 and 1", f.kept(), *opens)
 	}
 	read(t, f, "cpu.stat", "usage_usec 1\n")
-	if f.Kept() != 1 || *opens != 2 {
-		t.Fatalf("after two reads: %d kept, %d opens; want 1 and 2", f.Kept(), *opens)
+	if f.kept() != 1 || *opens != 2 {
+		t.Fatalf("after two reads: %d kept, %d opens; want 1 and 2", f.kept(), *opens)
 	}
 	write(t, name, "usage_usec 22\n")
 	read(t, f, "cpu.stat", "usage_usec 22\n")
@@ -81,8 +81,8 @@ func TestMissing(t *testing.T) {
 			t.Fatalf("Read(nothing) = %v; want a path error for %s wrapping fs.ErrNotExist", err, dir+"/nothing")
 		}
 	}
-	if f.Kept() != 0 {
-		t.Errorf("%d kept after failed reads, want 0", f.Kept())
+	if f.kept() != 0 {
+		t.Errorf("%d kept after failed reads, want 0", f.kept())
 	}
 }
 
@@ -97,8 +97,8 @@ func TestMax(t *testing.T) {
 		read(t, f, "a", "a")
 		read(t, f, "b", "b")
 	}
-	if f.Kept() != 1 || *opens != 5 {
-		t.Errorf("%d kept, %d opens; want 1 kept (a, from its second read) and 5 opens (a twice, b three times)", f.Kept(), *opens)
+	if f.kept() != 1 || *opens != 5 {
+		t.Errorf("%d kept, %d opens; want 1 kept (a, from its second read) and 5 opens (a twice, b three times)", f.kept(), *opens)
 	}
 }
 
@@ -114,16 +114,16 @@ func TestIdleClosed(t *testing.T) {
 		read(t, f, n, n)
 		read(t, f, n, n)
 	}
-	if f.Kept() != 2 {
-		t.Fatalf("%d kept, want 2", f.Kept())
+	if f.kept() != 2 {
+		t.Fatalf("%d kept, want 2", f.kept())
 	}
 	// The first read swept at time 1000: the next sweep is an Idle on.
 	now = now.Add(Idle)
 	read(t, f, "a", "a") // sweeps: both were read since the last; a is read again
 	now = now.Add(Idle)
 	read(t, f, "a", "a") // sweeps: b was not read since the last
-	if f.Kept() != 1 {
-		t.Fatalf("%d kept after b went unread for an Idle, want 1 (a)", f.Kept())
+	if f.kept() != 1 {
+		t.Fatalf("%d kept after b went unread for an Idle, want 1 (a)", f.kept())
 	}
 	before := *opens
 	read(t, f, "a", "a")
@@ -148,8 +148,8 @@ func TestEndedProcess(t *testing.T) {
 			t.Fatalf("Read(%s) = %q, %v; want the sleeper's stat", name, b, err)
 		}
 	}
-	if f.Kept() != 1 {
-		t.Fatalf("%d kept, want 1", f.Kept())
+	if f.kept() != 1 {
+		t.Fatalf("%d kept, want 1", f.kept())
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
@@ -157,8 +157,8 @@ func TestEndedProcess(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Read(%s) of a reaped process = %v; want fs.ErrNotExist, as from a fresh open", name, err)
 	}
-	if f.Kept() != 0 || *opens != 3 {
-		t.Errorf("after the process ended: %d kept, %d opens; want 0 and 3", f.Kept(), *opens)
+	if f.kept() != 0 || *opens != 3 {
+		t.Errorf("after the process ended: %d kept, %d opens; want 0 and 3", f.kept(), *opens)
 	}
 }
 
@@ -221,8 +221,8 @@ func TestReadDir(t *testing.T) {
 	}
 	list("q1", "q2")
 	list("q1", "q2")
-	if f.Kept() != 1 || *opens != 2 {
-		t.Fatalf("after two listings: %d kept, %d opens; want 1 and 2", f.Kept(), *opens)
+	if f.kept() != 1 || *opens != 2 {
+		t.Fatalf("after two listings: %d kept, %d opens; want 1 and 2", f.kept(), *opens)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "p/q3"), 0o755); err != nil {
 		t.Fatal(err)
@@ -260,26 +260,26 @@ func TestShortOfDescriptors(t *testing.T) {
 	for _, n := range []string{"a", "b", "a", "b"} {
 		read(t, f, n, n)
 	}
-	if f.Kept() != 2 {
-		t.Fatalf("%d kept, want 2", f.Kept())
+	if f.kept() != 2 {
+		t.Fatalf("%d kept, want 2", f.kept())
 	}
 	high := f.high
 	f.high = 0 // every descriptor is now "high"
 	read(t, f, "c", "c")
-	if f.Kept() != 0 {
-		t.Fatalf("%d kept after a fresh descriptor at the high mark, want 0", f.Kept())
+	if f.kept() != 0 {
+		t.Fatalf("%d kept after a fresh descriptor at the high mark, want 0", f.kept())
 	}
 	read(t, f, "c", "c")
 	read(t, f, "a", "a")
 	read(t, f, "a", "a")
-	if f.Kept() != 0 {
-		t.Fatalf("%d kept while short of descriptors, want 0", f.Kept())
+	if f.kept() != 0 {
+		t.Fatalf("%d kept while short of descriptors, want 0", f.kept())
 	}
 	f.high = high
 	read(t, f, "a", "a")
 	read(t, f, "a", "a")
-	if f.Kept() != 1 {
-		t.Errorf("%d kept once descriptors are low again, want 1", f.Kept())
+	if f.kept() != 1 {
+		t.Errorf("%d kept once descriptors are low again, want 1", f.kept())
 	}
 }
 
