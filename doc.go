@@ -87,7 +87,7 @@
 //     daemon by a process of that user's, never by a daemon thread.
 //   - internal/pidfd: waiting for a process to exit without a thread (the
 //     runtime's poller on its pidfd).
-//   - internal/reread: the cgroup and /proc files read each interval, kept
+//   - internal/reread: the cgroup counter files read each interval, kept
 //     open and read again with pread(2) instead of opened each time.
 //   - internal/kerneltest, internal/etcdtest (with its member,
 //     internal/etcdtest/etcd-member), internal/burn, internal/browsertest:

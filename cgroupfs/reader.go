@@ -30,8 +30,7 @@ type Reader struct {
 	mu  sync.Mutex
 	fss map[string]FS // opened, by hierarchy
 	// kept reads the files of an opened [Dir] that are read again and
-	// again (counters, thread lists) without opening them each time, by
-	// hierarchy.
+	// again (the counters) without opening them each time, by hierarchy.
 	kept map[string]*reread.Files
 }
 
@@ -144,38 +143,17 @@ func (r *Reader) fs(h string) (FS, error) {
 // readFile reads name in hierarchy h: through the kept files where the
 // hierarchy is a [Dir], else with the FS's ReadFile.
 func (r *Reader) readFile(h, name string) ([]byte, error) {
-	f, k, err := r.keptFS(h)
-	switch {
-	case err != nil:
+	f, err := r.fs(h)
+	if err != nil {
 		return nil, err
-	case k != nil:
+	}
+	r.mu.Lock()
+	k := r.kept[h]
+	r.mu.Unlock()
+	if k != nil {
 		return k.Read(name)
 	}
 	return f.ReadFile(name)
-}
-
-// readDir lists the child cgroups of name in hierarchy h, as readFile
-// reads.
-func (r *Reader) readDir(h, name string) ([]string, error) {
-	f, k, err := r.keptFS(h)
-	switch {
-	case err != nil:
-		return nil, err
-	case k != nil:
-		return k.ReadDir(name)
-	}
-	return f.ReadDir(name)
-}
-
-// keptFS is hierarchy h's FS and, for a [Dir], its kept files.
-func (r *Reader) keptFS(h string) (FS, *reread.Files, error) {
-	f, err := r.fs(h)
-	if err != nil {
-		return nil, nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return f, r.kept[h], nil
 }
 
 // Close releases the opened directories.
@@ -350,24 +328,16 @@ func (r *Reader) Procs(group string, limit int) (pids []int, truncated bool, err
 // those directly below group that except names, at most limit of them,
 // in the cpu controller's hierarchy; what names them in its error.
 func (r *Reader) list(group string, except map[string]bool, file, what string, limit int) (ids []int, truncated bool, err error) {
+	// The lists are opened afresh each time, never kept (reread): cgroup
 	// v1 answers a reader of tasks or cgroup.procs from the list it made
-	// for that open file, kept for a second after its last read (the
-	// pidlist cache): a list kept open and read each period would never
-	// change. v1 lists are opened afresh; v2 makes its list at each read
-	// from the start.
-	readList := r.readFile
-	if !r.v2 {
-		readList = func(h, name string) ([]byte, error) {
-			f, err := r.fs(h)
-			if err != nil {
-				return nil, err
-			}
-			return f.ReadFile(name)
-		}
+	// for that open file, kept for a second after its last read.
+	f, err := r.fs(r.cpuHier())
+	if err != nil {
+		return nil, false, err
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		b, err := readList(r.cpuHier(), path.Join(dir, file))
+		b, err := f.ReadFile(path.Join(dir, file))
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
 			return nil
 		}
@@ -385,7 +355,7 @@ func (r *Reader) list(group string, except map[string]bool, file, what string, l
 			}
 			ids = append(ids, id)
 		}
-		subs, err := r.readDir(r.cpuHier(), dir)
+		subs, err := f.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) && dir != group {
 			return nil
 		}

@@ -30,20 +30,12 @@ type ThreadStat struct {
 // files refuse reads with ESRCH until it is reaped; that is an ended
 // thread too.
 func ReadThreadStat(procRoot string, tid int) (ThreadStat, error) {
-	return ThreadStatOf(func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(procRoot, name)) }, procRoot, tid)
-}
-
-// ThreadStatOf is [ReadThreadStat] reading through read, which reads a
-// file below procRoot by its relative name ("TID/schedstat"), for a
-// reader that keeps the files open between reads.
-func ThreadStatOf(read func(name string) ([]byte, error), procRoot string, tid int) (ThreadStat, error) {
-	id := strconv.Itoa(tid)
-	dir := filepath.Join(procRoot, id)
-	sched, err := readThreadFile(read, id+"/schedstat")
+	dir := filepath.Join(procRoot, strconv.Itoa(tid))
+	sched, err := readThreadFile(filepath.Join(dir, "schedstat"))
 	if err != nil {
 		return ThreadStat{}, err
 	}
-	stat, err := readThreadFile(read, id+"/stat")
+	stat, err := readThreadFile(filepath.Join(dir, "stat"))
 	if err != nil {
 		return ThreadStat{}, err
 	}
@@ -61,8 +53,8 @@ func ThreadStatOf(read func(name string) ([]byte, error), procRoot string, tid i
 
 // readThreadFile reads a file of a thread's /proc directory, an exiting
 // thread's ESRCH as fs.ErrNotExist.
-func readThreadFile(read func(name string) ([]byte, error), name string) ([]byte, error) {
-	b, err := read(name)
+func readThreadFile(name string) ([]byte, error) {
+	b, err := os.ReadFile(name)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil, fmt.Errorf("%w: %w", fs.ErrNotExist, err)
 	}

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/poolagent/poolagent/internal/cpulimit"
-	"github.com/poolagent/poolagent/internal/reread"
 	"github.com/poolagent/poolagent/observe"
 )
 
@@ -34,10 +30,10 @@ type PoolReader interface {
 // so that a thread that ran and ended within an interval still counts.
 // It only reads.
 type Recorder struct {
-	tree PoolReader
-	pool string
-	proc procFiles
-	prev observe.Sample
+	tree     PoolReader
+	pool     string
+	procRoot string
+	prev     observe.Sample
 	// runUsec is every thread's run time at the last poll; nil when the
 	// threads cannot be read (no permission for /proc).
 	runUsec map[int]uint64
@@ -57,7 +53,7 @@ type Recorder struct {
 // NewRecorder reads the pool's counters as the baseline of the first
 // sample, to be taken every intervalUsec. procRoot is normally /proc.
 func NewRecorder(tree PoolReader, pool, procRoot string, intervalUsec int64) (*Recorder, error) {
-	r := &Recorder{tree: tree, pool: pool, proc: newProcFiles(procRoot), intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
+	r := &Recorder{tree: tree, pool: pool, procRoot: procRoot, intervalUsec: intervalUsec, grewUsec: map[int]uint64{}}
 	s, err := tree.Read(pool)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool, err)
@@ -138,30 +134,17 @@ func (r *Recorder) threads() (run map[int]uint64, runnable int, err error) {
 		return nil, 0, err
 	}
 	r.Truncated = r.Truncated || truncated
-	return r.proc.threadTimes(tids)
-}
-
-// procFiles reads the threads' files below a /proc (its root), keeping
-// those read each interval open (package reread).
-type procFiles struct {
-	root  string
-	files *reread.Files
-}
-
-func newProcFiles(root string) procFiles {
-	return procFiles{root: root, files: reread.New(root, func(name string, flags int) (int, error) {
-		return unix.Open(filepath.Join(root, name), flags, 0)
-	}, reread.DefaultMax())}
+	return threadTimes(r.procRoot, tids)
 }
 
 // threadTimes reads the run time (µs, /proc/TID/schedstat's first field
-// in ns) of each thread of tids, and counts those runnable (state R in
-// /proc/TID/stat). A thread that ended between listing and reading is
-// left out; run is nil when /proc denies reading the threads.
-func (p procFiles) threadTimes(tids []int) (run map[int]uint64, runnable int, err error) {
+// in ns) of each thread of tids below procRoot, and counts those runnable
+// (state R in /proc/TID/stat). A thread that ended between listing and
+// reading is left out; run is nil when /proc denies reading the threads.
+func threadTimes(procRoot string, tids []int) (run map[int]uint64, runnable int, err error) {
 	run = make(map[int]uint64, len(tids))
 	for _, tid := range tids {
-		st, err := observe.ThreadStatOf(p.files.Read, p.root, tid)
+		st, err := observe.ReadThreadStat(procRoot, tid)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			continue // the thread ended between listing and reading
 		}
@@ -226,7 +209,6 @@ func Record(ctx context.Context, tree PoolReader, procRoot string, t *Trace, n i
 	if err != nil {
 		return Recording{}, err
 	}
-	defer rec.proc.files.Close()
 	step := max(interval/10, min(interval, 10*time.Millisecond))
 	out := Recording{Why: fmt.Sprintf("recorded %s", time.Duration(n)*interval)}
 	for k := 1; len(t.Samples) < n; k++ {

@@ -163,9 +163,6 @@ type Rolling struct {
 	// queries and those of the queries in ran; nil where they cannot be
 	// listed (thread counts are then -1).
 	threads func(pool string, running, ran []string) threadRead
-	// proc reads the threads' files, keeping them open while they are
-	// read each interval; closed when Run ends.
-	proc procFiles
 	// replying lets one reply per uid be built and written at a time
 	// (Reply).
 	replying replyTurns
@@ -176,9 +173,8 @@ type Rolling struct {
 func New(cfg Config, r Reader, src Pools, procRoot string, log *slog.Logger) *Rolling {
 	h := &Rolling{cfg: cfg, log: log, r: r, src: src, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
 	if tl, ok := r.(QueryThreadLister); ok {
-		h.proc = newProcFiles(procRoot)
 		h.threads = func(pool string, running, ran []string) threadRead {
-			return readThreads(tl, h.proc, pool, running, ran)
+			return readThreads(tl, procRoot, pool, running, ran)
 		}
 	}
 	return h
@@ -248,9 +244,6 @@ func (h *Rolling) interval(l cpulimit.Limit) time.Duration {
 func (h *Rolling) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	if h.proc.files != nil {
-		defer h.proc.files.Close()
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -502,7 +495,7 @@ func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.S
 // those of the queries in ran, at most MaxThreads in all; unknown (own
 // nil) when they cannot be read. A query that ended since it was listed
 // has none.
-func readThreads(tl QueryThreadLister, proc procFiles, pool string, running, ran []string) threadRead {
+func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string) threadRead {
 	except := make(map[string]bool, len(running))
 	for _, q := range running {
 		except[q] = true
@@ -512,7 +505,7 @@ func readThreads(tl QueryThreadLister, proc procFiles, pool string, running, ran
 		return threadRead{}
 	}
 	tr := threadRead{queries: make(map[string]map[int]uint64, len(ran))}
-	if tr.own, tr.runnable, err = proc.threadTimes(tids); err != nil {
+	if tr.own, tr.runnable, err = threadTimes(procRoot, tids); err != nil {
 		return threadRead{}
 	}
 	left := MaxThreads - len(tids)
@@ -527,7 +520,7 @@ func readThreads(tl QueryThreadLister, proc procFiles, pool string, running, ran
 		if err != nil {
 			return threadRead{}
 		}
-		run, runnable, err := proc.threadTimes(tids)
+		run, runnable, err := threadTimes(procRoot, tids)
 		if err != nil {
 			return threadRead{}
 		}

@@ -356,10 +356,8 @@ func TestHistoryThreads(t *testing.T) {
 	cg := &threadCgroups{statCgroups: newStatCgroups(),
 		procRoot: t.TempDir(), tids: map[string][]int{}}
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	proc := newProcFiles(cg.procRoot)
-	t.Cleanup(func() { proc.files.Close() })
 	hist.threads = func(pool string, running, ran []string) threadRead {
-		return readThreads(cg, proc, pool, running, ran)
+		return readThreads(cg, cg.procRoot, pool, running, ran)
 	}
 	src.run("olap", "q1")
 	src.run("olap", "q2")

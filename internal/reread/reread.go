@@ -1,23 +1,25 @@
 // Package reread reads small files that are read again and again, such
-// as a cgroup's cpu.stat or a thread's /proc/TID/schedstat, without
-// opening them each time. A file read a second time within an idle span
-// is kept open and read again with pread(2) from offset 0, which has the
-// kernel render it afresh (cgroup and /proc files are seq_files). Opening
-// is most of a read's cost: a path lookup under the cgroup or proc
-// filesystem's locks, then a close. A file of a cgroup removed, or of a
-// thread ended, since it was kept refuses the read (ENODEV, ESRCH); it is
-// then closed and opened again, so the caller sees the same error as from
-// a fresh open (ENOENT). Files not read for an idle span are closed, so
-// a kept descriptor holds a removed cgroup for that span at most. The
-// number kept is bounded, and falls to none while the process is short
-// of descriptors: what it needs them for comes first.
+// as a cgroup's cpu.stat or cpuacct.usage, without opening them each
+// time. A file read a second time within an idle span is kept open and
+// read again with pread(2) from offset 0, which has the kernel render it
+// afresh (cgroup and /proc files are seq_files). Opening is most of a
+// read's cost: a path lookup under the filesystem's locks, then a close.
+// A file of a cgroup removed (or of a process ended) since it was kept
+// refuses the read (ENODEV, ESRCH); it is then closed and opened again,
+// so the caller sees the same error as from a fresh open (ENOENT). Files
+// not read for an idle span are closed, so a kept descriptor holds a
+// removed cgroup for that span at most. The number kept is bounded, and
+// falls to none while the process is short of descriptors: what it needs
+// them for comes first.
+//
+// Not every file renders afresh at offset 0: cgroup v1's tasks and
+// cgroup.procs answer from a list made for the open file and kept for a
+// second after its last read, so they are never to be read through it.
 package reread
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -56,14 +58,11 @@ type file struct {
 	used bool
 	busy int
 	dead bool
-	// mu serializes the listings of a kept directory.
-	mu sync.Mutex
 }
 
 // New returns the reader of files opened by open with flags (read-only,
-// close on exec, and O_DIRECTORY for ReadDir), keeping at most max of
-// them open. dir names where open looks, for errors (a read error is a
-// *fs.PathError with dir/name).
+// close on exec), keeping at most max of them open. dir names where open
+// looks, for errors (a read error is a *fs.PathError with dir/name).
 func New(dir string, open func(name string, flags int) (fd int, err error), max int) *Files {
 	return &Files{dir: dir, open: open, max: max, high: limit() / 2, now: time.Now, files: map[string]*file{}, once: map[string]bool{}}
 }
@@ -73,33 +72,17 @@ func New(dir string, open func(name string, flags int) (fd int, err error), max 
 // before within Idle and fewer than max are kept.
 func (r *Files) Read(name string) ([]byte, error) {
 	var b []byte
-	err := r.do(name, false, func(fd int) (err error) {
+	err := r.do(name, func(fd int) (err error) {
 		b, err = pread(fd)
 		return err
 	})
 	return b, err
 }
 
-// ReadDir returns the names of the directories in directory name (a
-// cgroup's children), kept as Read keeps a file. Other entries are left
-// out.
-func (r *Files) ReadDir(name string) ([]string, error) {
-	var names []string
-	err := r.do(name, true, func(fd int) (err error) {
-		names, err = subdirs(fd)
-		return err
-	})
-	return names, err
-}
-
-// do calls fn with a descriptor of name (a directory when dir is set):
-// its kept one, or a fresh one that it keeps or closes after. fn on a
-// kept directory holds the file's lock: a listing seeks.
-func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
+// do calls fn with a descriptor of name: its kept one, or a fresh one
+// that it keeps or closes after.
+func (r *Files) do(name string, fn func(fd int) error) error {
 	key, flags := name, unix.O_RDONLY|unix.O_CLOEXEC
-	if dir {
-		key, flags = name+"/", flags|unix.O_DIRECTORY
-	}
 	r.mu.Lock()
 	r.sweepLocked()
 	f := r.files[key]
@@ -108,13 +91,7 @@ func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
 	}
 	r.mu.Unlock()
 	if f != nil {
-		if dir {
-			f.mu.Lock()
-		}
 		err := fn(f.fd)
-		if dir {
-			f.mu.Unlock()
-		}
 		r.mu.Lock()
 		f.busy--
 		if err != nil && !f.dead {
@@ -134,10 +111,7 @@ func (r *Files) do(name string, dir bool, fn func(fd int) error) error {
 			return nil
 		}
 	}
-	op := "read"
-	if dir {
-		op = "readdir"
-	}
+	const op = "read"
 	fd, err := r.open(name, flags)
 	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
 		r.mu.Lock()
@@ -265,53 +239,3 @@ func pread(fd int) ([]byte, error) {
 
 // buffers are pread's.
 var buffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
-
-// subdirs lists the directories of the directory fd from its start.
-func subdirs(fd int) ([]string, error) {
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return nil, err
-	}
-	var names []string
-	buf := make([]byte, 8192)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return names, nil
-		}
-		if names, err = parseDirents(buf[:n], names); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// parseDirents appends to names those of the directories in b, whole
-// getdents64(2) records: "ino off reclen type name\0", 8, 8, 2 and 1
-// bytes then the name, padded to reclen; type DT_DIR for a directory.
-// "." and ".." are left out.
-func parseDirents(b []byte, names []string) ([]string, error) {
-	const head = 19
-	for len(b) > 0 {
-		if len(b) < head {
-			return nil, fmt.Errorf("getdents64: %d bytes left, less than a record's %d-byte head", len(b), head)
-		}
-		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-		if reclen < head || reclen > len(b) {
-			return nil, fmt.Errorf("getdents64: a record of %d bytes with %d left (accepted: %d to %d)", reclen, len(b), head, len(b))
-		}
-		name := b[head:reclen]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
-		}
-		if b[18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
-			names = append(names, string(name))
-		}
-		b = b[reclen:]
-	}
-	return names, nil
-}

@@ -1,13 +1,11 @@
 package reread
 
 import (
-	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,54 +198,6 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-// A directory is listed (its directories only) and kept as a file is; a
-// kept directory lists what it holds now; one removed reads as not there.
-func TestReadDir(t *testing.T) {
-	dir := t.TempDir()
-	f, opens := counting(t, dir, 8)
-	for _, d := range []string{"p", "p/q1", "p/q2"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(t, filepath.Join(dir, "p/cgroup.procs"), "")
-	list := func(want ...string) {
-		t.Helper()
-		got, err := f.ReadDir("p")
-		slices.Sort(got)
-		if err != nil || !slices.Equal(got, want) {
-			t.Fatalf("ReadDir(p) = %v, %v; want %v", got, err, want)
-		}
-	}
-	list("q1", "q2")
-	list("q1", "q2")
-	if f.kept() != 1 || *opens != 2 {
-		t.Fatalf("after two listings: %d kept, %d opens; want 1 and 2", f.kept(), *opens)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "p/q3"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, "p/q1")); err != nil {
-		t.Fatal(err)
-	}
-	list("q2", "q3")
-	if *opens != 2 {
-		t.Errorf("a kept directory was opened again: %d opens, want 2", *opens)
-	}
-	// A file and a directory of one name are kept apart.
-	if _, err := f.Read("p"); err == nil {
-		t.Error("Read(p) of a directory succeeded; want an error")
-	}
-	for _, d := range []string{"p/q2", "p/q3", "p/cgroup.procs", "p"} {
-		if err := os.Remove(filepath.Join(dir, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, err := f.ReadDir("p"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("ReadDir(p) of a removed directory = %v, %v; want fs.ErrNotExist", got, err)
-	}
-}
-
 // A process short of descriptors (a fresh one numbered at or above high,
 // half the limit) keeps none: the kept ones are closed, and no other is
 // kept until descriptors are low again.
@@ -281,54 +231,4 @@ func TestShortOfDescriptors(t *testing.T) {
 	if f.kept() != 1 {
 		t.Errorf("%d kept once descriptors are low again, want 1", f.kept())
 	}
-}
-
-// dirent is one getdents64 record of name with type typ, padded to 8
-// bytes as the kernel pads it.
-func dirent(name string, typ byte) []byte {
-	reclen := (19 + len(name) + 1 + 7) &^ 7
-	b := make([]byte, reclen)
-	binary.NativeEndian.PutUint64(b[0:8], 42)
-	binary.NativeEndian.PutUint16(b[16:18], uint16(reclen))
-	b[18] = typ
-	copy(b[19:], name)
-	return b
-}
-
-func TestParseDirents(t *testing.T) {
-	var b []byte
-	for _, d := range []struct {
-		name string
-		typ  byte
-	}{{".", unix.DT_DIR}, {"..", unix.DT_DIR}, {"q1", unix.DT_DIR}, {"cpu.stat", unix.DT_REG}, {"a-much-longer-query-name", unix.DT_DIR}, {"link", unix.DT_LNK}} {
-		b = append(b, dirent(d.name, d.typ)...)
-	}
-	got, err := parseDirents(b, nil)
-	if want := []string{"q1", "a-much-longer-query-name"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("parseDirents = %q, %v; want %q", got, err, want)
-	}
-	for _, bad := range [][]byte{b[:10], append(dirent("q", unix.DT_DIR)[:16], 0xff, 0xff, unix.DT_DIR), append(dirent("q", unix.DT_DIR)[:16], 3, 0, unix.DT_DIR)} {
-		if got, err := parseDirents(bad, nil); err == nil {
-			t.Errorf("parseDirents(%x) = %q; want an error", bad, got)
-		}
-	}
-}
-
-// FuzzParseDirents: any bytes give names or an error, never a panic, and
-// no name is "." or ".." or holds a NUL.
-func FuzzParseDirents(f *testing.F) {
-	f.Add(append(dirent("q1", unix.DT_DIR), dirent("cpu.stat", unix.DT_REG)...))
-	f.Add(dirent(".", unix.DT_DIR))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		names, err := parseDirents(b, nil)
-		if err != nil {
-			return
-		}
-		for _, n := range names {
-			if n == "." || n == ".." || strings.ContainsRune(n, 0) {
-				t.Errorf("parseDirents(%x) gave the name %q", b, n)
-			}
-		}
-	})
 }
