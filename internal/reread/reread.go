@@ -71,47 +71,10 @@ func New(dir string, open func(name string, flags int) (fd int, err error), max 
 // one, else from a fresh open, keeping the descriptor when name was read
 // before within Idle and fewer than max are kept.
 func (r *Files) Read(name string) ([]byte, error) {
-	var b []byte
-	err := r.do(name, func(fd int) (err error) {
-		b, err = pread(fd)
-		return err
-	})
-	return b, err
-}
-
-// do calls fn with a descriptor of name: its kept one, or a fresh one
-// that it keeps or closes after.
-func (r *Files) do(name string, fn func(fd int) error) error {
-	key, flags := name, unix.O_RDONLY|unix.O_CLOEXEC
-	r.mu.Lock()
-	r.sweepLocked()
-	f := r.files[key]
-	if f != nil {
-		f.used, f.busy = true, f.busy+1
+	if b, ok := r.readKept(name); ok {
+		return b, nil
 	}
-	r.mu.Unlock()
-	if f != nil {
-		err := fn(f.fd)
-		r.mu.Lock()
-		f.busy--
-		if err != nil && !f.dead {
-			// A removed cgroup (ENODEV), an ended thread (ESRCH), or
-			// anything else: the fresh open below answers as a first
-			// read would.
-			f.dead = true
-			if r.files[key] == f {
-				delete(r.files, key)
-			}
-		}
-		if f.dead && f.busy == 0 {
-			unix.Close(f.fd)
-		}
-		r.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-	}
-	const op = "read"
+	const flags = unix.O_RDONLY | unix.O_CLOEXEC
 	fd, err := r.open(name, flags)
 	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
 		r.mu.Lock()
@@ -120,11 +83,12 @@ func (r *Files) do(name string, fn func(fd int) error) error {
 		fd, err = r.open(name, flags)
 	}
 	if err != nil {
-		return &fs.PathError{Op: op, Path: r.dir + "/" + name, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: r.dir + "/" + name, Err: err}
 	}
-	if err := fn(fd); err != nil {
+	b, err := pread(fd)
+	if err != nil {
 		unix.Close(fd)
-		return &fs.PathError{Op: op, Path: r.dir + "/" + name, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: r.dir + "/" + name, Err: err}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -135,16 +99,53 @@ func (r *Files) do(name string, fn func(fd int) error) error {
 		r.shedLocked()
 	}
 	switch {
-	case fd < r.high && r.files[key] == nil && r.once[key] && len(r.files) < r.max:
-		r.files[key] = &file{fd: fd, used: true}
-		delete(r.once, key)
+	case fd < r.high && r.files[name] == nil && r.once[name] && len(r.files) < r.max:
+		r.files[name] = &file{fd: fd, used: true}
+		delete(r.once, name)
 	default:
 		unix.Close(fd)
 		if len(r.once) < r.max {
-			r.once[key] = true
+			r.once[name] = true
 		}
 	}
-	return nil
+	return b, nil
+}
+
+// readKept reads name through its kept descriptor; ok is false when it
+// has none, or when the read failed (a removed cgroup's ENODEV, an ended
+// process's ESRCH, or anything else): the descriptor is then dropped, and
+// a fresh open answers as a first read would.
+func (r *Files) readKept(name string) (b []byte, ok bool) {
+	r.mu.Lock()
+	r.sweepLocked()
+	f := r.files[name]
+	if f != nil {
+		f.used, f.busy = true, f.busy+1
+	}
+	r.mu.Unlock()
+	if f == nil {
+		return nil, false
+	}
+	b, err := pread(f.fd)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.busy--
+	if err != nil && !f.dead && r.files[name] == f {
+		r.dropLocked(name, f)
+	} else if f.dead && f.busy == 0 {
+		unix.Close(f.fd) // dropped while this read was under way
+	}
+	return b, err == nil
+}
+
+// dropLocked forgets the kept file name, f, and closes it unless a read
+// of it is under way (that read closes it when done).
+func (r *Files) dropLocked(name string, f *file) {
+	f.dead = true
+	delete(r.files, name)
+	if f.busy == 0 {
+		unix.Close(f.fd)
+	}
 }
 
 // sweepLocked closes the kept files not read since the last sweep, at
@@ -157,11 +158,7 @@ func (r *Files) sweepLocked() {
 	r.swept = now
 	for name, f := range r.files {
 		if !f.used {
-			f.dead = true
-			delete(r.files, name)
-			if f.busy == 0 {
-				unix.Close(f.fd)
-			}
+			r.dropLocked(name, f)
 			continue
 		}
 		f.used = false
@@ -173,11 +170,7 @@ func (r *Files) sweepLocked() {
 // done): the process is short of descriptors.
 func (r *Files) shedLocked() {
 	for name, f := range r.files {
-		f.dead = true
-		delete(r.files, name)
-		if f.busy == 0 {
-			unix.Close(f.fd)
-		}
+		r.dropLocked(name, f)
 	}
 	clear(r.once)
 }
