@@ -40,7 +40,7 @@ var fresh = cg(-1, 100000, 0, 0, 0)
 func seedDesired() planner.Desired {
 	return planner.Desired{
 		Node: planner.Node{CPUs: 10, PeriodUsec: 100000},
-		Pools: []planner.PoolState{
+		Pools: []*planner.PoolState{
 			{Name: "default", Pool: cg(-1, 100000, 0, 100, 0), Query: cg(-1, 100000, 0, 0, 0)},
 			{Name: "etl", Pool: cg(200000, 100000, 50000, 50, 0), Query: cg(100000, 100000, 0, 0, 0)},
 			{Name: "olap", Pool: cg(700000, 100000, 0, 100, 0), Query: cg(350000, 100000, 0, 0, 0)},
@@ -130,7 +130,7 @@ func TestApplyFromEmptyThenNoop(t *testing.T) {
 func changedDesired() planner.Desired {
 	return planner.Desired{
 		Node: planner.Node{CPUs: 10, PeriodUsec: 100000},
-		Pools: []planner.PoolState{
+		Pools: []*planner.PoolState{
 			{Name: "default", Pool: cg(-1, 100000, 0, 100, 0), Query: cg(-1, 100000, 0, 0, 0)},
 			{Name: "adhoc", Pool: cg(100000, 100000, 20000, 20, 0), Query: cg(50000, 100000, 0, 0, 0)},
 			{Name: "olap", Pool: cg(300000, 100000, 0, 200, 0), Query: cg(150000, 100000, 0, 0, 0)},
@@ -151,7 +151,7 @@ func populate(t *testing.T, w *world, tr *Tree) {
 		pool  planner.PoolState
 		query string
 		pid   int
-	}{{d.Pools[1], "q1", 101}, {d.Pools[1], "q2", 102}, {d.Pools[2], "q3", 103}} {
+	}{{*d.Pools[1], "q1", 101}, {*d.Pools[1], "q2", 102}, {*d.Pools[2], "q3", 103}} {
 		for _, h := range []string{HierUnified, HierCPU, HierCPUAcct} {
 			if m := w.hierMount(h); m != "" {
 				w.spawn(m, q.pid)
@@ -164,7 +164,7 @@ func populate(t *testing.T, w *world, tr *Tree) {
 	for _, h := range hiersOf(t, tr, false) {
 		w.spawn(w.hierMount(h), 1)
 	}
-	if err := tr.PlaceQuery(d.Pools[2], "idle", 1); err != nil {
+	if err := tr.PlaceQuery(*d.Pools[2], "idle", 1); err != nil {
 		t.Fatal(err)
 	}
 	// pid 1 leaves: idle is an empty, stale query cgroup now.
@@ -294,7 +294,7 @@ func TestBurstOrder(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				w := newWorld(t, v2)
 				tr := w.tree("poolagent", nil)
-				d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.from, Query: fresh}}}
+				d := planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.from, Query: fresh}}}
 				if _, err := tr.Reconcile(d); err != nil {
 					t.Fatal(err)
 				}
@@ -348,7 +348,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t, false)
 			tr := w.tree("poolagent", nil)
-			d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.pool0, Query: tt.q0}}}
+			d := planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: tt.pool0, Query: tt.q0}}}
 			if _, err := tr.Reconcile(d); err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +361,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 			}
 			w.spawn(w.mounts.V1[HierCPU], 7)
 			w.spawn(w.mounts.V1[HierCPUAcct], 7)
-			if err := tr.PlaceQuery(d.Pools[1], "q", 7); err != nil {
+			if err := tr.PlaceQuery(*d.Pools[1], "q", 7); err != nil {
 				t.Fatal(err)
 			}
 			d.Pools[1].Pool, d.Pools[1].Query = tt.pool1, tt.q1
@@ -387,7 +387,7 @@ func TestV1BandwidthOrder(t *testing.T) {
 
 func TestPlanRefusesInvalid(t *testing.T) {
 	pool := func(name string, p, q planner.Cgroup) planner.Desired {
-		return planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: name, Pool: p, Query: q}}}
+		return planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: name, Pool: p, Query: q}}}
 	}
 	ok := cg(100000, 100000, 0, 100, 0)
 	tests := []struct {
@@ -408,8 +408,8 @@ func TestPlanRefusesInvalid(t *testing.T) {
 		{"weight out of range", pool("olap", cg(100000, 100000, 0, 20000, 0), ok), "", "cpu.weight 20000"},
 		{"v1 query above pool", pool("olap", cg(100000, 100000, 0, 100, 0), cg(200000, 100000, 0, 100, 0)), "v1", "above the pool's"},
 		{"v1 unlimited query below a limited pool is fine", pool("olap", cg(100000, 100000, 0, 100, 0), cg(-1, 100000, 0, 0, 0)), "none", ""},
-		{"no default pool", planner.Desired{Pools: []planner.PoolState{{Name: "olap", Pool: fresh, Query: fresh}}}, "", "no \"default\" pool"},
-		{"duplicate pool", planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "default", Pool: fresh, Query: fresh}}}, "", "appears twice"},
+		{"no default pool", planner.Desired{Pools: []*planner.PoolState{{Name: "olap", Pool: fresh, Query: fresh}}}, "", "no \"default\" pool"},
+		{"duplicate pool", planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "default", Pool: fresh, Query: fresh}}}, "", "appears twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -511,7 +511,7 @@ func TestMemoryLimits(t *testing.T) {
 		for _, h := range hiersOf(t, tr, true) {
 			w.spawn(w.hierMount(h), 9)
 		}
-		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+		if err := tr.PlaceQuery(*d.Pools[2], "q", 9); err != nil {
 			t.Fatal(err)
 		}
 		file, mem := fileMemoryMax, w.mounts.Unified
@@ -545,7 +545,7 @@ func TestSoftMemoryLimits(t *testing.T) {
 		for _, h := range hiersOf(t, tr, true) {
 			w.spawn(w.hierMount(h), 9)
 		}
-		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+		if err := tr.PlaceQuery(*d.Pools[2], "q", 9); err != nil {
 			t.Fatal(err)
 		}
 		file, mem, none := fileMemoryHigh, w.mounts.Unified, "max"
@@ -593,7 +593,7 @@ func TestMemoryGuarantees(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.spawn(w.mounts.Unified, 9)
-		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+		if err := tr.PlaceQuery(*d.Pools[2], "q", 9); err != nil {
 			t.Fatal(err)
 		}
 		u := filepath.Join(w.mounts.Unified, "poolagent")
@@ -627,7 +627,7 @@ func TestBurstPendingWhenQuotaFails(t *testing.T) {
 		w := newWorld(t, v2)
 		counter := &faultCounter{}
 		tr := w.tree("poolagent", func(f FS) FS { return faultFS{FS: f, c: counter} })
-		d := planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: cg(20000, 100000, 10000, 0, 0), Query: fresh}}}
+		d := planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: cg(20000, 100000, 10000, 0, 0), Query: fresh}}}
 		if _, err := tr.Reconcile(d); err != nil {
 			t.Fatal(err)
 		}

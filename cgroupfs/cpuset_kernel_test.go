@@ -94,7 +94,7 @@ func moveAndBack(t *testing.T, k *kernel) {
 	t.Helper()
 	b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Second})
 	d := cpusetDesired(t, "0")
-	if err := k.tree.PlaceQuery(d.Pools[2], "r", b.PID); err != nil {
+	if err := k.tree.PlaceQuery(*d.Pools[2], "r", b.PID); err != nil {
 		t.Fatal(err)
 	}
 	for _, cpus := range []string{"1", ""} {
@@ -138,7 +138,7 @@ func cpusetDesired(t *testing.T, cpus string) planner.Desired {
 	one.CPU.CPUs = set
 	query := fresh
 	query.CPU.CPUs = set
-	return planner.Desired{Pools: []planner.PoolState{
+	return planner.Desired{Pools: []*planner.PoolState{
 		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: fresh},
 		{Name: "all", Pool: cg(-1, 100000, 0, 100), Query: fresh},
 		{Name: "one", Pool: one, Query: query},

@@ -61,7 +61,7 @@ func TestCPUSetV2(t *testing.T) {
 	}
 	w.spawn(w.mounts.Unified, 100)
 	d := withCPUs(t, "0-1")
-	if err := tr.PlaceQuery(d.Pools[1], "q1", 100); err != nil {
+	if err := tr.PlaceQuery(*d.Pools[1], "q1", 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "etl", "q1", fileCPUSetCPUs)); !os.IsNotExist(err) {
@@ -97,7 +97,7 @@ func TestCPUSetV1(t *testing.T) {
 	for _, m := range []string{w.mounts.V1[HierCPU], w.mounts.V1[HierCPUAcct], set} {
 		w.spawn(m, 100)
 	}
-	if err := tr.PlaceQuery(withCPUs(t, "0-1").Pools[1], "q1", 100); err != nil {
+	if err := tr.PlaceQuery(*withCPUs(t, "0-1").Pools[1], "q1", 100); err != nil {
 		t.Fatal(err)
 	}
 	if got, procs := cpus("etl/q1"), w.read(filepath.Join(root, "etl/q1", fileProcs)); got != "0-1" || procs != "100" {
@@ -128,7 +128,7 @@ func TestCPUSetV1Join(t *testing.T) {
 	for _, m := range []string{w.mounts.V1[HierCPU], w.mounts.V1[HierCPUAcct], w.mounts.V1[HierCPUSet]} {
 		w.spawn(m, 100)
 	}
-	if err := tr.PlaceQuery(seedDesired().Pools[2], "q0", 100); err != nil {
+	if err := tr.PlaceQuery(*seedDesired().Pools[2], "q0", 100); err != nil {
 		t.Fatal(err)
 	}
 	c, err := tr.Changes(withCPUs(t, "1"))
@@ -196,13 +196,13 @@ func TestCPUSetFaults(t *testing.T) {
 					w.spawn(m, 100)
 				}
 			}
-			if err := tr.PlaceQuery(withCPUs(t, "0-1").Pools[1], "q1", 100); err != nil {
+			if err := tr.PlaceQuery(*withCPUs(t, "0-1").Pools[1], "q1", 100); err != nil {
 				t.Fatal(err)
 			}
 			return w, tr
 		}
 		to := withCPUs(t, "2-3")
-		to.Pools = append(to.Pools, planner.PoolState{Name: "web", Pool: to.Pools[1].Pool, Query: to.Pools[1].Query})
+		to.Pools = append(to.Pools, &planner.PoolState{Name: "web", Pool: to.Pools[1].Pool, Query: to.Pools[1].Query})
 		direct, dt := start(nil)
 		c, err := dt.Changes(to)
 		if err != nil {

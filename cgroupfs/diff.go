@@ -143,7 +143,7 @@ func (b *builder) targets(d planner.Desired, dests map[string]bool) (pools, quer
 		}
 		pool := b.target(p.Name, b.cur.cpusetWant(fromDesired(p.Pool), false, b.cur.top))
 		if p.Name == planner.DefaultPool {
-			def, defWant = p, pool.want
+			def, defWant = *p, pool.want
 		}
 		pools = append(pools, pool)
 		for _, q := range b.cur.children(p.Name) {

@@ -20,11 +20,11 @@ func TestDiff(t *testing.T) {
 	cg := func(l cpulimit.Limit) planner.Cgroup { return planner.Cgroup{CPU: l, MemoryBytes: -1} }
 	val := func(l cpulimit.Limit) settings { return settings{cpu: l, shares: l.Shares(), memBytes: -1} }
 	unlimited := lim(-1, 100000, 0, 100)
-	desired := func(pools ...planner.PoolState) planner.Desired {
-		return planner.Desired{Pools: append([]planner.PoolState{{Name: "default", Pool: cg(unlimited), Query: cg(unlimited)}}, pools...)}
+	desired := func(pools ...*planner.PoolState) planner.Desired {
+		return planner.Desired{Pools: append([]*planner.PoolState{{Name: "default", Pool: cg(unlimited), Query: cg(unlimited)}}, pools...)}
 	}
-	pool := func(name string, p, q cpulimit.Limit) planner.PoolState {
-		return planner.PoolState{Name: name, Pool: cg(p), Query: cg(q)}
+	pool := func(name string, p, q cpulimit.Limit) *planner.PoolState {
+		return &planner.PoolState{Name: name, Pool: cg(p), Query: cg(q)}
 	}
 	in := func(hiers ...string) *node {
 		n := &node{in: map[string]bool{}, procs: map[string][]int{}}

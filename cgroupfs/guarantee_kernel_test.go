@@ -58,7 +58,7 @@ func TestKernelMemoryGuarantee(t *testing.T) {
 	t.Cleanup(func() { unix.Unmount(shmDir, unix.MNT_DETACH) })
 	avail := memInfo(t, "MemAvailable")
 	d := seed()
-	def, etl, olap := &d.Pools[0], &d.Pools[1], &d.Pools[2]
+	def, etl, olap := d.Pools[0], d.Pools[1], d.Pools[2]
 	olap.Pool.MemoryLowBytes, olap.Query.MemoryLowBytes = guaranteeBytes, -1
 	if _, err := k.tree.Reconcile(d); err != nil {
 		t.Fatal(err)

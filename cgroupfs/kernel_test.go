@@ -87,7 +87,7 @@ var fresh = cg(-1, 100000, 0, 0)
 func seed() planner.Desired {
 	return planner.Desired{
 		Node: planner.Node{CPUs: 10, PeriodUsec: 100000},
-		Pools: []planner.PoolState{
+		Pools: []*planner.PoolState{
 			{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 			{Name: "etl", Pool: cg(200000, 100000, 50000, 50), Query: cg(100000, 100000, 0, 0)},
 			{Name: "olap", Pool: cg(700000, 100000, 0, 100), Query: cg(350000, 100000, 0, 0)},
@@ -140,7 +140,7 @@ func TestKernelApplySeed(t *testing.T) {
 	}
 	// A query of olap gets the query template.
 	b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
-	if err := k.tree.PlaceQuery(d.Pools[1], "q1", b.PID); err != nil {
+	if err := k.tree.PlaceQuery(*d.Pools[1], "q1", b.PID); err != nil {
 		t.Fatal(err)
 	}
 	file, v := "cpu.cfs_quota_us", "350000"
@@ -185,7 +185,7 @@ func TestKernelApplyBurstAndWeights(t *testing.T) {
 // about 1.6 s in all.
 func TestKernelThrottle(t *testing.T) {
 	k := newKernel(t, cgroupfs.Options{})
-	d := planner.Desired{Pools: []planner.PoolState{
+	d := planner.Desired{Pools: []*planner.PoolState{
 		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 		{Name: "slow", Pool: cg(20000, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 	}}
@@ -194,7 +194,7 @@ func TestKernelThrottle(t *testing.T) {
 	}
 	k.root.Favour(t)
 	b := kerneltest.StartBurner(t, kerneltest.Burn{For: 2 * time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
-	if err := k.tree.PlaceQuery(d.Pools[1], "q1", b.PID); err != nil {
+	if err := k.tree.PlaceQuery(*d.Pools[1], "q1", b.PID); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Go(); err != nil {
@@ -271,10 +271,10 @@ func TestKernelDropPoolWhileRunning(t *testing.T) {
 	}
 	busy := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute, Clock: kerneltest.Wall})
 	idle := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
-	if err := k.tree.PlaceQuery(d.Pools[1], "q1", busy.PID); err != nil {
+	if err := k.tree.PlaceQuery(*d.Pools[1], "q1", busy.PID); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.tree.PlaceQuery(d.Pools[1], "q2", idle.PID); err != nil {
+	if err := k.tree.PlaceQuery(*d.Pools[1], "q2", idle.PID); err != nil {
 		t.Fatal(err)
 	}
 	if err := busy.Go(); err != nil {
@@ -343,7 +343,7 @@ func TestKernelRefusesInvalidValues(t *testing.T) {
 		return dir.WriteFile(c+"/cpu.cfs_burst_us", strconv.Itoa(b))
 	}
 	pool := func(p, q planner.Cgroup) planner.Desired {
-		return planner.Desired{Pools: []planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: p, Query: q}}}
+		return planner.Desired{Pools: []*planner.PoolState{{Name: "default", Pool: fresh, Query: fresh}, {Name: "olap", Pool: p, Query: q}}}
 	}
 	tests := []struct {
 		name      string
@@ -479,7 +479,7 @@ func (f failing) Close() error { return f.FS.(io.Closer).Close() }
 
 // changed drops etl, tightens olap and adds adhoc.
 func changed() planner.Desired {
-	return planner.Desired{Pools: []planner.PoolState{
+	return planner.Desired{Pools: []*planner.PoolState{
 		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 		{Name: "adhoc", Pool: cg(100000, 100000, 20000, 20), Query: cg(50000, 100000, 0, 0)},
 		{Name: "olap", Pool: cg(300000, 100000, 0, 200), Query: cg(150000, 100000, 0, 0)},
@@ -511,7 +511,7 @@ func TestKernelFaultInjection(t *testing.T) {
 			for _, q := range []string{"q1", "q2"} {
 				b := kerneltest.StartBurner(t, kerneltest.Burn{For: time.Minute})
 				roles[b.PID] = q
-				if err := k.tree.PlaceQuery(d.Pools[1], q, b.PID); err != nil {
+				if err := k.tree.PlaceQuery(*d.Pools[1], q, b.PID); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -642,7 +642,7 @@ func TestKernelIdlePool(t *testing.T) {
 	k := newKernel(t, cgroupfs.Options{})
 	batch := cg(-1, 100000, 0, 0)
 	batch.CPU.Idle = true
-	d := planner.Desired{Pools: []planner.PoolState{
+	d := planner.Desired{Pools: []*planner.PoolState{
 		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: fresh},
 		{Name: "batch", Pool: batch, Query: fresh},
 		{Name: "web", Pool: cg(-1, 100000, 0, 100), Query: fresh},
@@ -665,7 +665,7 @@ func TestKernelIdlePool(t *testing.T) {
 		for _, p := range pools {
 			queries++
 			b := kerneltest.StartBurner(t, kerneltest.Burn{For: 3 * time.Second, Clock: kerneltest.Wall, Pin: true, CPU: 0})
-			if err := k.tree.PlaceQuery(d.Pools[map[string]int{"batch": 1, "web": 2}[p]], fmt.Sprintf("q%d", queries), b.PID); err != nil {
+			if err := k.tree.PlaceQuery(*d.Pools[map[string]int{"batch": 1, "web": 2}[p]], fmt.Sprintf("q%d", queries), b.PID); err != nil {
 				t.Fatal(err)
 			}
 			bs = append(bs, b)
@@ -730,7 +730,7 @@ func TestKernelUsageAndThreadsExcept(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-		if err := k.tree.PlaceQuery(d.Pools[1], q, sleeper.Process.Pid); err != nil {
+		if err := k.tree.PlaceQuery(*d.Pools[1], q, sleeper.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
 		pids[q] = sleeper.Process.Pid
@@ -781,7 +781,7 @@ func TestKernelKeptReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		if err := k.tree.PlaceQuery(d.Pools[1], "q", cmd.Process.Pid); err != nil {
+		if err := k.tree.PlaceQuery(*d.Pools[1], "q", cmd.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
 		return cmd
@@ -831,7 +831,7 @@ func TestKernelKeptReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { joiner.Process.Kill(); joiner.Wait() })
-	if err := k.tree.MoveToQuery(d.Pools[1], "q", joiner.Process.Pid); err != nil {
+	if err := k.tree.MoveToQuery(*d.Pools[1], "q", joiner.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 	if tids, _, err := r.Threads("p/q", 100); err != nil || !slices.Contains(tids, joiner.Process.Pid) {
@@ -886,7 +886,7 @@ func openHere(t *testing.T, file string) bool {
 func newPoolP(t *testing.T) (*kernel, planner.Desired) {
 	t.Helper()
 	k := newKernel(t, cgroupfs.Options{})
-	d := planner.Desired{Pools: []planner.PoolState{
+	d := planner.Desired{Pools: []*planner.PoolState{
 		{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 		{Name: "p", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 	}}

@@ -56,7 +56,7 @@ func TestKernelKillWhileForking(t *testing.T) {
 			most := 0
 			for i := range killRoundsWanted {
 				q := "k" + strconv.Itoa(i)
-				if err := k.tree.MakeQuery(d.Pools[2], q); err != nil {
+				if err := k.tree.MakeQuery(*d.Pools[2], q); err != nil {
 					t.Fatal(err)
 				}
 				dir := filepath.Join(k.root.Path, "olap", q)

@@ -60,7 +60,7 @@ func TestKernelPidsLimits(t *testing.T) {
 	if got := readTrim(t, filepath.Join(dir, "olap/pids.max")); got != "8" {
 		t.Errorf("pool's pids.max after it was changed and reconciled: %q, want 8", got)
 	}
-	if err := k.tree.MakeQuery(ps, "q"); err != nil {
+	if err := k.tree.MakeQuery(*ps, "q"); err != nil {
 		t.Fatal(err)
 	}
 	if got := readTrim(t, filepath.Join(dir, "olap/q/pids.max")); got != "5" {
@@ -83,7 +83,7 @@ func TestKernelPidsLimits(t *testing.T) {
 		in.Close()
 		sh.Wait()
 	})
-	if err := k.tree.MoveToQuery(ps, "q", sh.Process.Pid); err != nil {
+	if err := k.tree.MoveToQuery(*ps, "q", sh.Process.Pid); err != nil {
 		sh.Process.Kill()
 		t.Fatal(err)
 	}

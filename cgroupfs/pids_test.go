@@ -29,7 +29,7 @@ func TestPidsLimits(t *testing.T) {
 		for _, h := range hiers {
 			w.spawn(w.hierMount(h), 9)
 		}
-		if err := tr.PlaceQuery(d.Pools[2], "q", 9); err != nil {
+		if err := tr.PlaceQuery(*d.Pools[2], "q", 9); err != nil {
 			t.Fatal(err)
 		}
 		pids := w.mounts.Unified

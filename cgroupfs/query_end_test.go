@@ -27,7 +27,7 @@ func TestQueryEnd(t *testing.T) {
 			for _, h := range hiers {
 				w.spawn(w.hierMount(h), 300)
 			}
-			if err := tr.PlaceQuery(d.Pools[1], "q1", 300); err != nil {
+			if err := tr.PlaceQuery(*d.Pools[1], "q1", 300); err != nil {
 				t.Fatal(err)
 			}
 			check := func(want bool) {

@@ -23,7 +23,7 @@ func TestKernelWeightShare(t *testing.T) {
 	k.root.Favour(t)
 	d := planner.Desired{
 		Node: planner.Node{CPUs: 2, PeriodUsec: 100000},
-		Pools: []planner.PoolState{
+		Pools: []*planner.PoolState{
 			{Name: "default", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
 			{Name: "heavy", Pool: cg(-1, 100000, 0, 300), Query: cg(-1, 100000, 0, 0)},
 			{Name: "light", Pool: cg(-1, 100000, 0, 100), Query: cg(-1, 100000, 0, 0)},
@@ -36,7 +36,7 @@ func TestKernelWeightShare(t *testing.T) {
 		var burners []*kerneltest.Burner
 		for _, ps := range d.Pools[1:] {
 			b := kerneltest.StartBurner(t, kerneltest.Burn{For: 3 * time.Second, Threads: 2, Pin: true, CPU: 0})
-			if err := k.tree.PlaceQuery(ps, fmt.Sprintf("q%d", n), b.PID); err != nil {
+			if err := k.tree.PlaceQuery(*ps, fmt.Sprintf("q%d", n), b.PID); err != nil {
 				t.Fatal(err)
 			}
 			burners = append(burners, b)

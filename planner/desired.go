@@ -10,9 +10,14 @@ import (
 // Desired is the cgroup state the planner wants below the pool root. It is
 // the contract between the planner and cgroupfs: cgroupfs writes it for
 // cgroup v2 or v1 and never computes limits itself.
+//
+// A plan's pool states are shared with the plans made from it (Replan
+// copies the pointers of the pools it does not plan again), so a
+// PoolState in a Desired is never changed once the plan is made: a
+// change is a new PoolState.
 type Desired struct {
 	Node  Node
-	Pools []PoolState // "default" first, then by name
+	Pools []*PoolState // "default" first, then by name
 }
 
 // Node describes the host the plan is for.
@@ -40,7 +45,7 @@ func (n Node) OnlineCPUs() cpulimit.CPUSet {
 func (d Desired) Pool(name string) (PoolState, bool) {
 	for _, p := range d.Pools {
 		if p.Name == name {
-			return p, true
+			return *p, true
 		}
 	}
 	return PoolState{}, false
@@ -58,6 +63,9 @@ func Changed(prev, next Desired) (changed []string, samePools bool) {
 	}
 	for i, a := range prev.Pools {
 		b := next.Pools[i]
+		if a == b {
+			continue // shared by Replan: unchanged
+		}
 		if a.Name != b.Name {
 			return nil, false
 		}

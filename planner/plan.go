@@ -128,12 +128,12 @@ func Replan(prev Desired, m *Model, node Node, act Activity) (Desired, error) {
 
 // states is the desired state of each of pools, allocated among the
 // active ones of them.
-func states(pools []Pool, node Node, active map[string]bool, demand map[string]float64) []PoolState {
+func states(pools []Pool, node Node, active map[string]bool, demand map[string]float64) []*PoolState {
 	caps, byCPUs, alloc := allocate(pools, node, active, demand)
-	out := make([]PoolState, len(pools))
+	out := make([]*PoolState, len(pools))
 	for i, p := range pools {
 		pool, query := cgroupsOf(p, node, alloc[i])
-		out[i] = PoolState{
+		out[i] = &PoolState{
 			Name:      p.Name,
 			Pool:      pool,
 			Query:     query,

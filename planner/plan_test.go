@@ -42,7 +42,7 @@ func poolState(t *testing.T, d Desired, name string) PoolState {
 	t.Helper()
 	for _, p := range d.Pools {
 		if p.Name == name {
-			return p
+			return *p
 		}
 	}
 	t.Fatalf("pool %q not in plan", name)

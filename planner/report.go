@@ -101,16 +101,16 @@ func WriteText(w io.Writer, d Desired, classifiers []Classifier, origin NodeOrig
 	fmt.Fprintf(w, "node: %s vCPU (%s), memory %d bytes (%s), period %d µs\n\n",
 		FormatCPUs(d.Node.CPUs), origin.CPUs, d.Node.MemoryBytes, origin.Memory, d.Node.PeriodUsec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	sets := slices.ContainsFunc(d.Pools, func(p PoolState) bool { return !p.Pool.CPU.CPUs.IsEmpty() })
+	sets := slices.ContainsFunc(d.Pools, func(p *PoolState) bool { return !p.Pool.CPU.CPUs.IsEmpty() })
 	header := "POOL\tACTIVE\tWEIGHT\tCAP vCPU\tALLOC vCPU\tCPU.MAX\tCPU.WEIGHT\tBURST µs\tQUERY CPU.MAX\tMEMORY.MAX\tQUERY MEMORY.MAX"
 	if sets {
 		header += "\tCPUS"
 	}
-	guarantees := slices.ContainsFunc(d.Pools, func(p PoolState) bool { return p.Pool.MemoryMinBytes > 0 || p.Pool.MemoryLowBytes > 0 })
+	guarantees := slices.ContainsFunc(d.Pools, func(p *PoolState) bool { return p.Pool.MemoryMinBytes > 0 || p.Pool.MemoryLowBytes > 0 })
 	if guarantees {
 		header += "\tMEMORY.MIN\tMEMORY.LOW"
 	}
-	tasks := slices.ContainsFunc(d.Pools, func(p PoolState) bool { return p.Pool.PidsMax > 0 || p.Query.PidsMax > 0 })
+	tasks := slices.ContainsFunc(d.Pools, func(p *PoolState) bool { return p.Pool.PidsMax > 0 || p.Query.PidsMax > 0 })
 	if tasks {
 		header += "\tPIDS.MAX\tQUERY PIDS.MAX"
 	}

@@ -41,9 +41,10 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 	h := sc.Host
 	l := &Layout{Paths: map[string]string{}, PoolOf: map[string]string{}, TaskCPUs: map[string][]int{}, Simple: h}
 	l.Kernel = simulate.Host{CPUs: h.CPUs, TickUsec: 1}
-	ddl := map[string]planner.PoolState{}
+	ddl := map[string]*planner.PoolState{}
 	if sc.Pools != nil {
 		l.Desired = *sc.Pools
+		l.Desired.Pools = slices.Clone(sc.Pools.Pools) // appended to and sorted below
 		for _, ps := range sc.Pools.Pools {
 			if ps.Pool.MemoryBytes >= 0 || ps.Query.MemoryBytes >= 0 {
 				return nil, fmt.Errorf("%s: pool %s has a memory limit; compare measures CPU only, remove the memory limits", sc.GroupAt(slices.IndexFunc(h.Groups, func(g simulate.Group) bool { return g.Name == ps.Name })), ps.Name)
@@ -68,12 +69,12 @@ func LayoutOf(sc *simulate.Scenario) (*Layout, error) {
 			l.Kernel.Groups = append(l.Kernel.Groups, simulate.Group{Name: g.Name, Parent: g.Parent, Limit: ps.Pool.CPU})
 		} else {
 			l.Kernel.Groups = append(l.Kernel.Groups, g)
-			l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(g.PeriodUsec)})
+			l.Desired.Pools = append(l.Desired.Pools, &planner.PoolState{Name: g.Name, Pool: cgroupOf(g), Query: unlimited(g.PeriodUsec)})
 		}
 		l.Paths[g.Name] = g.Name
 	}
 	if _, ok := l.Desired.Pool(planner.DefaultPool); !ok {
-		l.Desired.Pools = append(l.Desired.Pools, planner.PoolState{Name: planner.DefaultPool, Pool: unlimited(l.Desired.Node.PeriodUsec), Query: unlimited(l.Desired.Node.PeriodUsec)})
+		l.Desired.Pools = append(l.Desired.Pools, &planner.PoolState{Name: planner.DefaultPool, Pool: unlimited(l.Desired.Node.PeriodUsec), Query: unlimited(l.Desired.Node.PeriodUsec)})
 	}
 	sort.SliceStable(l.Desired.Pools, func(i, j int) bool {
 		a, b := l.Desired.Pools[i].Name, l.Desired.Pools[j].Name

@@ -160,7 +160,7 @@ func readBursts(t *testing.T, d *testDaemon, cg *pooltree.Handle, root string, n
 func olapState(d *testDaemon) planner.PoolState {
 	for _, p := range d.srv.rp.desired().Pools {
 		if p.Name == "olap" {
-			return p
+			return *p
 		}
 	}
 	return planner.PoolState{}

@@ -29,10 +29,10 @@ var bothModes = kerneltest.Need{Modes: []kerneltest.Mode{kerneltest.V1, kernelte
 func TestKernelQueryCgroup(t *testing.T) {
 	h, k, _ := openTestRoot(t)
 	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
-	olap := planner.PoolState{Name: "olap",
+	olap := &planner.PoolState{Name: "olap",
 		Pool:  planner.Cgroup{CPU: cpulimit.Limit{QuotaUsec: 200000, PeriodUsec: 100000, Weight: 100}, MemoryBytes: -1},
 		Query: planner.Cgroup{CPU: cpulimit.Limit{QuotaUsec: 100000, PeriodUsec: 100000, Weight: 100}, MemoryBytes: -1}}
-	d := planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}, olap}}
+	d := planner.Desired{Pools: []*planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}, olap}}
 	if err := h.Apply(d); err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestKernelQueryCgroup(t *testing.T) {
 		ends = append(ends, end)
 		t.Cleanup(func() { h.RemoveQuery("olap", "q1") })
 		if len(ends) == 1 {
-			if err := h.PlaceQuery(olap, "q1", held.Process.Pid); err != nil {
+			if err := h.PlaceQuery(*olap, "q1", held.Process.Pid); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := h.MoveToQuery(olap, "q1", held.Process.Pid); err != nil {
+		} else if err := h.MoveToQuery(*olap, "q1", held.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestKernelQueryCgroup(t *testing.T) {
 func TestKernelRootRemoved(t *testing.T) {
 	h, _, root := openTestRoot(t)
 	unlimited := planner.Cgroup{CPU: cpulimit.Unlimited(cpulimit.DefaultPeriodUsec), MemoryBytes: -1}
-	if err := h.Apply(planner.Desired{Pools: []planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}}}); err != nil {
+	if err := h.Apply(planner.Desired{Pools: []*planner.PoolState{{Name: planner.DefaultPool, Pool: unlimited, Query: unlimited}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.RootInPlace(); err != nil {

@@ -29,7 +29,7 @@ func Pools(m *planner.Model, adm []admission.PoolStats, d planner.Desired, now t
 	for _, s := range adm {
 		stats[s.Name] = s
 	}
-	planned := map[string]planner.PoolState{}
+	planned := map[string]*planner.PoolState{}
 	for _, p := range d.Pools {
 		planned[p.Name] = p
 	}
