@@ -63,6 +63,13 @@ func TestReplanIsPlan(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d, active %v: re-plan differs from plan:\n got %+v\nwant %+v", step, act.Active, got, want)
 		}
+		// A pool active in neither plan is not planned again: its state
+		// is prev's, shared, not a copy.
+		for i, ps := range got.Pools {
+			if !ps.Active && !prev.Pools[i].Active && ps != prev.Pools[i] {
+				t.Fatalf("step %d: pool %s, inactive before and now, has a new state", step, ps.Name)
+			}
+		}
 		prev = got
 	}
 }
