@@ -100,6 +100,8 @@ type poolHistory struct {
 	seen      map[string]bool
 	readAt    time.Time
 	due       time.Time
+	// look is the last look whose plan had the pool.
+	look uint64
 }
 
 // Reader is what the history reads of the pool tree: the pools' CPU
@@ -159,6 +161,10 @@ type Rolling struct {
 	mu  sync.Mutex
 	// pools is each planned pool's history, by name.
 	pools map[string]*poolHistory
+	// origin is the first look, from which every read is timed (grid);
+	// looks counts the looks.
+	origin time.Time
+	looks  uint64
 	// threads reads the threads of a pool: those outside its running
 	// queries and those of the queries in ran; nil where they cannot be
 	// listed (thread counts are then -1).
@@ -277,9 +283,9 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 // and once it is found to have run.
 const QuietInterval = time.Second
 
-// quietAfter is how long after its last read the pool is next read while
-// quiet: QuietInterval when it runs no query of this daemon or has been
-// idle that long, else iv.
+// quietAfter is the step of the grid on which the pool is next read
+// while quiet: QuietInterval when it runs no query of this daemon or has
+// been idle that long, else iv.
 func (ph *poolHistory) quietAfter(active bool, iv time.Duration) time.Duration {
 	if active && time.Duration(ph.idleReads)*iv < QuietInterval {
 		return iv
@@ -306,16 +312,28 @@ type duePool struct {
 	queryUsage map[string]uint64
 }
 
+// grid is the first time after t that is a whole number of steps from
+// the history's first look. Every pool is read on the grid of its
+// interval (and a quiet one on that of QuietInterval), so that the pools
+// due together are read in one look, whenever each started: a look costs
+// a walk of every planned pool, and the history so wakes once an
+// interval rather than once for each pool.
+func (h *Rolling) grid(t time.Time, step time.Duration) time.Time {
+	return h.origin.Add((t.Sub(h.origin)/step + 1) * step)
+}
+
 // due starts a segment for every pool whose limit changed, forgets the
 // pools no longer planned, and returns the pools due at now and when the
 // next of the others is.
 func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]string) (due []duePool, next time.Time) {
-	next = now.Add(MinInterval)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	planned := map[string]bool{}
+	if h.looks == 0 {
+		h.origin = now
+	}
+	h.looks++
+	next = h.grid(now, MinInterval)
 	for _, p := range d.Pools {
-		planned[p.Name] = true
 		lim := cpulimit.Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}
 		query := cpulimit.Limit{QuotaUsec: p.Query.CPU.QuotaUsec, PeriodUsec: p.Query.CPU.PeriodUsec, BurstUsec: p.Query.CPU.BurstUsec}
 		ph := h.pools[p.Name]
@@ -323,6 +341,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			ph = &poolHistory{due: now}
 			h.pools[p.Name] = ph
 		}
+		ph.look = h.looks
 		if last := ph.last(); last == nil || last.limit != lim || last.query != query || last.nodeCPUs != d.Node.CPUs {
 			iv := h.interval(lim)
 			ph.segs = append(ph.segs, &segment{limit: lim, query: query, nodeCPUs: d.Node.CPUs, intervalUsec: iv.Microseconds(), start: now})
@@ -331,7 +350,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 		at := ph.due
 		arrived := ph.arrived(running[p.Name])
 		if ph.base && ph.quiet && !arrived {
-			at = maxTime(at, ph.readAt.Add(ph.quietAfter(len(running[p.Name]) > 0, h.interval(lim))))
+			at = maxTime(at, h.grid(ph.readAt, ph.quietAfter(len(running[p.Name]) > 0, h.interval(lim))))
 		}
 		if !at.After(now) {
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
@@ -347,9 +366,11 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			next = minTime(next, at)
 		}
 	}
-	for name := range h.pools {
-		if !planned[name] {
-			delete(h.pools, name)
+	if len(h.pools) > len(d.Pools) {
+		for name, ph := range h.pools {
+			if ph.look != h.looks {
+				delete(h.pools, name)
+			}
 		}
 	}
 	return due, next
@@ -562,7 +583,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		cur, ok := r.stats[d.name]
 		if !ok {
 			// Not read: the next read is a new baseline.
-			ph.base, ph.due = false, now.Add(iv)
+			ph.base, ph.due = false, h.grid(now, iv)
 			next = minTime(next, ph.due)
 			continue
 		}
@@ -592,7 +613,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		} else {
 			// The first read of a segment is its baseline: the
 			// segment's intervals start here.
-			seg.start, ph.due = now, now.Add(iv)
+			seg.start, ph.due = now, h.grid(now, iv)
 		}
 		if threadsRead {
 			ph.prevRun, ph.queryRun = run, queryRun

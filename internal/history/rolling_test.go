@@ -443,20 +443,20 @@ func TestHistoryQuiet(t *testing.T) {
 	for ms := 0; ms <= 1150; ms += 50 {
 		hist.Sample(at(ms))
 	}
-	// The baseline at 0, a read at 100 that finds it idle, the next at
-	// 1100.
+	// The baseline at 0, a read at 100 that finds it idle, the next on
+	// the second's grid, at 1000.
 	if got := cg.reads["olap"]; got != 3 {
-		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1100 ms)", got)
+		t.Errorf("a quiet pool was read %d times in 1.15 s, want 3 (at 0, 100 and 1000 ms)", got)
 	}
 	src.run("olap", "q1")
 	cg.mu.Lock()
 	cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 41_000, NrPeriods: 1}}
 	cg.mu.Unlock()
-	hist.Sample(at(1150)) // not due: the schedule is at 1200
+	hist.Sample(at(1150)) // the query came: read at this look, its period's due at 1100
 	hist.Sample(at(1200))
 	hist.Sample(at(1300))
-	if got := cg.reads["olap"]; got != 5 {
-		t.Errorf("with a query the pool was read %d times, want 5 (each period again)", got)
+	if got := cg.reads["olap"]; got != 6 {
+		t.Errorf("with a query the pool was read %d times, want 6 (at once, then each period again)", got)
 	}
 	ts, _ := hist.traces("olap", 0, at(1300))
 	if len(ts) != 1 || len(ts[0].Samples) != 13 {
@@ -464,12 +464,58 @@ func TestHistoryQuiet(t *testing.T) {
 	}
 	for i, s := range ts[0].Samples {
 		want := uint64(0)
-		if i == 11 {
+		if i == 10 {
 			want = 40_000
 		}
 		if s.UsageUsec != want {
 			t.Errorf("interval %d: usage %d µs, want %d", i, s.UsageUsec, want)
 		}
+	}
+}
+
+// callCounting counts the looks that read pools' counters.
+type callCounting struct {
+	*statCgroups
+	calls [][]string
+}
+
+func (c *callCounting) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
+	c.calls = append(c.calls, slices.Clone(names))
+	return c.statCgroups.PoolCPUStats(names)
+}
+
+// TestHistoryGrid reads every pool on one grid from the first look: a
+// pool planned at a look between two intervals has its baseline then and
+// is read with the others from the next interval on, in one look each, and
+// quiet pools are read together on the second's grid.
+func TestHistoryGrid(t *testing.T) {
+	cg := &callCounting{statCgroups: newStatCgroups()}
+	for _, p := range []string{"default", "etl", "olap"} {
+		cg.pools[p] = observe.Sample{CPU: observe.CPUStat{UsageUsec: 1000}}
+	}
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	if next := hist.Sample(at(0)); !next.Equal(at(100)) {
+		t.Fatalf("after the first look the next is at %v, want 100 ms", next.Sub(t0))
+	}
+	src.plan(t, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20); CREATE RESOURCE POOL etl;")
+	if next := hist.Sample(at(130)); !next.Equal(at(200)) {
+		t.Fatalf("after etl's baseline at 130 ms the next look is at %v, want 200 ms (the grid)", next.Sub(t0))
+	}
+	cg.calls = nil
+	for next := at(200); next.Before(at(2500)); {
+		next = hist.Sample(next)
+	}
+	// None ran: default and olap were found idle at 100 ms, etl is at
+	// 200 ms, its interval's end on the grid; then all three are quiet
+	// and read together at 1 and 2 s.
+	want := [][]string{{"etl"}, {"default", "etl", "olap"}, {"default", "etl", "olap"}}
+	for i := range cg.calls {
+		slices.Sort(cg.calls[i])
+	}
+	if !slices.EqualFunc(cg.calls, want, slices.Equal) {
+		t.Errorf("the looks from 200 ms to 2.5 s read %v, want %v", cg.calls, want)
 	}
 }
 
