@@ -1,11 +1,10 @@
 package observe
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
+	"unicode"
 )
 
 // ParseCPUStatV2 parses a cgroup v2 cpu.stat file. It holds one "key
@@ -58,28 +57,49 @@ func ParseLocalStat(b []byte, key string) (v uint64, ok bool, err error) {
 // parseKeyValues walks "key value" lines and stores the value of each key
 // found in fields, returning which keys it saw. Lines of known keys must
 // hold exactly one unsigned decimal value; other lines are skipped whatever
-// they hold, so newer kernels that add keys keep parsing.
+// they hold, so newer kernels that add keys keep parsing. Fields are split
+// as strings.Fields splits them, and a line's "\r" before its "\n" is
+// dropped. It allocates only for the keys it saw: the daemon parses a
+// cpu.stat for every running query of a busy pool each period.
 func parseKeyValues(b []byte, fields map[string]*uint64) (seen map[string]bool, err error) {
 	seen = make(map[string]bool, len(fields))
-	s := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; s.Scan(); n++ {
-		f := strings.Fields(s.Text())
-		if len(f) == 0 {
+	for n := 1; len(b) > 0; n++ {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		key, rest := nextField(line)
+		if key == nil {
 			continue
 		}
-		p, ok := fields[f[0]]
+		p, ok := fields[string(key)]
 		if !ok {
 			continue
 		}
-		if len(f) != 2 {
-			return nil, fmt.Errorf("line %d: %q: want \"%s <unsigned integer>\"", n, s.Text(), f[0])
+		value, rest := nextField(rest)
+		if more, _ := nextField(rest); value == nil || more != nil {
+			return nil, fmt.Errorf("line %d: %q: want \"%s <unsigned integer>\"", n, line, key)
 		}
-		v, err := strconv.ParseUint(f[1], 10, 64)
+		v, err := strconv.ParseUint(string(value), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %s value %q: %w", n, f[0], f[1], err)
+			return nil, fmt.Errorf("line %d: %s value %q: %w", n, key, value, err)
 		}
 		*p = v
-		seen[f[0]] = true
+		seen[string(key)] = true
 	}
-	return seen, s.Err()
+	return seen, nil
+}
+
+// nextField is b's first field as strings.Fields splits (Unicode white
+// space between), and what follows it; nil when b holds none.
+func nextField(b []byte) (field, rest []byte) {
+	start := bytes.IndexFunc(b, func(r rune) bool { return !unicode.IsSpace(r) })
+	if start < 0 {
+		return nil, nil
+	}
+	b = b[start:]
+	end := bytes.IndexFunc(b, unicode.IsSpace)
+	if end < 0 {
+		return b, nil
+	}
+	return b[:end], b[end:]
 }

@@ -1,9 +1,14 @@
 package observe
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -139,6 +144,55 @@ func FuzzParseStatState(f *testing.F) {
 		again, err := parseStatState(append(append([]byte("1 (x) "), state), " 0"...))
 		if err != nil || again != state {
 			t.Fatalf("state %q parsed back as %q, %v", state, again, err)
+		}
+	})
+}
+
+// scanKeyValues is parseKeyValues as a line scanner and strings.Fields
+// wrote it, which the allocation-free walk must agree with.
+func scanKeyValues(b []byte, fields map[string]*uint64) (map[string]bool, error) {
+	seen := make(map[string]bool, len(fields))
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; s.Scan(); n++ {
+		f := strings.Fields(s.Text())
+		if len(f) == 0 {
+			continue
+		}
+		p, ok := fields[f[0]]
+		if !ok {
+			continue
+		}
+		if len(f) != 2 {
+			return nil, fmt.Errorf("line %d: %q: want \"%s <unsigned integer>\"", n, s.Text(), f[0])
+		}
+		v, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %s value %q: %w", n, f[0], f[1], err)
+		}
+		*p = v
+		seen[f[0]] = true
+	}
+	return seen, s.Err()
+}
+
+func FuzzParseKeyValues(f *testing.F) {
+	f.Add([]byte("usage_usec 12\nuser_usec 3\r\nnr_periods\t4 \n\nnew_key a b c\n"))
+	f.Add([]byte("usage_usec 1 2\n"))
+	f.Add([]byte("usage_usec\u00a07\u2003\n nr_periods -1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if slices.ContainsFunc(bytes.Split(b, []byte{'\n'}), func(l []byte) bool { return len(l) >= bufio.MaxScanTokenSize }) {
+			return // a line the scanner refused as too long
+		}
+		fields := func() (map[string]*uint64, *[3]uint64) {
+			var v [3]uint64
+			return map[string]*uint64{"usage_usec": &v[0], "nr_periods": &v[1], "max": &v[2]}, &v
+		}
+		gotFields, got := fields()
+		wantFields, want := fields()
+		gotSeen, gotErr := parseKeyValues(b, gotFields)
+		wantSeen, wantErr := scanKeyValues(b, wantFields)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !maps.Equal(gotSeen, wantSeen) || (gotErr == nil && *got != *want) {
+			t.Fatalf("%q: got %v %v %v, want %v %v %v", b, *got, gotSeen, gotErr, *want, wantSeen, wantErr)
 		}
 	})
 }

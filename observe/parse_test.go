@@ -207,3 +207,17 @@ func checkErr(t *testing.T, err error, want string) {
 		t.Fatalf("error %q does not contain %q", err, want)
 	}
 }
+
+// BenchmarkParseCPUStatV2 parses a v2 cpu.stat as the daemon's history
+// does for every running query of a busy pool each period; its allocations
+// are what the collector has to follow.
+func BenchmarkParseCPUStatV2(b *testing.B) {
+	file := []byte("usage_usec 90653512\nuser_usec 80000000\nsystem_usec 10653512\ncore_sched.force_idle_usec 0\n" +
+		"nr_periods 100\nnr_throttled 20\nthrottled_usec 160000\nnr_bursts 1\nburst_usec 5000\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseCPUStatV2(file); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
