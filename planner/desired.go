@@ -2,7 +2,9 @@ package planner
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
 )
@@ -18,6 +20,10 @@ import (
 type Desired struct {
 	Node  Node
 	Pools []*PoolState // "default" first, then by name
+	// activeAt are the indexes in Pools of the active pools, ascending,
+	// in a plan Plan or Replan made; nil in one made otherwise, of which
+	// Replan then looks at every pool.
+	activeAt []int
 }
 
 // Node describes the host the plan is for.
@@ -49,6 +55,30 @@ func (d Desired) Pool(name string) (PoolState, bool) {
 		}
 	}
 	return PoolState{}, false
+}
+
+// index is the index in d.Pools of the pool named name: "default" first,
+// then by name, so a binary search finds it.
+func (d Desired) index(name string) (int, bool) {
+	if len(d.Pools) == 0 {
+		return 0, false
+	}
+	if d.Pools[0].Name == name {
+		return 0, true
+	}
+	i, ok := slices.BinarySearchFunc(d.Pools[1:], name, func(p *PoolState, name string) int { return strings.Compare(p.Name, name) })
+	return i + 1, ok
+}
+
+// activeIndexes are the indexes of the active pools of pools, ascending.
+func activeIndexes(pools []*PoolState) []int {
+	at := []int{}
+	for i, p := range pools {
+		if p.Active {
+			at = append(at, i)
+		}
+	}
+	return at
 }
 
 // Changed names the pools whose cgroups next asks for differently from

@@ -68,7 +68,9 @@ func Plan(m *Model, node Node, act Activity) (Desired, error) {
 	if err := checkDemand(m, act.DemandCPUs); err != nil {
 		return Desired{}, err
 	}
-	return Desired{Node: node, Pools: states(pools, node, active, act.DemandCPUs)}, nil
+	d := Desired{Node: node, Pools: states(pools, node, active, act.DemandCPUs)}
+	d.activeAt = activeIndexes(d.Pools)
+	return d, nil
 }
 
 // Replan is Plan(m, node, act) made from prev, a plan Plan or Replan made
@@ -99,29 +101,36 @@ func Replan(prev Desired, m *Model, node Node, act Activity) (Desired, error) {
 		return Desired{}, err
 	}
 	// The pools to plan again, in prev's order (the model's), so that the
-	// division sees its claims in the order Plan gives them.
-	var at []int
-	var pools []Pool
-	found := 0
-	for i, ps := range prev.Pools {
-		if !ps.Active && !active[ps.Name] {
-			continue
-		}
-		p, ok := m.Pool(ps.Name)
+	// division sees its claims in the order Plan gives them: those active
+	// in prev, and those active now, found by name.
+	at := prev.activeAt
+	if at == nil {
+		at = activeIndexes(prev.Pools)
+	}
+	at = slices.Clone(at)
+	for name := range active {
+		i, ok := prev.index(name)
 		if !ok {
-			return Desired{}, fmt.Errorf("re-plan: the plan's pool %q is not in the model; accepted: a plan for the same model", ps.Name)
+			return Desired{}, fmt.Errorf("re-plan: active pool %q is not in the plan; accepted: a plan for the same model", name)
 		}
-		if active[ps.Name] {
-			found++
+		at = append(at, i)
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	pools := make([]Pool, len(at))
+	for k, i := range at {
+		p, ok := m.Pool(prev.Pools[i].Name)
+		if !ok {
+			return Desired{}, fmt.Errorf("re-plan: the plan's pool %q is not in the model; accepted: a plan for the same model", prev.Pools[i].Name)
 		}
-		at, pools = append(at, i), append(pools, p)
+		pools[k] = p
 	}
-	if found < len(active) {
-		return Desired{}, fmt.Errorf("re-plan: an active pool of %v is not in the plan; accepted: a plan for the same model", act.Active)
-	}
-	out := Desired{Node: node, Pools: slices.Clone(prev.Pools)}
+	out := Desired{Node: node, Pools: slices.Clone(prev.Pools), activeAt: []int{}}
 	for k, ps := range states(pools, node, active, demand) {
 		out.Pools[at[k]] = ps
+		if ps.Active {
+			out.activeAt = append(out.activeAt, at[k])
+		}
 	}
 	return out, nil
 }

@@ -60,6 +60,13 @@ func TestReplanIsPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A plan that does not say which of its pools are active (one not
+		// made by Plan or Replan) is re-planned the same, each pool looked at.
+		unsaid := prev
+		unsaid.activeAt = nil
+		if again, err := Replan(unsaid, m, node, act); err != nil || !reflect.DeepEqual(again, got) {
+			t.Fatalf("step %d: re-plan of a plan without its active pools differs: %+v, %v", step, again, err)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d, active %v: re-plan differs from plan:\n got %+v\nwant %+v", step, act.Active, got, want)
 		}
