@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,7 +92,16 @@ type poolHistory struct {
 	// when not read.
 	prevRun  map[int]uint64
 	queryRun map[string]map[int]uint64
-	base     bool
+	// ownRun is the part of prevRun outside the query cgroups, as last
+	// listed; nil when not read.
+	ownRun map[int]uint64
+	// hot are the queries whose usage grew at the last read of the
+	// pool's queries, and fullAt when its queries and threads were last
+	// all read (or known not to have run): the history reads only the
+	// hot ones while they account for all the pool ran (duePool.partial).
+	hot    map[string]bool
+	fullAt time.Time
+	base   bool
 	// quiet is set when the last read found the pool idle: it is then
 	// read once a QuietInterval (readAt is when it was read last) until
 	// a query not in seen, those running at that read, comes.
@@ -168,7 +178,7 @@ type Rolling struct {
 	// threads reads the threads of a pool: those outside its running
 	// queries and those of the queries in ran; nil where they cannot be
 	// listed (thread counts are then -1).
-	threads func(pool string, running, ran []string) threadRead
+	threads func(pool string, running, ran []string, own map[int]uint64) threadRead
 	// replying lets one reply per uid be built and written at a time
 	// (Reply).
 	replying replyTurns
@@ -179,8 +189,8 @@ type Rolling struct {
 func New(cfg Config, r Reader, src Pools, procRoot string, log *slog.Logger) *Rolling {
 	h := &Rolling{cfg: cfg, log: log, r: r, src: src, pools: map[string]*poolHistory{}, replying: replyTurns{turns: map[uint32]*replyTurn{}}}
 	if tl, ok := r.(QueryThreadLister); ok {
-		h.threads = func(pool string, running, ran []string) threadRead {
-			return readThreads(tl, procRoot, pool, running, ran)
+		h.threads = func(pool string, running, ran []string, own map[int]uint64) threadRead {
+			return readThreads(tl, procRoot, pool, running, ran, own)
 		}
 	}
 	return h
@@ -310,6 +320,15 @@ type duePool struct {
 	// queryUsage is the CPU time (µs) of each of the pool's queries at
 	// the last read.
 	queryUsage map[string]uint64
+	// partial is set when the pool's queries may be read in part: only
+	// hot (those of running whose usage grew at the last read), when
+	// what they grew by accounts for what the pool grew by to within
+	// slackUsec, and its own threads not listed again (prevOwn, as last
+	// listed, stand). See read.
+	partial   bool
+	hot       []string
+	prevOwn   map[int]uint64
+	slackUsec uint64
 }
 
 // grid is the first time after t that is a whole number of steps from
@@ -360,6 +379,16 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 				for q, st := range ph.prevQueries {
 					dp.queryUsage[q] = st.UsageUsec
 				}
+				dp.partial = !arrived && ph.prev.UsageKnown && (h.threads == nil || ph.ownRun != nil) &&
+					now.Before(h.grid(ph.fullAt, QuietInterval))
+			}
+			if dp.partial {
+				for _, q := range dp.running {
+					if ph.hot[q] {
+						dp.hot = append(dp.hot, q)
+					}
+				}
+				dp.prevOwn, dp.slackUsec = ph.ownRun, uint64(h.interval(lim).Microseconds()/100)
 			}
 			due = append(due, dp)
 		} else {
@@ -385,6 +414,10 @@ type historyRead struct {
 	queries map[string]map[string]observe.CPUStat
 	listed  map[queryKey]bool
 	threads map[string]threadRead
+	// grew are, of each pool that ran, its queries whose usage grew;
+	// partial the pools of which only the hot queries were read.
+	grew    map[string][]string
+	partial map[string]bool
 }
 
 // threadRead is the run time (µs) of every thread of a pool outside its
@@ -410,16 +443,28 @@ type queryKey struct{ pool, name string }
 // reading them again, every interval for as long as the pool sleeps,
 // would cost the daemon CPU for each idle pool and each sleeping query.
 // The same holds of each query of a pool that ran: one whose usage did
-// not grow keeps its throttling and threads as last read, so a sleeping
-// query costs one file an interval only while its pool runs. An idle pool
+// not grow keeps its throttling and threads as last read. An idle pool
 // costs one read of its CPU counters (one file on cgroup v2), which the
 // throttling prediction takes too (Counters).
+//
+// Nor are the usage of every running query and the pool's own threads
+// read each interval the pool ran: a pool's usage counts its own threads
+// and all its queries', so when the hot queries (those whose usage grew
+// at the last read) grew by what the pool did, to within 1% of an
+// interval (what a sample's Ran counts a thread for), the others ran
+// nothing worth counting and keep what they had, as do the pool's own
+// threads (partial). The pool's other queries and threads are read once
+// they do not account for it, when a query arrives, and at least on the
+// grid of QuietInterval, so a query that ran less than that is read a
+// second late at most. A pool of one busy query and many sleepers so
+// costs its counters and the busy query's, not every sleeper's.
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
 		names[i] = p.name
 	}
-	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{}}
+	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{},
+		grew: map[string][]string{}, partial: map[string]bool{}}
 	var err error
 	if r.stats, err = h.r.PoolCPUStats(names); err != nil {
 		h.log.Warn("history: read the pools' counters", "err", err)
@@ -459,9 +504,25 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 		if !ran[p.name] {
 			continue // its queries are kept as last read (keepQueries)
 		}
-		grew := h.readQueries(p, names, r.queries)
+		rest := names
+		var grew []string
+		var own map[int]uint64
+		if p.partial {
+			var grewUsec uint64
+			var complete bool
+			grew, grewUsec, complete = h.readQueries(p, p.hot, r.queries)
+			if pool := r.stats[p.name].CPU.UsageUsec; complete && pool >= p.prevUsage && pool-p.prevUsage <= grewUsec+p.slackUsec {
+				rest, own = nil, p.prevOwn
+				r.partial[p.name] = true
+			} else {
+				rest = slices.DeleteFunc(slices.Clone(names), func(q string) bool { return slices.Contains(p.hot, q) })
+			}
+		}
+		more, _, _ := h.readQueries(p, rest, r.queries)
+		grew = append(grew, more...)
+		r.grew[p.name] = grew
 		if h.threads != nil {
-			r.threads[p.name] = h.threads(p.name, names, grew)
+			r.threads[p.name] = h.threads(p.name, names, grew, own)
 		}
 	}
 	return r
@@ -470,19 +531,30 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 // readQueries reads the usage of the queries names of pool p, which ran,
 // and the throttling of those whose usage grew since the last read (all at
 // a segment's first, and a query not read before) into queries, and
-// returns those. A query whose usage did not grow, or whose read failed,
-// is left out: it keeps its last counters (keepQueries).
-func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[string]observe.CPUStat) (grew []string) {
+// returns those and what their usage grew by (µs). A query whose usage did
+// not grow, or whose read failed, is left out: it keeps its last counters
+// (keepQueries). complete is false when what they grew by is not known: a
+// read failed, or a query's usage is unknown, new or went back.
+func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[string]observe.CPUStat) (grew []string, grewUsec uint64, complete bool) {
+	complete = true
 	for _, name := range names {
 		usage, known, err := h.r.QueryUsage(p.name, name)
 		if err != nil {
+			complete = false
 			continue
 		}
-		if prev, seen := p.queryUsage[name]; p.base && known && seen && usage == prev {
+		prev, seen := p.queryUsage[name]
+		if p.base && known && seen && usage == prev {
 			continue
+		}
+		if known && seen && usage > prev {
+			grewUsec += usage - prev
+		} else {
+			complete = false
 		}
 		st, err := h.r.QueryThrottling(p.name, name)
 		if err != nil {
+			complete = false
 			continue
 		}
 		st.UsageUsec = usage
@@ -492,7 +564,7 @@ func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[
 		queries[p.name][name] = st
 		grew = append(grew, name)
 	}
-	return grew
+	return grew, grewUsec, complete
 }
 
 // Counters returns the counters the history last read of each of pools
@@ -515,21 +587,24 @@ func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.S
 // readThreads reads the threads of pool outside its running queries and
 // those of the queries in ran, at most MaxThreads in all; unknown (own
 // nil) when they cannot be read. A query that ended since it was listed
-// has none.
-func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string) threadRead {
-	except := make(map[string]bool, len(running))
-	for _, q := range running {
-		except[q] = true
+// has none. Where own is not nil, the threads outside the queries are not
+// listed: they are own, as last read (they did not run).
+func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string, own map[int]uint64) threadRead {
+	tr := threadRead{own: own, queries: make(map[string]map[int]uint64, len(ran))}
+	if own == nil {
+		except := make(map[string]bool, len(running))
+		for _, q := range running {
+			except[q] = true
+		}
+		tids, _, err := tl.ThreadsExcept(pool, except, MaxThreads)
+		if err != nil {
+			return threadRead{}
+		}
+		if tr.own, tr.runnable, err = threadTimes(procRoot, tids); err != nil {
+			return threadRead{}
+		}
 	}
-	tids, _, err := tl.ThreadsExcept(pool, except, MaxThreads)
-	if err != nil {
-		return threadRead{}
-	}
-	tr := threadRead{queries: make(map[string]map[int]uint64, len(ran))}
-	if tr.own, tr.runnable, err = threadTimes(procRoot, tids); err != nil {
-		return threadRead{}
-	}
-	left := MaxThreads - len(tids)
+	left := MaxThreads - len(tr.own)
 	for _, q := range ran {
 		if left <= 0 {
 			break
@@ -616,7 +691,16 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			seg.start, ph.due = now, h.grid(now, iv)
 		}
 		if threadsRead {
-			ph.prevRun, ph.queryRun = run, queryRun
+			ph.prevRun, ph.queryRun, ph.ownRun = run, queryRun, tr.own
+		}
+		if grew, ran := r.grew[d.name]; ran {
+			ph.hot = make(map[string]bool, len(grew))
+			for _, q := range grew {
+				ph.hot[q] = true
+			}
+		}
+		if !r.partial[d.name] {
+			ph.fullAt = now
 		}
 		ph.keepQueries(d.name, r)
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec

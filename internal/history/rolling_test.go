@@ -86,6 +86,8 @@ type threadCgroups struct {
 	*statCgroups
 	procRoot string
 	tids     map[string][]int
+	// ownLists counts ThreadsExcept calls.
+	ownLists int
 }
 
 // Threads lists the threads of group: a pool's own or a query's
@@ -99,6 +101,9 @@ func (c *threadCgroups) Threads(group string, limit int) ([]int, bool, error) {
 // ThreadsExcept lists the pool's own threads: it has no cgroups but its
 // queries'.
 func (c *threadCgroups) ThreadsExcept(pool string, except map[string]bool, limit int) ([]int, bool, error) {
+	c.mu.Lock()
+	c.ownLists++
+	c.mu.Unlock()
 	return c.Threads(pool, limit)
 }
 
@@ -343,12 +348,91 @@ func TestHistorySleepingQueries(t *testing.T) {
 	}
 }
 
+// TestHistoryHotQueries reads, of a pool that ran, only the queries whose
+// usage grew at the last read while what they grew by accounts for what
+// the pool did (to within 1% of an interval); the others are read once it
+// does not, when a query arrives, and on the second's grid. What the pool
+// ran and its queries' throttling are counted whichever was read.
+func TestHistoryHotQueries(t *testing.T) {
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	for _, q := range []string{"q1", "q2", "q3"} {
+		src.run("olap", q)
+	}
+	// add adds to each query's usage and throttled time, and their sum
+	// to the pool's usage.
+	add := func(queries map[string][2]uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		pool := cg.pools["olap"]
+		pool.UsageKnown = true
+		for q, c := range queries {
+			st := cg.queries[[2]string{"olap", q}]
+			st.UsageUsec += c[0]
+			st.ThrottledUsec += c[1]
+			st.NrThrottled += c[1] / 10_000
+			cg.queries[[2]string{"olap", q}] = st
+			pool.CPU.UsageUsec += c[0]
+		}
+		cg.pools["olap"] = pool
+	}
+	t0 := time.Unix(1_000_000, 0)
+	busy := map[string][2]uint64{"q1": {30_000, 0}}
+	steps := []struct {
+		ms    int
+		add   map[string][2]uint64
+		reads int // usage reads in the step
+		why   string
+	}{
+		{0, map[string][2]uint64{"q2": {100, 0}, "q3": {100, 0}}, 3, "the baseline"},
+		{100, busy, 3, "every query of the baseline's is hot"},
+		{200, map[string][2]uint64{"q1": {30_000, 0}, "q3": {500, 0}}, 1, "q1 accounts for the pool to within 1 ms"},
+		{300, map[string][2]uint64{"q1": {30_000, 0}, "q2": {20_000, 10_000}}, 3, "q1 does not account for the pool"},
+		{400, busy, 3, "q1, q2 and q3 (its 500 µs of 200 ms read at 300) grew at the last read"},
+		{500, busy, 1, "q1 alone is hot"},
+		{900, busy, 1, "q1 alone is hot"},
+		{1000, busy, 3, "a read on the second's grid"},
+		{1100, busy, 1, "q1 alone is hot"},
+	}
+	for _, st := range steps {
+		add(st.add)
+		before := cg.usageReads
+		hist.Sample(t0.Add(time.Duration(st.ms) * time.Millisecond))
+		if n := cg.usageReads - before; n != st.reads {
+			t.Errorf("at %d ms: %d query usage reads, want %d: %s", st.ms, n, st.reads, st.why)
+		}
+	}
+	src.run("olap", "q4")
+	add(busy)
+	before := cg.usageReads
+	hist.Sample(t0.Add(1200 * time.Millisecond))
+	if n := cg.usageReads - before; n != 4 {
+		t.Errorf("a query arrived: %d query usage reads, want all 4", n)
+	}
+	ts, _ := hist.traces("olap", 0, t0.Add(1200*time.Millisecond))
+	if len(ts) != 1 || len(ts[0].Samples) != 12 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, want := range map[int]Sample{
+		1: {UsageUsec: 30_500},
+		2: {UsageUsec: 50_000, QueryNrThrottled: 1, QueryThrottledUsec: 10_000},
+		3: {UsageUsec: 30_000},
+	} {
+		got := ts[0].Samples[i]
+		if got.UsageUsec != want.UsageUsec || got.QueryNrThrottled != want.QueryNrThrottled || got.QueryThrottledUsec != want.QueryThrottledUsec {
+			t.Errorf("interval %d: %+v, want usage %d µs, queries throttled %d times for %d µs", i, got, want.UsageUsec, want.QueryNrThrottled, want.QueryThrottledUsec)
+		}
+	}
+}
+
 // TestHistoryThreads counts a pool's threads in every interval it ran:
 // threads whose run time grew by 1% of the interval, at least the CPUs'
 // worth of its usage (threads that started and ended between two reads),
 // and none read in an interval in which the pool did not run. Of its
 // queries, only those whose usage grew have their threads read again: a
-// query that did not run keeps the threads it had.
+// query that did not run keeps the threads it had, and the pool's own
+// threads are not listed again while its queries account for what it ran
+// (TestHistoryHotQueries).
 func TestHistoryThreads(t *testing.T) {
 	if unsafe.Sizeof(histSample{}) != SampleBytes {
 		t.Errorf("a stored interval takes %d bytes, SampleBytes says %d", unsafe.Sizeof(histSample{}), SampleBytes)
@@ -356,15 +440,15 @@ func TestHistoryThreads(t *testing.T) {
 	cg := &threadCgroups{statCgroups: newStatCgroups(),
 		procRoot: t.TempDir(), tids: map[string][]int{}}
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	hist.threads = func(pool string, running, ran []string) threadRead {
-		return readThreads(cg, cg.procRoot, pool, running, ran)
+	hist.threads = func(pool string, running, ran []string, own map[int]uint64) threadRead {
+		return readThreads(cg, cg.procRoot, pool, running, ran, own)
 	}
 	src.run("olap", "q1")
 	src.run("olap", "q2")
 	usage := func(pool, q1 uint64) {
 		cg.mu.Lock()
 		defer cg.mu.Unlock()
-		cg.pools["olap"] = observe.Sample{CPU: observe.CPUStat{UsageUsec: pool, NrPeriods: 1}}
+		cg.pools["olap"] = observe.Sample{UsageKnown: true, CPU: observe.CPUStat{UsageUsec: pool, NrPeriods: 1}}
 		cg.queries[[2]string{"olap", "q1"}] = observe.CPUStat{UsageUsec: q1}
 		cg.queries[[2]string{"olap", "q2"}] = observe.CPUStat{UsageUsec: 1_000}
 	}
@@ -411,6 +495,9 @@ func TestHistoryThreads(t *testing.T) {
 	}
 	if err := ts[0].Validate(); err != nil {
 		t.Error(err)
+	}
+	if cg.ownLists != 1 {
+		t.Errorf("the pool's own threads listed %d times, want once: its queries accounted for what it ran after the first", cg.ownLists)
 	}
 }
 
@@ -632,7 +719,7 @@ func BenchmarkKernelHistorySample(b *testing.B) {
 				hist.Sample(clock)
 				if mode == "ran" {
 					for _, ps := range src.Desired().Pools {
-						if tr := hist.threads(ps.Name, []string{"q1"}, []string{"q1"}); len(tr.queries["q1"]) == 0 {
+						if tr := hist.threads(ps.Name, []string{"q1"}, []string{"q1"}, nil); len(tr.queries["q1"]) == 0 {
 							b.Fatalf("pool %s: no threads read", ps.Name)
 						}
 					}
