@@ -1,8 +1,11 @@
 package cgroupfs
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -49,6 +52,10 @@ type Dir struct {
 	path    string
 	fd      int
 	resolve uint64 // openat2's RESOLVE_* flags
+	// links is set on a cgroup file system, where a directory's link
+	// count is 2 and its subdirectories (kernfs keeps it so): ReadDir
+	// then asks it before reading the entries.
+	links bool
 }
 
 // OpenDir opens the pool root dir (an existing directory) on any file
@@ -88,6 +95,7 @@ func OpenCgroupDir(dir string) (*Dir, error) {
 			ErrNotCgroup, dir, st.Type, unix.CGROUP2_SUPER_MAGIC, unix.CGROUP_SUPER_MAGIC)
 	}
 	d.resolve |= unix.RESOLVE_NO_XDEV
+	d.links = true
 	return d, nil
 }
 
@@ -376,23 +384,90 @@ func (d *Dir) inParent(op, name string, fn func(pfd int, base string) error) err
 	return nil
 }
 
-// ReadDir implements FS. Symlinks and files are not listed.
+// ReadDir implements FS. Symlinks and files are not listed. It reads the
+// directory with bare getdents64 calls and keeps the subdirectories'
+// names alone (appendDirs): a cgroup's directory holds dozens of control
+// files, of which os.File.ReadDir makes an entry each, and the history
+// lists a running query's cgroup every interval. On a cgroup file system
+// a directory whose link count says it has no subdirectory (a query's
+// cgroup, as a rule) is not read at all.
 func (d *Dir) ReadDir(name string) ([]string, error) {
 	fd, err := d.open(name, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, &os.PathError{Op: "readdir", Path: d.full(name), Err: err}
 	}
-	f := os.NewFile(uintptr(fd), d.full(name))
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, e.Name())
+	defer unix.Close(fd)
+	if d.links {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, &os.PathError{Op: "readdir", Path: d.full(name), Err: err}
+		}
+		if st.Nlink == 2 {
+			return nil, nil
 		}
 	}
-	return out, nil
+	var buf [8192]byte
+	var out []string
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err == nil && n == 0 {
+			return out, nil
+		}
+		if err == nil {
+			out, err = appendDirs(out, buf[:n], func(name string) (bool, error) {
+				var st unix.Stat_t
+				err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+				return st.Mode&unix.S_IFMT == unix.S_IFDIR, err
+			})
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "readdir", Path: d.full(name), Err: err}
+		}
+	}
+}
+
+// direntHeader is the size of a linux_dirent64 record before its name:
+// inode (8 bytes), offset (8), record length (2) and type (1).
+const direntHeader = 19
+
+// appendDirs appends to dirs the names of the directories among the
+// linux_dirent64 records of b, as getdents64(2) fills it: each a header
+// (direntHeader) and a NUL-terminated name, padded to the record's
+// length. "." and ".." are left out; a record whose type the file system
+// does not give (DT_UNKNOWN) is asked of isDir. An error says which
+// record is malformed, and what would be accepted.
+func appendDirs(dirs []string, b []byte, isDir func(name string) (bool, error)) ([]string, error) {
+	for off := 0; off < len(b); {
+		rec := b[off:]
+		if len(rec) < direntHeader+1 {
+			return nil, fmt.Errorf("directory record at byte %d: %d bytes left, want a %d-byte header and a name", off, len(rec), direntHeader)
+		}
+		reclen := int(binary.NativeEndian.Uint16(rec[16:18]))
+		if reclen < direntHeader+1 || reclen > len(rec) {
+			return nil, fmt.Errorf("directory record at byte %d: length %d, want %d to the %d bytes left", off, reclen, direntHeader+1, len(rec))
+		}
+		name, _, terminated := bytes.Cut(rec[direntHeader:reclen], []byte{0})
+		if !terminated || len(name) == 0 || bytes.IndexByte(name, '/') >= 0 {
+			return nil, fmt.Errorf("directory record at byte %d: name %.64q, want a NUL-terminated name without '/'", off, name)
+		}
+		off += reclen
+		if n := string(name); n != "." && n != ".." {
+			dir := rec[18] == unix.DT_DIR
+			if rec[18] == unix.DT_UNKNOWN {
+				var err error
+				if dir, err = isDir(n); errors.Is(err, fs.ErrNotExist) {
+					continue // removed since it was listed
+				} else if err != nil {
+					return nil, err
+				}
+			}
+			if dir {
+				dirs = append(dirs, n)
+			}
+		}
+	}
+	return dirs, nil
 }

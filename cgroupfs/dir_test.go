@@ -2,8 +2,10 @@ package cgroupfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,5 +226,42 @@ func TestStillAt(t *testing.T) {
 	}
 	if err := d.StillAt(); !errors.Is(err, ErrRootGone) || !strings.Contains(err.Error(), "another directory is there now") {
 		t.Errorf("StillAt of a root made again: %v, want ErrRootGone and another directory there", err)
+	}
+}
+
+// TestDirReadDirMany lists a directory whose entries take several
+// getdents64 calls: every subdirectory, and nothing else, as os.ReadDir
+// has them.
+func TestDirReadDirMany(t *testing.T) {
+	root := t.TempDir()
+	var want []string
+	for i := range 300 {
+		name := fmt.Sprintf("%03d%s", i, strings.Repeat("q", 200))
+		if err := os.WriteFile(filepath.Join(root, name+".file"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			continue
+		}
+		if err := os.Mkdir(filepath.Join(root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+	}
+	if err := os.Symlink(".", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got, err := d.ReadDir(".")
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("ReadDir: %d names, %v; want the %d directories", len(got), err, len(want))
+	}
+	if _, err := d.ReadDir("000" + strings.Repeat("q", 200) + ".file"); !errors.Is(err, unix.ENOTDIR) {
+		t.Errorf("ReadDir of a file: %v, want ENOTDIR", err)
 	}
 }

@@ -910,3 +910,53 @@ func (k *kernel) reader(t *testing.T) *cgroupfs.Reader {
 	t.Cleanup(func() { r.Close() })
 	return r
 }
+
+// TestKernelDirReadDir lists cgroup directories on the real kernel, where
+// ReadDir trusts a directory's link count to say it has no
+// subdirectories: a leaf lists none, its parent lists it, and a cgroup
+// whose child is removed lists none again.
+func TestKernelDirReadDir(t *testing.T) {
+	k := newKernel(t, cgroupfs.Options{})
+	d, err := cgroupfs.OpenCgroupDir(k.root.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, cg := range []string{"a", "a/b", "a/c"} {
+		if err := d.Mkdir(cg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, cg := range []string{"a/b", "a/c", "a"} {
+			d.Rmdir(cg)
+		}
+	})
+	list := func(cg string) []string {
+		t.Helper()
+		subs, err := d.ReadDir(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(subs)
+		return subs
+	}
+	if got := list("a"); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("a lists %q, want [b c]", got)
+	}
+	if got := list("a/b"); len(got) != 0 {
+		t.Errorf("a/b, a leaf, lists %q", got)
+	}
+	if err := d.Rmdir("a/c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list("a"); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("a after a/c went lists %q, want [b]", got)
+	}
+	if err := d.Rmdir("a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list("a"); len(got) != 0 {
+		t.Errorf("a after both went lists %q", got)
+	}
+}
