@@ -87,6 +87,44 @@ func BenchmarkKernelApply100(b *testing.B) {
 		}
 		b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
 	})
+	// The periodic whole-tree comparison at scale: nothing to change,
+	// with 1,000 query cgroups, 10 in each of the pools but default,
+	// kept as the daemon keeps its running queries'.
+	b.Run("noop-1000-queries", func(b *testing.B) {
+		dir := filepath.Join(root.Path, "queries")
+		tr := open(b, dir)
+		defer tr.Close()
+		if _, err := tr.Reconcile(d); err != nil {
+			b.Fatal(err)
+		}
+		keep := map[string]bool{}
+		for _, p := range d.Pools {
+			for i := 0; i < 10 && len(keep) < 1000 && p.Name != planner.DefaultPool; i++ {
+				keep[fmt.Sprintf("%s/q%d", p.Name, i)] = true
+			}
+		}
+		for q := range keep {
+			for _, hier := range append([]string{root.Path}, root.Twins...) {
+				if err := os.Mkdir(filepath.Join(hier, "queries", q), 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		tr.Keep(keep)
+		if _, err := tr.Reconcile(d); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		writes := 0
+		for range b.N {
+			res, err := tr.Reconcile(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			writes += res.Writes
+		}
+		b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
+	})
 }
 
 // rmTree removes an emptied benchmark tree, children first.

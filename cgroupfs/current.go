@@ -39,8 +39,10 @@ type current struct {
 	// only they and the cgroups below them are read and written, the
 	// other cgroups below the root are neither; nil is the whole tree.
 	only map[string]bool
-	// nodes are the cgroups below the root, by path relative to it.
+	// nodes are the cgroups below the root, by path relative to it;
+	// kids indexes them by parent (children), once they are all read.
 	nodes map[string]*node
+	kids  map[string][]string
 	// values are the managed values of the existing pools and of the
 	// cgroups directly below them, by path; a cgroup without an entry is
 	// new and has the kernel's defaults.
@@ -301,27 +303,36 @@ func parseProcs(b []byte) ([]int, error) {
 	return out, nil
 }
 
-// children lists the existing direct children of dir, sorted.
+// children lists the existing direct children of dir, sorted; the list
+// is the index's own, not to be changed. The index is made at the first
+// call, when the tree has been read: the whole-tree comparison asks for
+// the children and subtree of each of a thousand query cgroups, and a
+// walk of every cgroup for each made it quadratic.
 func (cur *current) children(dir string) []string {
-	var out []string
-	for p := range cur.nodes {
-		if path.Dir(p) == dir {
-			out = append(out, p)
+	if cur.kids == nil {
+		cur.kids = make(map[string][]string, len(cur.nodes))
+		for p := range cur.nodes {
+			parent := path.Dir(p)
+			cur.kids[parent] = append(cur.kids[parent], p)
+		}
+		for _, k := range cur.kids {
+			slices.Sort(k)
 		}
 	}
-	slices.Sort(out)
-	return out
+	return cur.kids[dir]
 }
 
-// subtree lists dir and every cgroup below it, parents first.
+// subtree lists dir and every cgroup below it, sorted by path ("a" <
+// "a/b": parents first).
 func (cur *current) subtree(dir string) []string {
-	var out []string
-	for p := range cur.nodes {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
+	out := slices.Clone(cur.children(dir))
+	for i := 0; i < len(out); i++ {
+		out = append(out, cur.children(out[i])...)
 	}
-	slices.Sort(out) // "a" < "a/b": parents sort first
+	if _, ok := cur.nodes[dir]; ok {
+		out = append(out, dir)
+	}
+	slices.Sort(out)
 	return out
 }
 
