@@ -274,27 +274,32 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // stays at most nr_periods in each), and the thread counts are repeated.
 // n < 2 returns s alone.
 func Spread(s Sample, n int) []Sample {
-	if n < 2 {
-		return []Sample{s}
+	out := make([]Sample, max(n, 1))
+	for i := range out {
+		out[i] = share(s, n, i)
 	}
-	share := func(v uint64, i int) uint64 {
+	return out
+}
+
+// share is sample i of Spread(s, n): s itself when n < 2.
+func share(s Sample, n, i int) Sample {
+	if n < 2 {
+		return s
+	}
+	part := func(v uint64) uint64 {
 		q, r := v/uint64(n), v%uint64(n)
 		if uint64(i) < r {
 			q++
 		}
 		return q
 	}
-	out := make([]Sample, n)
-	for i := range out {
-		p := s
-		p.UsageUsec, p.NrPeriods, p.NrThrottled = share(s.UsageUsec, i), share(s.NrPeriods, i), share(s.NrThrottled, i)
-		p.ThrottledUsec, p.NrBursts, p.BurstUsec = share(s.ThrottledUsec, i), share(s.NrBursts, i), share(s.BurstUsec, i)
-		p.QueryNrThrottled, p.QueryThrottledUsec = share(s.QueryNrThrottled, i), share(s.QueryThrottledUsec, i)
-		if s.PressureSomeUsec != nil {
-			v := share(*s.PressureSomeUsec, i)
-			p.PressureSomeUsec = &v
-		}
-		out[i] = p
+	p := s
+	p.UsageUsec, p.NrPeriods, p.NrThrottled = part(s.UsageUsec), part(s.NrPeriods), part(s.NrThrottled)
+	p.ThrottledUsec, p.NrBursts, p.BurstUsec = part(s.ThrottledUsec), part(s.NrBursts), part(s.BurstUsec)
+	p.QueryNrThrottled, p.QueryThrottledUsec = part(s.QueryNrThrottled), part(s.QueryThrottledUsec)
+	if s.PressureSomeUsec != nil {
+		v := part(*s.PressureSomeUsec)
+		p.PressureSomeUsec = &v
 	}
-	return out
+	return p
 }

@@ -82,7 +82,8 @@ type segment struct {
 type poolHistory struct {
 	segs []*segment
 	// prev is the pool's counters at the last read, prevQueries each of
-	// its query cgroups'; base is false until the first read of a
+	// its query cgroups' (changed in place by store alone, after the
+	// read that takes it); base is false until the first read of a
 	// segment.
 	prev        observe.Sample
 	prevQueries map[string]observe.CPUStat
@@ -99,14 +100,16 @@ type poolHistory struct {
 	// pool's queries, and fullAt when its queries and threads were last
 	// all read (or known not to have run): the history reads only the
 	// hot ones while they account for all the pool ran (duePool.partial).
-	hot    map[string]bool
+	hot    []queryRead
 	fullAt time.Time
 	base   bool
 	// quiet is set when the last read found the pool idle: it is then
 	// read once a QuietInterval (readAt is when it was read last) until
-	// a query not in seen, those running at that read, comes.
+	// a query not in running, the list of those running at that read,
+	// comes; seen is the set of running, made when first asked (arrived).
 	quiet     bool
 	idleReads int
+	running   []string
 	seen      map[string]bool
 	readAt    time.Time
 	due       time.Time
@@ -153,7 +156,9 @@ type QueryThreadLister interface {
 // their limits) and the queries running in each pool, those whose cgroups
 // it reads (the daemon's own list: no walk of the tree). The history does
 // not modify what Running returns, so the list may be shared between
-// looks.
+// looks; nor may its source change a list once returned (a query that
+// comes or goes makes a new one): the history takes a pool's list that is
+// the very one of its last read to say no query came or went.
 type Pools interface {
 	Desired() planner.Desired
 	Running() map[string][]string
@@ -179,6 +184,9 @@ type Rolling struct {
 	// queries and those of the queries in ran; nil where they cannot be
 	// listed (thread counts are then -1).
 	threads func(pool string, running, ran []string, own map[int]uint64) threadRead
+	// dueBuf is the array of the last look's due pools, which the next
+	// reuses (Sample).
+	dueBuf []duePool
 	// replying lets one reply per uid be built and written at a time
 	// (Reply).
 	replying replyTurns
@@ -271,14 +279,18 @@ func (h *Rolling) Run(ctx context.Context) {
 }
 
 // Sample reads the pools that are due at now and returns when the next
-// one is due.
+// one is due. It is called from one goroutine at a time (Run's): a look
+// reuses the last one's list of due pools, and reads outside the lock
+// what only Sample changes.
 func (h *Rolling) Sample(now time.Time) time.Time {
 	running := h.src.Running()
 	due, next := h.due(h.src.Desired(), now, running)
-	if len(due) == 0 {
-		return next
+	if len(due) > 0 {
+		next = h.store(due, h.read(due, running), now, next)
 	}
-	return h.store(due, h.read(due, running), now, next)
+	clear(due) // what the entries hold is not kept until the next look
+	h.dueBuf = due[:0]
+	return next
 }
 
 // QuietInterval is how often the history reads a quiet pool: one that
@@ -317,9 +329,9 @@ type duePool struct {
 	// pool; arrived is set when one of them did not at its last read.
 	running []string
 	arrived bool
-	// queryUsage is the CPU time (µs) of each of the pool's queries at
-	// the last read.
-	queryUsage map[string]uint64
+	// prevQueries are the counters of each of the pool's queries at the
+	// last read (the history's own, read only).
+	prevQueries map[string]observe.CPUStat
 	// partial is set when the pool's queries may be read in part: only
 	// hot (those of running whose usage grew at the last read), when
 	// what they grew by accounts for what the pool grew by to within
@@ -352,6 +364,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 	}
 	h.looks++
 	next = h.grid(now, MinInterval)
+	due = h.dueBuf
 	for _, p := range d.Pools {
 		lim := cpulimit.Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}
 		query := cpulimit.Limit{QuotaUsec: p.Query.CPU.QuotaUsec, PeriodUsec: p.Query.CPU.PeriodUsec, BurstUsec: p.Query.CPU.BurstUsec}
@@ -375,17 +388,14 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
 				running: running[p.Name], arrived: arrived}
 			if ph.base && len(dp.running) > 0 {
-				dp.queryUsage = make(map[string]uint64, len(ph.prevQueries))
-				for q, st := range ph.prevQueries {
-					dp.queryUsage[q] = st.UsageUsec
-				}
+				dp.prevQueries = ph.prevQueries
 				dp.partial = !arrived && ph.prev.UsageKnown && (h.threads == nil || ph.ownRun != nil) &&
 					now.Before(h.grid(ph.fullAt, QuietInterval))
 			}
 			if dp.partial {
-				for _, q := range dp.running {
-					if ph.hot[q] {
-						dp.hot = append(dp.hot, q)
+				for _, q := range ph.hot {
+					if _, ok := ph.prevQueries[q.name]; ok {
+						dp.hot = append(dp.hot, q.name) // still running (keepQueries)
 					}
 				}
 				dp.prevOwn, dp.slackUsec = ph.ownRun, uint64(h.interval(lim).Microseconds()/100)
@@ -411,13 +421,18 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 // running, and the threads of the pools that ran.
 type historyRead struct {
 	stats   map[string]observe.Sample
-	queries map[string]map[string]observe.CPUStat
-	listed  map[queryKey]bool
 	threads map[string]threadRead
-	// grew are, of each pool that ran, its queries whose usage grew;
-	// partial the pools of which only the hot queries were read.
-	grew    map[string][]string
+	// grew are, of each pool that ran, its queries whose usage grew,
+	// with their counters; partial the pools of which only the hot
+	// queries were read.
+	grew    map[string][]queryRead
 	partial map[string]bool
+}
+
+// queryRead is a query's counters as a read found them.
+type queryRead struct {
+	name string
+	st   observe.CPUStat
 }
 
 // threadRead is the run time (µs) of every thread of a pool outside its
@@ -428,9 +443,6 @@ type threadRead struct {
 	queries  map[string]map[int]uint64
 	runnable int
 }
-
-// queryKey names a query cgroup: <pool>/<name>.
-type queryKey struct{ pool, name string }
 
 // read reads the due pools' CPU counters and, of each pool that ran
 // since its last read (or whose segment starts), its CPU pressure, its
@@ -463,8 +475,7 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	for i, p := range due {
 		names[i] = p.name
 	}
-	r := historyRead{queries: map[string]map[string]observe.CPUStat{}, listed: map[queryKey]bool{}, threads: map[string]threadRead{},
-		grew: map[string][]string{}, partial: map[string]bool{}}
+	r := historyRead{threads: map[string]threadRead{}, grew: map[string][]queryRead{}, partial: map[string]bool{}}
 	var err error
 	if r.stats, err = h.r.PoolCPUStats(names); err != nil {
 		h.log.Warn("history: read the pools' counters", "err", err)
@@ -498,19 +509,16 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 			continue
 		}
 		names := running[p.name]
-		for _, name := range names {
-			r.listed[queryKey{p.name, name}] = true
-		}
 		if !ran[p.name] {
 			continue // its queries are kept as last read (keepQueries)
 		}
 		rest := names
-		var grew []string
+		var grew []queryRead
 		var own map[int]uint64
 		if p.partial {
 			var grewUsec uint64
 			var complete bool
-			grew, grewUsec, complete = h.readQueries(p, p.hot, r.queries)
+			grew, grewUsec, complete = h.readQueries(p, p.hot, nil)
 			if pool := r.stats[p.name].CPU.UsageUsec; complete && pool >= p.prevUsage && pool-p.prevUsage <= grewUsec+p.slackUsec {
 				rest, own = nil, p.prevOwn
 				r.partial[p.name] = true
@@ -518,11 +526,14 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 				rest = slices.DeleteFunc(slices.Clone(names), func(q string) bool { return slices.Contains(p.hot, q) })
 			}
 		}
-		more, _, _ := h.readQueries(p, rest, r.queries)
-		grew = append(grew, more...)
+		grew, _, _ = h.readQueries(p, rest, grew)
 		r.grew[p.name] = grew
 		if h.threads != nil {
-			r.threads[p.name] = h.threads(p.name, names, grew, own)
+			ran := make([]string, len(grew))
+			for i, q := range grew {
+				ran[i] = q.name
+			}
+			r.threads[p.name] = h.threads(p.name, names, ran, own)
 		}
 	}
 	return r
@@ -530,12 +541,13 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 
 // readQueries reads the usage of the queries names of pool p, which ran,
 // and the throttling of those whose usage grew since the last read (all at
-// a segment's first, and a query not read before) into queries, and
-// returns those and what their usage grew by (µs). A query whose usage did
-// not grow, or whose read failed, is left out: it keeps its last counters
-// (keepQueries). complete is false when what they grew by is not known: a
-// read failed, or a query's usage is unknown, new or went back.
-func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[string]observe.CPUStat) (grew []string, grewUsec uint64, complete bool) {
+// a segment's first, and a query not read before), appends those with
+// their counters to grew, and returns them and what their usage grew by
+// (µs). A query whose usage did not grow, or whose read failed, is left
+// out: it keeps its last counters (keepQueries). complete is false when
+// what they grew by is not known: a read failed, or a query's usage is
+// unknown, new or went back.
+func (h *Rolling) readQueries(p duePool, names []string, grew []queryRead) (_ []queryRead, grewUsec uint64, complete bool) {
 	complete = true
 	for _, name := range names {
 		usage, known, err := h.r.QueryUsage(p.name, name)
@@ -543,7 +555,8 @@ func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[
 			complete = false
 			continue
 		}
-		prev, seen := p.queryUsage[name]
+		prevStat, seen := p.prevQueries[name]
+		prev := prevStat.UsageUsec
 		if p.base && known && seen && usage == prev {
 			continue
 		}
@@ -558,11 +571,7 @@ func (h *Rolling) readQueries(p duePool, names []string, queries map[string]map[
 			continue
 		}
 		st.UsageUsec = usage
-		if queries[p.name] == nil {
-			queries[p.name] = map[string]observe.CPUStat{}
-		}
-		queries[p.name][name] = st
-		grew = append(grew, name)
+		grew = append(grew, queryRead{name, st})
 	}
 	return grew, grewUsec, complete
 }
@@ -628,11 +637,11 @@ func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []str
 // threadsNow is the run time of every thread of pool as tr read it: the
 // threads outside its queries, those of the queries that ran, and those
 // of the queries that did not as last read (they did not run). It returns
-// the part of each query too, the next read's queryRun.
-func (ph *poolHistory) threadsNow(pool string, tr threadRead, listed map[queryKey]bool) (run map[int]uint64, queries map[string]map[int]uint64) {
+// the part of each query too, the next read's queryRun; runs says which of them still run (stillRunning).
+func (ph *poolHistory) threadsNow(tr threadRead, runs func(string) bool) (run map[int]uint64, queries map[string]map[int]uint64) {
 	queries = tr.queries
 	for q, qrun := range ph.queryRun {
-		if _, read := queries[q]; !read && listed[queryKey{pool, q}] {
+		if _, read := queries[q]; !read && (runs == nil || runs(q)) {
 			queries[q] = qrun
 		}
 	}
@@ -662,11 +671,12 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			next = minTime(next, ph.due)
 			continue
 		}
+		runs := ph.stillRunning(d.running)
 		tr, threadsRead := r.threads[d.name]
 		var run map[int]uint64
 		var queryRun map[string]map[int]uint64
 		if tr.own != nil {
-			run, queryRun = ph.threadsNow(d.name, tr, r.listed)
+			run, queryRun = ph.threadsNow(tr, runs)
 		}
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
@@ -679,7 +689,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 				n = 1
 			}
 			span := int64(n) * seg.intervalUsec
-			p := ph.sample(cur, r.queries[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
+			p := ph.sample(cur, r.grew[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
 			if run != nil {
 				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
 			}
@@ -694,24 +704,20 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.prevRun, ph.queryRun, ph.ownRun = run, queryRun, tr.own
 		}
 		if grew, ran := r.grew[d.name]; ran {
-			ph.hot = make(map[string]bool, len(grew))
-			for _, q := range grew {
-				ph.hot[q] = true
-			}
+			ph.hot = grew
 		}
 		if !r.partial[d.name] {
 			ph.fullAt = now
 		}
-		ph.keepQueries(d.name, r)
+		ph.keepQueries(r.grew[d.name], runs)
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec
 		if ph.quiet {
 			ph.idleReads++
 		} else {
 			ph.idleReads = 0
 		}
-		ph.seen = make(map[string]bool, len(d.running))
-		for _, q := range d.running {
-			ph.seen[q] = true
+		if !sameList(d.running, ph.running) {
+			ph.running, ph.seen = d.running, nil
 		}
 		ph.prev, ph.base, ph.readAt = cur, true, now
 		h.trim(ph, now)
@@ -720,20 +726,41 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 	return next
 }
 
-// keepQueries makes the pool's query counters of r the baseline of its
-// next read. A query that runs but whose cgroup was not read this time
-// keeps its last counters; one that ended is forgotten.
-func (ph *poolHistory) keepQueries(pool string, r historyRead) {
-	queries := r.queries[pool]
-	for q, st := range ph.prevQueries {
-		if _, ok := queries[q]; !ok && r.listed[queryKey{pool, q}] {
-			if queries == nil {
-				queries = map[string]observe.CPUStat{}
-			}
-			queries[q] = st
-		}
+// keepQueries makes the query counters read the baseline of the pool's
+// next read, in place. A query that runs but whose cgroup was not read
+// this time keeps its last counters; one that ended is forgotten (runs,
+// stillRunning).
+func (ph *poolHistory) keepQueries(read []queryRead, runs func(string) bool) {
+	if ph.prevQueries == nil {
+		ph.prevQueries = make(map[string]observe.CPUStat, len(read))
 	}
-	ph.prevQueries = queries
+	for _, q := range read {
+		ph.prevQueries[q.name] = q.st
+	}
+	if runs != nil {
+		maps.DeleteFunc(ph.prevQueries, func(q string, _ observe.CPUStat) bool { return !runs(q) })
+	}
+}
+
+// stillRunning says which of the queries the pool had at its last read
+// run now, running being its list now; nil when running is the very list
+// of its last read (a list never changes once Running returned it), so
+// that every one does and nothing is built for a pool whose queries
+// neither came nor went.
+func (ph *poolHistory) stillRunning(running []string) func(string) bool {
+	if sameList(running, ph.running) {
+		return nil
+	}
+	set := make(map[string]bool, len(running))
+	for _, q := range running {
+		set[q] = true
+	}
+	return func(q string) bool { return set[q] }
+}
+
+// sameList reports whether a and b are the very same list.
+func sameList(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // countThreads sets p's thread counts from the threads read at its end:
@@ -767,6 +794,15 @@ func minTime(a, b time.Time) time.Time {
 // arrived reports whether a query of running did not run at the pool's
 // last read.
 func (ph *poolHistory) arrived(running []string) bool {
+	if sameList(running, ph.running) {
+		return false
+	}
+	if ph.seen == nil {
+		ph.seen = make(map[string]bool, len(ph.running))
+		for _, q := range ph.running {
+			ph.seen[q] = true
+		}
+	}
 	for _, q := range running {
 		if !ph.seen[q] {
 			return true
@@ -789,10 +825,10 @@ func (ph *poolHistory) last() *segment {
 // adds is held to what spanUsec can hold (periods of periodUsec, and
 // throttled time on cpus CPUs), so that a query whose earlier counters
 // were missed cannot make an interval impossible.
-func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPUStat, spanUsec, periodUsec int64, cpus int) Sample {
+func (ph *poolHistory) sample(cur observe.Sample, queries []queryRead, spanUsec, periodUsec int64, cpus int) Sample {
 	s := grown(ph.prev, cur)
-	for q, st := range queries {
-		qd := st.Sub(ph.prevQueries[q]) // a new query: all it ran
+	for _, q := range queries {
+		qd := q.st.Sub(ph.prevQueries[q.name]) // a new query: all it ran
 		s.QueryNrThrottled = max(s.QueryNrThrottled, min(qd.NrThrottled, uint64(spanUsec/periodUsec+1)))
 		s.QueryThrottledUsec += min(qd.ThrottledUsec, uint64(spanUsec)*uint64(cpus))
 	}
@@ -803,8 +839,12 @@ func (ph *poolHistory) sample(cur observe.Sample, queries map[string]observe.CPU
 // add appends s, which covers n intervals, to seg: shared evenly among
 // them (Spread); idle shares are not stored.
 func (h *Rolling) add(seg *segment, s Sample, n int) {
-	for _, p := range Spread(s, n) {
-		if !idle(p) {
+	if idle(s) { // so is each share
+		seg.n += uint32(max(n, 1))
+		return
+	}
+	for i := range max(n, 1) {
+		if p := share(s, n, i); !idle(p) {
 			seg.samples = append(seg.samples, compact(seg.n, h.clamp(seg, p)))
 		}
 		seg.n++

@@ -409,8 +409,21 @@ func TestHistoryHotQueries(t *testing.T) {
 	if n := cg.usageReads - before; n != 4 {
 		t.Errorf("a query arrived: %d query usage reads, want all 4", n)
 	}
-	ts, _ := hist.traces("olap", 0, t0.Add(1200*time.Millisecond))
-	if len(ts) != 1 || len(ts[0].Samples) != 12 {
+	// q2 ends: a new list without it (the history keeps a list it was
+	// given unchanged), and its counters are forgotten at the next read.
+	src.mu.Lock()
+	src.running["olap"] = []string{"q1", "q3", "q4"}
+	src.mu.Unlock()
+	add(busy)
+	hist.Sample(t0.Add(1300 * time.Millisecond))
+	hist.mu.Lock()
+	kept := slices.Sorted(maps.Keys(hist.pools["olap"].prevQueries))
+	hist.mu.Unlock()
+	if !slices.Equal(kept, []string{"q1", "q3", "q4"}) {
+		t.Errorf("after q2 ended the history keeps the counters of %q", kept)
+	}
+	ts, _ := hist.traces("olap", 0, t0.Add(1300*time.Millisecond))
+	if len(ts) != 1 || len(ts[0].Samples) != 13 {
 		t.Fatalf("traces %+v", ts)
 	}
 	for i, want := range map[int]Sample{
@@ -656,6 +669,56 @@ func BenchmarkHistoryMemory(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/100, "bytes/pool-hour")
 		runtime.KeepAlive(h)
+	}
+}
+
+// BenchmarkHistoryLook is the history's own work in one interval at the
+// size of the daemon's BenchmarkCostAtScale, without the reads' system
+// calls (the counters are in memory): 100 pools, 10 sleeping queries in
+// each, and in 20 of them an eleventh query that runs every interval.
+// Reported: time and allocations per interval.
+func BenchmarkHistoryLook(b *testing.B) {
+	cg := newStatCgroups()
+	var ddl strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&ddl, "CREATE RESOURCE POOL p%03d WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = %d);\n", i, 1+i%90)
+	}
+	hist, src := historyOf(b, cg, ddl.String())
+	for i := range 100 {
+		pool := fmt.Sprintf("p%03d", i)
+		cg.pools[pool] = observe.Sample{UsageKnown: true}
+		for q := range 10 {
+			src.run(pool, fmt.Sprintf("sleep%d", q))
+		}
+		if i < 20 {
+			src.run(pool, "burn")
+		}
+	}
+	clock := time.Unix(1_000_000, 0)
+	busy := make([]string, 20)
+	for i := range busy {
+		busy[i] = fmt.Sprintf("p%03d", i)
+	}
+	step := func() {
+		for _, pool := range busy {
+			st := cg.queries[[2]string{pool, "burn"}]
+			st.UsageUsec += 2_000
+			st.NrThrottled++
+			cg.queries[[2]string{pool, "burn"}] = st
+			s := cg.pools[pool]
+			s.CPU.UsageUsec += 2_000
+			cg.pools[pool] = s
+		}
+		hist.Sample(clock)
+		clock = clock.Add(100 * time.Millisecond)
+	}
+	for range 20 { // past the baselines and the first full reads
+		step()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		step()
 	}
 }
 
