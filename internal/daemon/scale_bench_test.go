@@ -48,6 +48,84 @@ func BenchmarkCostByPools(b *testing.B) {
 	}
 }
 
+// BenchmarkCostByPoolsInterleaved is BenchmarkCostByPools's per-start
+// figure with the three pool counts measured in one span: three daemons,
+// of 10, 100 and 1,000 pools, run at once, and the starts go to them in
+// turn, ten at a time, so that whatever else loads the machine falls on
+// the three alike. Each daemon's cost per start is its CPU over the whole
+// span less its rate at rest (measured together before) times the span,
+// over its b.N starts; the x10 metrics are those over the 10-pool one's.
+//
+//	sudo POOLAGENT_BENCH_BIN=DIR go test -run '^$' -bench CostByPoolsInterleaved -benchtime 900x ./internal/daemon
+func BenchmarkCostByPoolsInterleaved(b *testing.B) {
+	slim := benchBinary(b, "poolagent-run")
+	type daemon struct {
+		n, pid int
+		socket string
+		rest   float64 // ms CPU per s at rest
+	}
+	var ds []*daemon
+	for _, n := range []int{10, 100, 1000} {
+		socket, pid := benchDaemon(b, poolsDDL(n), "--max-conns-per-user", "2000")
+		ds = append(ds, &daemon{n: n, pid: pid, socket: socket})
+	}
+	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	cpus := func() []time.Duration {
+		out := make([]time.Duration, len(ds))
+		for i, d := range ds {
+			out[i] = kerneltest.ProcessCPU(b, d.pid)
+		}
+		return out
+	}
+	time.Sleep(time.Second) // the first plans and sampling settle
+	before, start := cpus(), time.Now()
+	time.Sleep(restFor)
+	after, wall := cpus(), time.Since(start)
+	for i, d := range ds {
+		d.rest = msec(after[i]-before[i]) / wall.Seconds()
+	}
+	b.ResetTimer()
+	before, start = cpus(), time.Now()
+	const turn = 10
+	for done := 0; done < b.N; done += turn {
+		for j := range ds {
+			d := ds[(j+done/turn)%len(ds)] // each first in turn
+			for i := done; i < min(done+turn, b.N); i++ {
+				out, err := exec.Command(slim, "--socket", d.socket, "-p", fmt.Sprintf("p%04d", i%d.n), "--", "/bin/true").CombinedOutput()
+				if err != nil {
+					b.Fatalf("%d pools: poolagent-run -- /bin/true: %v: %s", d.n, err, out)
+				}
+			}
+		}
+	}
+	for _, d := range ds {
+		waitRunning(b, d.socket, 0)
+	}
+	after, wall = cpus(), time.Since(start)
+	b.StopTimer()
+	var first float64
+	for i, d := range ds {
+		perStart := (msec(after[i]-before[i]) - d.rest*wall.Seconds()) / float64(b.N)
+		b.ReportMetric(perStart, fmt.Sprintf("ms-cpu-start-%d", d.n))
+		if i == 0 {
+			first = perStart
+		} else if first > 0 {
+			b.ReportMetric(perStart/first, fmt.Sprintf("x10-start-%d", d.n))
+		}
+	}
+}
+
+// poolsDDL is n pools of BenchmarkCostByPools: p0000, p0001, ..., each
+// admitting its sleepers and one more, with weights and caps of 10-99%.
+func poolsDDL(n int) string {
+	var ddl strings.Builder
+	for i := range n {
+		fmt.Fprintf(&ddl, "CREATE RESOURCE POOL p%04d WITH (CONCURRENT_QUERY_LIMIT=%d, RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=%d);\n",
+			i, sleepers+1, 10+i%90, 10+i%90)
+	}
+	return ddl.String()
+}
+
 const (
 	restFor  = 8 * time.Second
 	sleepers = 50
@@ -55,12 +133,7 @@ const (
 
 // costByPools measures one pool count for BenchmarkCostByPools.
 func costByPools(b *testing.B, slim string, n int) map[string]float64 {
-	var ddl strings.Builder
-	for i := range n {
-		fmt.Fprintf(&ddl, "CREATE RESOURCE POOL p%04d WITH (CONCURRENT_QUERY_LIMIT=%d, RESOURCES_WEIGHT=%d, TOTAL_CPU_LIMIT_PERCENT_PER_NODE=%d);\n",
-			i, sleepers+1, 10+i%90, 10+i%90)
-	}
-	socket, pid := benchDaemon(b, ddl.String(), "--max-conns-per-user", "2000")
+	socket, pid := benchDaemon(b, poolsDDL(n), "--max-conns-per-user", "2000")
 	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	// The daemon's first plan and sampling settle before anything is timed.
 	time.Sleep(time.Second)
