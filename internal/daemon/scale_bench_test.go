@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/poolagent/poolagent/internal/admission"
 	"github.com/poolagent/poolagent/internal/kerneltest"
 	"github.com/poolagent/poolagent/internal/protocol"
 )
@@ -277,7 +278,12 @@ func BenchmarkCostAtScale(b *testing.B) {
 	startInPlace(b, slim, socket, queries-busy, pool, "/bin/sleep", "600")
 	burners := startInPlace(b, slim, socket, busy, pool, "/bin/sh", "-c", "while :; do :; done")
 	waitRunning(b, socket, queries)
-	time.Sleep(5 * time.Second)
+	// The first load refresh after the starts plans every pool again with
+	// the demand it measured (a start forgets its pool's) and applies the
+	// pools whose limits that moved, reading their query cgroups: a one-off
+	// after a burst of starts, not the daemon at rest. Two refreshes pass
+	// before the window.
+	time.Sleep(2*admission.DefaultRefreshInterval + 5*time.Second)
 	burned := func() (sum time.Duration) {
 		for _, c := range burners {
 			sum += kerneltest.ProcessCPU(b, c.Process.Pid)
