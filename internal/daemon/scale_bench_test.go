@@ -211,7 +211,8 @@ func waitRunning(b *testing.B, socket string, want int) {
 // burns CPU (`/bin/sh -c 'while :; do :; done'`), held at its cap of 2%
 // of a CPU, so the 20 use 0.4 of one; 980 in-place `/bin/sleep 600`
 // queries are spread over all 100 pools, 9 or 10 each. Once they all run
-// and have settled for 5 s, the daemon's CPU (user + system,
+// and two load refreshes have passed (the first after the starts re-plans
+// every pool, below), the daemon's CPU (user + system,
 // /proc/PID/stat, 10 ms ticks) is measured over each of b.N windows
 // (BENCH_WINDOW, default 30 s: the daemon compares the whole tree with its
 // plan every 30 s, --reconcile, so a window holds one such comparison
