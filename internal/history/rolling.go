@@ -634,10 +634,11 @@ func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []str
 	return tr
 }
 
-// threadsNow is the run time of every thread of pool as tr read it: the
+// threadsNow is the run time of every thread of the pool as tr read it: the
 // threads outside its queries, those of the queries that ran, and those
 // of the queries that did not as last read (they did not run). It returns
-// the part of each query too, the next read's queryRun; runs says which of them still run (stillRunning).
+// the part of each query too, the next read's queryRun; runs says which
+// of them still run (stillRunning).
 func (ph *poolHistory) threadsNow(tr threadRead, runs func(string) bool) (run map[int]uint64, queries map[string]map[int]uint64) {
 	queries = tr.queries
 	for q, qrun := range ph.queryRun {
