@@ -109,10 +109,15 @@ type poolHistory struct {
 	// comes; seen is the set of running, made when first asked (arrived).
 	quiet     bool
 	idleReads int
-	running   []string
-	seen      map[string]bool
-	readAt    time.Time
-	due       time.Time
+	// pinnedReads counts the reads in a row that found the pool
+	// throttled in every period (pinnedSample): one pinned for a
+	// QuietInterval is read on that grid until its queries change
+	// (pinned).
+	pinnedReads int
+	running     []string
+	seen        map[string]bool
+	readAt      time.Time
+	due         time.Time
 	// look is the last look whose plan had the pool.
 	look uint64
 }
@@ -305,6 +310,31 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 // and once it is found to have run.
 const QuietInterval = time.Second
 
+// pinned reports whether the pool is read on the grid of QuietInterval
+// because its reads found it throttled in every period for that long,
+// iv being its interval. Each period's sample of such a pool says what
+// the one before said: it ran its quota, and was throttled. Reading it
+// each period would cost the daemon its counters, its busy queries' and
+// their threads ten times a second for nothing a sample would not have
+// said; read once a second, what it ran is shared among the intervals
+// since its last read (Spread), as for any late read. The first read that
+// finds a period in which it was not throttled (at the pool's level, or
+// at its queries' in some periods only) makes it read each period again,
+// as does any query that comes or goes. So a pool that leaves its cap is
+// read each period again a second late at most, the second before booked
+// evenly.
+func (ph *poolHistory) pinned(iv time.Duration) bool {
+	return iv < QuietInterval && time.Duration(ph.pinnedReads)*iv >= QuietInterval
+}
+
+// pinnedSample reports whether p, what a pool grew by over one read, says
+// it was throttled in every period it had, and its queries in none or in
+// every one.
+func pinnedSample(p Sample) bool {
+	return p.NrPeriods > 0 && p.NrThrottled >= p.NrPeriods &&
+		(p.QueryNrThrottled == 0 || p.QueryNrThrottled >= p.NrPeriods)
+}
+
 // quietAfter is the step of the grid on which the pool is next read
 // while quiet: QuietInterval when it runs no query of this daemon or has
 // been idle that long, else iv.
@@ -381,8 +411,12 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 		}
 		at := ph.due
 		arrived := ph.arrived(running[p.Name])
-		if ph.base && ph.quiet && !arrived {
+		switch {
+		case ph.base && ph.quiet && !arrived:
 			at = maxTime(at, h.grid(ph.readAt, ph.quietAfter(len(running[p.Name]) > 0, h.interval(lim))))
+		case ph.base && ph.pinned(h.interval(lim)) && !arrived && len(running[p.Name]) == len(ph.running):
+			// No query came, and so none went.
+			at = maxTime(at, h.grid(ph.readAt, QuietInterval))
 		}
 		if !at.After(now) {
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
@@ -679,6 +713,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		if tr.own != nil {
 			run, queryRun = ph.threadsNow(tr, runs)
 		}
+		pinned := false
 		if ph.base {
 			missed := max(int(now.Sub(ph.due)/iv), 0)
 			n := missed + 1
@@ -695,6 +730,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
 			}
 			h.add(seg, p, n)
+			pinned = pinnedSample(p)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
 		} else {
 			// The first read of a segment is its baseline: the
@@ -716,6 +752,11 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.idleReads++
 		} else {
 			ph.idleReads = 0
+		}
+		if pinned {
+			ph.pinnedReads++
+		} else {
+			ph.pinnedReads = 0
 		}
 		if !sameList(d.running, ph.running) {
 			ph.running, ph.seen = d.running, nil

@@ -34,12 +34,13 @@ type statCgroups struct {
 	pools   map[string]observe.Sample
 	queries map[[2]string]observe.CPUStat
 	// usageReads counts QueryUsage calls, queryReads QueryThrottling
-	// calls.
+	// calls; poolReads counts each pool's reads in PoolCPUStats.
 	usageReads, queryReads int
+	poolReads              map[string]int
 }
 
 func newStatCgroups() *statCgroups {
-	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}}
+	return &statCgroups{pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}, poolReads: map[string]int{}}
 }
 
 func (c *statCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
@@ -47,6 +48,7 @@ func (c *statCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, e
 	defer c.mu.Unlock()
 	out := map[string]observe.Sample{}
 	for _, n := range names {
+		c.poolReads[n]++
 		if s, ok := c.pools[n]; ok {
 			out[n] = observe.Sample{Group: s.Group, UsageKnown: s.UsageKnown, CPU: s.CPU}
 		}
@@ -434,6 +436,99 @@ func TestHistoryHotQueries(t *testing.T) {
 		got := ts[0].Samples[i]
 		if got.UsageUsec != want.UsageUsec || got.QueryNrThrottled != want.QueryNrThrottled || got.QueryThrottledUsec != want.QueryThrottledUsec {
 			t.Errorf("interval %d: %+v, want usage %d µs, queries throttled %d times for %d µs", i, got, want.UsageUsec, want.QueryNrThrottled, want.QueryThrottledUsec)
+		}
+	}
+}
+
+// TestHistoryPinned reads a pool throttled in every period each period
+// for a second, then once a second while it stays so and no query comes
+// or goes, its reads shared among the intervals they cover; a read that
+// finds a period in which it was not throttled, or a query that comes,
+// makes it read each period again.
+func TestHistoryPinned(t *testing.T) {
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	src.run("olap", "q1")
+	cg.pools["olap"] = observe.Sample{UsageKnown: true}
+	// period adds one period of 100 ms to the pool and its query: 40 ms
+	// of usage (its quota), throttled for 60 ms when throttled.
+	period := func(throttled bool) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		pool := cg.pools["olap"]
+		pool.UsageKnown = true
+		pool.CPU.UsageUsec += 40_000
+		pool.CPU.NrPeriods++
+		if throttled {
+			pool.CPU.NrThrottled++
+			pool.CPU.ThrottledUsec += 60_000
+		}
+		cg.pools["olap"] = pool
+		q := cg.queries[[2]string{"olap", "q1"}]
+		q.UsageUsec += 40_000
+		cg.queries[[2]string{"olap", "q1"}] = q
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// look makes the history look every 100 ms from ms to to, each
+	// period after the first throttled unless it is in free, and
+	// returns how many times it read the pool.
+	look := func(from, to int, free ...int) int {
+		before := cg.poolReads["olap"]
+		for ms := from; ms <= to; ms += 100 {
+			if ms > 0 {
+				period(!slices.Contains(free, ms))
+			}
+			hist.Sample(at(ms))
+		}
+		return cg.poolReads["olap"] - before
+	}
+	if n := look(0, 1000); n != 11 {
+		t.Errorf("the first second: %d reads, want 11 (the baseline and each period)", n)
+	}
+	if n := look(1100, 2000); n != 1 {
+		t.Errorf("pinned for a second: %d reads in the next, want 1", n)
+	}
+	if n := look(2100, 3000, 2500); n != 1 {
+		t.Errorf("%d reads in the second the pool left its cap, want 1", n)
+	}
+	if n := look(3100, 3500); n != 5 {
+		t.Errorf("after a read found a period not throttled: %d reads in 5 periods, want 5", n)
+	}
+	look(3600, 4100)
+	src.run("olap", "q2")
+	if n := look(4200, 4200); n != 1 {
+		t.Errorf("a query arrived at a pinned pool: %d reads at the next look, want 1", n)
+	}
+	ts, _ := hist.traces("olap", 0, at(4200))
+	if len(ts) != 1 || len(ts[0].Samples) != 42 {
+		t.Fatalf("traces %+v", ts)
+	}
+	throttled := 0
+	for i, s := range ts[0].Samples {
+		if s.UsageUsec != 40_000 || s.NrPeriods != 1 {
+			t.Errorf("interval %d: %+v, want one period of 40 ms", i, s)
+		}
+		throttled += int(s.NrThrottled)
+		if i >= 10 && i < 20 && (s.NrThrottled != 1 || s.ThrottledUsec != 60_000) {
+			t.Errorf("interval %d of the pinned second: %+v, want it throttled for 60 ms", i, s)
+		}
+	}
+	if throttled != 41 {
+		t.Errorf("%d intervals throttled, want 41 (all but one)", throttled)
+	}
+	for _, c := range []struct {
+		s    Sample
+		want bool
+	}{
+		{Sample{NrPeriods: 10, NrThrottled: 10}, true},
+		{Sample{NrPeriods: 10, NrThrottled: 10, QueryNrThrottled: 10}, true},
+		{Sample{NrPeriods: 10, NrThrottled: 10, QueryNrThrottled: 4}, false},
+		{Sample{NrPeriods: 10, NrThrottled: 9}, false},
+		{Sample{}, false},
+	} {
+		if got := pinnedSample(c.s); got != c.want {
+			t.Errorf("pinnedSample(%+v) = %v, want %v", c.s, got, c.want)
 		}
 	}
 }
