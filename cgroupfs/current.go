@@ -47,6 +47,9 @@ type current struct {
 	// cgroups directly below them, by path; a cgroup without an entry is
 	// new and has the kernel's defaults.
 	values map[string]settings
+	// trusted are the query cgroups whose values were not read, taken to
+	// be the desired ones (Tree.Trust): in every hierarchy of the change.
+	trusted map[string]bool
 	// force writes a lowered memory limit even below usage (Tree.Force).
 	force bool
 	// enabled is, on v2, the controllers in the cgroup.subtree_control
@@ -83,7 +86,7 @@ func (t *Tree) readCurrent(d planner.Desired, only map[string]bool) (*current, e
 		return nil, err
 	}
 	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, force: t.force, only: only,
-		nodes: map[string]*node{}, values: map[string]settings{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
+		nodes: map[string]*node{}, values: map[string]settings{}, trusted: map[string]bool{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
 			return nil, fmt.Errorf("read pool tree: %w", err)
@@ -96,6 +99,10 @@ func (t *Tree) readCurrent(d planner.Desired, only map[string]bool) (*current, e
 	for p, n := range cur.nodes {
 		top, _, _ := strings.Cut(p, "/")
 		if !desired[top] || strings.Count(p, "/") > 1 || !n.in[hiers[0]] {
+			continue
+		}
+		if t.trust[p] && n.inAll(hiers) {
+			cur.trusted[p] = true
 			continue
 		}
 		if cur.values[p], err = t.readSettings(p, hiers); err != nil {
@@ -243,6 +250,16 @@ func isDir(f FS, name string) (bool, error) {
 type node struct {
 	in    map[string]bool  // hierarchy -> directory exists
 	procs map[string][]int // hierarchy -> PIDs directly in it
+}
+
+// inAll reports whether the cgroup exists in every one of hiers.
+func (n *node) inAll(hiers []string) bool {
+	for _, h := range hiers {
+		if !n.in[h] {
+			return false
+		}
+	}
+	return true
 }
 
 // walk lists the cgroups below dir in hierarchy h and their processes.

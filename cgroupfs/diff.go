@@ -254,10 +254,14 @@ func hasOwnProcs(n *node) bool {
 }
 
 // target is cgroup p with its current values (a new one has the kernel's
-// defaults) and the wanted ones; it notes p's bandwidth for v1 ordering.
+// defaults, a trusted one the wanted ones) and the wanted ones; it notes
+// p's bandwidth for v1 ordering.
 func (b *builder) target(p string, want settings) target {
 	cur, ok := b.cur.values[p]
-	if !ok {
+	switch {
+	case b.cur.trusted[p]:
+		cur = want
+	case !ok:
 		cur = defaults()
 	}
 	b.bw[p] = cur.cpu

@@ -3,6 +3,8 @@ package cgroupfs
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,6 +102,78 @@ func TestReconcilePools(t *testing.T) {
 		}
 		if c, err := tr.Changes(d); err != nil || len(c.Ops) != 0 {
 			t.Errorf("after a memory limit came into use the whole tree still needs (%v):\n%s", err, c)
+		}
+	})
+}
+
+// TestTrust: a whole-tree change does not read the values of the query
+// cgroups it trusts, and leaves another writer's change to one of them
+// (which the change without trust repairs); it still lists them, reads
+// their processes, and reads and repairs one missing in a hierarchy of
+// the change.
+func TestTrust(t *testing.T) {
+	modes(t, func(t *testing.T, v2 bool) {
+		w := newWorld(t, v2)
+		var names []string
+		tr := w.tree("poolagent", func(f FS) FS {
+			return recordFS{FS: f, names: &names}
+		})
+		populate(t, w, tr)
+		d := seedDesired()
+		if _, err := tr.Reconcile(d); err != nil {
+			t.Fatal(err)
+		}
+		file, drift := fileCFSQuota, "50000"
+		if v2 {
+			file, drift = fileCPUMax, "50000 100000"
+		}
+		cpuRoot := tr.Root(hiersOf(t, tr, false)[0])
+		w.must(os.WriteFile(filepath.Join(cpuRoot, "etl/q1", file), []byte(drift), 0o644))
+		trusted := map[string]bool{"etl/q1": true, "etl/q2": true, "olap/q3": true}
+		tr.Trust(trusted)
+		names = nil
+		c, err := tr.Changes(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Ops) != 0 {
+			t.Errorf("with etl/q1 trusted the change writes:\n%s", c)
+		}
+		read := map[string]bool{}
+		for _, n := range names {
+			read[n] = true
+		}
+		for q := range trusted {
+			if read[q+"/"+file] {
+				t.Errorf("the change read the trusted %s/%s", q, file)
+			}
+			if !read[q+"/"+fileProcs] {
+				t.Errorf("the change did not read the trusted %s's processes", q)
+			}
+		}
+		if !read["etl/"+file] {
+			t.Errorf("the change did not read the pool etl's %s", file)
+		}
+		tr.Trust(nil)
+		c, err = tr.Changes(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(c.String(), "etl/q1/"+file) {
+			t.Errorf("without trust the change does not repair etl/q1/%s:\n%s", file, c)
+		}
+		if hiers := hiersOf(t, tr, false); len(hiers) > 1 {
+			// Missing in a hierarchy: read, made and written as any other.
+			other := tr.Root(hiers[1])
+			w.must(os.RemoveAll(filepath.Join(other, "etl/q1")))
+			tr.Trust(trusted)
+			c, err := tr.Changes(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(c.String(), "etl/q1/"+file) {
+				t.Errorf("etl/q1 missing in %s: the change does not repair its %s:\n%s", hiers[1], file, c)
+			}
 		}
 	})
 }

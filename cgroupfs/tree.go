@@ -48,6 +48,9 @@ type Tree struct {
 	// keep are the query cgroups (pool/query) a change leaves in place
 	// even when empty (Keep).
 	keep map[string]bool
+	// trust are the query cgroups whose values a change takes to be the
+	// desired ones without reading them (Trust).
+	trust map[string]bool
 	// force writes lowered memory limits even below usage (Force).
 	force bool
 }
@@ -65,6 +68,16 @@ func (t *Tree) Force(force bool) { t.force = force }
 // lose a query's statistics in the moment between its last process's exit
 // and its owner's read. Keep replaces the previous set.
 func (t *Tree) Keep(queries map[string]bool) { t.keep = queries }
+
+// Trust names the query cgroups, as pool/query paths, whose managed values
+// [Tree.Changes] takes to be those the desired state asks of them, without
+// reading them: those their owner made with that state's template and has
+// not changed since, for a comparison that looks for another writer's
+// changes in them less often than in the pools (each query cgroup costs
+// a read of every value file). A trusted cgroup is still listed and its
+// processes read, and one missing in a hierarchy is read and made as any
+// other. Trust replaces the previous set; nil trusts none.
+func (t *Tree) Trust(queries map[string]bool) { t.trust = queries }
 
 // Options adjust [Open].
 type Options struct {

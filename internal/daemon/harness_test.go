@@ -276,7 +276,7 @@ func (f *fakeCgroups) MoveToQuery(ps planner.PoolState, query string, pid int) e
 	return nil
 }
 
-func (f *fakeCgroups) Repair(planner.Desired) (int, error) { return 0, nil }
+func (f *fakeCgroups) Repair(planner.Desired, bool) (int, error) { return 0, nil }
 
 func (f *fakeCgroups) LimitsLeft(planner.PoolState, string, int) ([]observe.CgroupLimit, error) {
 	return nil, nil

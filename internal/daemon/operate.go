@@ -163,7 +163,7 @@ func (s *Server) Operate(src Sources) {
 // how an operator repairs a tree another writer changed.
 func (s *Server) Reload() ([]planner.Warning, error) {
 	warns, err := s.changes.reload()
-	if rerr := s.rp.reconcile(); rerr != nil {
+	if rerr := s.rp.reconcile(true); rerr != nil {
 		s.cfg.Log.Error("reload", "err", rerr)
 		if err == nil {
 			err = rerr

@@ -146,14 +146,18 @@ func (rp *replanner) plan() error {
 // pool cgroup removed, a value changed), which plan, seeing an unchanged
 // plan, would never look for. The writes are logged and counted
 // (poolagent_tree_repair_writes_total).
-func (rp *replanner) reconcile() error {
+//
+// With queries false the values of the query cgroups the daemon made for
+// the plan in force are not read (Cgroups.Repair): the periodic
+// comparison reads them every QueryRepairEvery times, a reload every time.
+func (rp *replanner) reconcile(queries bool) error {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	d := rp.current.Load()
 	if d == nil {
 		return nil
 	}
-	writes, err := rp.cg.Repair(*d)
+	writes, err := rp.cg.Repair(*d, queries)
 	if writes > 0 {
 		rp.repairs.Add(uint64(writes))
 		rp.log.Warn("pool tree had drifted from the plan; repaired", "writes", writes)
@@ -187,10 +191,23 @@ func (rp *replanner) logPending() {
 	rp.pending = now
 }
 
+// QueryRepairEvery is how many periodic comparisons of the pool tree with
+// the plan go by for one that also reads the values of the query cgroups
+// the daemon made (every 5 minutes at the default interval). Every
+// comparison reads the pools' values, lists every cgroup and reads its
+// processes; a query cgroup's values are the daemon's own writes, which
+// only another writer changes, and reading them (four or five files each)
+// was most of a comparison's cost with many queries running: 0.16 s of CPU
+// every 30 s at 1,000 queries on the v1 host (docs/performance.md, At
+// scale). A reload (SIGHUP) reads them all at once.
+const QueryRepairEvery = 10
+
 // reconcileLoop reconciles every interval until ctx ends.
 func (rp *replanner) reconcileLoop(ctx context.Context, every time.Duration) {
+	n := 0
 	everyTick(ctx, every, func(time.Time) {
-		if err := rp.reconcile(); err != nil {
+		n++
+		if err := rp.reconcile(n%QueryRepairEvery == 0); err != nil {
 			rp.log.Error("reconcile", "err", err)
 		}
 	})

@@ -46,9 +46,11 @@ type Cgroups interface {
 	pooltree.QueryTree
 	// Apply makes the pool cgroups match d, writing only what differs.
 	Apply(d planner.Desired) error
-	// Repair is Apply that also says how many writes it made: none when
-	// the tree still matched d.
-	Repair(d planner.Desired) (writes int, err error)
+	// Repair is Apply of the whole tree that also says how many writes it
+	// made: none when the tree still matched d. With queries false it
+	// may leave out the values of the query cgroups made for d
+	// (pooltree.Handle.Repair).
+	Repair(d planner.Desired, queries bool) (writes int, err error)
 	// Pending are the lowered memory limits the last Apply or Repair
 	// held back, their cgroups using more.
 	Pending() []cgroupfs.Pending

@@ -162,13 +162,24 @@ func toApply(applied *planner.Desired, d planner.Desired, pending []cgroupfs.Pen
 
 // Repair reconciles the whole tree with d ([cgroupfs.Tree.Reconcile]),
 // drift in every pool included, and returns how many writes it made.
-func (h *Handle) Repair(d planner.Desired) (int, error) {
+// With queries false it does not read the values of the query cgroups the
+// handle made, when d is the plan it last applied with nothing held back:
+// each was made with d's template and kept to it since, by Apply, so only
+// another writer could have changed it ([cgroupfs.Tree.Trust]); they are
+// still listed, and one removed or emptied is found.
+func (h *Handle) Repair(d planner.Desired, queries bool) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !queries && len(h.pending) == 0 && h.applied != nil {
+		if changed, same := planner.Changed(*h.applied, d); same && len(changed) == 0 {
+			h.writer.Trust(h.owned)
+			defer h.writer.Trust(nil)
+		}
+	}
 	return h.reconcile(d)
 }
 
-// reconcile is Repair with h.mu held.
+// reconcile is Repair of every cgroup with h.mu held.
 func (h *Handle) reconcile(d planner.Desired) (int, error) {
 	h.writer.Keep(h.owned)
 	res, err := h.writer.Reconcile(d)

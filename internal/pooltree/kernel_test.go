@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,10 +210,92 @@ func TestKernelApplyChangedPools(t *testing.T) {
 	if got := quota("p5"); got != "50000" {
 		t.Errorf("p5's quota after an Apply that changed p3 alone: %s, want 50000 (left as another writer made it)", got)
 	}
-	if writes, err := h.Repair(started); err != nil || writes == 0 {
+	if writes, err := h.Repair(started, true); err != nil || writes == 0 {
 		t.Fatalf("Repair: %d writes, %v; want p5's", writes, err)
 	}
 	if got := quota("p5"); got != "120000" {
 		t.Errorf("p5's quota after Repair: %s, want 120000 (its cap, 60%% of two CPUs)", got)
+	}
+}
+
+// TestKernelRepairQueries: a Repair that leaves out the query cgroups'
+// values (queries false) neither reads nor writes those of a query cgroup
+// the handle made for the plan in force, so another writer's change to
+// one stays until a Repair that reads them writes it back; a Repair of a
+// plan other than the one applied reads them either way.
+func TestKernelRepairQueries(t *testing.T) {
+	h, k, root := openTestRoot(t)
+	m := startModel(t)
+	plan := func(demand map[string]float64, active ...string) planner.Desired {
+		d, err := planner.Plan(m, twoCPUs, planner.Activity{Active: active, DemandCPUs: demand})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	poolOf := func(d planner.Desired, name string) *planner.PoolState {
+		for _, p := range d.Pools {
+			if p.Name == name {
+				return p
+			}
+		}
+		t.Fatalf("no pool %s in the plan", name)
+		return nil
+	}
+	d := plan(nil, "p3")
+	if err := h.Apply(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.MakeQuery(*poolOf(d, "p3"), "q1"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.RemoveQuery("p3", "q1") })
+	file, drift := "cpu.cfs_quota_us", "5000"
+	if k.Mode == kerneltest.V2 {
+		file, drift = "cpu.max", "5000 100000"
+	}
+	q1 := filepath.Join(root.Path, "p3", "q1", file)
+	quota := func() string {
+		b, err := os.ReadFile(q1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		return q
+	}
+	want := func(d planner.Desired) string {
+		return strconv.FormatInt(poolOf(d, "p3").Query.CPU.QuotaUsec, 10)
+	}
+	if got := quota(); got != want(d) {
+		t.Fatalf("q1's quota as made: %s, want %s", got, want(d))
+	}
+	if err := os.WriteFile(q1, []byte(drift), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if writes, err := h.Repair(d, false); err != nil || writes != 0 {
+		t.Errorf("Repair leaving out the queries: %d writes, %v; want none", writes, err)
+	}
+	if got := quota(); got != "5000" {
+		t.Errorf("q1's quota after a Repair leaving out the queries: %s, want 5000 (another writer's, not read)", got)
+	}
+	if writes, err := h.Repair(d, true); err != nil || writes == 0 {
+		t.Errorf("Repair: %d writes, %v; want q1's", writes, err)
+	}
+	if got := quota(); got != want(d) {
+		t.Errorf("q1's quota after Repair: %s, want %s", got, want(d))
+	}
+	if err := os.WriteFile(q1, []byte(drift), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// p3 held to its demand: a plan whose query template differs.
+	other := plan(map[string]float64{"p3": 0.01}, "p3")
+	if want(other) == want(d) {
+		t.Fatalf("p3's query quota is %s in both plans", want(d))
+	}
+	if writes, err := h.Repair(other, false); err != nil || writes == 0 {
+		t.Errorf("Repair of a plan not applied, leaving out the queries: %d writes, %v; want q1's among them", writes, err)
+	}
+	if got := quota(); got != want(other) {
+		t.Errorf("q1's quota after a Repair of a plan not applied: %s, want %s", got, want(other))
 	}
 }
