@@ -50,20 +50,26 @@ func (f recordFS) Close() error {
 	return nil
 }
 
+// recorded is a populated world whose tree notes in names every name it
+// reads or writes below its roots.
+func recorded(t *testing.T, v2 bool) (w *world, tr *Tree, names *[]string) {
+	w, names = newWorld(t, v2), new([]string)
+	tr = w.tree("poolagent", func(f FS) FS {
+		return recordFS{FS: f, names: names}
+	})
+	populate(t, w, tr)
+	return w, tr, names
+}
+
 // TestReconcilePools: a change confined to olap reads and writes nothing
 // of the other pools, and leaves the tree as Reconcile would (olap
 // tightened, its empty query cgroup removed); a memory limit coming into
 // use, which every pool's cgroups need on v1, reconciles the whole tree.
 func TestReconcilePools(t *testing.T) {
 	modes(t, func(t *testing.T, v2 bool) {
-		w := newWorld(t, v2)
-		var names []string
-		tr := w.tree("poolagent", func(f FS) FS {
-			return recordFS{FS: f, names: &names}
-		})
-		populate(t, w, tr)
+		_, tr, names := recorded(t, v2)
 		// Keep the record to what the confined change does.
-		names = nil
+		*names = nil
 		d := seedDesired()
 		d.Pools[2].Pool = cg(300000, 100000, 0, 100, 0)
 		d.Pools[2].Query = cg(150000, 100000, 0, 0, 0)
@@ -74,7 +80,7 @@ func TestReconcilePools(t *testing.T) {
 		if res.Writes == 0 {
 			t.Fatalf("the confined change made %d writes; want olap's", res.Writes)
 		}
-		for _, n := range names {
+		for _, n := range *names {
 			for _, other := range []string{"etl", "default"} {
 				if slices.Contains(strings.Split(n, "/"), other) {
 					t.Errorf("the change confined to olap touched %s", n)
@@ -113,12 +119,7 @@ func TestReconcilePools(t *testing.T) {
 // the change.
 func TestTrust(t *testing.T) {
 	modes(t, func(t *testing.T, v2 bool) {
-		w := newWorld(t, v2)
-		var names []string
-		tr := w.tree("poolagent", func(f FS) FS {
-			return recordFS{FS: f, names: &names}
-		})
-		populate(t, w, tr)
+		w, tr, names := recorded(t, v2)
 		d := seedDesired()
 		if _, err := tr.Reconcile(d); err != nil {
 			t.Fatal(err)
@@ -131,7 +132,7 @@ func TestTrust(t *testing.T) {
 		w.must(os.WriteFile(filepath.Join(cpuRoot, "etl/q1", file), []byte(drift), 0o644))
 		trusted := map[string]bool{"etl/q1": true, "etl/q2": true, "olap/q3": true}
 		tr.Trust(trusted)
-		names = nil
+		*names = nil
 		c, err := tr.Changes(d)
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +141,7 @@ func TestTrust(t *testing.T) {
 			t.Errorf("with etl/q1 trusted the change writes:\n%s", c)
 		}
 		read := map[string]bool{}
-		for _, n := range names {
+		for _, n := range *names {
 			read[n] = true
 		}
 		for q := range trusted {
