@@ -311,7 +311,8 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 const QuietInterval = time.Second
 
 // pinned reports whether the pool is read on the grid of QuietInterval
-// because its reads found it throttled in every period for that long,
+// because its reads found it running and throttled in every period for
+// that long (pinnedSample),
 // iv being its interval. Each period's sample of such a pool says what
 // the one before said: it ran its quota, and was throttled. Reading it
 // each period would cost the daemon its counters, its busy queries' and
@@ -327,11 +328,16 @@ func (ph *poolHistory) pinned(iv time.Duration) bool {
 	return iv < QuietInterval && time.Duration(ph.pinnedReads)*iv >= QuietInterval
 }
 
-// pinnedSample reports whether p, what a pool grew by over one read, says
-// it was throttled in every period it had, and its queries in none or in
-// every one.
-func pinnedSample(p Sample) bool {
-	return p.NrPeriods > 0 && p.NrThrottled >= p.NrPeriods &&
+// pinnedSample reports whether p, what a pool grew by over a read of
+// spanUsec, says it ran in every period of the span and was throttled in
+// each, and its queries in none or in every one. The kernel counts only
+// the periods in which the pool had work (its period timer stops while it
+// is idle), so a pool whose bursts are throttled in every period they
+// last, with idle periods between them, also has as many throttled
+// periods as periods: the span's periods tell the two apart, to within one
+// for where the read fell against the kernel's period timer.
+func pinnedSample(p Sample, spanUsec, periodUsec int64) bool {
+	return p.NrPeriods > 0 && p.NrPeriods+1 >= uint64(spanUsec/periodUsec) && p.NrThrottled >= p.NrPeriods &&
 		(p.QueryNrThrottled == 0 || p.QueryNrThrottled >= p.NrPeriods)
 }
 
@@ -730,7 +736,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
 			}
 			h.add(seg, p, n)
-			pinned = pinnedSample(p)
+			pinned = pinnedSample(p, span, seg.limit.PeriodUsec)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)
 		} else {
 			// The first read of a segment is its baseline: the

@@ -517,18 +517,45 @@ func TestHistoryPinned(t *testing.T) {
 	if throttled != 41 {
 		t.Errorf("%d intervals throttled, want 41 (all but one)", throttled)
 	}
+	// Bursts read late (a stalled host): each read covers a second whose
+	// first five periods ran, throttled in each, and whose last five were
+	// idle, so that every period the kernel counted was throttled.
+	cg2 := newStatCgroups()
+	late, src2 := historyOf(t, cg2, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	src2.run("olap", "q1")
+	burst := observe.Sample{UsageKnown: true}
+	for s := range 15 {
+		cg2.mu.Lock()
+		cg2.pools["olap"] = burst
+		cg2.mu.Unlock()
+		late.Sample(t0.Add(time.Duration(s) * time.Second))
+		burst.CPU.UsageUsec += 5 * 40_000
+		burst.CPU.NrPeriods += 5
+		burst.CPU.NrThrottled += 5
+	}
+	late.mu.Lock()
+	n := late.pools["olap"].pinnedReads
+	late.mu.Unlock()
+	if n != 0 {
+		t.Errorf("bursts with idle periods between them, read late: %d reads in a row found the pool pinned, want 0", n)
+	}
+
+	// Over a second of 100 ms periods.
 	for _, c := range []struct {
 		s    Sample
 		want bool
 	}{
 		{Sample{NrPeriods: 10, NrThrottled: 10}, true},
+		{Sample{NrPeriods: 9, NrThrottled: 9}, true}, // the read fell just before a period's end
 		{Sample{NrPeriods: 10, NrThrottled: 10, QueryNrThrottled: 10}, true},
 		{Sample{NrPeriods: 10, NrThrottled: 10, QueryNrThrottled: 4}, false},
 		{Sample{NrPeriods: 10, NrThrottled: 9}, false},
+		// A burst throttled in each of its five periods, idle between.
+		{Sample{NrPeriods: 5, NrThrottled: 5}, false},
 		{Sample{}, false},
 	} {
-		if got := pinnedSample(c.s); got != c.want {
-			t.Errorf("pinnedSample(%+v) = %v, want %v", c.s, got, c.want)
+		if got := pinnedSample(c.s, 1_000_000, 100_000); got != c.want {
+			t.Errorf("pinnedSample(%+v) over a second = %v, want %v", c.s, got, c.want)
 		}
 	}
 }
