@@ -110,8 +110,8 @@ type poolHistory struct {
 	quiet     bool
 	idleReads int
 	// pinnedReads counts the reads in a row that found the pool
-	// throttled in every period (pinnedSample): one pinned for a
-	// QuietInterval is read on that grid until its queries change
+	// running and throttled in every period (pinnedSample): one pinned
+	// for a QuietInterval is read on that grid until its queries change
 	// (pinned).
 	pinnedReads int
 	running     []string
@@ -310,20 +310,19 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 // and once it is found to have run.
 const QuietInterval = time.Second
 
-// pinned reports whether the pool is read on the grid of QuietInterval
-// because its reads found it running and throttled in every period for
-// that long (pinnedSample),
-// iv being its interval. Each period's sample of such a pool says what
-// the one before said: it ran its quota, and was throttled. Reading it
-// each period would cost the daemon its counters, its busy queries' and
-// their threads ten times a second for nothing a sample would not have
-// said; read once a second, what it ran is shared among the intervals
-// since its last read (Spread), as for any late read. The first read that
-// finds a period in which it was not throttled (at the pool's level, or
-// at its queries' in some periods only) makes it read each period again,
-// as does any query that comes or goes. So a pool that leaves its cap is
-// read each period again a second late at most, the second before booked
-// evenly.
+// pinned reports whether the pool, whose interval is iv, is read on the
+// grid of QuietInterval because its reads found it running and throttled
+// in every period for that long (pinnedSample). Each period's sample of
+// such a pool says what the one before said: it ran its quota, and was
+// throttled. Reading it each period would cost the daemon its counters,
+// its busy queries' and their threads ten times a second for nothing a
+// sample would not have said; read once a second, what it ran is shared
+// among the intervals since its last read (Spread), as for any late read.
+// The first read that finds a period in which it did not run or was not
+// throttled (at the pool's level, or at its queries' in some periods
+// only) makes it read each period again, as does any query that comes or
+// goes. So a pool that leaves its cap is read each period again a second
+// late at most, the second before booked evenly.
 func (ph *poolHistory) pinned(iv time.Duration) bool {
 	return iv < QuietInterval && time.Duration(ph.pinnedReads)*iv >= QuietInterval
 }
