@@ -105,12 +105,7 @@ func daemonMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fs, err := procfs.NewFS("/proc")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cg := &fakeCgroups{queries: map[string][]int{}, fs: fs, stats: s.PoolStats}
+	cg := &fakeCgroups{queries: map[string][]int{}, stats: s.PoolStats}
 	var cgs Cgroups = cg
 	if s.Root != "" {
 		ms, err := cgroupfs.Detect("/")

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/poolagent/poolagent/cgroupfs"
@@ -214,7 +213,7 @@ func rawMain(s clientSpec) int {
 }
 
 // fakeCgroups keeps query "cgroups" as lists of pids; a query is empty
-// when none of its pids has a live (non-zombie) thread. It cannot see
+// when none of its pids is alive. It cannot see
 // grandchildren: tests of those use the real kernel.
 type fakeCgroups struct {
 	mu      sync.Mutex
@@ -226,7 +225,6 @@ type fakeCgroups struct {
 	applied []planner.Desired
 	// killed lists the query cgroups KillQuery was asked to kill.
 	killed []string
-	fs     procfs.FS
 
 	// stats makes PoolStats report a sample per pool; the counters say
 	// how often it was called and how many calls overlapped at most.
@@ -235,11 +233,7 @@ type fakeCgroups struct {
 }
 
 func newFakeCgroups(t testing.TB) *fakeCgroups {
-	fs, err := procfs.NewFS("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeCgroups{queries: map[string][]int{}, fs: fs}
+	return &fakeCgroups{queries: map[string][]int{}}
 }
 
 func (f *fakeCgroups) Apply(d planner.Desired) error {
@@ -287,34 +281,33 @@ func (f *fakeCgroups) populated(key string) bool {
 	pids := slices.Clone(f.queries[key])
 	f.mu.Unlock()
 	for _, pid := range pids {
-		// Every thread, as the kernel's thread list counts them: while a
-		// process execs from a thread other than its leader, the leader
-		// is a zombie for a moment and the exec'ing thread lives on.
-		threads, err := f.fs.AllThreads(pid)
-		if err != nil {
-			// Gone, or caught in the middle of its exec: only a
-			// process that is gone is empty.
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-				return true
-			}
-			continue
-		}
-		for _, p := range threads {
-			if st, err := p.Stat(); err == nil && st.State != "Z" {
-				return true
-			}
-		}
-		// No live thread was seen, yet the thread group still counts more
-		// than its zombie leader: an exec between the listing and the
-		// reads (the exec'ing thread's old id gone, the leader a zombie
-		// until the exec takes its place). A process that ended has one.
-		if p, err := f.fs.Proc(pid); err == nil {
-			if st, err := p.Stat(); err == nil && st.NumThreads > 1 {
-				return true
-			}
+		if alive(pid) {
+			return true
 		}
 	}
 	return false
+}
+
+// alive reports whether process pid has a thread that has not exited, as
+// its pidfd tells it: a pidfd turns readable only once the whole thread
+// group has exited, so a process caught in an exec from a thread other
+// than its leader (the leader a zombie for a moment, the exec'ing
+// thread's id changing) reads as alive, where /proc's thread list can
+// show no live thread. A pid that is gone, or reaped, is not alive.
+func alive(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 0
+	}
 }
 
 func (f *fakeCgroups) Populated(pool, query string) (bool, error) {
