@@ -33,8 +33,10 @@ type current struct {
 	hiers []string
 	// rootIn says in which hierarchies the pool root exists.
 	rootIn map[string]bool
-	// keep are the query cgroups kept even when empty (Tree.Keep).
-	keep map[string]bool
+	// keep are the query cgroups kept even when empty (Tree.Keep), and
+	// trust those whose values are taken to be the desired ones
+	// (Tree.Trust).
+	keep, trust map[string]bool
 	// only are the pools the change is confined to ([Tree.ReconcilePools]):
 	// only they and the cgroups below them are read and written, the
 	// other cgroups below the root are neither; nil is the whole tree.
@@ -85,12 +87,15 @@ func (t *Tree) readCurrent(d planner.Desired, only map[string]bool) (*current, e
 	if err := t.checkControllers(d, use, hiers); err != nil {
 		return nil, err
 	}
-	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, force: t.force, only: only,
+	cur := &current{use: use, v2: t.v2, pageSize: t.pageSize, roots: t.roots, hiers: hiers, rootIn: map[string]bool{}, keep: t.keep, trust: t.trust, force: t.force, only: only,
 		nodes: map[string]*node{}, values: map[string]settings{}, trusted: map[string]bool{}, enabled: map[string][]string{}, rootHi: math.MaxUint64}
 	for _, h := range hiers {
 		if err := t.readHier(cur, h); err != nil {
 			return nil, fmt.Errorf("read pool tree: %w", err)
 		}
+	}
+	if err := t.readUnlisted(cur); err != nil {
+		return nil, fmt.Errorf("read pool tree: %w", err)
 	}
 	desired := map[string]bool{}
 	for _, p := range d.Pools {
@@ -250,6 +255,9 @@ func isDir(f FS, name string) (bool, error) {
 type node struct {
 	in    map[string]bool  // hierarchy -> directory exists
 	procs map[string][]int // hierarchy -> PIDs directly in it
+	// unlisted is set for a query cgroup both kept and trusted, whose
+	// processes and the cgroups below it were not read (walk).
+	unlisted bool
 }
 
 // inAll reports whether the cgroup exists in every one of hiers.
@@ -263,6 +271,11 @@ func (n *node) inAll(hiers []string) bool {
 }
 
 // walk lists the cgroups below dir in hierarchy h and their processes.
+// Of a query cgroup both kept and trusted, which its owner made and
+// keeps, and in which it knows what runs, neither the processes nor the
+// cgroups below are read: at a thousand queries, those reads were most
+// of a whole-tree comparison's cost. One found missing in a hierarchy of
+// the change is read after all (readUnlisted).
 func (cur *current) walk(f FS, h, dir string) error {
 	subs, err := f.ReadDir(dir)
 	if err != nil {
@@ -270,6 +283,15 @@ func (cur *current) walk(f FS, h, dir string) error {
 	}
 	for _, s := range subs {
 		p := path.Join(dir, s)
+		if cur.keep[p] && cur.trust[p] {
+			n := cur.nodes[p]
+			if n == nil {
+				n = &node{in: map[string]bool{}, procs: map[string][]int{}, unlisted: true}
+				cur.nodes[p] = n
+			}
+			n.in[h] = true
+			continue
+		}
 		pids, err := readProcs(f, p)
 		if err != nil {
 			return err
@@ -292,6 +314,38 @@ func (cur *current) note(f FS, h, p string, pids []int) error {
 	n.in[h] = true
 	n.procs[h] = pids
 	return cur.walk(f, h, p)
+}
+
+// readUnlisted reads the processes and the cgroups below each query
+// cgroup that walk did not list and that is missing in a hierarchy of
+// the change, in each hierarchy where it exists: it is read and made as
+// any other (Tree.Trust), and on v1 its processes are joined to the
+// hierarchy made.
+func (t *Tree) readUnlisted(cur *current) error {
+	for _, p := range slices.Sorted(maps.Keys(cur.nodes)) {
+		n := cur.nodes[p]
+		if !n.unlisted || n.inAll(cur.hiers) {
+			continue
+		}
+		n.unlisted = false
+		for _, h := range cur.hiers {
+			if !n.in[h] {
+				continue
+			}
+			f, err := t.fs(h)
+			if err != nil {
+				return err
+			}
+			pids, err := readProcs(f, p)
+			if err != nil {
+				return err
+			}
+			if err := cur.note(f, h, p, pids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // readProcs reads the PIDs in cg's cgroup.procs.

@@ -115,8 +115,8 @@ func TestReconcilePools(t *testing.T) {
 // TestTrust: a whole-tree change does not read the values of the query
 // cgroups it trusts, and leaves another writer's change to one of them
 // (which the change without trust repairs); it still lists them, reads
-// their processes, and reads and repairs one missing in a hierarchy of
-// the change.
+// the processes of one not kept but not of those kept, and reads and
+// repairs one missing in a hierarchy of the change.
 func TestTrust(t *testing.T) {
 	modes(t, func(t *testing.T, v2 bool) {
 		w, tr, names := recorded(t, v2)
@@ -131,7 +131,9 @@ func TestTrust(t *testing.T) {
 		cpuRoot := tr.Root(hiersOf(t, tr, false)[0])
 		w.must(os.WriteFile(filepath.Join(cpuRoot, "etl/q1", file), []byte(drift), 0o644))
 		trusted := map[string]bool{"etl/q1": true, "etl/q2": true, "olap/q3": true}
+		kept := map[string]bool{"etl/q1": true, "etl/q2": true}
 		tr.Trust(trusted)
+		tr.Keep(kept)
 		*names = nil
 		c, err := tr.Changes(d)
 		if err != nil {
@@ -148,8 +150,8 @@ func TestTrust(t *testing.T) {
 			if read[q+"/"+file] {
 				t.Errorf("the change read the trusted %s/%s", q, file)
 			}
-			if !read[q+"/"+fileProcs] {
-				t.Errorf("the change did not read the trusted %s's processes", q)
+			if read[q+"/"+fileProcs] == kept[q] {
+				t.Errorf("the change read the processes of %s, trusted and kept %v: %v; want them read only when not kept", q, kept[q], read[q+"/"+fileProcs])
 			}
 		}
 		if !read["etl/"+file] {
@@ -168,12 +170,16 @@ func TestTrust(t *testing.T) {
 			other := tr.Root(hiers[1])
 			w.must(os.RemoveAll(filepath.Join(other, "etl/q1")))
 			tr.Trust(trusted)
+			*names = nil
 			c, err := tr.Changes(d)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(c.String(), "etl/q1/"+file) {
 				t.Errorf("etl/q1 missing in %s: the change does not repair its %s:\n%s", hiers[1], file, c)
+			}
+			if !slices.Contains(*names, "etl/q1/"+fileProcs) {
+				t.Errorf("etl/q1 missing in %s: the change did not read its processes, to join them to it", hiers[1])
 			}
 		}
 	})

@@ -74,9 +74,11 @@ func (t *Tree) Keep(queries map[string]bool) { t.keep = queries }
 // reading them: those their owner made with that state's template and has
 // not changed since, for a comparison that looks for another writer's
 // changes in them less often than in the pools (each query cgroup costs
-// a read of every value file). A trusted cgroup is still listed and its
-// processes read, and one missing in a hierarchy is read and made as any
-// other. Trust replaces the previous set; nil trusts none.
+// a read of every value file). A trusted cgroup is still listed in each
+// hierarchy; one also kept (Keep) has neither its processes nor the
+// cgroups below it read, as its owner knows what runs in it. One missing
+// in a hierarchy is read and made as any other. Trust replaces the
+// previous set; nil trusts none.
 func (t *Tree) Trust(queries map[string]bool) { t.trust = queries }
 
 // Options adjust [Open].
