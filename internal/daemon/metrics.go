@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/poolagent/poolagent/internal/history"
@@ -101,12 +100,8 @@ func (s *Server) MetricsSnapshot() (metrics.Snapshot, error) {
 // throttled seconds accumulate beside the measured ones; the same
 // intervals count each pool's starved time (metrics.Starvation).
 func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
-	var since time.Time
 	everyTick(ctx, every, func(now time.Time) {
-		if since.IsZero() {
-			since = now.Add(-every)
-		}
-		since = s.prediction.closeInterval(since)
+		s.prediction.closeInterval(now, every+history.IdleInterval)
 	})
 }
 
@@ -115,7 +110,8 @@ func (s *Server) RunPredictor(ctx context.Context, every time.Duration) {
 // stepped once an interval on the pools' counters (RunPredictor). It
 // reads the plan in force, the running queries and the counters (those
 // the history read, where it keeps them) and holds no lock of the lock
-// order (the predictor's and starvation's own are leaves).
+// order (the predictor's and starvation's own are leaves). took is only
+// RunPredictor's.
 type prediction struct {
 	cg      Cgroups
 	rp      *replanner
@@ -125,13 +121,21 @@ type prediction struct {
 
 	predictor  *metrics.Predictor
 	starvation *metrics.Starvation
+	// took is the counters each pool's last step took, and when they were
+	// read.
+	took map[string]tookCounters
 }
 
-// closeInterval is one step of RunPredictor: the pools' counters read
-// since the last step's (counters) close the interval. It returns when
-// this step's counters were all read, the since of the next step (since
-// again when none were taken).
-func (p *prediction) closeInterval(since time.Time) time.Time {
+// tookCounters is a pool's counters as a step took them, read at at.
+type tookCounters struct {
+	at  time.Time
+	cpu observe.CPUStat
+}
+
+// closeInterval is one step of RunPredictor at now: each pool's counters
+// (counters) close its interval since those its last step took. A pool
+// whose counters are the same read as last time adds nothing this step.
+func (p *prediction) closeInterval(now time.Time, keep time.Duration) {
 	d := p.rp.desired()
 	running := map[string]int{}
 	for _, ps := range p.reg.pools() {
@@ -141,52 +145,62 @@ func (p *prediction) closeInterval(since time.Time) time.Time {
 	for i, p := range d.Pools {
 		names[i] = p.Name
 	}
-	stats, err := p.counters(names, since)
+	took, err := p.counters(names, now, keep)
 	if err != nil {
 		p.log.Warn("read pool CPU accounting for the throttling prediction", "err", err)
-		return since
+		return
 	}
-	read := time.Now()
+	p.took = took
 	var samples []metrics.PoolSample
 	for _, ps := range d.Pools {
-		st, ok := stats[ps.Name]
+		c, ok := took[ps.Name]
 		if !ok {
 			continue
 		}
-		samples = append(samples, metrics.PoolSample{Name: ps.Name, Limit: ps.Pool.CPU, Running: running[ps.Name], CPU: st.CPU})
+		samples = append(samples, metrics.PoolSample{Name: ps.Name, Limit: ps.Pool.CPU, Running: running[ps.Name], CPU: c.cpu, At: c.at})
 	}
-	p.starvation.Step(read, samples)
+	p.starvation.Step(samples)
 	if err := p.predictor.Step(d.Node.CPUs, samples); err != nil {
 		p.log.Warn("throttling prediction", "err", err)
 	}
-	return read
 }
 
-// counters is the CPU accounting and throttling of the named pools
-// for a reader of those counters each interval: the counters the history
-// read at or after since, where it keeps one (it reads a pool that runs
-// a query or whose usage grew once an interval, any other once a
-// history.QuietInterval), and a CPU-only read of the others.
-// The history and the prediction so share one read of a pool's files per
-// interval. A pool without a cgroup is left out.
-func (p *prediction) counters(names []string, since time.Time) (map[string]observe.Sample, error) {
-	var got map[string]observe.Sample
+// counters is the CPU accounting and throttling of the named pools at a
+// step at now: for each, the counters the history read last, where it
+// read the pool since the counters the last step took (the history reads
+// a pool whose usage grew once an interval, a quiet one at least once a
+// history.IdleInterval); else those the last step took,
+// while they are younger than keep (the history's next read is taken
+// next step); else a CPU-only read of the pool, taken as read at now. The history and the
+// prediction so share one read of a pool's files, whichever of the two
+// wakes first each interval. A pool without a cgroup is left out.
+func (p *prediction) counters(names []string, now time.Time, keep time.Duration) (map[string]tookCounters, error) {
+	var read map[string]history.Read
 	if p.history != nil {
-		got = p.history.Counters(names, since)
+		read = p.history.Counters(names)
 	}
+	out := make(map[string]tookCounters, len(names))
 	var missing []string
 	for _, n := range names {
-		if _, ok := got[n]; !ok {
+		last, took := p.took[n]
+		switch r, ok := read[n]; {
+		case ok && (!took || r.At.After(last.at)):
+			out[n] = tookCounters{at: r.At, cpu: r.Sample.CPU}
+		case ok && took && now.Sub(last.at) < keep:
+			out[n] = last
+		default:
 			missing = append(missing, n)
 		}
 	}
 	if len(missing) == 0 {
-		return got, nil
+		return out, nil
 	}
-	read, err := p.cg.PoolCPUStats(missing)
-	if err != nil || got == nil {
-		return read, err
+	stats, err := p.cg.PoolCPUStats(missing)
+	if err != nil {
+		return nil, err
 	}
-	maps.Copy(got, read)
-	return got, nil
+	for n, s := range stats {
+		out[n] = tookCounters{at: now, cpu: s.CPU}
+	}
+	return out, nil
 }

@@ -28,6 +28,9 @@ type registry struct {
 	// again only once gen moved on.
 	gen, runningGen uint64
 	running         map[string][]string
+	// changed receives once gen moved on, or the plan changed, since the
+	// history last looked (sampled.Changed).
+	changed chan struct{}
 }
 
 func newRegistry(backend admission.Backend, p Policy) *registry {
@@ -36,6 +39,23 @@ func newRegistry(backend admission.Backend, p Policy) *registry {
 		access:  admission.Access{Model: p.Model, AdminGroup: p.AdminGroup},
 		waiters: map[admission.QueryID]*query{},
 		clients: map[*query]struct{}{},
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// changedLocked counts a change to clients that the running list shows;
+// r.mu is held.
+func (r *registry) changedLocked() {
+	r.gen++
+	r.tellChanged()
+}
+
+// tellChanged tells the history that the running list or the plan
+// changed, without waiting: one change not yet taken stands for all.
+func (r *registry) tellChanged() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -77,7 +97,7 @@ func (r *registry) submit(q *query, now time.Time) (submission, error) {
 		return submission{}, err
 	}
 	q.qid = id
-	r.gen++
+	r.changedLocked()
 	sub := submission{started: started}
 	if !started {
 		r.waiters[id] = q
@@ -115,7 +135,7 @@ func (r *registry) release(q *query) bool {
 	}
 	q.released = true
 	delete(r.clients, q)
-	r.gen++
+	r.changedLocked()
 	if q.qid == 0 || q.kept {
 		return false
 	}
@@ -178,7 +198,7 @@ func (r *registry) adopt(q *query, user string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q.qid = r.backend.Adopt(q.pool, user, time.Now())
-	r.gen++
+	r.changedLocked()
 }
 
 // queued returns a queued query's place in its pool's queue and why it
@@ -232,7 +252,7 @@ func (r *registry) begin(q *query) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clients[q] = struct{}{}
-	r.gen++
+	r.changedLocked()
 }
 
 // admitted records that q was admitted after waiting queuedFor, with
@@ -241,7 +261,7 @@ func (r *registry) admitted(q *query, name string, queuedFor time.Duration, cpuL
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q.name, q.admitted, q.queuedFor, q.cpuLimit = name, time.Now(), queuedFor, cpuLimit
-	r.gen++
+	r.changedLocked()
 }
 
 // submitted returns what the queries view shows of the connected
@@ -280,6 +300,9 @@ type sampled struct {
 }
 
 func (p sampled) Desired() planner.Desired { return p.rp.desired() }
+
+// Changed receives when a query came or went, or a plan was applied.
+func (p sampled) Changed() <-chan struct{} { return p.reg.changed }
 
 // Running lists the query cgroups of the queries admitted and placed,
 // by pool. The history looks several times a second; the list is built

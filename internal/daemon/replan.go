@@ -137,6 +137,7 @@ func (rp *replanner) plan() error {
 		rp.logPending()
 	}
 	rp.current.Store(&d)
+	rp.reg.tellChanged()
 	rp.planned = in
 	return nil
 }

@@ -76,10 +76,11 @@ func (c *cpuCountingCgroups) PoolCPUStats(names []string) (map[string]observe.Sa
 }
 
 // TestPredictionTakesHistoryReads steps the throttling prediction on the
-// counters the history read since the last step, reading none of those
-// pools again, and reads the pools the history did not read since then.
-// Both read the CPU counters alone (the history reads a pool's pressure
-// too when it ran, and nothing of memory or tasks).
+// counters the history read since those the last step took, reading none
+// of those pools again; a step that finds no newer read keeps the last
+// one for as long as the history's next read may take, and then reads
+// the pool itself. Both read the CPU counters alone (the history reads a
+// pool's pressure too when it ran, and nothing of memory or tasks).
 func TestPredictionTakesHistoryReads(t *testing.T) {
 	cg := &cpuCountingCgroups{statCgroups: &statCgroups{fakeCgroups: newFakeCgroups(t), pools: map[string]observe.Sample{}, queries: map[[2]string]observe.CPUStat{}},
 		cpuReads: map[string]int{}, fullReads: map[string]int{}}
@@ -91,33 +92,57 @@ func TestPredictionTakesHistoryReads(t *testing.T) {
 	}
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const keep = 2 * time.Second
+	step := func(ms int) { srv.prediction.closeInterval(at(ms), keep) }
+	reads := func(when string, want int) {
+		t.Helper()
+		if cg.cpuReads["olap"] != want || cg.fullReads["olap"] != 0 {
+			t.Errorf("%s: olap read %d times CPU-only and %d in full, want %d and 0", when, cg.cpuReads["olap"], cg.fullReads["olap"], want)
+		}
+	}
+	took := func(when string, usage uint64, ms int) {
+		t.Helper()
+		if c := srv.prediction.took["olap"]; c.cpu.UsageUsec != usage || !c.at.Equal(at(ms)) {
+			t.Errorf("%s: the step took olap at %d µs, read at %v; want %d µs read at %d ms", when, c.cpu.UsageUsec, c.at.Sub(t0), usage, ms)
+		}
+	}
 	set(1000)
 	srv.history.Sample(at(0))
-	srv.prediction.closeInterval(at(0))
+	step(0)
 	// Two seconds of CPU in one interval, far above the pool's 20% cap.
 	set(2_001_000)
 	srv.history.Sample(at(100))
-	srv.prediction.closeInterval(at(100))
-	if cg.cpuReads["olap"] != 2 || cg.fullReads["olap"] != 0 {
-		t.Errorf("olap read %d times CPU-only and %d in full, want 2 and 0 (the history's reads alone)", cg.cpuReads["olap"], cg.fullReads["olap"])
-	}
-	if got := srv.prediction.predictor.ThrottledUsec("olap"); got == 0 {
+	step(100)
+	reads("the history's reads alone", 2)
+	took("a step after the history's read", 2_001_000, 100)
+	predicted := srv.prediction.predictor.ThrottledUsec("olap")
+	if predicted == 0 {
 		t.Error("no throttling predicted for 2 s of CPU in an interval under a 20% cap: the history's counters were not taken")
 	}
 
-	// The counters grow after the history's last read: a step since
-	// then reads the pool itself, CPU only, and sees the growth.
+	// No read since: the step keeps what it took, and adds nothing.
 	set(2_500_000)
-	stats, err := srv.prediction.counters([]string{"olap", "gone"}, at(150))
-	if err != nil || len(stats) != 1 || stats["olap"].CPU.UsageUsec != 2_500_000 {
-		t.Errorf("prediction.counters after the history's read = %+v, %v; want olap alone at 2500000 µs", stats, err)
+	step(1100)
+	reads("a step with no newer read", 2)
+	took("a step with no newer read", 2_001_000, 100)
+	if got := srv.prediction.predictor.ThrottledUsec("olap"); got != predicted {
+		t.Errorf("a step on the same read predicted %d µs more", got-predicted)
 	}
-	if cg.cpuReads["olap"] != 3 || cg.fullReads["olap"] != 0 {
-		t.Errorf("olap read %d times CPU-only and %d in full, want 3 and 0", cg.cpuReads["olap"], cg.fullReads["olap"])
+
+	// Kept as long as keep: then the step reads the pool itself, CPU
+	// only, and a pool that has no cgroup is left out.
+	stats, err := srv.prediction.counters([]string{"olap", "gone"}, at(2100), keep)
+	if _, ok := stats["gone"]; err != nil || ok || stats["olap"].cpu.UsageUsec != 2_500_000 {
+		t.Errorf("counters %v after the kept read = %+v, %v; want olap alone at 2500000 µs", keep, stats, err)
 	}
-	// What the history read at 100 ms is still the counters of a step
-	// since then.
-	if stats, _ := srv.prediction.counters([]string{"olap"}, at(100)); stats["olap"].CPU.UsageUsec != 2_001_000 || cg.cpuReads["olap"] != 3 {
-		t.Errorf("prediction.counters since the history's read = %+v after %d CPU-only reads; want the history's 2001000 µs and no read", stats, cg.cpuReads["olap"])
-	}
+	reads("a read after keep", 3)
+	step(2100)
+	took("a step after keep", 2_500_000, 2100)
+
+	// The history's next read is newer than the step's own: taken.
+	set(2_600_000)
+	srv.history.Sample(at(2200))
+	step(3100)
+	reads("a step after the history's next read", 5)
+	took("a step after the history's next read", 2_600_000, 2200)
 }

@@ -107,8 +107,10 @@ type poolHistory struct {
 	// read once a QuietInterval (readAt is when it was read last) until
 	// a query not in running, the list of those running at that read,
 	// comes; seen is the set of running, made when first asked (arrived).
-	quiet     bool
-	idleReads int
+	quiet bool
+	// idleSince is when the pool was last found running, or a query
+	// arrived in it: it has been idle since.
+	idleSince time.Time
 	// pinnedReads counts the reads in a row that found the pool
 	// running and throttled in every period (pinnedSample): one pinned
 	// for a QuietInterval is read on that grid until its queries change
@@ -167,6 +169,9 @@ type QueryThreadLister interface {
 type Pools interface {
 	Desired() planner.Desired
 	Running() map[string][]string
+	// Changed receives after a query came or went, or the plan changed;
+	// changes that come before the history looks may be told once.
+	Changed() <-chan struct{}
 }
 
 // Rolling is the daemon's rolling record of every pool: each pool's
@@ -269,16 +274,33 @@ func (h *Rolling) interval(l cpulimit.Limit) time.Duration {
 	return max(time.Duration(l.PeriodUsec)*time.Microsecond, h.cfg.Interval, MinInterval)
 }
 
-// Run samples the pools when each is due until ctx ends.
+// Run samples the pools when each is due until ctx ends. Between reads it
+// sleeps until the next pool is due (an IdleInterval at most), and no
+// longer than the next step of the MinInterval grid once its source says
+// that a query came or went or the plan changed (Pools.Changed): a quiet
+// pool to which the daemon admits a query is so read within a period, and
+// a daemon whose pools are all idle wakes once an IdleInterval.
 func (h *Rolling) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	next := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-h.src.Changed():
+			// looks and origin are only Sample's, on this goroutine;
+			// before the first look, that look is the next.
+			if h.looks == 0 {
+				continue
+			}
+			if at := h.grid(time.Now(), MinInterval); at.Before(next) {
+				next = at
+				timer.Reset(time.Until(at))
+			}
 		case now := <-timer.C:
-			timer.Reset(time.Until(h.Sample(now)))
+			next = h.Sample(now)
+			timer.Reset(time.Until(next))
 		}
 	}
 }
@@ -302,13 +324,36 @@ func (h *Rolling) Sample(now time.Time) time.Time {
 // did not run at its last read and runs no query of this daemon, or one
 // whose queries all sleep and that has been idle for a QuietInterval
 // (read each period until then, so that a pool whose queries pause
-// between bursts is read each period). A pool of long sleepers so costs
-// the daemon one read a second, as an idle one does; what it ran before a
-// late read is shared among the intervals since its last read (Spread),
-// as for any late read. A quiet pool is read each period again as soon as
-// the daemon admits a query to it (the history looks every MinInterval),
-// and once it is found to have run.
+// between bursts is read each period), until it has been idle for
+// IdleAfter: it is then read once an IdleInterval. A pool of long sleepers
+// so costs the daemon what an idle one does; what it ran before a late
+// read is shared among the intervals since its last read (Spread), as for
+// any late read. A quiet pool is read each period again as soon as the
+// daemon admits a query to it (the history looks on the next step of the
+// MinInterval grid: Run), for a QuietInterval, and once it is found to
+// have run.
 const QuietInterval = time.Second
+
+// IdleAfter is how long a quiet pool is read once a QuietInterval before
+// it is read once an IdleInterval: most idle pools, and most pools of
+// sleepers, stay so for long, and reading each of them every second was
+// most of what a hundred such pools cost the daemon (docs/performance.md,
+// At scale). What one that wakes ran in its first IdleInterval is so
+// shared among the intervals of that late read.
+const (
+	IdleAfter    = 10 * time.Second
+	IdleInterval = 5 * time.Second
+)
+
+// FullInterval is how often, at least, the history reads all of a pool
+// that runs: every running query's usage and its own threads, where
+// reading the hot queries alone would do (read). A query that ran less
+// than 1% of an interval between two reads of its pool, all the time the
+// hot ones account for it, is so read up to FullInterval late, its
+// counters booked to the interval it was read in; a pool that runs
+// without a break is read in full once in FullInterval, not once a
+// second, and neither are its sleeping queries.
+const FullInterval = 10 * time.Second
 
 // pinned reports whether the pool, whose interval is iv, is read on the
 // grid of QuietInterval because its reads found it running and throttled
@@ -341,13 +386,33 @@ func pinnedSample(p Sample, spanUsec, periodUsec int64) bool {
 }
 
 // quietAfter is the step of the grid on which the pool is next read
-// while quiet: QuietInterval when it runs no query of this daemon or has
+// while quiet: IdleInterval once it has been idle for IdleAfter at its
+// last read, QuietInterval when it runs no query of this daemon or has
 // been idle that long, else iv.
 func (ph *poolHistory) quietAfter(active bool, iv time.Duration) time.Duration {
-	if active && time.Duration(ph.idleReads)*iv < QuietInterval {
+	idle := ph.readAt.Sub(ph.idleSince)
+	switch {
+	case idle >= IdleAfter:
+		return max(IdleInterval, iv)
+	case active && idle < QuietInterval:
 		return iv
 	}
 	return max(QuietInterval, iv)
+}
+
+// dueAt is when the pool, whose interval is iv, is next read: at its
+// interval's end, or on the grid of its quiet interval while it is quiet
+// or pinned and no query arrived (arrived) since its last read; running
+// is how many of this daemon's queries run in it now.
+func (h *Rolling) dueAt(ph *poolHistory, iv time.Duration, arrived bool, running int) time.Time {
+	switch {
+	case ph.base && ph.quiet && !arrived:
+		return maxTime(ph.due, h.grid(ph.readAt, ph.quietAfter(running > 0, iv)))
+	case ph.base && ph.pinned(iv) && !arrived && running == len(ph.running):
+		// No query came, and so none went.
+		return maxTime(ph.due, h.grid(ph.readAt, QuietInterval))
+	}
+	return ph.due
 }
 
 // duePool is a pool whose interval has ended: its name, and whether its
@@ -398,7 +463,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 		h.origin = now
 	}
 	h.looks++
-	next = h.grid(now, MinInterval)
+	next = h.grid(now, IdleInterval)
 	due = h.dueBuf
 	for _, p := range d.Pools {
 		lim := cpulimit.Limit{QuotaUsec: p.Pool.CPU.QuotaUsec, PeriodUsec: p.Pool.CPU.PeriodUsec, BurstUsec: p.Pool.CPU.BurstUsec}
@@ -414,22 +479,15 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			ph.segs = append(ph.segs, &segment{limit: lim, query: query, nodeCPUs: d.Node.CPUs, intervalUsec: iv.Microseconds(), start: now})
 			ph.base, ph.due = false, now
 		}
-		at := ph.due
 		arrived := ph.arrived(running[p.Name])
-		switch {
-		case ph.base && ph.quiet && !arrived:
-			at = maxTime(at, h.grid(ph.readAt, ph.quietAfter(len(running[p.Name]) > 0, h.interval(lim))))
-		case ph.base && ph.pinned(h.interval(lim)) && !arrived && len(running[p.Name]) == len(ph.running):
-			// No query came, and so none went.
-			at = maxTime(at, h.grid(ph.readAt, QuietInterval))
-		}
+		at := h.dueAt(ph, h.interval(lim), arrived, len(running[p.Name]))
 		if !at.After(now) {
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
 				running: running[p.Name], arrived: arrived}
 			if ph.base && len(dp.running) > 0 {
 				dp.prevQueries = ph.prevQueries
 				dp.partial = !arrived && ph.prev.UsageKnown && (h.threads == nil || ph.ownRun != nil) &&
-					now.Before(h.grid(ph.fullAt, QuietInterval))
+					now.Before(h.grid(ph.fullAt, FullInterval))
 			}
 			if dp.partial {
 				for _, q := range ph.hot {
@@ -506,8 +564,7 @@ type threadRead struct {
 // nothing worth counting and keep what they had, as do the pool's own
 // threads (partial). The pool's other queries and threads are read once
 // they do not account for it, when a query arrives, and at least on the
-// grid of QuietInterval, so a query that ran less than that is read a
-// second late at most. A pool of one busy query and many sleepers so
+// grid of FullInterval. A pool of one busy query and many sleepers so
 // costs its counters and the busy query's, not every sleeper's.
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
@@ -615,18 +672,23 @@ func (h *Rolling) readQueries(p duePool, names []string, grew []queryRead) (_ []
 	return grew, grewUsec, complete
 }
 
-// Counters returns the counters the history last read of each of pools
-// that it read at or after since, for a reader of the same counters each
-// interval (the daemon's throttling prediction), so that the two share
-// one read; a pool it did not read since then, or whose last read
-// failed, is left out.
-func (h *Rolling) Counters(pools []string, since time.Time) map[string]observe.Sample {
+// Read is a pool's counters as the history last read them, at At.
+type Read struct {
+	At     time.Time
+	Sample observe.Sample
+}
+
+// Counters returns the counters the history last read of each of pools,
+// and when, for a reader of the same counters each interval (the daemon's
+// throttling prediction), so that the two share one read; a pool not read
+// yet, or whose last read failed, is left out.
+func (h *Rolling) Counters(pools []string) map[string]Read {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make(map[string]observe.Sample, len(pools))
+	out := make(map[string]Read, len(pools))
 	for _, p := range pools {
-		if ph := h.pools[p]; ph != nil && ph.base && !ph.readAt.Before(since) {
-			out[p] = ph.prev
+		if ph := h.pools[p]; ph != nil && ph.base {
+			out[p] = Read{At: ph.readAt, Sample: ph.prev}
 		}
 	}
 	return out
@@ -753,10 +815,8 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		}
 		ph.keepQueries(r.grew[d.name], runs)
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec
-		if ph.quiet {
-			ph.idleReads++
-		} else {
-			ph.idleReads = 0
+		if !ph.quiet || d.arrived {
+			ph.idleSince = now
 		}
 		if pinned {
 			ph.pinnedReads++
@@ -768,7 +828,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 		}
 		ph.prev, ph.base, ph.readAt = cur, true, now
 		h.trim(ph, now)
-		next = minTime(next, ph.due)
+		next = minTime(next, h.dueAt(ph, iv, false, len(ph.running)))
 	}
 	return next
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -128,6 +130,7 @@ type testPools struct {
 	mu      sync.Mutex
 	desired planner.Desired
 	running map[string][]string
+	changed chan struct{}
 }
 
 func (p *testPools) Desired() planner.Desired {
@@ -141,6 +144,9 @@ func (p *testPools) Running() map[string][]string {
 	defer p.mu.Unlock()
 	return maps.Clone(p.running)
 }
+
+// Changed is changed, nil (never) unless a test made it.
+func (p *testPools) Changed() <-chan struct{} { return p.changed }
 
 // plan makes the plan of pools (DDL) on a node of 2 CPUs the one in force.
 func (p *testPools) plan(t testing.TB, pools string) {
@@ -353,8 +359,9 @@ func TestHistorySleepingQueries(t *testing.T) {
 // TestHistoryHotQueries reads, of a pool that ran, only the queries whose
 // usage grew at the last read while what they grew by accounts for what
 // the pool did (to within 1% of an interval); the others are read once it
-// does not, when a query arrives, and on the second's grid. What the pool
-// ran and its queries' throttling are counted whichever was read.
+// does not, when a query arrives, and on the grid of FullInterval. What
+// the pool ran and its queries' throttling are counted whichever was
+// read.
 func TestHistoryHotQueries(t *testing.T) {
 	cg := newStatCgroups()
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
@@ -393,7 +400,7 @@ func TestHistoryHotQueries(t *testing.T) {
 		{400, busy, 3, "q1, q2 and q3 (its 500 µs of 200 ms read at 300) grew at the last read"},
 		{500, busy, 1, "q1 alone is hot"},
 		{900, busy, 1, "q1 alone is hot"},
-		{1000, busy, 3, "a read on the second's grid"},
+		{1000, busy, 1, "q1 alone is hot on the second's grid too"},
 		{1100, busy, 1, "q1 alone is hot"},
 	}
 	for _, st := range steps {
@@ -436,6 +443,20 @@ func TestHistoryHotQueries(t *testing.T) {
 		got := ts[0].Samples[i]
 		if got.UsageUsec != want.UsageUsec || got.QueryNrThrottled != want.QueryNrThrottled || got.QueryThrottledUsec != want.QueryThrottledUsec {
 			t.Errorf("interval %d: %+v, want usage %d µs, queries throttled %d times for %d µs", i, got, want.UsageUsec, want.QueryNrThrottled, want.QueryThrottledUsec)
+		}
+	}
+	// Every period after a read in full at 1200 ms, q1 alone, until the
+	// grid of FullInterval.
+	for ms := 1400; ms <= 10_000; ms += 100 {
+		add(busy)
+		before := cg.usageReads
+		hist.Sample(t0.Add(time.Duration(ms) * time.Millisecond))
+		want := 1
+		if ms == 10_000 {
+			want = 3 // q1, q3 and q4
+		}
+		if n := cg.usageReads - before; n != want {
+			t.Errorf("at %d ms: %d query usage reads, want %d", ms, n, want)
 		}
 	}
 }
@@ -1018,5 +1039,112 @@ func TestHistoryPressureWhenRan(t *testing.T) {
 		if p.PressureSomeUsec == nil || *p.PressureSomeUsec != 0 {
 			t.Errorf("idle interval %d: pressure %v, want 0", i, p.PressureSomeUsec)
 		}
+	}
+}
+
+// timedCgroups is statCgroups that records when each read of the pools'
+// counters came, from the start, whichever pools it read.
+type timedCgroups struct {
+	*statCgroups
+	start time.Time
+	at    []time.Duration
+}
+
+func (c *timedCgroups) PoolCPUStats(names []string) (map[string]observe.Sample, error) {
+	c.statCgroups.mu.Lock()
+	c.at = append(c.at, time.Since(c.start))
+	c.statCgroups.mu.Unlock()
+	return c.statCgroups.PoolCPUStats(names)
+}
+
+func (c *timedCgroups) reads() []time.Duration {
+	c.statCgroups.mu.Lock()
+	defer c.statCgroups.mu.Unlock()
+	return slices.Clone(c.at)
+}
+
+// TestRunLooks runs the history on a testing/synctest bubble's clock. A
+// daemon whose pools are quiet looks once a QuietInterval, not each
+// MinInterval; a query that comes (Pools.Changed) has the pool read at
+// the next step of the MinInterval grid, not at its next quiet read.
+func TestRunLooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cg := &timedCgroups{statCgroups: newStatCgroups(), start: time.Now()}
+		hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+		src.changed = make(chan struct{}, 1)
+		for _, pool := range []string{"default", "olap"} {
+			cg.pools[pool] = observe.Sample{UsageKnown: true, CPU: observe.CPUStat{UsageUsec: 1000}}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go hist.Run(ctx)
+		ms := func(n ...int) []time.Duration {
+			out := make([]time.Duration, len(n))
+			for i, v := range n {
+				out[i] = time.Duration(v) * time.Millisecond
+			}
+			return out
+		}
+		time.Sleep(3050 * time.Millisecond)
+		synctest.Wait()
+		// The baseline, the read that finds it idle, then once a second.
+		if got, want := cg.reads(), ms(0, 100, 1000, 2000, 3000); !slices.Equal(got, want) {
+			t.Errorf("quiet pools were read at %v, want %v", got, want)
+		}
+		hist.mu.Lock()
+		looks := hist.looks
+		hist.mu.Unlock()
+		if looks != 5 {
+			t.Errorf("the history looked %d times in 3.05 s with its pools quiet, want 5", looks)
+		}
+		src.run("olap", "q1")
+		src.changed <- struct{}{}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got, want := cg.reads(), ms(0, 100, 1000, 2000, 3000, 3100); !slices.Equal(got, want) {
+			t.Errorf("after a query came to olap at 3.05 s the pools were read at %v, want %v", got, want)
+		}
+	})
+}
+
+// TestHistoryIdle reads a quiet pool once a QuietInterval until it has
+// been idle for IdleAfter, then once an IdleInterval; a query that comes
+// has it read at once and each period for a QuietInterval, and a read
+// that finds it ran, each period from then on.
+func TestHistoryIdle(t *testing.T) {
+	cg := &countingCgroups{statCgroups: newStatCgroups(), reads: map[string]int{}}
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	cg.pools["olap"] = observe.Sample{UsageKnown: true, CPU: observe.CPUStat{UsageUsec: 1000}}
+	t0 := time.Unix(1_000_000, 0)
+	var readAt []int
+	look := func(from, to int) {
+		for ms := from; ms <= to; ms += 100 {
+			before := cg.reads["olap"]
+			hist.Sample(t0.Add(time.Duration(ms) * time.Millisecond))
+			if cg.reads["olap"] != before {
+				readAt = append(readAt, ms)
+			}
+		}
+	}
+	look(0, 25_000)
+	want := []int{0, 100, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10_000, 15_000, 20_000, 25_000}
+	if !slices.Equal(readAt, want) {
+		t.Errorf("an idle pool was read at %v ms, want %v", readAt, want)
+	}
+	readAt = nil
+	src.run("olap", "q1") // sleeps
+	look(25_100, 36_000)
+	want = []int{25_100, 25_200, 25_300, 25_400, 25_500, 25_600, 25_700, 25_800, 25_900, 26_000, 26_100, 27_000, 28_000,
+		29_000, 30_000, 31_000, 32_000, 33_000, 34_000, 35_000, 36_000}
+	if !slices.Equal(readAt, want) {
+		t.Errorf("after a sleeping query came at 25 s the pool was read at %v ms, want %v", readAt, want)
+	}
+	readAt = nil
+	cg.mu.Lock()
+	cg.pools["olap"] = observe.Sample{UsageKnown: true, CPU: observe.CPUStat{UsageUsec: 41_000}}
+	cg.mu.Unlock()
+	look(36_100, 41_300)
+	if want := []int{40_000, 40_100, 40_200, 40_300}; !slices.Equal(readAt[:min(4, len(readAt))], want) {
+		t.Errorf("a pool idle for 11 s that ran was read at %v ms, want %v first", readAt, want)
 	}
 }

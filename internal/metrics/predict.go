@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/poolagent/poolagent/internal/cpulimit"
 	"github.com/poolagent/poolagent/observe"
@@ -21,8 +22,9 @@ type PoolSample struct {
 	// Running is the number of queries running in the pool: the parallel
 	// tasks of the model.
 	Running int
-	// CPU is the pool's cpu.stat, cumulative.
+	// CPU is the pool's cpu.stat, cumulative, as read at At.
 	CPU observe.CPUStat
+	At  time.Time
 }
 
 // Predictor keeps, per pool, the simulator's predicted throttled time for

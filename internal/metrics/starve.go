@@ -32,18 +32,19 @@ func NewStarvation() *Starvation {
 	return &Starvation{last: map[string]starveMark{}, total: map[string]time.Duration{}}
 }
 
-// Step closes the interval since the previous Step at now for every pool
-// in pools (their Running and CPU.UsageUsec); pools missing from pools
-// are forgotten.
-func (s *Starvation) Step(now time.Time, pools []PoolSample) {
+// Step closes, for every pool in pools, the interval since its previous
+// sample at the sample's At (their Running and CPU.UsageUsec): one read
+// at the same time as the last adds nothing. Pools missing from pools are
+// forgotten.
+func (s *Starvation) Step(pools []PoolSample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(pools))
 	for _, p := range pools {
 		seen[p.Name] = true
 		prev, ok := s.last[p.Name]
-		s.last[p.Name] = starveMark{at: now, running: p.Running, usageUsec: p.CPU.UsageUsec}
-		wall := now.Sub(prev.at)
+		s.last[p.Name] = starveMark{at: p.At, running: p.Running, usageUsec: p.CPU.UsageUsec}
+		wall := p.At.Sub(prev.at)
 		if !ok || wall <= 0 || prev.running == 0 || p.Running == 0 || p.CPU.UsageUsec < prev.usageUsec {
 			continue
 		}
