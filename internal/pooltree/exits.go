@@ -15,9 +15,10 @@ import (
 // the daemon's to set). A query cgroup cannot empty while a process in it
 // lives, so each watch waits on the pidfd of one of its processes, in the
 // runtime's poller (a goroutine, no thread, no timer); when that process
-// exits it says "look" and waits on the next. A process moved out by an
-// administrator, or a PID reused between the read and the pidfd, is
-// caught by the caller's own slow look ([Query.Wait]'s maxPollNotified).
+// exits it says "look" and waits on the next. A PID reused between the
+// read and the pidfd is caught by reading the list again once the pidfd
+// is open; a process moved out by an administrator is caught by the
+// caller's own slow look ([Query.Wait]'s maxPollNotified).
 type exitWatcher struct {
 	// procs lists one process of a query cgroup (the Handle's Procs);
 	// populated is the Handle's Populated. Fields, so a test can count
@@ -91,6 +92,14 @@ func (w *exitWatcher) run(ctx context.Context, pool, query string, wake chan<- s
 		if err != nil {
 			look()
 			return
+		}
+		// The process the pidfd holds has the PID now; if the cgroup
+		// still lists that PID first, it is that process, in the
+		// cgroup. Else the one read may have exited and its PID been
+		// taken by another process, elsewhere: read again.
+		if again, err := w.procs(pool + "/" + query); err != nil || len(again) == 0 || again[0] != pids[0] {
+			f.Close()
+			continue
 		}
 		err = pidfd.Await(ctx, f)
 		f.Close()

@@ -136,13 +136,15 @@ func (q *Query) Look() {
 
 // Polling intervals of Wait for long queries: with the kernel's notice of
 // an emptied cgroup the poll is only a safety net, for a notice that
-// cannot come (a process an administrator moved out, a PID reused before
-// its pidfd was opened), and a sleeping query's every look costs the
-// daemon a wake-up and a read: 30 s is the longest a query so missed
-// holds its slot past its end.
+// cannot come (on cgroup v1, a process an administrator moved out of the
+// query), and a sleeping query's every look costs the daemon a wake-up
+// and a read of its thread list: at every 30 s, a thousand sleeping
+// queries cost the daemon 33 looks a second, a fifth of its CPU at rest
+// (docs/performance.md, At scale). 5 minutes is the longest a query so
+// missed holds its slot past its end.
 const (
 	maxPoll         = 100 * time.Millisecond
-	maxPollNotified = 30 * time.Second
+	maxPollNotified = 5 * time.Minute
 )
 
 // Wait returns once the query cgroup holds no process, or with ctx's
