@@ -284,33 +284,40 @@ func (cur *current) walk(f FS, h, dir string) error {
 	for _, s := range subs {
 		p := path.Join(dir, s)
 		if cur.keep[p] && cur.trust[p] {
-			n := cur.nodes[p]
-			if n == nil {
-				n = &node{in: map[string]bool{}, procs: map[string][]int{}, unlisted: true}
-				cur.nodes[p] = n
-			}
-			n.in[h] = true
+			n := cur.node(p)
+			n.in[h], n.unlisted = true, true
 			continue
 		}
-		pids, err := readProcs(f, p)
-		if err != nil {
-			return err
-		}
-		if err := cur.note(f, h, p, pids); err != nil {
+		if err := cur.visit(f, h, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// note records that cgroup p exists in hierarchy h with pids directly in
-// it, and walks the cgroups below it.
-func (cur *current) note(f FS, h, p string, pids []int) error {
+// node is cgroup p's node, made when first seen.
+func (cur *current) node(p string) *node {
 	n := cur.nodes[p]
 	if n == nil {
 		n = &node{in: map[string]bool{}, procs: map[string][]int{}}
 		cur.nodes[p] = n
 	}
+	return n
+}
+
+// visit reads the processes of cgroup p in hierarchy h and notes them.
+func (cur *current) visit(f FS, h, p string) error {
+	pids, err := readProcs(f, p)
+	if err != nil {
+		return err
+	}
+	return cur.note(f, h, p, pids)
+}
+
+// note records that cgroup p exists in hierarchy h with pids directly in
+// it, and walks the cgroups below it.
+func (cur *current) note(f FS, h, p string, pids []int) error {
+	n := cur.node(p)
 	n.in[h] = true
 	n.procs[h] = pids
 	return cur.walk(f, h, p)
@@ -336,11 +343,7 @@ func (t *Tree) readUnlisted(cur *current) error {
 			if err != nil {
 				return err
 			}
-			pids, err := readProcs(f, p)
-			if err != nil {
-				return err
-			}
-			if err := cur.note(f, h, p, pids); err != nil {
+			if err := cur.visit(f, h, p); err != nil {
 				return err
 			}
 		}
