@@ -169,9 +169,9 @@ func (p *prediction) closeInterval(now time.Time, keep time.Duration) {
 // step at now: for each, the counters the history read last, where it
 // read the pool since the counters the last step took (the history reads
 // a pool whose usage grew once an interval, a quiet one at least once a
-// history.IdleInterval); else those the last step took,
-// while they are younger than keep (the history's next read is taken
-// next step); else a CPU-only read of the pool, taken as read at now. The history and the
+// history.IdleInterval); else those the last step took, while they are
+// younger than keep (a later step takes the history's next read); else a
+// CPU-only read of the pool, taken as read at now. The history and the
 // prediction so share one read of a pool's files, whichever of the two
 // wakes first each interval. A pool without a cgroup is left out.
 func (p *prediction) counters(names []string, now time.Time, keep time.Duration) (map[string]tookCounters, error) {
