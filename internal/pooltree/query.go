@@ -134,35 +134,39 @@ func (q *Query) Look() {
 	}
 }
 
-// Polling intervals of Wait for long queries: with the kernel's notice of
-// an emptied cgroup the poll is only a safety net, for a notice that
-// cannot come (on cgroup v1, a process an administrator moved out of the
-// query), and a sleeping query's every look costs the daemon a wake-up
-// and a read of its thread list: at every 30 s, a thousand sleeping
-// queries cost the daemon 33 looks a second, a fifth of its CPU at rest
-// (docs/performance.md, At scale). 5 minutes is the longest a query so
-// missed holds its slot past its end.
+// Polling intervals of Wait: with the kernel's notice of an emptied
+// cgroup the poll is only a safety net, for a notice that cannot come (on
+// cgroup v1, a process an administrator moved out of the query), and a
+// sleeping query's every look costs the daemon a wake-up and a read of its
+// thread list: at every 30 s, a thousand sleeping queries cost the daemon
+// 33 looks a second, a fifth of its CPU at rest (docs/performance.md, At
+// scale), and a ramp from a millisecond up to it as many looks again in
+// each query's first minutes. 5 minutes is the longest a query so missed
+// holds its slot past its end. After a look that found the cgroup still
+// busy (the last threads of an exiting process on their way out), and
+// without the notice, the poll starts at firstPoll and doubles.
 const (
+	firstPoll       = time.Millisecond
 	maxPoll         = 100 * time.Millisecond
 	maxPollNotified = 5 * time.Minute
 )
 
 // Wait returns once the query cgroup holds no process, or with ctx's
-// error. It looks at once on Look and on the tree's notice that the cgroup
-// may have emptied (an EmptyNotifier), and otherwise polls, every
-// millisecond at first and then less often, up to every maxPoll
-// (maxPollNotified with the notice).
+// error. It looks at once, on Look and on the tree's notice that the
+// cgroup may have emptied (an EmptyNotifier). With the notice it looks
+// again every maxPollNotified; without it, and after a Look or notice
+// that found the cgroup busy, every firstPoll and then less often, up to
+// every maxPoll (maxPollNotified with the notice).
 func (q *Query) Wait(ctx context.Context) error {
-	longest := maxPoll
+	longest, poll := maxPoll, firstPoll
 	emptied := make(chan struct{}, 1)
 	if n, ok := q.tree.(EmptyNotifier); ok {
 		// Watch before the first look, so no change falls in between.
 		if stop, err := n.NotifyEmpty(q.key.Pool, q.key.Name, emptied); err == nil {
 			defer stop()
-			longest = maxPollNotified
+			longest, poll = maxPollNotified, maxPollNotified
 		}
 	}
-	poll := time.Millisecond
 	t := time.NewTimer(poll)
 	defer t.Stop()
 	for {
@@ -177,10 +181,12 @@ func (q *Query) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-q.look:
+			poll = firstPoll
 		case <-emptied:
+			poll = firstPoll
 		case <-t.C:
 			poll = min(2*poll, longest)
-			t.Reset(poll)
 		}
+		t.Reset(poll)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/poolagent/poolagent/observe"
 	"github.com/poolagent/poolagent/planner"
@@ -75,6 +77,46 @@ func TestQueryWait(t *testing.T) {
 	}
 }
 
+// TestQueryWaitLooks: with the notice, Wait looks at a busy cgroup at
+// once and then every maxPollNotified, and after a Look that found it
+// busy every firstPoll, doubling; without the notice it polls from
+// firstPoll up to every maxPoll.
+func TestQueryWaitLooks(t *testing.T) {
+	looks := func(tree interface {
+		QueryTree
+		count() int
+	}, look time.Duration, wait time.Duration) (before, after int) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			q := NewQuery(tree, QueryKey{Pool: "olap", Name: "q1"})
+			done := make(chan error)
+			go func() { done <- q.Wait(ctx) }()
+			time.Sleep(look)
+			synctest.Wait()
+			before = tree.count()
+			q.Look()
+			time.Sleep(wait)
+			synctest.Wait()
+			after = tree.count() - before
+			cancel()
+			<-done
+		})
+		return before, after
+	}
+	notified := &notifyingTree{recordingTree: recordingTree{busy: true}}
+	// At once, at 5 and at 10 minutes; then at once on the Look, and
+	// 1+2+4+8 ms after it.
+	if before, after := looks(notified, 10*time.Minute+time.Second, 15*time.Millisecond+time.Microsecond); before != 3 || after != 5 {
+		t.Errorf("with the notice: %d looks in 10 minutes, want 3; %d in 15 ms after a Look, want 5", before, after)
+	}
+	plain := &recordingTree{busy: true}
+	// At once, then at 1, 3, 7, 15, 31, 63, 127, 227, 327, ... ms: 14 by
+	// 727 ms.
+	if before, _ := looks(plain, 727*time.Millisecond+time.Microsecond, 0); before != 14 {
+		t.Errorf("without the notice: %d looks in 727 ms, want 14", before)
+	}
+}
+
 // recordingTree is a QueryTree that records its calls; its cgroup is
 // busy, or cannot be read (err), as set.
 type recordingTree struct {
@@ -82,6 +124,12 @@ type recordingTree struct {
 	calls []string
 	busy  bool
 	err   error
+}
+
+func (r *recordingTree) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
 }
 
 func (r *recordingTree) record(format string, args ...any) {
