@@ -116,10 +116,14 @@ type poolHistory struct {
 	// for a QuietInterval is read on that grid until its queries change
 	// (pinned).
 	pinnedReads int
-	running     []string
-	seen        map[string]bool
-	readAt      time.Time
-	due         time.Time
+	// counts are the thread counts (Threads, Ran, Runnable) of the last
+	// sample: a pinned pool's samples between its reads in full keep
+	// them (duePool.keepThreads).
+	counts  [3]int
+	running []string
+	seen    map[string]bool
+	readAt  time.Time
+	due     time.Time
 	// look is the last look whose plan had the pool.
 	look uint64
 }
@@ -367,7 +371,12 @@ const FullInterval = 10 * time.Second
 // throttled (at the pool's level, or at its queries' in some periods
 // only) makes it read each period again, as does any query that comes or
 // goes. So a pool that leaves its cap is read each period again a second
-// late at most, the second before booked evenly.
+// late at most, the second before booked evenly. Nor are its threads read
+// each second while its hot queries account for what it ran (read): only
+// with its read in full, once a FullInterval, its samples in between
+// keeping the thread counts that read found. Listing a busy query's
+// threads and reading each one's stat was the largest part of the
+// history's cost at scale, for counts a pool held at its cap keeps.
 func (ph *poolHistory) pinned(iv time.Duration) bool {
 	return iv < QuietInterval && time.Duration(ph.pinnedReads)*iv >= QuietInterval
 }
@@ -437,10 +446,14 @@ type duePool struct {
 	// what they grew by accounts for what the pool grew by to within
 	// slackUsec, and its own threads not listed again (prevOwn, as last
 	// listed, stand). See read.
-	partial   bool
-	hot       []string
-	prevOwn   map[int]uint64
-	slackUsec uint64
+	partial bool
+	// keepThreads is set when the pool is pinned and its queries may
+	// be read in part: its threads are then not read either, and its
+	// sample keeps the last one's thread counts (pinned).
+	keepThreads bool
+	hot         []string
+	prevOwn     map[int]uint64
+	slackUsec   uint64
 }
 
 // grid is the first time after t that is a whole number of steps from
@@ -496,6 +509,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 					}
 				}
 				dp.prevOwn, dp.slackUsec = ph.ownRun, uint64(h.interval(lim).Microseconds()/100)
+				dp.keepThreads = ph.pinned(h.interval(lim))
 			}
 			due = append(due, dp)
 		} else {
@@ -565,7 +579,8 @@ type threadRead struct {
 // threads (partial). The pool's other queries and threads are read once
 // they do not account for it, when a query arrives, and at least on the
 // grid of FullInterval. A pool of one busy query and many sleepers so
-// costs its counters and the busy query's, not every sleeper's.
+// costs its counters and the busy query's, not every sleeper's; one held
+// at its cap, not even its busy query's threads (pinned).
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
@@ -624,7 +639,7 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 		}
 		grew, _, _ = h.readQueries(p, rest, grew)
 		r.grew[p.name] = grew
-		if h.threads != nil {
+		if h.threads != nil && !(p.keepThreads && r.partial[p.name]) {
 			ran := make([]string, len(grew))
 			for i, q := range grew {
 				ran[i] = q.name
@@ -793,9 +808,13 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			}
 			span := int64(n) * seg.intervalUsec
 			p := ph.sample(cur, r.grew[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
-			if run != nil {
+			switch {
+			case run != nil:
 				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
+			case d.keepThreads && r.partial[d.name]:
+				p.Threads, p.Ran, p.Runnable = ph.counts[0], ph.counts[1], ph.counts[2]
 			}
+			ph.counts = [3]int{p.Threads, p.Ran, p.Runnable}
 			h.add(seg, p, n)
 			pinned = pinnedSample(p, span, seg.limit.PeriodUsec)
 			ph.due = ph.due.Add(time.Duration(missed+1) * iv)

@@ -90,8 +90,9 @@ type threadCgroups struct {
 	*statCgroups
 	procRoot string
 	tids     map[string][]int
-	// ownLists counts ThreadsExcept calls.
-	ownLists int
+	// ownLists counts ThreadsExcept calls, queryLists Threads calls for
+	// a query's threads.
+	ownLists, queryLists int
 }
 
 // Threads lists the threads of group: a pool's own or a query's
@@ -99,6 +100,9 @@ type threadCgroups struct {
 func (c *threadCgroups) Threads(group string, limit int) ([]int, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if strings.Contains(group, "/") {
+		c.queryLists++
+	}
 	return c.tids[group], false, nil
 }
 
@@ -654,6 +658,79 @@ func TestHistoryThreads(t *testing.T) {
 	}
 	if cg.ownLists != 1 {
 		t.Errorf("the pool's own threads listed %d times, want once: its queries accounted for what it ran after the first", cg.ownLists)
+	}
+}
+
+// TestHistoryPinnedThreads: a pool held at its cap has its busy query's
+// threads read each period until it is pinned, then only with its read in
+// full, once a FullInterval; its samples in between keep the thread counts
+// the last read found, so a thread that comes in between is counted from
+// the next read in full.
+func TestHistoryPinnedThreads(t *testing.T) {
+	cg := &threadCgroups{statCgroups: newStatCgroups(), procRoot: t.TempDir(), tids: map[string][]int{}}
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	hist.threads = func(pool string, running, ran []string, own map[int]uint64) threadRead {
+		return readThreads(cg, cg.procRoot, pool, running, ran, own)
+	}
+	src.run("olap", "q1")
+	cg.pools["olap"] = observe.Sample{UsageKnown: true}
+	run := map[int]uint64{}
+	// period adds one period of 100 ms, its quota of 40 ms run by q1's
+	// threads in equal parts, throttled for 60 ms.
+	period := func() {
+		cg.mu.Lock()
+		pool := cg.pools["olap"]
+		pool.CPU.UsageUsec += 40_000
+		pool.CPU.NrPeriods++
+		pool.CPU.NrThrottled++
+		pool.CPU.ThrottledUsec += 60_000
+		cg.pools["olap"] = pool
+		q := cg.queries[[2]string{"olap", "q1"}]
+		q.UsageUsec += 40_000
+		cg.queries[[2]string{"olap", "q1"}] = q
+		tids := cg.tids["olap/q1"]
+		cg.mu.Unlock()
+		for _, tid := range tids {
+			run[tid] += 40_000 / uint64(len(tids))
+			cg.setThread(t, tid, run[tid], 'R')
+		}
+	}
+	cg.tids["olap/q1"] = []int{10, 11}
+	t0 := time.Unix(1_000_000, 0)
+	lists := map[int]int{} // thread lists of q1 by the second they fell in
+	for ms := 0; ms <= 12_000; ms += 100 {
+		if ms == 5_000 {
+			cg.mu.Lock()
+			cg.tids["olap/q1"] = []int{10, 11, 12}
+			cg.mu.Unlock()
+		}
+		if ms > 0 {
+			period()
+		}
+		before := cg.queryLists
+		hist.Sample(t0.Add(time.Duration(ms) * time.Millisecond))
+		if n := cg.queryLists - before; n > 0 {
+			lists[(ms+999)/1000] += n
+		}
+	}
+	// Each period of the first second and its start; none while pinned
+	// but at the read in full at 10 s.
+	want := map[int]int{0: 1, 1: 10, 10: 1}
+	if !maps.Equal(lists, want) {
+		t.Errorf("q1's threads listed %v times by second, want %v", lists, want)
+	}
+	ts, _ := hist.traces("olap", 0, t0.Add(12*time.Second))
+	if len(ts) != 1 || len(ts[0].Samples) != 120 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, s := range ts[0].Samples {
+		ran := 2
+		if i >= 90 {
+			ran = 3 // read at 10 s, and kept: a third thread since 5 s
+		}
+		if s.Threads != ran || s.Ran != ran || s.Runnable != ran {
+			t.Errorf("interval %d: threads, ran, runnable %d, %d, %d, want %d each", i, s.Threads, s.Ran, s.Runnable, ran)
+		}
 	}
 }
 
