@@ -112,10 +112,12 @@ type poolHistory struct {
 	// arrived in it: it has been idle since.
 	idleSince time.Time
 	// pinnedReads counts the reads in a row that found the pool
-	// running and throttled in every period (pinnedSample): one pinned
-	// for a QuietInterval is read on that grid until its queries change
-	// (pinned).
+	// running and throttled in every period (pinnedSample), pinnedSince
+	// the first of them: one pinned for a QuietInterval is read on that
+	// grid until its queries change (pinned), and on that of
+	// PinnedInterval once pinned for PinnedAfter.
 	pinnedReads int
+	pinnedSince time.Time
 	// counts are the thread counts (Threads, Ran, Runnable) of the last
 	// sample: a pinned pool's samples between its reads in full keep
 	// them (duePool.keepThreads).
@@ -359,9 +361,22 @@ const (
 // second, and neither are its sleeping queries.
 const FullInterval = 10 * time.Second
 
+// PinnedAfter is how long a pinned pool is read once a QuietInterval
+// before it is read once a PinnedInterval: a pool held at its cap mostly
+// stays so for long, and reading each such pool every second was the
+// largest part of the history's cost at scale once idle pools were read
+// less (docs/performance.md, At scale). A pool that leaves its cap after
+// that is read each period again up to a PinnedInterval late, what it ran
+// since its last read shared among the intervals that read covers.
+const (
+	PinnedAfter    = 10 * time.Second
+	PinnedInterval = 5 * time.Second
+)
+
 // pinned reports whether the pool, whose interval is iv, is read on the
 // grid of QuietInterval because its reads found it running and throttled
-// in every period for that long (pinnedSample). Each period's sample of
+// in every period for that long (pinnedSample); pinnedAfter says when it
+// is read once a PinnedInterval instead. Each period's sample of
 // such a pool says what the one before said: it ran its quota, and was
 // throttled. Reading it each period would cost the daemon its counters,
 // its busy queries' and their threads ten times a second for nothing a
@@ -371,8 +386,9 @@ const FullInterval = 10 * time.Second
 // throttled (at the pool's level, or at its queries' in some periods
 // only) makes it read each period again, as does any query that comes or
 // goes. So a pool that leaves its cap is read each period again a second
-// late at most, the second before booked evenly. Nor are its threads read
-// each second while its hot queries account for what it ran (read): only
+// late at most (a PinnedInterval once pinned for PinnedAfter), the time
+// before booked evenly. Nor are its threads read at each such read while
+// its hot queries account for what it ran (read): only
 // with its read in full, once a FullInterval, its samples in between
 // keeping the thread counts that read found. Listing a busy query's
 // threads and reading each one's stat was the largest part of the
@@ -392,6 +408,16 @@ func (ph *poolHistory) pinned(iv time.Duration) bool {
 func pinnedSample(p Sample, spanUsec, periodUsec int64) bool {
 	return p.NrPeriods > 0 && p.NrPeriods+1 >= uint64(spanUsec/periodUsec) && p.NrThrottled >= p.NrPeriods &&
 		(p.QueryNrThrottled == 0 || p.QueryNrThrottled >= p.NrPeriods)
+}
+
+// pinnedAfter is the step of the grid on which a pinned pool is next
+// read: PinnedInterval once its reads have found it pinned for
+// PinnedAfter, else QuietInterval.
+func (ph *poolHistory) pinnedAfter() time.Duration {
+	if ph.readAt.Sub(ph.pinnedSince) >= PinnedAfter {
+		return PinnedInterval
+	}
+	return QuietInterval
 }
 
 // quietAfter is the step of the grid on which the pool is next read
@@ -419,7 +445,7 @@ func (h *Rolling) dueAt(ph *poolHistory, iv time.Duration, arrived bool, running
 		return maxTime(ph.due, h.grid(ph.readAt, ph.quietAfter(running > 0, iv)))
 	case ph.base && ph.pinned(iv) && !arrived && running == len(ph.running):
 		// No query came, and so none went.
-		return maxTime(ph.due, h.grid(ph.readAt, QuietInterval))
+		return maxTime(ph.due, h.grid(ph.readAt, ph.pinnedAfter()))
 	}
 	return ph.due
 }
@@ -838,6 +864,9 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.idleSince = now
 		}
 		if pinned {
+			if ph.pinnedReads == 0 {
+				ph.pinnedSince = now
+			}
 			ph.pinnedReads++
 		} else {
 			ph.pinnedReads = 0

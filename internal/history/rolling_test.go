@@ -661,6 +661,76 @@ func TestHistoryThreads(t *testing.T) {
 	}
 }
 
+// TestHistoryPinnedLong reads a pool held at its cap once a second, and
+// once a PinnedInterval once its reads have found it so for PinnedAfter;
+// a read that finds a period in which it was not throttled makes it read
+// each period again, and what it ran since the read before is shared
+// among the intervals that read covers.
+func TestHistoryPinnedLong(t *testing.T) {
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	src.run("olap", "q1")
+	cg.pools["olap"] = observe.Sample{UsageKnown: true}
+	period := func(throttled bool) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		pool := cg.pools["olap"]
+		pool.CPU.UsageUsec += 40_000
+		pool.CPU.NrPeriods++
+		if throttled {
+			pool.CPU.NrThrottled++
+			pool.CPU.ThrottledUsec += 60_000
+		}
+		cg.pools["olap"] = pool
+		q := cg.queries[[2]string{"olap", "q1"}]
+		q.UsageUsec += 40_000
+		cg.queries[[2]string{"olap", "q1"}] = q
+	}
+	t0 := time.Unix(1_000_000, 0)
+	var reads []int
+	for ms := 0; ms <= 30_500; ms += 100 {
+		if ms > 0 {
+			period(ms != 27_000) // one period free, read at 30 s
+		}
+		before := cg.poolReads["olap"]
+		hist.Sample(t0.Add(time.Duration(ms) * time.Millisecond))
+		if cg.poolReads["olap"] > before {
+			reads = append(reads, ms)
+		}
+	}
+	// Each period of the first second; then each second, the first
+	// pinned read at 100 ms; then from 11 s every 5 s on that grid; each
+	// period again once a read found the free period.
+	var want []int
+	for ms := 0; ms <= 1000; ms += 100 {
+		want = append(want, ms)
+	}
+	for ms := 2000; ms <= 11_000; ms += 1000 {
+		want = append(want, ms)
+	}
+	want = append(want, 15_000, 20_000, 25_000, 30_000)
+	for ms := 30_100; ms <= 30_500; ms += 100 {
+		want = append(want, ms)
+	}
+	if !slices.Equal(reads, want) {
+		t.Errorf("read at %v ms, want %v", reads, want)
+	}
+	ts, _ := hist.traces("olap", 0, t0.Add(30_500*time.Millisecond))
+	if len(ts) != 1 || len(ts[0].Samples) != 305 {
+		t.Fatalf("traces %+v", ts)
+	}
+	throttled := 0
+	for i, s := range ts[0].Samples {
+		if s.UsageUsec != 40_000 || s.NrPeriods != 1 {
+			t.Errorf("interval %d: %+v, want one period of 40 ms", i, s)
+		}
+		throttled += int(s.NrThrottled)
+	}
+	if throttled != 304 {
+		t.Errorf("%d intervals throttled, want 304 (all but one)", throttled)
+	}
+}
+
 // TestHistoryPinnedThreads: a pool held at its cap has its busy query's
 // threads read each period until it is pinned, then only with its read in
 // full, once a FullInterval; its samples in between keep the thread counts
@@ -698,7 +768,7 @@ func TestHistoryPinnedThreads(t *testing.T) {
 	cg.tids["olap/q1"] = []int{10, 11}
 	t0 := time.Unix(1_000_000, 0)
 	lists := map[int]int{} // thread lists of q1 by the second they fell in
-	for ms := 0; ms <= 12_000; ms += 100 {
+	for ms := 0; ms <= 11_000; ms += 100 {
 		if ms == 5_000 {
 			cg.mu.Lock()
 			cg.tids["olap/q1"] = []int{10, 11, 12}
@@ -719,8 +789,8 @@ func TestHistoryPinnedThreads(t *testing.T) {
 	if !maps.Equal(lists, want) {
 		t.Errorf("q1's threads listed %v times by second, want %v", lists, want)
 	}
-	ts, _ := hist.traces("olap", 0, t0.Add(12*time.Second))
-	if len(ts) != 1 || len(ts[0].Samples) != 120 {
+	ts, _ := hist.traces("olap", 0, t0.Add(11*time.Second))
+	if len(ts) != 1 || len(ts[0].Samples) != 110 {
 		t.Fatalf("traces %+v", ts)
 	}
 	for i, s := range ts[0].Samples {
