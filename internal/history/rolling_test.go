@@ -471,28 +471,8 @@ func TestHistoryHotQueries(t *testing.T) {
 // finds a period in which it was not throttled, or a query that comes,
 // makes it read each period again.
 func TestHistoryPinned(t *testing.T) {
-	cg := newStatCgroups()
-	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	src.run("olap", "q1")
-	cg.pools["olap"] = observe.Sample{UsageKnown: true}
-	// period adds one period of 100 ms to the pool and its query: 40 ms
-	// of usage (its quota), throttled for 60 ms when throttled.
-	period := func(throttled bool) {
-		cg.mu.Lock()
-		defer cg.mu.Unlock()
-		pool := cg.pools["olap"]
-		pool.UsageKnown = true
-		pool.CPU.UsageUsec += 40_000
-		pool.CPU.NrPeriods++
-		if throttled {
-			pool.CPU.NrThrottled++
-			pool.CPU.ThrottledUsec += 60_000
-		}
-		cg.pools["olap"] = pool
-		q := cg.queries[[2]string{"olap", "q1"}]
-		q.UsageUsec += 40_000
-		cg.queries[[2]string{"olap", "q1"}] = q
-	}
+	cg, hist, src := pinnedPool(t)
+	period := func(throttled bool) { addPeriod(cg, throttled) }
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	// look makes the history look every 100 ms from ms to to, each
@@ -525,16 +505,8 @@ func TestHistoryPinned(t *testing.T) {
 	if n := look(4200, 4200); n != 1 {
 		t.Errorf("a query arrived at a pinned pool: %d reads at the next look, want 1", n)
 	}
-	ts, _ := hist.traces("olap", 0, at(4200))
-	if len(ts) != 1 || len(ts[0].Samples) != 42 {
-		t.Fatalf("traces %+v", ts)
-	}
-	throttled := 0
-	for i, s := range ts[0].Samples {
-		if s.UsageUsec != 40_000 || s.NrPeriods != 1 {
-			t.Errorf("interval %d: %+v, want one period of 40 ms", i, s)
-		}
-		throttled += int(s.NrThrottled)
+	samples, throttled := periodsOf(t, hist, at(4200), 42)
+	for i, s := range samples {
 		if i >= 10 && i < 20 && (s.NrThrottled != 1 || s.ThrottledUsec != 60_000) {
 			t.Errorf("interval %d of the pinned second: %+v, want it throttled for 60 ms", i, s)
 		}
@@ -661,31 +633,61 @@ func TestHistoryThreads(t *testing.T) {
 	}
 }
 
+// pinnedPool is a history of pool olap, capped at 40 ms in each 100 ms
+// period, running query q1.
+func pinnedPool(t *testing.T) (*statCgroups, *Rolling, *testPools) {
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	src.run("olap", "q1")
+	cg.pools["olap"] = observe.Sample{UsageKnown: true}
+	return cg, hist, src
+}
+
+// addPeriod adds one period of 100 ms to pool olap and its query q1: 40
+// ms of usage (its quota), throttled for 60 ms when throttled.
+func addPeriod(cg *statCgroups, throttled bool) {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	pool := cg.pools["olap"]
+	pool.UsageKnown = true
+	pool.CPU.UsageUsec += 40_000
+	pool.CPU.NrPeriods++
+	if throttled {
+		pool.CPU.NrThrottled++
+		pool.CPU.ThrottledUsec += 60_000
+	}
+	cg.pools["olap"] = pool
+	q := cg.queries[[2]string{"olap", "q1"}]
+	q.UsageUsec += 40_000
+	cg.queries[[2]string{"olap", "q1"}] = q
+}
+
+// periodsOf returns the n samples of pool olap's one trace up to at, each
+// of which must hold one period of 40 ms (addPeriod's), and how many of
+// them were throttled.
+func periodsOf(t *testing.T, hist *Rolling, at time.Time, n int) (samples []Sample, throttled int) {
+	t.Helper()
+	ts, _ := hist.traces("olap", 0, at)
+	if len(ts) != 1 || len(ts[0].Samples) != n {
+		t.Fatalf("traces %+v, want one of %d samples", ts, n)
+	}
+	for i, s := range ts[0].Samples {
+		if s.UsageUsec != 40_000 || s.NrPeriods != 1 {
+			t.Errorf("interval %d: %+v, want one period of 40 ms", i, s)
+		}
+		throttled += int(s.NrThrottled)
+	}
+	return ts[0].Samples, throttled
+}
+
 // TestHistoryPinnedLong reads a pool held at its cap once a second, and
 // once a PinnedInterval once its reads have found it so for PinnedAfter;
 // a read that finds a period in which it was not throttled makes it read
 // each period again, and what it ran since the read before is shared
 // among the intervals that read covers.
 func TestHistoryPinnedLong(t *testing.T) {
-	cg := newStatCgroups()
-	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
-	src.run("olap", "q1")
-	cg.pools["olap"] = observe.Sample{UsageKnown: true}
-	period := func(throttled bool) {
-		cg.mu.Lock()
-		defer cg.mu.Unlock()
-		pool := cg.pools["olap"]
-		pool.CPU.UsageUsec += 40_000
-		pool.CPU.NrPeriods++
-		if throttled {
-			pool.CPU.NrThrottled++
-			pool.CPU.ThrottledUsec += 60_000
-		}
-		cg.pools["olap"] = pool
-		q := cg.queries[[2]string{"olap", "q1"}]
-		q.UsageUsec += 40_000
-		cg.queries[[2]string{"olap", "q1"}] = q
-	}
+	cg, hist, _ := pinnedPool(t)
+	period := func(throttled bool) { addPeriod(cg, throttled) }
 	t0 := time.Unix(1_000_000, 0)
 	var reads []int
 	for ms := 0; ms <= 30_500; ms += 100 {
@@ -715,18 +717,7 @@ func TestHistoryPinnedLong(t *testing.T) {
 	if !slices.Equal(reads, want) {
 		t.Errorf("read at %v ms, want %v", reads, want)
 	}
-	ts, _ := hist.traces("olap", 0, t0.Add(30_500*time.Millisecond))
-	if len(ts) != 1 || len(ts[0].Samples) != 305 {
-		t.Fatalf("traces %+v", ts)
-	}
-	throttled := 0
-	for i, s := range ts[0].Samples {
-		if s.UsageUsec != 40_000 || s.NrPeriods != 1 {
-			t.Errorf("interval %d: %+v, want one period of 40 ms", i, s)
-		}
-		throttled += int(s.NrThrottled)
-	}
-	if throttled != 304 {
+	if _, throttled := periodsOf(t, hist, t0.Add(30_500*time.Millisecond), 305); throttled != 304 {
 		t.Errorf("%d intervals throttled, want 304 (all but one)", throttled)
 	}
 }
@@ -748,16 +739,8 @@ func TestHistoryPinnedThreads(t *testing.T) {
 	// period adds one period of 100 ms, its quota of 40 ms run by q1's
 	// threads in equal parts, throttled for 60 ms.
 	period := func() {
+		addPeriod(cg.statCgroups, true)
 		cg.mu.Lock()
-		pool := cg.pools["olap"]
-		pool.CPU.UsageUsec += 40_000
-		pool.CPU.NrPeriods++
-		pool.CPU.NrThrottled++
-		pool.CPU.ThrottledUsec += 60_000
-		cg.pools["olap"] = pool
-		q := cg.queries[[2]string{"olap", "q1"}]
-		q.UsageUsec += 40_000
-		cg.queries[[2]string{"olap", "q1"}] = q
 		tids := cg.tids["olap/q1"]
 		cg.mu.Unlock()
 		for _, tid := range tids {
