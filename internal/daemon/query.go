@@ -39,6 +39,12 @@ type query struct {
 	// used is the CPU time its cgroup used, charged to its user at
 	// Release (0: not known). Only its owner sets it, before Release.
 	used time.Duration
+	// endUsec is the CPU time (µs) its cgroup had used at its end, once
+	// empty, and endRead is set when that was read: the history tells
+	// from them what the queries that ended ran (history.Ended). Only
+	// its owner sets them, before Release.
+	endUsec uint64
+	endRead bool
 	// cg is its cgroup, named once the query is (at admission or
 	// adoption) and used by its owner's goroutines alone.
 	cg *pooltree.Query
@@ -137,6 +143,7 @@ func (q *query) end(ctx context.Context) (st observe.Sample, err error) {
 		return observe.Sample{}, err
 	}
 	st, err = q.cg.Stat()
+	q.endUsec, q.endRead = st.CPU.UsageUsec, err == nil && st.UsageKnown
 	err = errors.Join(err, q.cg.Remove())
 	if !q.adopted {
 		q.used = time.Duration(st.CPU.UsageUsec) * time.Microsecond

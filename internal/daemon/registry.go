@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/poolagent/poolagent/internal/admission"
+	"github.com/poolagent/poolagent/internal/history"
 	"github.com/poolagent/poolagent/internal/protocol"
 	"github.com/poolagent/poolagent/planner"
 )
@@ -28,6 +30,9 @@ type registry struct {
 	// again only once gen moved on.
 	gen, runningGen uint64
 	running         map[string][]string
+	// ended is what the queries that left the running list used, by
+	// pool (history.Ended); runningEnded is it as of runningGen.
+	ended, runningEnded map[string]history.Ended
 	// changed receives once gen moved on, or the plan changed, since the
 	// history last looked (sampled.Changed).
 	changed chan struct{}
@@ -39,6 +44,7 @@ func newRegistry(backend admission.Backend, p Policy) *registry {
 		access:  admission.Access{Model: p.Model, AdminGroup: p.AdminGroup},
 		waiters: map[admission.QueryID]*query{},
 		clients: map[*query]struct{}{},
+		ended:   map[string]history.Ended{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -136,6 +142,15 @@ func (r *registry) release(q *query) bool {
 	q.released = true
 	delete(r.clients, q)
 	r.changedLocked()
+	if q.qid != 0 && q.name != "" { // it leaves the running list
+		e := r.ended[q.pool]
+		if q.endRead {
+			e.Usec += q.endUsec
+		} else {
+			e.Unread++
+		}
+		r.ended[q.pool] = e
+	}
 	if q.qid == 0 || q.kept {
 		return false
 	}
@@ -305,15 +320,16 @@ func (p sampled) Desired() planner.Desired { return p.rp.desired() }
 func (p sampled) Changed() <-chan struct{} { return p.reg.changed }
 
 // Running lists the query cgroups of the queries admitted and placed,
-// by pool. The history looks several times a second; the list is built
-// again only when a query came or went since the last look, and is
-// shared: not to be modified.
-func (p sampled) Running() map[string][]string {
+// by pool, and what those that left the list used (registry.release).
+// The history looks several times a second; the list is built again only
+// when a query came or went since the last look, and is shared: not to
+// be modified.
+func (p sampled) Running() (map[string][]string, map[string]history.Ended) {
 	r := p.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.running != nil && r.runningGen == r.gen {
-		return r.running
+		return r.running, r.runningEnded
 	}
 	out := map[string][]string{}
 	for q := range r.clients {
@@ -321,6 +337,6 @@ func (p sampled) Running() map[string][]string {
 			out[q.pool] = append(out[q.pool], q.name)
 		}
 	}
-	r.running, r.runningGen = out, r.gen
-	return out
+	r.running, r.runningEnded, r.runningGen = out, maps.Clone(r.ended), r.gen
+	return out, r.runningEnded
 }

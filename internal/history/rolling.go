@@ -121,11 +121,18 @@ type poolHistory struct {
 	// counts are the thread counts (Threads, Ran, Runnable) of the last
 	// sample: a pinned pool's samples between its reads in full keep
 	// them (duePool.keepThreads).
-	counts  [3]int
+	counts [3]int
+	// ended is what the pool's ended queries had used at the last read
+	// (Pools.Running).
+	ended   Ended
 	running []string
-	seen    map[string]bool
-	readAt  time.Time
-	due     time.Time
+	// seen is the set of running, made when first asked (arrived) and
+	// then kept with it (store); each query's value is the last look
+	// that found it in a new list (changes, stamp).
+	seen   map[string]uint32
+	stamp  uint32
+	readAt time.Time
+	due    time.Time
 	// look is the last look whose plan had the pool.
 	look uint64
 }
@@ -174,10 +181,28 @@ type QueryThreadLister interface {
 // the very one of its last read to say no query came or went.
 type Pools interface {
 	Desired() planner.Desired
-	Running() map[string][]string
+	// Running lists the queries running in each pool and, taken at
+	// once with that list, what the queries of each pool that no
+	// longer run in it used (Ended).
+	Running() (running map[string][]string, ended map[string]Ended)
 	// Changed receives after a query came or went, or the plan changed;
 	// changes that come before the history looks may be told once.
 	Changed() <-chan struct{}
+}
+
+// Ended is what the queries of a pool that ended have used, summed since
+// the daemon started: each query's usage as its cgroup's counters said
+// once it was empty, at its end. A pool's usage counts its ended queries'
+// too (the kernel keeps a removed cgroup's usage in its parent's), so
+// the history tells what they ran since its last read from these sums
+// rather than by reading every query of a pool to which queries come and
+// go (read).
+type Ended struct {
+	// Usec is the sum of the ended queries' usage, µs.
+	Usec uint64
+	// Unread counts the ended queries whose usage was not read: their
+	// end found no counters, or came before the query ran.
+	Unread uint64
 }
 
 // Rolling is the daemon's rolling record of every pool: each pool's
@@ -316,8 +341,8 @@ func (h *Rolling) Run(ctx context.Context) {
 // reuses the last one's list of due pools, and reads outside the lock
 // what only Sample changes.
 func (h *Rolling) Sample(now time.Time) time.Time {
-	running := h.src.Running()
-	due, next := h.due(h.src.Desired(), now, running)
+	running, ended := h.src.Running()
+	due, next := h.due(h.src.Desired(), now, running, ended)
 	if len(due) > 0 {
 		next = h.store(due, h.read(due, running), now, next)
 	}
@@ -464,15 +489,23 @@ type duePool struct {
 	// pool; arrived is set when one of them did not at its last read.
 	running []string
 	arrived bool
+	// ended is what the pool's ended queries had used when running
+	// was listed; fresh are the queries of running not listed at the
+	// last read (those that arrived since), gone those listed then that
+	// no longer run (changes).
+	ended       Ended
+	fresh, gone []string
 	// prevQueries are the counters of each of the pool's queries at the
 	// last read (the history's own, read only).
 	prevQueries map[string]observe.CPUStat
 	// partial is set when the pool's queries may be read in part: only
-	// hot (those of running whose usage grew at the last read), when
-	// what they grew by accounts for what the pool grew by to within
-	// slackUsec, and its own threads not listed again (prevOwn, as last
-	// listed, stand). See read.
-	partial bool
+	// hot (those of running whose usage grew at the last read) and
+	// fresh, when what they grew by and endedUsec, what the queries
+	// that ended since the last read ran since, account for what the
+	// pool grew by to within slackUsec, and its own threads not listed
+	// again (prevOwn, as last listed, stand). See read.
+	partial   bool
+	endedUsec uint64
 	// keepThreads is set when the pool is pinned and its queries may
 	// be read in part: its threads are then not read either, and its
 	// sample keeps the last one's thread counts (pinned).
@@ -495,7 +528,7 @@ func (h *Rolling) grid(t time.Time, step time.Duration) time.Time {
 // due starts a segment for every pool whose limit changed, forgets the
 // pools no longer planned, and returns the pools due at now and when the
 // next of the others is.
-func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]string) (due []duePool, next time.Time) {
+func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]string, ended map[string]Ended) (due []duePool, next time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.looks == 0 {
@@ -518,24 +551,33 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			ph.segs = append(ph.segs, &segment{limit: lim, query: query, nodeCPUs: d.Node.CPUs, intervalUsec: iv.Microseconds(), start: now})
 			ph.base, ph.due = false, now
 		}
-		arrived := ph.arrived(running[p.Name])
-		at := h.dueAt(ph, h.interval(lim), arrived, len(running[p.Name]))
+		list := running[p.Name]
+		arrived := ph.arrived(list)
+		at := h.dueAt(ph, h.interval(lim), arrived, len(list))
 		if !at.After(now) {
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
-				running: running[p.Name], arrived: arrived}
-			if ph.base && len(dp.running) > 0 {
+				running: list, arrived: arrived, ended: ended[p.Name]}
+			dp.fresh, dp.gone = ph.changes(list)
+			if ph.base && len(list) > 0 {
 				dp.prevQueries = ph.prevQueries
-				dp.partial = !arrived && ph.prev.UsageKnown && (h.threads == nil || ph.ownRun != nil) &&
+				endedUsec, known := ph.endedSince(dp.ended, dp.gone)
+				// Every query of the last read's has its counters
+				// (keepQueries keeps those of the queries that run).
+				counted := len(ph.prevQueries) == len(ph.running)
+				dp.partial = known && counted && ph.prev.UsageKnown && (h.threads == nil || ph.ownRun != nil) &&
 					now.Before(h.grid(ph.fullAt, FullInterval))
-			}
-			if dp.partial {
-				for _, q := range ph.hot {
-					if _, ok := ph.prevQueries[q.name]; ok {
-						dp.hot = append(dp.hot, q.name) // still running (keepQueries)
+				dp.endedUsec = endedUsec
+				if dp.partial {
+					for _, q := range ph.hot {
+						if !slices.Contains(dp.gone, q.name) {
+							dp.hot = append(dp.hot, q.name)
+						}
 					}
 				}
+			}
+			if dp.partial {
 				dp.prevOwn, dp.slackUsec = ph.ownRun, uint64(h.interval(lim).Microseconds()/100)
-				dp.keepThreads = ph.pinned(h.interval(lim))
+				dp.keepThreads = !arrived && ph.pinned(h.interval(lim))
 			}
 			due = append(due, dp)
 		} else {
@@ -579,6 +621,9 @@ type threadRead struct {
 	own      map[int]uint64
 	queries  map[string]map[int]uint64
 	runnable int
+	// ownKept is set when own is what the last read listed, passed in
+	// (readThreads).
+	ownKept bool
 }
 
 // read reads the due pools' CPU counters and, of each pool that ran
@@ -602,11 +647,14 @@ type threadRead struct {
 // at the last read) grew by what the pool did, to within 1% of an
 // interval (what a sample's Ran counts a thread for), the others ran
 // nothing worth counting and keep what they had, as do the pool's own
-// threads (partial). The pool's other queries and threads are read once
-// they do not account for it, when a query arrives, and at least on the
-// grid of FullInterval. A pool of one busy query and many sleepers so
-// costs its counters and the busy query's, not every sleeper's; one held
-// at its cap, not even its busy query's threads (pinned).
+// threads (partial). A query that arrived since is read with the hot ones
+// (all it used was run since), and what the queries that ended since ran
+// is told by the daemon's reads at their ends (Ended, endedSince). The
+// pool's other queries and threads are read once these do not account
+// for it, and at least on the grid of FullInterval. A pool of one busy
+// query and many sleepers so costs its counters and the busy query's, not
+// every sleeper's, whether or not queries come and go beside them; one
+// held at its cap, not even its busy query's threads (pinned).
 func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 	names := make([]string, len(due))
 	for i, p := range due {
@@ -655,12 +703,13 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 		if p.partial {
 			var grewUsec uint64
 			var complete bool
-			grew, grewUsec, complete = h.readQueries(p, p.hot, nil)
-			if pool := r.stats[p.name].CPU.UsageUsec; complete && pool >= p.prevUsage && pool-p.prevUsage <= grewUsec+p.slackUsec {
+			first := slices.Concat(p.hot, p.fresh)
+			grew, grewUsec, complete = h.readQueries(p, first, nil)
+			if pool := r.stats[p.name].CPU.UsageUsec; complete && pool >= p.prevUsage && pool-p.prevUsage <= grewUsec+p.endedUsec+p.slackUsec {
 				rest, own = nil, p.prevOwn
 				r.partial[p.name] = true
 			} else {
-				rest = slices.DeleteFunc(slices.Clone(names), func(q string) bool { return slices.Contains(p.hot, q) })
+				rest = slices.DeleteFunc(slices.Clone(names), func(q string) bool { return slices.Contains(first, q) })
 			}
 		}
 		grew, _, _ = h.readQueries(p, rest, grew)
@@ -680,10 +729,11 @@ func (h *Rolling) read(due []duePool, running map[string][]string) historyRead {
 // and the throttling of those whose usage grew since the last read (all at
 // a segment's first, and a query not read before), appends those with
 // their counters to grew, and returns them and what their usage grew by
-// (µs). A query whose usage did not grow, or whose read failed, is left
-// out: it keeps its last counters (keepQueries). complete is false when
-// what they grew by is not known: a read failed, or a query's usage is
-// unknown, new or went back.
+// (µs): all a query not read before used (one fresh since the last read:
+// it is listed before its cgroup is made), nothing for one whose usage is
+// not known or went back. A query whose usage did not grow, or whose read
+// failed, is left out: it keeps its last counters (keepQueries). complete
+// is false when a read failed.
 func (h *Rolling) readQueries(p duePool, names []string, grew []queryRead) (_ []queryRead, grewUsec uint64, complete bool) {
 	complete = true
 	for _, name := range names {
@@ -697,10 +747,8 @@ func (h *Rolling) readQueries(p duePool, names []string, grew []queryRead) (_ []
 		if p.base && known && seen && usage == prev {
 			continue
 		}
-		if known && seen && usage > prev {
+		if known && usage > prev {
 			grewUsec += usage - prev
-		} else {
-			complete = false
 		}
 		st, err := h.r.QueryThrottling(p.name, name)
 		if err != nil {
@@ -741,7 +789,7 @@ func (h *Rolling) Counters(pools []string) map[string]Read {
 // has none. Where own is not nil, the threads outside the queries are not
 // listed: they are own, as last read (they did not run).
 func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []string, own map[int]uint64) threadRead {
-	tr := threadRead{own: own, queries: make(map[string]map[int]uint64, len(ran))}
+	tr := threadRead{own: own, ownKept: own != nil, queries: make(map[string]map[int]uint64, len(ran))}
 	if own == nil {
 		except := make(map[string]bool, len(running))
 		for _, q := range running {
@@ -776,23 +824,52 @@ func readThreads(tl QueryThreadLister, procRoot, pool string, running, ran []str
 	return tr
 }
 
-// threadsNow is the run time of every thread of the pool as tr read it: the
+// threadsNow takes the threads tr read into the pool's (prevRun): the
 // threads outside its queries, those of the queries that ran, and those
-// of the queries that did not as last read (they did not run). It returns
-// the part of each query too, the next read's queryRun; runs says which
-// of them still run (stillRunning).
-func (ph *poolHistory) threadsNow(tr threadRead, runs func(string) bool) (run map[int]uint64, queries map[string]map[int]uint64) {
-	queries = tr.queries
-	for q, qrun := range ph.queryRun {
-		if _, read := queries[q]; !read && (runs == nil || runs(q)) {
-			queries[q] = qrun
+// of the queries that did not as last read (they did not run); those of
+// the queries that ended (isGone, nil when none did) are forgotten. It
+// returns how many threads the pool has and how many of those read ran
+// since the last read (ranSince). Where tr kept the threads outside the
+// queries as last listed (threadRead.ownKept), only the parts read are
+// taken in, in place: a pool of many sleeping queries costs what its
+// queries that ran do, not a new map of all its threads at each read.
+func (ph *poolHistory) threadsNow(tr threadRead, isGone func(string) bool, intervalUsec int64) (threads, ran int) {
+	if !tr.ownKept || ph.prevRun == nil {
+		queries := tr.queries
+		for q, qrun := range ph.queryRun {
+			if _, read := queries[q]; !read && (isGone == nil || !isGone(q)) {
+				queries[q] = qrun
+			}
+		}
+		run := maps.Clone(tr.own)
+		for _, qrun := range queries {
+			maps.Copy(run, qrun)
+		}
+		ran = ranSince(ph.prevRun, run, intervalUsec)
+		ph.prevRun, ph.queryRun, ph.ownRun = run, queries, tr.own
+		return len(run), ran
+	}
+	if isGone != nil {
+		for q, qrun := range ph.queryRun {
+			if isGone(q) {
+				for tid := range qrun {
+					delete(ph.prevRun, tid)
+				}
+				delete(ph.queryRun, q)
+			}
 		}
 	}
-	run = maps.Clone(tr.own)
-	for _, qrun := range queries {
-		maps.Copy(run, qrun)
+	for q, qrun := range tr.queries {
+		ran += ranSince(ph.prevRun, qrun, intervalUsec)
+		for tid := range ph.queryRun[q] {
+			if _, ok := qrun[tid]; !ok {
+				delete(ph.prevRun, tid)
+			}
+		}
+		maps.Copy(ph.prevRun, qrun)
+		ph.queryRun[q] = qrun
 	}
-	return run, queries
+	return len(ph.prevRun), ran
 }
 
 // store adds what r read to the history of the due pools at now and
@@ -814,12 +891,14 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			next = minTime(next, ph.due)
 			continue
 		}
-		runs := ph.stillRunning(d.running)
+		isGone := goneSet(d.gone)
 		tr, threadsRead := r.threads[d.name]
-		var run map[int]uint64
-		var queryRun map[string]map[int]uint64
-		if tr.own != nil {
-			run, queryRun = ph.threadsNow(tr, runs)
+		var threads, ran int
+		switch {
+		case tr.own != nil:
+			threads, ran = ph.threadsNow(tr, isGone, seg.intervalUsec)
+		case threadsRead:
+			ph.prevRun, ph.queryRun, ph.ownRun = nil, nil, nil
 		}
 		pinned := false
 		if ph.base {
@@ -835,8 +914,8 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			span := int64(n) * seg.intervalUsec
 			p := ph.sample(cur, r.grew[d.name], span, seg.limit.PeriodUsec, h.cfg.CPUs)
 			switch {
-			case run != nil:
-				ph.countThreads(&p, run, tr.runnable, span, seg.intervalUsec)
+			case tr.own != nil:
+				ph.countThreads(&p, threads, ran, tr.runnable, span)
 			case d.keepThreads && r.partial[d.name]:
 				p.Threads, p.Ran, p.Runnable = ph.counts[0], ph.counts[1], ph.counts[2]
 			}
@@ -849,16 +928,22 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			// segment's intervals start here.
 			seg.start, ph.due = now, h.grid(now, iv)
 		}
-		if threadsRead {
-			ph.prevRun, ph.queryRun, ph.ownRun = run, queryRun, tr.own
-		}
 		if grew, ran := r.grew[d.name]; ran {
 			ph.hot = grew
 		}
 		if !r.partial[d.name] {
 			ph.fullAt = now
 		}
-		ph.keepQueries(r.grew[d.name], runs)
+		ph.keepQueries(r.grew[d.name], d.gone)
+		if _, ran := r.grew[d.name]; !ran {
+			// The pool ran nothing since its last read, and so
+			// neither did a query that came since.
+			for _, q := range d.fresh {
+				if _, ok := ph.prevQueries[q]; !ok {
+					ph.prevQueries[q] = observe.CPUStat{}
+				}
+			}
+		}
 		ph.quiet = ph.base && cur.CPU.UsageUsec == ph.prev.CPU.UsageUsec
 		if !ph.quiet || d.arrived {
 			ph.idleSince = now
@@ -872,9 +957,17 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			ph.pinnedReads = 0
 		}
 		if !sameList(d.running, ph.running) {
-			ph.running, ph.seen = d.running, nil
+			ph.running = d.running
+			if ph.seen != nil {
+				for _, q := range d.fresh {
+					ph.seen[q] = ph.stamp
+				}
+				for _, q := range d.gone {
+					delete(ph.seen, q)
+				}
+			}
 		}
-		ph.prev, ph.base, ph.readAt = cur, true, now
+		ph.prev, ph.base, ph.readAt, ph.ended = cur, true, now, d.ended
 		h.trim(ph, now)
 		next = minTime(next, h.dueAt(ph, iv, false, len(ph.running)))
 	}
@@ -883,31 +976,30 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 
 // keepQueries makes the query counters read the baseline of the pool's
 // next read, in place. A query that runs but whose cgroup was not read
-// this time keeps its last counters; one that ended is forgotten (runs,
-// stillRunning).
-func (ph *poolHistory) keepQueries(read []queryRead, runs func(string) bool) {
+// this time keeps its last counters; those that ended (gone) are
+// forgotten.
+func (ph *poolHistory) keepQueries(read []queryRead, gone []string) {
 	if ph.prevQueries == nil {
 		ph.prevQueries = make(map[string]observe.CPUStat, len(read))
 	}
 	for _, q := range read {
 		ph.prevQueries[q.name] = q.st
 	}
-	if runs != nil {
-		maps.DeleteFunc(ph.prevQueries, func(q string, _ observe.CPUStat) bool { return !runs(q) })
+	for _, q := range gone {
+		delete(ph.prevQueries, q)
 	}
 }
 
-// stillRunning says which of the queries the pool had at its last read
-// run now, running being its list now; nil when running is the very list
-// of its last read (a list never changes once Running returned it), so
-// that every one does and nothing is built for a pool whose queries
-// neither came nor went.
-func (ph *poolHistory) stillRunning(running []string) func(string) bool {
-	if sameList(running, ph.running) {
+// goneSet says whether a query is one of gone: nil when none is.
+func goneSet(gone []string) func(string) bool {
+	switch len(gone) {
+	case 0:
 		return nil
+	case 1:
+		return func(q string) bool { return q == gone[0] }
 	}
-	set := make(map[string]bool, len(running))
-	for _, q := range running {
+	set := make(map[string]bool, len(gone))
+	for _, q := range gone {
 		set[q] = true
 	}
 	return func(q string) bool { return set[q] }
@@ -918,17 +1010,16 @@ func sameList(a, b []string) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// countThreads sets p's thread counts from the threads read at its end:
-// Ran is the threads whose run time grew by 1% of an interval since the
-// last read (ranSince), and at least the CPUs' worth of the
+// countThreads sets p's thread counts from the threads read at its end
+// (threadsNow): Ran is the threads whose run time grew by 1% of an
+// interval since the last read (ran), and at least the CPUs' worth of the
 // usage (no thread runs more than the span), so that threads that
-// started and ended between two reads still count; Threads those read,
-// or Ran if more.
-func (ph *poolHistory) countThreads(p *Sample, run map[int]uint64, runnable int, spanUsec, intervalUsec int64) {
-	ran := ranSince(ph.prevRun, run, intervalUsec)
+// started and ended between two reads still count; Threads the pool's
+// threads, or Ran if more.
+func (ph *poolHistory) countThreads(p *Sample, threads, ran, runnable int, spanUsec int64) {
 	ran = max(ran, int((p.UsageUsec+uint64(spanUsec)-1)/uint64(spanUsec)))
 	p.Ran = min(ran, MaxThreads)
-	p.Threads = min(max(len(run), p.Ran), MaxThreads)
+	p.Threads = min(max(threads, p.Ran), MaxThreads)
 	p.Runnable = min(runnable, p.Threads)
 }
 
@@ -952,18 +1043,79 @@ func (ph *poolHistory) arrived(running []string) bool {
 	if sameList(running, ph.running) {
 		return false
 	}
-	if ph.seen == nil {
-		ph.seen = make(map[string]bool, len(ph.running))
-		for _, q := range ph.running {
-			ph.seen[q] = true
-		}
-	}
+	ph.makeSeen()
 	for _, q := range running {
-		if !ph.seen[q] {
+		if _, ok := ph.seen[q]; !ok {
 			return true
 		}
 	}
 	return false
+}
+
+// makeSeen makes the set of the queries of the pool's last read, once.
+func (ph *poolHistory) makeSeen() {
+	if ph.seen == nil {
+		ph.seen = make(map[string]uint32, len(ph.running))
+		for _, q := range ph.running {
+			ph.seen[q] = 0
+		}
+	}
+}
+
+// changes are the queries of running that were not listed at the pool's
+// last read (fresh) and those listed then that no longer run (gone). The
+// set of the last read's queries is not changed but for the marks (store
+// keeps it): a pool of many queries of which a few come and go costs a
+// look up for each and no new set.
+func (ph *poolHistory) changes(running []string) (fresh, gone []string) {
+	if sameList(running, ph.running) {
+		return nil, nil
+	}
+	ph.makeSeen()
+	ph.stamp++
+	for _, q := range running {
+		if _, ok := ph.seen[q]; ok {
+			ph.seen[q] = ph.stamp
+		} else {
+			fresh = append(fresh, q)
+		}
+	}
+	if len(running)-len(fresh) < len(ph.running) {
+		for q, at := range ph.seen {
+			if at != ph.stamp {
+				gone = append(gone, q)
+			}
+		}
+	}
+	return fresh, gone
+}
+
+// endedSince is what the pool's queries that ended since its last read
+// ran since then, µs: what every query that ended since used in all (e
+// against the last read's), less what the last read found the gone ones,
+// those listed then, had used (a query that came and went between two
+// reads ran all it used since the first). known is false when that
+// cannot be told: an ended query's usage was not read, or a gone one has
+// no counters from the last read.
+func (ph *poolHistory) endedSince(e Ended, gone []string) (usec uint64, known bool) {
+	if e.Unread != ph.ended.Unread || e.Usec < ph.ended.Usec {
+		return 0, false
+	}
+	if e.Usec == ph.ended.Usec {
+		return 0, true // those that ended used nothing since
+	}
+	var before uint64
+	for _, q := range gone {
+		st, ok := ph.prevQueries[q]
+		if !ok {
+			return 0, false
+		}
+		before += st.UsageUsec
+	}
+	// A sum below what they had used is an ended query's usage read
+	// short: nothing is then counted for them, and the pool's
+	// other queries are read (read).
+	return (e.Usec - ph.ended.Usec) - min(before, e.Usec-ph.ended.Usec), true
 }
 
 func (ph *poolHistory) last() *segment {

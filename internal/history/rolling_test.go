@@ -134,6 +134,7 @@ type testPools struct {
 	mu      sync.Mutex
 	desired planner.Desired
 	running map[string][]string
+	ended   map[string]Ended
 	changed chan struct{}
 }
 
@@ -143,10 +144,10 @@ func (p *testPools) Desired() planner.Desired {
 	return p.desired
 }
 
-func (p *testPools) Running() map[string][]string {
+func (p *testPools) Running() (map[string][]string, map[string]Ended) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return maps.Clone(p.running)
+	return maps.Clone(p.running), maps.Clone(p.ended)
 }
 
 // Changed is changed, nil (never) unless a test made it.
@@ -363,9 +364,9 @@ func TestHistorySleepingQueries(t *testing.T) {
 // TestHistoryHotQueries reads, of a pool that ran, only the queries whose
 // usage grew at the last read while what they grew by accounts for what
 // the pool did (to within 1% of an interval); the others are read once it
-// does not, when a query arrives, and on the grid of FullInterval. What
-// the pool ran and its queries' throttling are counted whichever was
-// read.
+// does not and on the grid of FullInterval, and a query that arrives is
+// read with the hot ones. What the pool ran and its queries' throttling
+// are counted whichever was read.
 func TestHistoryHotQueries(t *testing.T) {
 	cg := newStatCgroups()
 	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
@@ -419,8 +420,8 @@ func TestHistoryHotQueries(t *testing.T) {
 	add(busy)
 	before := cg.usageReads
 	hist.Sample(t0.Add(1200 * time.Millisecond))
-	if n := cg.usageReads - before; n != 4 {
-		t.Errorf("a query arrived: %d query usage reads, want all 4", n)
+	if n := cg.usageReads - before; n != 2 {
+		t.Errorf("a query arrived: %d query usage reads, want 2 (q1, hot, and q4)", n)
 	}
 	// q2 ends: a new list without it (the history keeps a list it was
 	// given unchanged), and its counters are forgotten at the next read.
@@ -449,7 +450,7 @@ func TestHistoryHotQueries(t *testing.T) {
 			t.Errorf("interval %d: %+v, want usage %d µs, queries throttled %d times for %d µs", i, got, want.UsageUsec, want.QueryNrThrottled, want.QueryThrottledUsec)
 		}
 	}
-	// Every period after a read in full at 1200 ms, q1 alone, until the
+	// Every period after the read in full at 300 ms, q1 alone, until the
 	// grid of FullInterval.
 	for ms := 1400; ms <= 10_000; ms += 100 {
 		add(busy)
@@ -462,6 +463,133 @@ func TestHistoryHotQueries(t *testing.T) {
 		if n := cg.usageReads - before; n != want {
 			t.Errorf("at %d ms: %d query usage reads, want %d", ms, n, want)
 		}
+	}
+}
+
+// TestHistoryQueriesComeAndGo reads, of a pool of sleepers and one busy
+// query to which short queries come and go, the hot queries and those
+// that arrived since its last read, while they and what the queries that
+// ended since ran (Ended, what the daemon read at each query's end, less
+// what the last read found they had used) account for what the pool ran;
+// a sleeper that runs, or an end whose usage was not read, makes it read
+// every query.
+func TestHistoryQueriesComeAndGo(t *testing.T) {
+	cg := newStatCgroups()
+	hist, src := historyOf(t, cg, "CREATE RESOURCE POOL olap WITH (TOTAL_CPU_LIMIT_PERCENT_PER_NODE = 20);")
+	sleepers := []string{"s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10"}
+	for _, q := range append([]string{"b"}, sleepers...) {
+		src.run("olap", q)
+	}
+	// add adds to each query's usage and throttled time, and their sum
+	// to the pool's usage.
+	add := func(queries map[string][2]uint64) {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		pool := cg.pools["olap"]
+		pool.UsageKnown = true
+		for q, c := range queries {
+			st := cg.queries[[2]string{"olap", q}]
+			st.UsageUsec += c[0]
+			st.ThrottledUsec += c[1]
+			st.NrThrottled += c[1] / 10_000
+			cg.queries[[2]string{"olap", q}] = st
+			pool.CPU.UsageUsec += c[0]
+		}
+		cg.pools["olap"] = pool
+	}
+	// end ends query q as the daemon does: its final usage, read once
+	// its cgroup is empty (read false: not read), goes to the pool's
+	// Ended, and it leaves the running list.
+	end := func(q string, read bool) {
+		cg.mu.Lock()
+		final := cg.queries[[2]string{"olap", q}].UsageUsec
+		delete(cg.queries, [2]string{"olap", q})
+		cg.mu.Unlock()
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		if src.ended == nil {
+			src.ended = map[string]Ended{}
+		}
+		e := src.ended["olap"]
+		if read {
+			e.Usec += final
+		} else {
+			e.Unread++
+		}
+		src.ended["olap"] = e
+		src.running["olap"] = slices.DeleteFunc(slices.Clone(src.running["olap"]), func(r string) bool { return r == q })
+	}
+	busy := [2]uint64{30_000, 0}
+	steps := []struct {
+		ms    int
+		do    func()
+		reads int // usage reads in the step
+		why   string
+	}{
+		{0, func() { add(map[string][2]uint64{"b": busy}) }, 11, "the baseline"},
+		{100, func() { add(map[string][2]uint64{"b": busy}) }, 11, "every query of the baseline's is hot"},
+		{200, func() { add(map[string][2]uint64{"b": busy}) }, 1, "b alone is hot"},
+		{300, func() { src.run("olap", "f1"); add(map[string][2]uint64{"b": busy}) }, 2,
+			"b, and f1, which arrived (its cgroup not made yet)"},
+		{400, func() {
+			add(map[string][2]uint64{"f1": {5_000, 0}})
+			end("f1", true)
+			src.run("olap", "f2")
+			add(map[string][2]uint64{"b": busy, "f2": {3_000, 10_000}})
+		}, 2, "b and f2, which arrived; f1 ran what its end read"},
+		{500, func() {
+			src.run("olap", "f3")
+			add(map[string][2]uint64{"f3": {4_000, 0}, "f2": {2_000, 0}, "b": busy})
+			end("f3", true)
+			end("f2", true)
+		}, 1, "b alone: f3 came and went, f2 went, and their ends tell what they ran"},
+		{600, func() {
+			src.run("olap", "f4")
+			add(map[string][2]uint64{"f4": {2_000, 0}, "s03": {5_000, 5_000}, "b": busy})
+			end("f4", true)
+		}, 11, "s03 ran: b and the ends do not account for the pool"},
+		{700, func() { add(map[string][2]uint64{"b": busy}) }, 2, "b and s03, hot"},
+		{800, func() {
+			src.run("olap", "f5")
+			end("f5", false)
+			add(map[string][2]uint64{"b": busy})
+		}, 11, "f5's end was not read"},
+		{900, func() { add(map[string][2]uint64{"b": busy}) }, 1, "b alone is hot"},
+		{1000, func() { src.run("olap", "f6"); add(map[string][2]uint64{"b": busy, "f6": {3_000, 0}}) }, 2, "b and f6, which arrived"},
+		{1100, func() {
+			add(map[string][2]uint64{"b": busy, "f6": {2_000, 0}, "s05": {3_000, 0}})
+			end("f6", true)
+		}, 11, "s05 ran: f6 ran 2 ms of the 5 its end read since the last read"},
+	}
+	at := func(ms int) time.Time { return time.Unix(1_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	for _, st := range steps {
+		st.do()
+		before := cg.usageReads
+		hist.Sample(at(st.ms))
+		if n := cg.usageReads - before; n != st.reads {
+			t.Errorf("at %d ms: %d query usage reads, want %d: %s", st.ms, n, st.reads, st.why)
+		}
+	}
+	ts, _ := hist.traces("olap", 0, at(1100))
+	if len(ts) != 1 || len(ts[0].Samples) != 11 {
+		t.Fatalf("traces %+v", ts)
+	}
+	for i, want := range map[int]Sample{
+		3: {UsageUsec: 38_000, QueryNrThrottled: 1, QueryThrottledUsec: 10_000},
+		4: {UsageUsec: 36_000},
+		5: {UsageUsec: 37_000, QueryThrottledUsec: 5_000},
+		6: {UsageUsec: 30_000},
+	} {
+		got := ts[0].Samples[i]
+		if got.UsageUsec != want.UsageUsec || got.QueryNrThrottled != want.QueryNrThrottled || got.QueryThrottledUsec != want.QueryThrottledUsec {
+			t.Errorf("interval %d: %+v, want usage %d µs, queries throttled %d times for %d µs", i, got, want.UsageUsec, want.QueryNrThrottled, want.QueryThrottledUsec)
+		}
+	}
+	hist.mu.Lock()
+	kept := slices.Sorted(maps.Keys(hist.pools["olap"].prevQueries))
+	hist.mu.Unlock()
+	if want := append([]string{"b"}, sleepers...); !slices.Equal(kept, want) {
+		t.Errorf("after f1 to f6 ended the history keeps the counters of %q, want %q", kept, want)
 	}
 }
 
@@ -614,11 +742,21 @@ func TestHistoryThreads(t *testing.T) {
 	// least two, beside q2's one.
 	usage(210_500, 215_500)
 	hist.Sample(at(300))
-	ts, _ := hist.traces("olap", 0, at(300))
-	if len(ts) != 1 || len(ts[0].Samples) != 3 {
+	// q2 ends, having used what it had (its end read 1 ms), and q1's
+	// new thread runs 10 ms: q2's thread is forgotten.
+	threads("olap/q1", 14)
+	cg.setThread(t, 14, 10_000, 'R')
+	src.mu.Lock()
+	src.running["olap"] = []string{"q1"}
+	src.ended = map[string]Ended{"olap": {Usec: 1_000}}
+	src.mu.Unlock()
+	usage(220_500, 225_500)
+	hist.Sample(at(400))
+	ts, _ := hist.traces("olap", 0, at(400))
+	if len(ts) != 1 || len(ts[0].Samples) != 4 {
 		t.Fatalf("traces %+v", ts)
 	}
-	want := [][3]int{{5, 2, 1}, {-1, -1, -1}, {2, 2, 0}}
+	want := [][3]int{{5, 2, 1}, {-1, -1, -1}, {2, 2, 0}, {1, 1, 1}}
 	for i, w := range want {
 		s := ts[0].Samples[i]
 		if got := [3]int{s.Threads, s.Ran, s.Runnable}; got != w {
