@@ -14,18 +14,24 @@ import (
 )
 
 // BenchmarkStartBesideSleepers: what a host's long-running queries cost
-// everyone else's starts. A real daemon on a fresh pool root; b.N starts
+// everyone else's starts. A real daemon on a fresh pool root; b.N/2 starts
 // of `poolagent-run -- /bin/true` with nothing else running, then 446
 // in-place queries of `sleep` are started and left to run (their polls,
-// where there are polls, backed off for 5 s), and b.N starts again beside
-// them. Reported: each phase's median and p99 start, their ratios
-// (beside/quiet), and the daemon's CPU per second with the sleepers at
-// rest, over 5 s, and its CPU per start in each phase (its CPU over the
-// phase over b.N: less at the mercy of a busy host than the latencies).
+// where there are polls, backed off for 5 s), and b.N starts beside them;
+// then the sleepers are killed, and once the daemon has ended them the
+// other b.N/2 quiet starts are made. Quiet starts both before and after
+// the sleepers, so that a host whose load drifts over the run (a busy
+// 2-core host's does, by seconds) does not count for or against them.
+// Reported: the quiet starts' median and p99 and the beside ones', their
+// ratios (beside/quiet), the quiet p99 after over before (how far the host
+// drifted), the daemon's CPU per second at rest over 10 s, with the
+// sleepers and before they came (at-rest-quiet; 10 ms ticks, so to 1 ms/s),
+// and its CPU per start in each phase (its CPU over the phase over its
+// starts: less at the mercy of a busy host than the latencies).
 // BENCH_FLAGS adds daemon flags (BENCH_FLAGS="--history-window 0" shows
 // what the history costs). On the host (v1):
 //
-//	sudo go test -run '^$' -bench StartBesideSleepers -benchtime 200x ./internal/daemon
+//	sudo go test -run '^$' -bench StartBesideSleepers -benchtime 1000x ./internal/daemon
 //
 // and in the VM (v2) with the binaries built beforehand, as
 // BenchmarkCostAtScale's comment shows.
@@ -33,12 +39,12 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	const sleepers = 446
 	socket, pid := benchDaemon(b, "", strings.Fields(os.Getenv("BENCH_FLAGS"))...)
 	slim := benchBinary(b, "poolagent-run")
-	// starts makes b.N starts and returns their wall times, sorted, and
+	// starts makes n starts and returns their wall times, sorted, and
 	// the daemon's CPU over them.
-	starts := func() ([]time.Duration, time.Duration) {
+	starts := func(n int) ([]time.Duration, time.Duration) {
 		var ds []time.Duration
 		cpu0 := kerneltest.ProcessCPU(b, pid)
-		for range b.N {
+		for range n {
 			cmd := exec.Command(slim, "--socket", socket, "--", "/bin/true")
 			t0 := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -50,20 +56,37 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 		slices.Sort(ds)
 		return ds, cpu
 	}
+	// atRest is the daemon's CPU over a window of 10 s, 5 s after the
+	// last thing it did.
+	const window = 10 * time.Second
+	atRest := func() time.Duration {
+		time.Sleep(5 * time.Second)
+		cpu0 := kerneltest.ProcessCPU(b, pid)
+		time.Sleep(window)
+		return kerneltest.ProcessCPU(b, pid) - cpu0
+	}
+	half := (b.N + 1) / 2
 	b.ResetTimer()
-	quiet, quietCPU := starts()
+	before, beforeCPU := starts(half)
 	b.StopTimer()
+	restQuiet := atRest()
 
-	startInPlace(b, slim, socket, sleepers, func(int) string { return "" }, "/bin/sleep", "600")
-	time.Sleep(5 * time.Second)
-	const window = 5 * time.Second
-	cpu0 := kerneltest.ProcessCPU(b, pid)
-	time.Sleep(window)
-	atRest := kerneltest.ProcessCPU(b, pid) - cpu0
+	running := startInPlace(b, slim, socket, sleepers, func(int) string { return "" }, "/bin/sleep", "600")
+	restBeside := atRest()
 
 	b.StartTimer()
-	beside, besideCPU := starts()
+	beside, besideCPU := starts(b.N)
 	b.StopTimer()
+
+	for _, c := range running {
+		c.Process.Kill()
+		c.Wait()
+	}
+	waitRunning(b, socket, 0)
+	b.StartTimer()
+	after, afterCPU := starts(b.N - half)
+	b.StopTimer()
+	quiet := slices.Sorted(slices.Values(slices.Concat(before, after)))
 
 	msec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p99 := func(ds []time.Duration) time.Duration { return ds[len(ds)*99/100] }
@@ -73,8 +96,12 @@ func BenchmarkStartBesideSleepers(b *testing.B) {
 	b.ReportMetric(msec(p99(beside)), "ms-beside-p99")
 	b.ReportMetric(float64(median(beside))/float64(median(quiet)), "median-ratio")
 	b.ReportMetric(float64(p99(beside))/float64(p99(quiet)), "p99-ratio")
-	b.ReportMetric(msec(atRest)/window.Seconds(), "daemon-cpu-ms/s-at-rest")
-	b.ReportMetric(msec(quietCPU)/float64(b.N), "daemon-cpu-ms/start-quiet")
+	if len(after) > 0 {
+		b.ReportMetric(float64(p99(after))/float64(p99(before)), "quiet-p99-after/before")
+	}
+	b.ReportMetric(msec(restQuiet)/window.Seconds(), "daemon-cpu-ms/s-at-rest-quiet")
+	b.ReportMetric(msec(restBeside)/window.Seconds(), "daemon-cpu-ms/s-at-rest")
+	b.ReportMetric(msec(beforeCPU+afterCPU)/float64(b.N), "daemon-cpu-ms/start-quiet")
 	b.ReportMetric(msec(besideCPU)/float64(b.N), "daemon-cpu-ms/start-beside")
 }
 

@@ -84,6 +84,25 @@ func (c *statCgroups) QueryThrottling(pool, query string) (observe.CPUStat, erro
 	return c.queries[[2]string{pool, query}], nil
 }
 
+// add adds to the usage and throttled time of each query of pool (by
+// name: µs used, µs throttled, 10 ms a period), and their sum to the
+// pool's usage.
+func (c *statCgroups) add(pool string, queries map[string][2]uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pools[pool]
+	p.UsageKnown = true
+	for q, u := range queries {
+		st := c.queries[[2]string{pool, q}]
+		st.UsageUsec += u[0]
+		st.ThrottledUsec += u[1]
+		st.NrThrottled += u[1] / 10_000
+		c.queries[[2]string{pool, q}] = st
+		p.CPU.UsageUsec += u[0]
+	}
+	c.pools[pool] = p
+}
+
 // threadCgroups is statCgroups whose pools hold threads: their run time
 // is in a /proc tree the test writes.
 type threadCgroups struct {
@@ -373,23 +392,7 @@ func TestHistoryHotQueries(t *testing.T) {
 	for _, q := range []string{"q1", "q2", "q3"} {
 		src.run("olap", q)
 	}
-	// add adds to each query's usage and throttled time, and their sum
-	// to the pool's usage.
-	add := func(queries map[string][2]uint64) {
-		cg.mu.Lock()
-		defer cg.mu.Unlock()
-		pool := cg.pools["olap"]
-		pool.UsageKnown = true
-		for q, c := range queries {
-			st := cg.queries[[2]string{"olap", q}]
-			st.UsageUsec += c[0]
-			st.ThrottledUsec += c[1]
-			st.NrThrottled += c[1] / 10_000
-			cg.queries[[2]string{"olap", q}] = st
-			pool.CPU.UsageUsec += c[0]
-		}
-		cg.pools["olap"] = pool
-	}
+	add := func(queries map[string][2]uint64) { cg.add("olap", queries) }
 	t0 := time.Unix(1_000_000, 0)
 	busy := map[string][2]uint64{"q1": {30_000, 0}}
 	steps := []struct {
@@ -480,23 +483,7 @@ func TestHistoryQueriesComeAndGo(t *testing.T) {
 	for _, q := range append([]string{"b"}, sleepers...) {
 		src.run("olap", q)
 	}
-	// add adds to each query's usage and throttled time, and their sum
-	// to the pool's usage.
-	add := func(queries map[string][2]uint64) {
-		cg.mu.Lock()
-		defer cg.mu.Unlock()
-		pool := cg.pools["olap"]
-		pool.UsageKnown = true
-		for q, c := range queries {
-			st := cg.queries[[2]string{"olap", q}]
-			st.UsageUsec += c[0]
-			st.ThrottledUsec += c[1]
-			st.NrThrottled += c[1] / 10_000
-			cg.queries[[2]string{"olap", q}] = st
-			pool.CPU.UsageUsec += c[0]
-		}
-		cg.pools["olap"] = pool
-	}
+	add := func(queries map[string][2]uint64) { cg.add("olap", queries) }
 	// end ends query q as the daemon does: its final usage, read once
 	// its cgroup is empty (read false: not read), goes to the pool's
 	// Ended, and it leaves the running list.
