@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -257,5 +258,25 @@ func TestFDReaderTakesOneOnlyWhenAsked(t *testing.T) {
 	}
 	if fd := r.take(); fd >= 0 || fds() != before {
 		t.Fatalf("after the one asked for: took descriptor %d, this process has %d descriptors, had %d", fd, fds(), before)
+	}
+}
+
+// TestSendClearsDeadline: a reply is written within Limits.Write, and no
+// write deadline is left in force once it is: a deadline left would wake
+// the daemon when it passed, for every open connection of a running query.
+func TestSendClearsDeadline(t *testing.T) {
+	daemonEnd, clientEnd := socketPair(t)
+	const write = time.Second
+	se := &session{s: &Server{limits: Limits{Write: write}}, conn: daemonEnd, enc: json.NewEncoder(daemonEnd)}
+	if err := se.send(protocol.Reply{Type: protocol.ReplyStarted}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(write + 100*time.Millisecond) // past the reply's deadline
+	if _, err := daemonEnd.Write([]byte("\n")); err != nil {
+		t.Errorf("a write after the reply's deadline passed: %v, want none in force", err)
+	}
+	buf := make([]byte, 64)
+	if n, err := clientEnd.Read(buf); err != nil || !strings.Contains(string(buf[:n]), protocol.ReplyStarted) {
+		t.Errorf("the client read %q, %v: want the reply", buf[:n], err)
 	}
 }

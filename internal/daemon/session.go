@@ -34,14 +34,19 @@ type session struct {
 }
 
 // send writes r within Limits.Write. A reply the client does not read in
-// time closes the connection: the session then sees the client gone.
+// time closes the connection: the session then sees the client gone. The
+// deadline is cleared once the reply is written: left, it would wake the
+// daemon when it passed, for each connection, long after its last reply
+// (a running query's connection stays open for as long as it runs).
 func (se *session) send(r any) error {
 	se.conn.SetWriteDeadline(time.Now().Add(se.s.limits.Write))
 	err := se.enc.Encode(r)
 	if err != nil {
 		se.conn.Close()
+		return err
 	}
-	return err
+	se.conn.SetWriteDeadline(time.Time{})
+	return nil
 }
 
 func (se *session) fail(code string, err error) {
