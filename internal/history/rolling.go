@@ -97,9 +97,11 @@ type poolHistory struct {
 	// listed; nil when not read.
 	ownRun map[int]uint64
 	// hot are the queries whose usage grew at the last read of the
-	// pool's queries, and fullAt when its queries and threads were last
-	// all read (or known not to have run): the history reads only the
-	// hot ones while they account for all the pool ran (duePool.partial).
+	// pool's queries, and those that came since and were not read (the
+	// pool did not run), all of them running at the last read; fullAt
+	// is when its queries and threads were last all read (or known not
+	// to have run): the history reads only the hot ones while they
+	// account for all the pool ran (duePool.partial).
 	hot    []queryRead
 	fullAt time.Time
 	base   bool
@@ -928,19 +930,24 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			// segment's intervals start here.
 			seg.start, ph.due = now, h.grid(now, iv)
 		}
-		if grew, ran := r.grew[d.name]; ran {
-			ph.hot = grew
-		}
 		if !r.partial[d.name] {
 			ph.fullAt = now
 		}
 		ph.keepQueries(r.grew[d.name], d.gone)
-		if _, ran := r.grew[d.name]; !ran {
+		if grew, ran := r.grew[d.name]; ran {
+			ph.hot = grew
+		} else {
 			// The pool ran nothing since its last read, and so
-			// neither did a query that came since.
+			// neither did a query that came since: it is read with
+			// the hot ones at the next read that finds the pool
+			// ran, as are those hot now that still run.
+			if isGone != nil {
+				ph.hot = slices.DeleteFunc(ph.hot, func(q queryRead) bool { return isGone(q.name) })
+			}
 			for _, q := range d.fresh {
 				if _, ok := ph.prevQueries[q]; !ok {
 					ph.prevQueries[q] = observe.CPUStat{}
+					ph.hot = append(ph.hot, queryRead{name: q})
 				}
 			}
 		}

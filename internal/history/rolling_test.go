@@ -74,7 +74,8 @@ func (c *statCgroups) QueryUsage(pool, query string) (uint64, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.usageReads++
-	return c.queries[[2]string{pool, query}].UsageUsec, true, nil
+	st, ok := c.queries[[2]string{pool, query}]
+	return st.UsageUsec, ok, nil // unknown where its cgroup is not there
 }
 
 func (c *statCgroups) QueryThrottling(pool, query string) (observe.CPUStat, error) {
@@ -421,6 +422,7 @@ func TestHistoryHotQueries(t *testing.T) {
 	}
 	src.run("olap", "q4")
 	add(busy)
+	add(map[string][2]uint64{"q4": {}}) // its cgroup is made
 	before := cg.usageReads
 	hist.Sample(t0.Add(1200 * time.Millisecond))
 	if n := cg.usageReads - before; n != 2 {
@@ -484,6 +486,9 @@ func TestHistoryQueriesComeAndGo(t *testing.T) {
 		src.run("olap", q)
 	}
 	add := func(queries map[string][2]uint64) { cg.add("olap", queries) }
+	for _, q := range sleepers {
+		add(map[string][2]uint64{q: {}}) // their cgroups are made
+	}
 	// end ends query q as the daemon does: its final usage, read once
 	// its cgroup is empty (read false: not read), goes to the pool's
 	// Ended, and it leaves the running list.
@@ -547,6 +552,14 @@ func TestHistoryQueriesComeAndGo(t *testing.T) {
 			add(map[string][2]uint64{"b": busy, "f6": {2_000, 0}, "s05": {3_000, 0}})
 			end("f6", true)
 		}, 11, "s05 ran: f6 ran 2 ms of the 5 its end read since the last read"},
+		{1200, func() { src.run("olap", "h"); add(map[string][2]uint64{"b": busy, "h": {2_000, 0}}) }, 3,
+			"b and s05, hot, and h, which arrived"},
+		{1300, func() { end("h", true) }, 0, "the pool did not run; h, hot, went"},
+		{1400, func() { add(map[string][2]uint64{"b": busy}) }, 1, "b alone: h went"},
+		{1500, func() { src.run("olap", "f7") }, 0, "the pool did not run; f7 arrived"},
+		{1600, func() { add(map[string][2]uint64{"b": busy, "f7": {4_000, 0}}) }, 2,
+			"b, and f7, which arrived when the pool did not run"},
+		{1700, func() { add(map[string][2]uint64{"b": busy}) }, 2, "b and f7, hot"},
 	}
 	at := func(ms int) time.Time { return time.Unix(1_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
 	for _, st := range steps {
@@ -557,8 +570,8 @@ func TestHistoryQueriesComeAndGo(t *testing.T) {
 			t.Errorf("at %d ms: %d query usage reads, want %d: %s", st.ms, n, st.reads, st.why)
 		}
 	}
-	ts, _ := hist.traces("olap", 0, at(1100))
-	if len(ts) != 1 || len(ts[0].Samples) != 11 {
+	ts, _ := hist.traces("olap", 0, at(1700))
+	if len(ts) != 1 || len(ts[0].Samples) != 17 {
 		t.Fatalf("traces %+v", ts)
 	}
 	for i, want := range map[int]Sample{
@@ -575,8 +588,8 @@ func TestHistoryQueriesComeAndGo(t *testing.T) {
 	hist.mu.Lock()
 	kept := slices.Sorted(maps.Keys(hist.pools["olap"].prevQueries))
 	hist.mu.Unlock()
-	if want := append([]string{"b"}, sleepers...); !slices.Equal(kept, want) {
-		t.Errorf("after f1 to f6 ended the history keeps the counters of %q, want %q", kept, want)
+	if want := append([]string{"b", "f7"}, sleepers...); !slices.Equal(kept, want) {
+		t.Errorf("after f1 to f6 and h ended the history keeps the counters of %q, want %q", kept, want)
 	}
 }
 
