@@ -129,6 +129,27 @@ outcome() {
 		/^(ok|FAIL)[ \t]/ && NF >= 2 { for (i = 1; i <= n; i++) print $2, names[i]; n = 0 }' "$@"
 }
 
+# stalls reads a kernel log and prints the lines in which the kernel
+# reports that it stalled: a soft or workqueue lockup, an RCU stall, a
+# task blocked for minutes. kernelstalls prints those of this host's log
+# since a time ("2026-12-06 10:20:00"), none when the log is not readable.
+stalls() {
+	grep -E 'BUG: (soft|workqueue) lockup|hard LOCKUP|detected stalls? on CPU|self-detected stall|blocked for more than [0-9]+ seconds' || true
+}
+kernelstalls() { dmesg --since "$1" 2>/dev/null | stalls; }
+
+# failedpkgs reads go test output and prints each package that failed,
+# once; without prints go test output without the lines of the packages
+# named (-p 1 prints each package in one piece, ending with its "ok" or
+# "FAIL" line).
+failedpkgs() { failures "$@" | awk '{ sub(/:$/, "", $1); print $1 }' | sort -u; }
+without() {
+	awk -v drop="$1" 'BEGIN { n = split(drop, d, " "); for (i = 1; i <= n; i++) skip[d[i]] = 1 }
+		{ buf = buf $0 "\n" }
+		/^(FAIL|ok)[ \t]+[^ \t]+([ \t]|$)/ { if (!($2 in skip)) printf "%s", buf; buf = "" }
+		END { printf "%s", buf }' "${@:2}"
+}
+
 # aptget runs apt-get, waiting up to 5 minutes for another apt or dpkg
 # (an unattended upgrade, a second test run) to release its lock.
 aptget() {
@@ -210,8 +231,29 @@ sed 's/^/  /' "$logs/want"
 # with each other for the two CPUs. No package needs a minute; -timeout 5m
 # turns a hang into a goroutine dump and a failure within minutes.
 echo "== real-kernel tests on this host"
-go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse ||
-	failed+=("real-kernel tests on this host")
+: >"$logs/stalled"
+since=$(date '+%F %T')
+if ! go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse; then
+	# A host whose kernel stalled while they ran (a lockup, an RCU stall:
+	# its CPUs ran nothing else for seconds or minutes) may have run out a
+	# test's time, or the package's 5 minutes, with no fault of the code.
+	# The packages that failed then run once more, with the kernel's lines
+	# shown; what fails again fails the run (docs/testing.md).
+	stalled=$(kernelstalls "$since")
+	again=$(failedpkgs "$logs/host")
+	if [ -n "$stalled" ] && [ -n "$again" ]; then
+		echo "== the host's kernel stalled while the real-kernel tests ran:"
+		echo "$stalled" | sed 's/^\[[^]]*\] *//' | sort | uniq -c | sort -rn | head -5 | sed 's/^ */  /'
+		echo "== so the packages that failed run once more: $(echo $again)"
+		mv "$logs/host" "$logs/host-stalled"
+		without "$(echo $again)" "$logs/host-stalled" >"$logs/host"
+		echo "$again" | sed 's/$/ (host, the kernel stalled): 1/; s/^/  /' >"$logs/stalled"
+		go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $again 2>&1 | tee -a "$logs/host" | terse ||
+			failed+=("real-kernel tests on this host (run again after the kernel stalled)")
+	else
+		failed+=("real-kernel tests on this host")
+	fi
+fi
 
 echo "== real-kernel tests under cgroup v2 (qemu VM, one boot per package)"
 : >"$logs/vm"
@@ -299,13 +341,14 @@ else
 fi
 
 # A timing-judging test reruns an attempt that a starved machine spoiled
-# (kerneltest.Root.Retry, docs/testing.md): say how often, and which.
-echo "== timing-judging attempts rerun because the machine was starved"
+# (kerneltest.Root.Retry, docs/testing.md), and a package that failed
+# while the host's kernel stalled ran again: say how often, and which.
+echo "== attempts rerun because the machine was starved, and packages because its kernel stalled"
 for run in host vm vm4 vm1 delegated; do
 	[ -s "$logs/$run" ] || continue
 	awk -v run="$run" '/^=== RUN/ { name = $3 } /starved, running it again/ { n[name]++ }
 		END { for (t in n) printf "  %s (%s): %d\n", t, run, n[t] }' "$logs/$run"
-done | sort | tee "$logs/reruns"
+done | cat - "$logs/stalled" | sort | tee "$logs/reruns"
 echo "$(awk -F': ' '{ s += $NF } END { print s + 0 }' "$logs/reruns") reruns; this run took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -69,3 +69,121 @@ func TestTestShFailures(t *testing.T) {
 		})
 	}
 }
+
+// shellFuncs returns the definitions of the named functions of
+// scripts/test.sh, each one line ("name() { ...; }") or a block ending in
+// a line "}".
+func shellFuncs(t *testing.T, names ...string) string {
+	t.Helper()
+	script, err := os.ReadFile("../../scripts/test.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, name := range names {
+		_, rest, ok := strings.Cut(string(script), "\n"+name+"() {")
+		if !ok {
+			t.Fatalf("scripts/test.sh has no %s() function", name)
+		}
+		body, _, _ := strings.Cut(rest, "\n")
+		if !strings.HasSuffix(body, "}") {
+			body, _, ok = strings.Cut(rest, "\n}\n")
+			if !ok {
+				t.Fatalf("scripts/test.sh: %s() has no end", name)
+			}
+			body += "\n}"
+		}
+		out.WriteString(name + "() {" + body + "\n")
+	}
+	return out.String()
+}
+
+// bashRun runs script under bash with args and returns its output.
+func bashRun(t *testing.T, script string, args ...string) string {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bash, append([]string{"-c", "set -euo pipefail\n" + script, "test.sh"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return string(out)
+}
+
+// TestTestShKernelStalls: scripts/test.sh runs again the packages that
+// failed on the host when the host's kernel said it stalled while they
+// ran. stalls picks the kernel's lockup and stall lines (and not the
+// boot's words for its watchdogs); failedpkgs names each package that
+// failed once; without drops those packages' lines from the output and
+// keeps the rest whole, so the run's coverage and failures are read from
+// the first run's other packages and the second run's.
+func TestTestShKernelStalls(t *testing.T) {
+	funcs := shellFuncs(t, "reasons", "failures", "stalls", "failedpkgs", "without")
+	got := bashRun(t, funcs+`stalls <"$1"`, filepath.Join("testdata", "kernellog", "stalled.txt"))
+	want := []string{
+		"[52751.509023] BUG: workqueue lockup - pool cpus=0 node=0 flags=0x0 nice=0 stuck for 39s!",
+		"[52770.000001] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+		"[52790.000003] rcu: INFO: rcu_sched self-detected stall on CPU",
+		"[52800.000004] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [fleet.test:10180]",
+		"[52810.000005] NMI watchdog: Watchdog detected hard LOCKUP on cpu 1",
+		"[52820.000006] INFO: task kworker/0:1:41 blocked for more than 122 seconds.",
+	}
+	if strings.TrimRight(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stalls:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if got := bashRun(t, funcs+`stalls </dev/null`); got != "" {
+		t.Errorf("stalls of a quiet log: %q, want nothing", got)
+	}
+
+	verbose := filepath.Join("testdata", "gotest", "verbose.txt")
+	got = bashRun(t, funcs+`failedpkgs "$1"`, verbose)
+	if want := "example.com/ft/a\nexample.com/ft/b\nexample.com/ft/c\nexample.com/ft/e\n"; got != want {
+		t.Errorf("failedpkgs:\n%s\nwant:\n%s", got, want)
+	}
+
+	log, err := os.ReadFile(verbose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := bashRun(t, funcs+`without "example.com/ft/a example.com/ft/c example.com/ft/e" "$1"`, verbose)
+	// What is left is the lines of b and d as they were, and the run's
+	// last line.
+	for _, pkg := range []string{"example.com/ft/b", "example.com/ft/d"} {
+		section := sectionOf(t, string(log), pkg)
+		if !strings.Contains(kept, section) {
+			t.Errorf("without: the lines of %s are not kept whole:\n%s", pkg, kept)
+		}
+	}
+	for _, gone := range []string{"TestBad", "TestSub", "[build failed]", "TestDump", "daemon log:"} {
+		if strings.Contains(kept, gone) {
+			t.Errorf("without: %q of a dropped package is left:\n%s", gone, kept)
+		}
+	}
+	if !strings.HasSuffix(kept, "\nFAIL\n") {
+		t.Errorf("without: the run's last line is lost:\n%s", kept)
+	}
+	if got := bashRun(t, funcs+`without "" "$1"`, verbose); got != string(log) {
+		t.Errorf("without nothing to drop changed the output:\n%s", got)
+	}
+}
+
+// sectionOf returns the lines go test printed for pkg: those after the
+// line that ended the package before it, through its own "ok" or "FAIL"
+// line.
+func sectionOf(t *testing.T, log, pkg string) string {
+	t.Helper()
+	at, from := 0, 0
+	for line := range strings.Lines(log) {
+		at += len(line)
+		if f := strings.Fields(line); len(f) >= 2 && (f[0] == "ok" || f[0] == "FAIL") {
+			if f[1] == pkg {
+				return log[from:at]
+			}
+			from = at
+		}
+	}
+	t.Fatalf("no lines of %s in the log", pkg)
+	return ""
+}
