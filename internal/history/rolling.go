@@ -497,6 +497,8 @@ type duePool struct {
 	// no longer run (changes).
 	ended       Ended
 	fresh, gone []string
+	// isGone says whether a query is one of gone (goneSet).
+	isGone func(string) bool
 	// prevQueries are the counters of each of the pool's queries at the
 	// last read (the history's own, read only).
 	prevQueries map[string]observe.CPUStat
@@ -560,6 +562,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 			dp := duePool{name: p.Name, base: ph.base, prevUsage: ph.prev.CPU.UsageUsec, prevPressure: ph.prev.Pressure,
 				running: list, arrived: arrived, ended: ended[p.Name]}
 			dp.fresh, dp.gone = ph.changes(list)
+			dp.isGone = goneSet(dp.gone)
 			if ph.base && len(list) > 0 {
 				dp.prevQueries = ph.prevQueries
 				endedUsec, known := ph.endedSince(dp.ended, dp.gone)
@@ -571,7 +574,7 @@ func (h *Rolling) due(d planner.Desired, now time.Time, running map[string][]str
 				dp.endedUsec = endedUsec
 				if dp.partial {
 					for _, q := range ph.hot {
-						if !slices.Contains(dp.gone, q.name) {
+						if dp.isGone == nil || !dp.isGone(q.name) {
 							dp.hot = append(dp.hot, q.name)
 						}
 					}
@@ -893,7 +896,7 @@ func (h *Rolling) store(due []duePool, r historyRead, now, next time.Time) time.
 			next = minTime(next, ph.due)
 			continue
 		}
-		isGone := goneSet(d.gone)
+		isGone := d.isGone
 		tr, threadsRead := r.threads[d.name]
 		var threads, ran int
 		switch {
