@@ -150,6 +150,33 @@ without() {
 		END { printf "%s", buf }' "${@:2}"
 }
 
+# stalledAgain runs again, once, the packages that failed in go test's
+# output LOG when the host's kernel said it stalled since SINCE (a
+# lockup, an RCU stall: its CPUs ran nothing else for seconds or
+# minutes), which may have run out a test's time, or the package's 5
+# minutes, with no fault of the code. It prints the kernel's lines, puts
+# the second run's output in LOG in place of the first's for those
+# packages, counts each as a rerun, and returns the second run's status;
+# it returns 1 with nothing run when the kernel did not stall or no
+# package failed. The command to run them again (go test and its flags)
+# follows WHAT the step is called (docs/testing.md, "Timing on a busy
+# machine").
+stalledAgain() {
+	local log=$1 since=$2 what=$3 stalled again
+	shift 3
+	stalled=$(kernelstalls "$since")
+	again=$(failedpkgs "$log")
+	[ -n "$stalled" ] && [ -n "$again" ] || return 1
+	again=$(echo $again)
+	echo "== the host's kernel stalled while the $what ran; its log says ($(echo "$stalled" | wc -l) lines, the first of each kind):"
+	echo "$stalled" | sed 's/^\[[^]]*\] *//' | awk '!seen[$0]++' | head -8 | sed 's/^/  /'
+	echo "== so the packages that failed run once more: $again"
+	mv "$log" "$log.stalled"
+	without "$again" "$log.stalled" >"$log"
+	for pkg in $again; do echo "  $pkg ($what, the kernel stalled): 1"; done >>"$logs/stalled"
+	"$@" $again 2>&1 | tee -a "$log" | terse
+}
+
 # aptget runs apt-get, waiting up to 5 minutes for another apt or dpkg
 # (an unattended upgrade, a second test run) to release its lock.
 aptget() {
@@ -217,7 +244,11 @@ export POOLAGENT_ETCD_MEMBER="$logs/etcd-member"
 go build -o "$POOLAGENT_ETCD_MEMBER" ./internal/etcdtest/etcd-member || failed+=("building etcd-member")
 
 echo "== unit tests"
-go test -count=1 -timeout 5m -skip "$kernel" ./... 2>&1 | tee "$logs/unit" || failed+=("unit tests")
+: >"$logs/stalled"
+since=$(date '+%F %T')
+go test -count=1 -timeout 5m -skip "$kernel" ./... 2>&1 | tee "$logs/unit" ||
+	stalledAgain "$logs/unit" "$since" "unit tests" go test -count=1 -timeout 5m -skip "$kernel" ||
+	failed+=("unit tests")
 
 echo "== real-kernel tests: which packages have them"
 go test -list "$kernel" ./... >"$logs/list" || failed+=("listing real-kernel tests")
@@ -231,29 +262,10 @@ sed 's/^/  /' "$logs/want"
 # with each other for the two CPUs. No package needs a minute; -timeout 5m
 # turns a hang into a goroutine dump and a failure within minutes.
 echo "== real-kernel tests on this host"
-: >"$logs/stalled"
 since=$(date '+%F %T')
-if ! go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse; then
-	# A host whose kernel stalled while they ran (a lockup, an RCU stall:
-	# its CPUs ran nothing else for seconds or minutes) may have run out a
-	# test's time, or the package's 5 minutes, with no fault of the code.
-	# The packages that failed then run once more, with the kernel's lines
-	# shown; what fails again fails the run (docs/testing.md).
-	stalled=$(kernelstalls "$since")
-	again=$(failedpkgs "$logs/host")
-	if [ -n "$stalled" ] && [ -n "$again" ]; then
-		echo "== the host's kernel stalled while the real-kernel tests ran:"
-		echo "$stalled" | sed 's/^\[[^]]*\] *//' | sort | uniq -c | sort -rn | head -5 | sed 's/^ */  /'
-		echo "== so the packages that failed run once more: $(echo $again)"
-		mv "$logs/host" "$logs/host-stalled"
-		without "$(echo $again)" "$logs/host-stalled" >"$logs/host"
-		echo "$again" | sed 's/$/ (host, the kernel stalled): 1/; s/^/  /' >"$logs/stalled"
-		go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $again 2>&1 | tee -a "$logs/host" | terse ||
-			failed+=("real-kernel tests on this host (run again after the kernel stalled)")
-	else
-		failed+=("real-kernel tests on this host")
-	fi
-fi
+go test -count=1 -p 1 -v -timeout 5m -run "$kernel" $pkgs 2>&1 | tee "$logs/host" | terse ||
+	stalledAgain "$logs/host" "$since" "real-kernel tests on this host" go test -count=1 -p 1 -v -timeout 5m -run "$kernel" ||
+	failed+=("real-kernel tests on this host")
 
 echo "== real-kernel tests under cgroup v2 (qemu VM, one boot per package)"
 : >"$logs/vm"

@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,6 +167,104 @@ func TestTestShKernelStalls(t *testing.T) {
 	}
 	if got := bashRun(t, funcs+`without "" "$1"`, verbose); got != string(log) {
 		t.Errorf("without nothing to drop changed the output:\n%s", got)
+	}
+}
+
+// TestTestShStalledAgain: stalledAgain runs the failed packages once
+// more when the kernel's log has a stall since the step began, and only
+// then; their second run's lines take the place of the first's in the
+// step's log, each counts as a rerun, and the step's status is the
+// second run's.
+func TestTestShStalledAgain(t *testing.T) {
+	funcs := shellFuncs(t, "reasons", "failures", "stalls", "kernelstalls", "failedpkgs", "without", "terse", "stalledAgain")
+	verbose, err := filepath.Abs(filepath.Join("testdata", "gotest", "verbose.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, err := filepath.Abs(filepath.Join("testdata", "kernellog", "stalled.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rerun stands for go test: it passes a and fails b of the packages
+	// it is given, and notes what it was asked to run.
+	const rerun = `rerun() {
+	echo "$*" >"$logs/asked"
+	printf -- '--- PASS: TestBad (0.00s)\nok  \texample.com/ft/a\t0.1s\n'
+	printf -- '--- FAIL: TestB (0.00s)\nFAIL\texample.com/ft/b\t0.1s\n'
+	[ "$2" = pass ]
+}
+`
+	for _, c := range []struct {
+		name, kernelLog, second string
+		status                  int
+		asked                   string
+	}{
+		{"stalled, passes again", stalled, "pass", 0, "-v pass example.com/ft/a example.com/ft/b example.com/ft/c example.com/ft/e"},
+		{"stalled, fails again", stalled, "fail", 1, "-v fail example.com/ft/a example.com/ft/b example.com/ft/c example.com/ft/e"},
+		{"no stall", "/dev/null", "pass", 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := t.TempDir()
+			script := funcs + rerun + `dmesg() { [ "$1 $2" = "--since 2026-12-06 10:20:00" ] && cat "$KERNEL_LOG"; }
+cp "$1" "$logs/host"; : >"$logs/stalled"
+status=0
+stalledAgain "$logs/host" "2026-12-06 10:20:00" "real-kernel tests" rerun -v "$2" >"$logs/out" || status=$?
+echo "$status"`
+			cmd := exec.Command("bash", "-c", "set -euo pipefail\nlogs="+logs+"\n"+script, "test.sh", verbose, c.second)
+			cmd.Env = append(os.Environ(), "KERNEL_LOG="+c.kernelLog)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != fmt.Sprint(c.status) {
+				t.Errorf("status %s, want %d", got, c.status)
+			}
+			asked, _ := os.ReadFile(filepath.Join(logs, "asked"))
+			if got := strings.TrimSpace(string(asked)); got != c.asked {
+				t.Errorf("ran again: %q, want %q", got, c.asked)
+			}
+			host, err := os.ReadFile(filepath.Join(logs, "host"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted, err := os.ReadFile(filepath.Join(logs, "stalled"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := os.ReadFile(verbose)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.asked == "" {
+				if string(host) != string(first) || len(counted) != 0 {
+					t.Errorf("no stall, but the log or the reruns changed:\n%s\n%s", host, counted)
+				}
+				return
+			}
+			said, _ := os.ReadFile(filepath.Join(logs, "out"))
+			for _, want := range []string{
+				"== the host's kernel stalled while the real-kernel tests ran; its log says (6 lines, the first of each kind):",
+				"  BUG: workqueue lockup - pool cpus=0 node=0 flags=0x0 nice=0 stuck for 39s!",
+				"  INFO: task kworker/0:1:41 blocked for more than 122 seconds.",
+				"== so the packages that failed run once more: example.com/ft/a example.com/ft/b example.com/ft/c example.com/ft/e",
+			} {
+				if !strings.Contains(string(said), want+"\n") {
+					t.Errorf("it said:\n%s\nwant a line %q", said, want)
+				}
+			}
+			wantHost := sectionOf(t, string(first), "example.com/ft/d") + "FAIL\n" +
+				"--- PASS: TestBad (0.00s)\nok  \texample.com/ft/a\t0.1s\n--- FAIL: TestB (0.00s)\nFAIL\texample.com/ft/b\t0.1s\n"
+			if !strings.HasSuffix(string(host), wantHost) || strings.Contains(string(host), "TestDump") {
+				t.Errorf("the step's log after the rerun:\n%s\nwant it to end:\n%s", host, wantHost)
+			}
+			wantCounted := ""
+			for _, p := range strings.Fields(c.asked)[2:] {
+				wantCounted += "  " + p + " (real-kernel tests, the kernel stalled): 1\n"
+			}
+			if string(counted) != wantCounted {
+				t.Errorf("reruns counted:\n%s\nwant:\n%s", counted, wantCounted)
+			}
+		})
 	}
 }
 
