@@ -140,8 +140,8 @@ kernelstalls() { dmesg --since "$1" 2>/dev/null | stalls; }
 
 # failedpkgs reads go test output and prints each package that failed,
 # once; without prints go test output without the lines of the packages
-# named (-p 1 prints each package in one piece, ending with its "ok" or
-# "FAIL" line).
+# named (go test prints each package's output in one piece, ending with
+# its "ok" or "FAIL" line, as passed reads it).
 failedpkgs() { failures "$@" | awk '{ sub(/:$/, "", $1); print $1 }' | sort -u; }
 without() {
 	awk -v drop="$1" 'BEGIN { n = split(drop, d, " "); for (i = 1; i <= n; i++) skip[d[i]] = 1 }
